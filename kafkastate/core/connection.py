@@ -1,0 +1,689 @@
+"""BrokerConnection: the byte-level machine for one TCP connection to one broker.
+
+Theory of operation
+-------------------
+The adapter opens the socket (plain or TLS) and then calls :meth:`connection_made`. From
+then on the machine is driven by three inputs and read through three outputs:
+
+* inputs: :meth:`receive_data` (bytes at any split point; ``b""`` = EOF),
+  :meth:`handle_timer`, and commands (:meth:`send_request`, :meth:`close`);
+* outputs: :meth:`data_to_send`, :meth:`next_event` (drain until None), :meth:`get_timer`.
+
+Right after ``connection_made`` the machine runs the handshake on its own:
+
+1. ApiVersions at the highest version we know (KIP-511 fields in v3+). A broker that does
+   not speak that version answers UNSUPPORTED_VERSION with a v0 body listing its own
+   ApiVersions range; we retry once at the highest version it names.
+2. With SASL configured: SaslHandshake v1 (mechanism) then SaslAuthenticate (KIP-152)
+   rounds until the mechanism is complete. Any failure is an AuthenticationFailedError
+   that closes the connection at once: no retry can fix wrong credentials.
+3. READY: :class:`ConnectionReady` carries the negotiated :class:`ApiVersionTable`.
+
+Requests submitted before READY wait in a queue and go out when the handshake ends.
+At most ``max_in_flight`` requests are on the wire; Kafka answers in order on a
+connection, so a response whose correlation id is not the oldest in-flight one is a
+protocol violation. A request that outlives its timeout closes the connection (its
+response can no longer be matched safely), failing every in-flight request, as the Java
+client's NetworkClient does.
+
+Malformed bytes raise :class:`RemoteProtocolError` from :meth:`receive_data` and leave the
+machine in the terminal ERROR state; the adapter closes the socket.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import re
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, Final, NewType
+
+import attrs
+
+from kafkastate._version import __version__
+from kafkastate.core.protocol.framing import (
+    DEFAULT_MAX_FRAME_SIZE,
+    FrameDecoder,
+    decode_body,
+    decode_response_header,
+    encode_request,
+    response_header_version,
+)
+from kafkastate.core.protocol.versions import (
+    CLIENT_VERSIONS,
+    ApiKey,
+    ApiVersionTable,
+    api_name,
+    request_type,
+    response_type,
+)
+from kafkastate.core.sasl import SaslMechanism, make_mechanism
+from kafkastate.errors import (
+    AuthenticationFailedError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    LocalProtocolError,
+    RemoteProtocolError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+
+__all__ = [
+    "BrokerConnection",
+    "ConnectionClosed",
+    "ConnectionConfig",
+    "ConnectionEvent",
+    "ConnectionReady",
+    "ConnectionState",
+    "CorrelationId",
+    "RequestFailed",
+    "ResponseReceived",
+]
+
+CorrelationId = NewType("CorrelationId", int)
+
+_UNSUPPORTED_VERSION: Final = 35
+_UNSUPPORTED_SASL_MECHANISM: Final = 33
+# KIP-511: software name/version must match this, or the broker answers INVALID_REQUEST.
+_SOFTWARE_RE: Final = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+class ConnectionState(enum.Enum):
+    """States of :class:`BrokerConnection`."""
+
+    IDLE = "idle"
+    """Created; the socket is not connected yet."""
+    API_VERSIONS = "api_versions"
+    """ApiVersions request sent, waiting for the answer."""
+    SASL_HANDSHAKE = "sasl_handshake"
+    """SaslHandshake sent."""
+    SASL_AUTHENTICATE = "sasl_authenticate"
+    """SaslAuthenticate rounds under way."""
+    READY = "ready"
+    """Handshake done; user requests flow."""
+    CLOSED = "closed"
+    """Closed by us, by the peer, or after a timeout or authentication failure."""
+    ERROR = "error"
+    """The peer broke the protocol; terminal."""
+
+
+_TERMINAL: Final = frozenset({ConnectionState.CLOSED, ConnectionState.ERROR})
+
+# Legal transitions (h11-style table): anything not listed raises LocalProtocolError.
+_TRANSITIONS: Final[Mapping[ConnectionState, frozenset[ConnectionState]]] = {
+    ConnectionState.IDLE: frozenset({ConnectionState.API_VERSIONS, *_TERMINAL}),
+    ConnectionState.API_VERSIONS: frozenset(
+        {ConnectionState.SASL_HANDSHAKE, ConnectionState.READY, *_TERMINAL}
+    ),
+    ConnectionState.SASL_HANDSHAKE: frozenset({ConnectionState.SASL_AUTHENTICATE, *_TERMINAL}),
+    ConnectionState.SASL_AUTHENTICATE: frozenset({ConnectionState.READY, *_TERMINAL}),
+    ConnectionState.READY: _TERMINAL,
+    ConnectionState.CLOSED: frozenset(),
+    ConnectionState.ERROR: frozenset(),
+}
+
+
+def _positive(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{attr.name} must be > 0, got {value!r}")
+
+
+def _software(_inst: object, attr: attrs.Attribute[Any], value: str) -> None:
+    if not _SOFTWARE_RE.match(value):
+        raise ValueError(
+            f"{attr.name} {value!r} must be letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit (KIP-511)"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionConfig:
+    """Settings of one broker connection. Durations are float seconds."""
+
+    client_id: str | None = "kafkastate"
+    """Sent in every request header (``client.id``)."""
+    request_timeout: float = attrs.field(default=30.0, validator=_positive)
+    """How long a request may wait for its response (``request.timeout.ms``)."""
+    max_in_flight: int = attrs.field(default=5, validator=_positive)
+    """Requests on the wire at once (``max.in.flight.requests.per.connection``)."""
+    client_software_name: str = attrs.field(default="kafkastate", validator=_software)
+    """KIP-511 ``client.software.name`` sent in ApiVersions v3+."""
+    client_software_version: str = attrs.field(
+        default=__version__.replace("+", "-"), validator=_software
+    )
+    """KIP-511 ``client.software.version``."""
+    sasl_mechanism: str | None = None
+    """``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``, ``OAUTHBEARER`` or None (no SASL)."""
+    sasl_username: str | None = None
+    """Username for PLAIN and SCRAM (aiokafka: ``sasl_plain_username``)."""
+    sasl_password: str | None = attrs.field(default=None, repr=False)
+    """Password for PLAIN and SCRAM (aiokafka: ``sasl_plain_password``)."""
+    sasl_oauth_token: str | None = attrs.field(default=None, repr=False)
+    """Bearer token for OAUTHBEARER, obtained by the caller."""
+    sasl_oauth_extensions: Mapping[str, str] | None = None
+    """SASL extensions for OAUTHBEARER (KIP-342)."""
+    max_frame_size: int = attrs.field(default=DEFAULT_MAX_FRAME_SIZE, validator=_positive)
+    """Largest response accepted, in bytes; larger is treated as corrupt input."""
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionReady:
+    """The handshake finished; requests can flow."""
+
+    versions: ApiVersionTable
+    """The negotiated API versions."""
+    sasl_session_lifetime: float | None = None
+    """Seconds until the broker expects re-authentication (KIP-368), if it said."""
+
+
+@attrs.frozen(kw_only=True)
+class ResponseReceived:
+    """A response arrived for a request sent with :meth:`BrokerConnection.send_request`."""
+
+    correlation_id: CorrelationId
+    """The id :meth:`~BrokerConnection.send_request` returned."""
+    request: Any
+    """The kio request entity that was sent."""
+    response: Any
+    """The decoded kio response entity."""
+
+
+@attrs.frozen(kw_only=True)
+class RequestFailed:
+    """A request will get no response (timeout, connection closed)."""
+
+    correlation_id: CorrelationId
+    """The id :meth:`~BrokerConnection.send_request` returned."""
+    request: Any
+    """The kio request entity."""
+    error: KafkaError
+    """Why: ``KafkaTimeoutError`` for the request that timed out, otherwise the error that
+    closed the connection."""
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionClosed:
+    """The connection ended; the adapter must close the socket. Emitted once, last."""
+
+    error: KafkaError | None
+    """None when :meth:`~BrokerConnection.close` was called; otherwise the cause
+    (``AuthenticationFailedError`` means: do not reconnect with the same credentials)."""
+
+
+ConnectionEvent = ConnectionReady | ResponseReceived | RequestFailed | ConnectionClosed
+
+
+@attrs.define(slots=True)
+class _Request:
+    correlation_id: CorrelationId
+    request: Any
+    api_key: int
+    version: int
+    flexible: bool
+    timeout: float
+    deadline: float
+    internal: bool
+    expect_response: bool
+
+
+class BrokerConnection:
+    """The sans-IO machine for one broker connection.
+
+    Args:
+        config: connection settings.
+        rng: randomness for the SCRAM nonce; adapters pass ``random.SystemRandom()``,
+            the simulator a seeded ``random.Random``. Needed only with SCRAM.
+    """
+
+    def __init__(self, config: ConnectionConfig, *, rng: random.Random | None = None) -> None:
+        self.config = config
+        self._state = ConnectionState.IDLE
+        self._rng = rng
+        self._decoder = FrameDecoder(config.max_frame_size)
+        self._out = bytearray()
+        self._events: deque[ConnectionEvent] = deque()
+        self._in_flight: deque[_Request] = deque()
+        self._pending: deque[_Request] = deque()
+        self._next_correlation_id = 0
+        self._versions: ApiVersionTable | None = None
+        self._api_versions_version = CLIENT_VERSIONS[ApiKey.API_VERSIONS][1]
+        self._api_versions_retried = False
+        self._mechanism: SaslMechanism | None = None
+        self._session_lifetime: float | None = None
+
+    # ----------------------------------------------------------------- properties
+
+    @property
+    def state(self) -> ConnectionState:
+        """The current state."""
+        return self._state
+
+    @property
+    def versions(self) -> ApiVersionTable | None:
+        """The negotiated versions, once the ApiVersions answer arrived."""
+        return self._versions
+
+    @property
+    def in_flight_count(self) -> int:
+        """Requests written and awaiting a response (handshake requests included)."""
+        return len(self._in_flight)
+
+    @property
+    def queued_count(self) -> int:
+        """Requests accepted but not yet written (waiting for READY or a free slot)."""
+        return len(self._pending)
+
+    def can_send(self) -> bool:
+        """Whether a request sent now would go on the wire at once."""
+        return (
+            self._state is ConnectionState.READY
+            and not self._pending
+            and len(self._in_flight) < self.config.max_in_flight
+        )
+
+    # ------------------------------------------------------------------- inputs
+
+    def connection_made(self, *, now: float) -> None:
+        """The socket is connected (and TLS established): start the handshake.
+
+        Raises:
+            LocalProtocolError: called twice, or after close.
+        """
+        self._transition(ConnectionState.API_VERSIONS)
+        self._send_api_versions(now)
+
+    def send_request(
+        self,
+        request: Any,
+        *,
+        now: float,
+        timeout: float | None = None,
+        expect_response: bool = True,
+    ) -> CorrelationId:
+        """Queue a kio request entity; it is written once READY and a slot is free.
+
+        Args:
+            request: a kio request entity of a version the broker supports (build it with
+                ``connection.versions.request_type(api_key)``).
+            now: the driver's clock.
+            timeout: seconds until :class:`RequestFailed` with a timeout; defaults to
+                ``config.request_timeout``.
+            expect_response: False only for Produce with ``acks=0``, which gets no answer.
+
+        Returns:
+            The correlation id later events carry.
+
+        Raises:
+            LocalProtocolError: the connection is closed, or the entity is not a request.
+        """
+        if self._state in _TERMINAL:
+            raise LocalProtocolError(f"send_request on a connection in state {self._state.name}")
+        cls = type(request)
+        try:
+            api_key = int(cls.__api_key__)
+            version = int(cls.__version__)
+            flexible = bool(cls.__flexible__)
+        except AttributeError:
+            raise LocalProtocolError(f"{cls.__name__} is not a kio request entity") from None
+        if timeout is None:
+            timeout = self.config.request_timeout
+        req = _Request(
+            correlation_id=self._new_correlation_id(),
+            request=request,
+            api_key=api_key,
+            version=version,
+            flexible=flexible,
+            timeout=timeout,
+            deadline=now + timeout,
+            internal=False,
+            expect_response=expect_response,
+        )
+        self._pending.append(req)
+        self._flush_pending(now)
+        return req.correlation_id
+
+    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float) -> None:
+        """Feed bytes read from the socket; ``b""`` means the peer closed it.
+
+        Raises:
+            RemoteProtocolError: the bytes break framing or decoding; the machine is in
+                ERROR and has queued RequestFailed/ConnectionClosed events.
+            LocalProtocolError: called before :meth:`connection_made`.
+        """
+        if self._state in _TERMINAL:
+            return  # late bytes after close: nothing to do with them
+        if self._state is ConnectionState.IDLE:
+            raise LocalProtocolError("receive_data before connection_made")
+        if not data:
+            self._close(KafkaConnectionError("connection closed by the broker"))
+            return
+        try:
+            self._decoder.feed(data)
+            while self._state not in _TERMINAL:
+                frame = self._decoder.next_frame()
+                if frame is None:
+                    break
+                self._handle_frame(frame, now)
+        except RemoteProtocolError as exc:
+            self._close(exc, state=ConnectionState.ERROR)
+            raise
+
+    def connection_lost(self, *, now: float, error: BaseException | None = None) -> None:
+        """The socket failed or closed underneath us (reset, TLS error...)."""
+        if self._state in _TERMINAL:
+            return
+        cause = f": {error}" if error is not None else ""
+        exc = KafkaConnectionError(f"connection lost{cause}")
+        if error is not None:
+            exc.__cause__ = error
+        self._close(exc)
+
+    def close(self) -> None:
+        """Close from our side; queued and in-flight requests fail with KafkaConnectionError."""
+        if self._state in _TERMINAL:
+            return
+        self._close(None)
+
+    def handle_timer(self, *, now: float) -> None:
+        """Expire requests whose deadline passed. Safe to call early or twice."""
+        if self._state in _TERMINAL:
+            return
+        # Unsent requests time out alone: nothing is on the wire for them.
+        if self._pending:
+            keep: deque[_Request] = deque()
+            for req in self._pending:
+                if req.deadline <= now:
+                    self._events.append(
+                        RequestFailed(
+                            correlation_id=req.correlation_id,
+                            request=req.request,
+                            error=KafkaTimeoutError(
+                                f"{api_name(req.api_key)} request timed out after "
+                                f"{req.timeout:g} s before it could be sent"
+                            ),
+                        )
+                    )
+                else:
+                    keep.append(req)
+            self._pending = keep
+        for req in self._in_flight:
+            if req.deadline <= now:
+                what = "handshake " if req.internal else ""
+                error = KafkaTimeoutError(
+                    f"{what}{api_name(req.api_key)} request (correlation id "
+                    f"{req.correlation_id}) got no response within {req.timeout:g} s"
+                )
+                self._close(error, timed_out=req)
+                return
+
+    # ------------------------------------------------------------------ outputs
+
+    def data_to_send(self) -> bytes:
+        """Bytes to write to the socket (possibly empty); clears the buffer."""
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+    def next_event(self) -> ConnectionEvent | None:
+        """The next event, or None; call until None after every input."""
+        return self._events.popleft() if self._events else None
+
+    def get_timer(self) -> float | None:
+        """The earliest deadline at which :meth:`handle_timer` must be called, or None."""
+        if self._state in _TERMINAL:
+            return None
+        deadlines = [r.deadline for r in self._in_flight]
+        deadlines.extend(r.deadline for r in self._pending)
+        return min(deadlines) if deadlines else None
+
+    # ---------------------------------------------------------------- internals
+
+    def _transition(self, new: ConnectionState) -> None:
+        if new not in _TRANSITIONS[self._state]:
+            raise LocalProtocolError(f"illegal transition {self._state.name} -> {new.name}")
+        self._state = new
+
+    def _new_correlation_id(self) -> CorrelationId:
+        cid = self._next_correlation_id
+        self._next_correlation_id = (cid + 1) & 0x7FFFFFFF
+        return CorrelationId(cid)
+
+    def _write(self, req: _Request) -> None:
+        self._out += encode_request(
+            req.request, correlation_id=req.correlation_id, client_id=self.config.client_id
+        )
+        if req.expect_response:
+            self._in_flight.append(req)
+
+    def _send_internal(self, request: Any, now: float) -> None:
+        cls = type(request)
+        timeout = self.config.request_timeout
+        self._write(
+            _Request(
+                correlation_id=self._new_correlation_id(),
+                request=request,
+                api_key=int(cls.__api_key__),
+                version=int(cls.__version__),
+                flexible=bool(cls.__flexible__),
+                timeout=timeout,
+                deadline=now + timeout,
+                internal=True,
+                expect_response=True,
+            )
+        )
+
+    def _flush_pending(self, now: float) -> None:
+        if self._state is not ConnectionState.READY:
+            return
+        while self._pending and len(self._in_flight) < self.config.max_in_flight:
+            req = self._pending.popleft()
+            # The timeout measures time on the wire, as the Java client does.
+            req.deadline = now + req.timeout
+            if self._versions is not None and not self._versions.supports(req.api_key):
+                self._events.append(
+                    RequestFailed(
+                        correlation_id=req.correlation_id,
+                        request=req.request,
+                        error=self._unsupported(req),
+                    )
+                )
+                continue
+            self._write(req)
+
+    def _unsupported(self, req: _Request) -> UnsupportedVersionError:
+        assert self._versions is not None
+        try:
+            self._versions.version_for(req.api_key)
+        except UnsupportedVersionError as exc:
+            return exc
+        return UnsupportedVersionError(f"{api_name(req.api_key)} v{req.version} not supported")
+
+    def _handle_frame(self, frame: bytes, now: float) -> None:
+        if not self._in_flight:
+            raise RemoteProtocolError(f"unsolicited response frame of {len(frame)} bytes")
+        req = self._in_flight[0]
+        view = memoryview(frame)
+        header_version = response_header_version(req.api_key, req.flexible)
+        correlation_id, offset = decode_response_header(view, header_version)
+        if correlation_id != req.correlation_id:
+            raise RemoteProtocolError(
+                f"response correlation id {correlation_id} does not match the oldest "
+                f"in-flight request ({api_name(req.api_key)}, id {req.correlation_id})"
+            )
+        self._in_flight.popleft()
+        if req.api_key == ApiKey.API_VERSIONS and req.internal:
+            self._on_api_versions(req, view, offset, now)
+            return
+        response = decode_body(response_type(req.api_key, req.version), view, offset)
+        if req.internal:
+            self._on_internal_response(req, response, now)
+        else:
+            self._events.append(
+                ResponseReceived(
+                    correlation_id=req.correlation_id, request=req.request, response=response
+                )
+            )
+            self._flush_pending(now)
+
+    # -- handshake
+
+    def _send_api_versions(self, now: float) -> None:
+        cls = request_type(ApiKey.API_VERSIONS, self._api_versions_version)
+        if self._api_versions_version >= 3:
+            request = cls(
+                client_software_name=self.config.client_software_name,
+                client_software_version=self.config.client_software_version,
+            )
+        else:
+            request = cls()
+        self._send_internal(request, now)
+
+    def _on_api_versions(self, req: _Request, view: memoryview, offset: int, now: float) -> None:
+        if len(view) - offset < 2:
+            raise RemoteProtocolError("ApiVersions response has no error code")
+        error_code = int.from_bytes(view[offset : offset + 2], "big", signed=True)
+        if error_code == _UNSUPPORTED_VERSION:
+            # KIP-511: the broker answers in v0 and names the versions it supports.
+            body = decode_body(response_type(ApiKey.API_VERSIONS, 0), view, offset)
+            theirs = {int(k.api_key): int(k.max_version) for k in body.api_keys}
+            retry_at = theirs.get(ApiKey.API_VERSIONS, 0)
+            if self._api_versions_retried or retry_at >= self._api_versions_version:
+                self._close(
+                    UnsupportedVersionError(
+                        f"broker refused ApiVersions v{self._api_versions_version} and offers "
+                        f"up to v{retry_at}",
+                        api_key=ApiKey.API_VERSIONS,
+                        api_name="ApiVersions",
+                        client_range=CLIENT_VERSIONS[ApiKey.API_VERSIONS],
+                        broker_range=(0, retry_at),
+                    )
+                )
+                return
+            self._api_versions_retried = True
+            self._api_versions_version = retry_at
+            self._send_api_versions(now)
+            return
+        body = decode_body(response_type(ApiKey.API_VERSIONS, req.version), view, offset)
+        if error_code != 0:
+            self._close(error_for_code(error_code)("ApiVersions failed"))
+            return
+        self._versions = ApiVersionTable.from_api_keys(body.api_keys)
+        if self.config.sasl_mechanism is None:
+            self._become_ready(now)
+            return
+        try:
+            self._mechanism = make_mechanism(
+                self.config.sasl_mechanism,
+                username=self.config.sasl_username,
+                password=self.config.sasl_password,
+                oauth_token=self.config.sasl_oauth_token,
+                oauth_extensions=self.config.sasl_oauth_extensions,
+                rng=self._rng,
+            )
+            version = self._versions.version_for(ApiKey.SASL_HANDSHAKE)
+            self._versions.version_for(ApiKey.SASL_AUTHENTICATE)
+        except KafkaError as exc:
+            self._close(exc)
+            return
+        if version < 1:
+            # v0 sends raw SASL tokens outside Kafka framing; Kafka >= 1.0 supports v1.
+            self._close(AuthenticationFailedError("broker supports only SaslHandshake v0"))
+            return
+        self._transition(ConnectionState.SASL_HANDSHAKE)
+        handshake = request_type(ApiKey.SASL_HANDSHAKE, version)
+        self._send_internal(handshake(mechanism=self.config.sasl_mechanism), now)
+
+    def _on_internal_response(self, req: _Request, response: Any, now: float) -> None:
+        if req.api_key == ApiKey.SASL_HANDSHAKE:
+            self._on_sasl_handshake(response, now)
+        elif req.api_key == ApiKey.SASL_AUTHENTICATE:
+            self._on_sasl_authenticate(response, now)
+        else:  # pragma: no cover - we only send the three handshake APIs internally
+            raise LocalProtocolError(f"no handler for internal {api_name(req.api_key)}")
+
+    def _on_sasl_handshake(self, response: Any, now: float) -> None:
+        code = int(response.error_code)
+        if code == _UNSUPPORTED_SASL_MECHANISM:
+            offered = ", ".join(response.mechanisms) or "none"
+            self._close(
+                AuthenticationFailedError(
+                    f"broker does not enable SASL mechanism {self.config.sasl_mechanism!r}; "
+                    f"it offers: {offered}"
+                )
+            )
+            return
+        if code != 0:
+            err = error_for_code(code)
+            self._close(AuthenticationFailedError(f"SaslHandshake failed: {err.__name__}"))
+            return
+        assert self._mechanism is not None
+        self._transition(ConnectionState.SASL_AUTHENTICATE)
+        self._send_sasl_authenticate(self._mechanism.first_message(), now)
+
+    def _send_sasl_authenticate(self, payload: bytes, now: float) -> None:
+        assert self._versions is not None
+        cls = self._versions.request_type(ApiKey.SASL_AUTHENTICATE)
+        self._send_internal(cls(auth_bytes=payload), now)
+
+    def _on_sasl_authenticate(self, response: Any, now: float) -> None:
+        assert self._mechanism is not None
+        code = int(response.error_code)
+        if code != 0:
+            message = response.error_message or error_for_code(code).__name__
+            self._close(
+                AuthenticationFailedError(
+                    f"SASL {self._mechanism.name} authentication failed: {message}"
+                )
+            )
+            return
+        lifetime = getattr(response, "session_lifetime", None)
+        if lifetime is not None and lifetime.total_seconds() > 0:
+            self._session_lifetime = lifetime.total_seconds()
+        try:
+            reply = self._mechanism.on_challenge(bytes(response.auth_bytes))
+        except AuthenticationFailedError as exc:
+            self._close(exc)
+            return
+        if reply is not None:
+            self._send_sasl_authenticate(reply, now)
+        elif self._mechanism.complete:
+            self._become_ready(now)
+        else:
+            self._close(
+                AuthenticationFailedError(f"SASL {self._mechanism.name} exchange ended early")
+            )
+
+    def _become_ready(self, now: float) -> None:
+        assert self._versions is not None
+        self._transition(ConnectionState.READY)
+        self._events.append(
+            ConnectionReady(versions=self._versions, sasl_session_lifetime=self._session_lifetime)
+        )
+        self._flush_pending(now)
+
+    # -- closing
+
+    def _close(
+        self,
+        error: KafkaError | None,
+        *,
+        state: ConnectionState = ConnectionState.CLOSED,
+        timed_out: _Request | None = None,
+    ) -> None:
+        self._transition(state)
+        others = error if error is not None else KafkaConnectionError("connection closed")
+        if isinstance(others, KafkaTimeoutError):
+            others = KafkaConnectionError(f"connection closed after a request timed out: {error}")
+        for req in (*self._in_flight, *self._pending):
+            if req.internal:
+                continue
+            err = error if (req is timed_out and error is not None) else others
+            self._events.append(
+                RequestFailed(correlation_id=req.correlation_id, request=req.request, error=err)
+            )
+        self._in_flight.clear()
+        self._pending.clear()
+        self._out.clear()
+        self._events.append(ConnectionClosed(error=error))

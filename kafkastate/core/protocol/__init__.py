@@ -1,0 +1,1 @@
+"""Wire codec: request/response framing, API version negotiation, record batches."""

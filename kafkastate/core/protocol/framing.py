@@ -1,0 +1,228 @@
+"""Request/response framing: the 4-byte size prefix and the request/response headers.
+
+Theory of operation
+-------------------
+Every Kafka message on the wire is ``int32 size`` followed by ``size`` bytes. A request is
+a request header then the body; a response is a response header then the body.
+
+* Request header v1 (non-flexible requests): api_key int16, api_version int16,
+  correlation_id int32, client_id nullable *legacy* string (int16 length).
+* Request header v2 (flexible requests, KIP-482): v1 followed by a tagged-field section
+  (we never send tags, so a single ``0`` byte). The client_id stays a legacy string.
+* Response header v0: correlation_id int32.
+* Response header v1 (flexible responses): v0 followed by a tagged-field section.
+  ApiVersions responses always use header v0, whatever the version, so that a client can
+  read the answer before it knows which versions the broker speaks (KIP-511).
+
+Bodies are kio entities: kio knows every API version's schema, we own the bytes around
+them. Nothing here does IO; :class:`FrameDecoder` accepts bytes at any split point.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from typing import Any, Final
+
+from kio.serial import entity_reader, entity_writer
+
+from kafkastate.errors import RemoteProtocolError
+
+__all__ = [
+    "API_VERSIONS_KEY",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "FrameDecoder",
+    "decode_body",
+    "decode_response_header",
+    "encode_body",
+    "encode_request",
+    "request_header_bytes",
+    "response_header_version",
+]
+
+API_VERSIONS_KEY: Final = 18
+DEFAULT_MAX_FRAME_SIZE: Final = 100 * 1024 * 1024
+"""Largest response frame accepted (bytes); larger sizes mean corrupt or hostile input."""
+
+_SIZE = struct.Struct(">i")
+_HEADER_V1 = struct.Struct(">hhih")
+_INT32 = struct.Struct(">i")
+
+
+def request_header_bytes(
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    *,
+    flexible: bool,
+) -> bytes:
+    """Encode a request header: v2 if ``flexible`` else v1.
+
+    Args:
+        api_key: the API key (0 = Produce, 1 = Fetch, ...).
+        api_version: the version of the body that follows.
+        correlation_id: echoed by the broker in the response header.
+        client_id: the client id, or None for a null string.
+        flexible: whether the body's version is a flexible version (KIP-482).
+
+    Returns:
+        The header bytes, without the size prefix.
+    """
+    if client_id is None:
+        head = _HEADER_V1.pack(api_key, api_version, correlation_id, -1)
+    else:
+        raw = client_id.encode()
+        head = _HEADER_V1.pack(api_key, api_version, correlation_id, len(raw)) + raw
+    # Header v2 = v1 + an empty tagged-field section.
+    return head + b"\x00" if flexible else head
+
+
+def encode_body(entity: Any) -> bytes:
+    """Serialize a kio request or response entity (body only)."""
+    buf = io.BytesIO()
+    entity_writer(type(entity))(buf, entity)
+    return buf.getvalue()
+
+
+def encode_request(entity: Any, *, correlation_id: int, client_id: str | None) -> bytes:
+    """Frame a kio request entity: size prefix, header for its version, body.
+
+    Args:
+        entity: a kio request entity (its class carries api key, version, flexibility).
+        correlation_id: the id the response will carry.
+        client_id: the client id sent in the header.
+
+    Returns:
+        The full frame, ready to write to the socket.
+    """
+    cls = type(entity)
+    header = request_header_bytes(
+        int(cls.__api_key__),
+        int(cls.__version__),
+        correlation_id,
+        client_id,
+        flexible=bool(cls.__flexible__),
+    )
+    body = encode_body(entity)
+    return _SIZE.pack(len(header) + len(body)) + header + body
+
+
+def response_header_version(api_key: int, flexible: bool) -> int:
+    """Which response header version a response uses (ApiVersions: always v0)."""
+    if api_key == API_VERSIONS_KEY:
+        return 0
+    return 1 if flexible else 0
+
+
+def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise RemoteProtocolError("truncated varint in response header")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise RemoteProtocolError("varint too long in response header")
+
+
+def decode_response_header(frame: memoryview, version: int) -> tuple[int, int]:
+    """Decode a response header.
+
+    Args:
+        frame: the frame payload (after the size prefix).
+        version: 0 or 1 (see :func:`response_header_version`).
+
+    Returns:
+        ``(correlation_id, offset_of_body)``.
+
+    Raises:
+        RemoteProtocolError: the header is truncated or its tagged fields are malformed.
+    """
+    if len(frame) < 4:
+        raise RemoteProtocolError(f"response frame of {len(frame)} bytes has no header")
+    (correlation_id,) = _INT32.unpack_from(frame, 0)
+    pos = 4
+    if version >= 1:
+        count, pos = _read_uvarint(frame, pos)
+        for _ in range(count):
+            _tag, pos = _read_uvarint(frame, pos)
+            size, pos = _read_uvarint(frame, pos)
+            pos += size
+            if pos > len(frame):
+                raise RemoteProtocolError("tagged field overruns the response header")
+    return correlation_id, pos
+
+
+def decode_body(cls: type[Any], frame: memoryview, offset: int) -> Any:
+    """Decode a kio entity of type ``cls`` from ``frame[offset:]``.
+
+    Raises:
+        RemoteProtocolError: the bytes do not parse as ``cls`` (any kio or value error is
+            converted, naming the entity).
+    """
+    try:
+        entity, _size = entity_reader(cls)(frame[offset:], 0)
+    except Exception as exc:  # kio raises DecodeError, ValueError, UnicodeError, ...
+        raise RemoteProtocolError(
+            f"malformed {cls.__name__} v{getattr(cls, '__version__', '?')}: {exc}"
+        ) from exc
+    return entity
+
+
+class FrameDecoder:
+    """Splits a byte stream into size-prefixed frames.
+
+    Feed bytes at any split point with :meth:`feed`; take complete frame payloads with
+    :meth:`next_frame` until it returns None.
+    """
+
+    __slots__ = ("_buf", "_max_frame_size", "_pos")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self._max_frame_size = max_frame_size
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append received bytes."""
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as frames."""
+        return len(self._buf) - self._pos
+
+    def next_frame(self) -> bytes | None:
+        """Return the next complete frame payload, or None if more bytes are needed.
+
+        Raises:
+            RemoteProtocolError: a size prefix is negative or above the maximum.
+        """
+        avail = len(self._buf) - self._pos
+        if avail < 4:
+            self._compact()
+            return None
+        (size,) = _SIZE.unpack_from(self._buf, self._pos)
+        if size < 0 or size > self._max_frame_size:
+            raise RemoteProtocolError(f"invalid frame size {size} (maximum {self._max_frame_size})")
+        if avail < 4 + size:
+            self._compact()
+            return None
+        start = self._pos + 4
+        frame = bytes(self._buf[start : start + size])
+        self._pos = start + size
+        if self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        return frame
+
+    def _compact(self) -> None:
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0

@@ -1,0 +1,289 @@
+"""SASL client mechanisms as pure exchanges of byte strings.
+
+Theory of operation
+-------------------
+A mechanism object produces the client's messages and checks the server's, one step at a
+time: ``first_message()`` gives the initial response; ``on_challenge(data)`` takes the
+server's next message and returns the client's answer (or None when the client has nothing
+more to send); ``complete`` tells whether the exchange ended successfully on our side.
+The connection machine carries these bytes in SaslAuthenticate requests (KIP-152).
+
+* PLAIN (RFC 4616): one message ``authzid NUL authcid NUL passwd``.
+* SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, RFC 7677, KIP-84): two round trips; the client
+  proves the password and *verifies the server's signature* so a server that does not
+  know the password cannot impersonate the broker.
+* OAUTHBEARER (RFC 7628, KIP-255, KIP-342 extensions): one message carrying a bearer token
+  the caller obtained; token refresh belongs to the adapter that owns the token provider.
+
+Randomness (the SCRAM client nonce) comes from a ``random.Random`` handed in: adapters pass
+``random.SystemRandom()``, the simulator a seeded generator.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import random
+import unicodedata
+from collections.abc import Mapping
+from typing import Final, Protocol
+
+from kafkastate.errors import AuthenticationFailedError, KafkaConfigurationError
+
+__all__ = [
+    "MECHANISMS",
+    "OAuthBearerMechanism",
+    "PlainMechanism",
+    "SaslMechanism",
+    "ScramMechanism",
+    "make_mechanism",
+]
+
+MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+# RFC 5802 §5.1: servers must use an iteration count >= 4096 for these hashes (RFC 7677).
+_MIN_SCRAM_ITERATIONS: Final = 4096
+_MAX_SCRAM_ITERATIONS: Final = 10_000_000
+
+
+class SaslMechanism(Protocol):
+    """A client-side SASL exchange."""
+
+    name: str
+
+    def first_message(self) -> bytes:
+        """The client's initial response."""
+        ...
+
+    def on_challenge(self, data: bytes) -> bytes | None:
+        """Take the server's message; return the reply, or None when the client is done.
+
+        Raises:
+            AuthenticationFailedError: the server's message is invalid or fails verification.
+        """
+        ...
+
+    @property
+    def complete(self) -> bool:
+        """Whether the client side finished successfully."""
+        ...
+
+
+class PlainMechanism:
+    """SASL/PLAIN (RFC 4616). Send it only over TLS or to a trusted network."""
+
+    name = "PLAIN"
+
+    def __init__(self, username: str, password: str, authzid: str = "") -> None:
+        self._message = b"\0".join(s.encode() for s in (authzid, username, password))
+        self._done = False
+
+    def first_message(self) -> bytes:
+        return self._message
+
+    def on_challenge(self, data: bytes) -> bytes | None:
+        # The server answers PLAIN with an empty message on success.
+        self._done = True
+        return None
+
+    @property
+    def complete(self) -> bool:
+        return self._done
+
+
+def _saslname(name: str) -> str:
+    # RFC 5802 §5.1: "=" and "," in the username are escaped.
+    return name.replace("=", "=3D").replace(",", "=2C")
+
+
+def _parse_attributes(message: bytes, what: str) -> dict[str, str]:
+    try:
+        text = message.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AuthenticationFailedError(f"SCRAM {what} is not UTF-8") from None
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        if len(part) < 2 or part[1] != "=":
+            raise AuthenticationFailedError(f"malformed SCRAM {what}: {text!r}")
+        out[part[0]] = part[2:]
+    return out
+
+
+class ScramMechanism:
+    """SCRAM-SHA-256 / SCRAM-SHA-512 client (RFC 5802) with server signature check.
+
+    Args:
+        mechanism: ``"SCRAM-SHA-256"`` or ``"SCRAM-SHA-512"``.
+        username: the SCRAM user.
+        password: its password.
+        rng: source of the client nonce (``random.SystemRandom()`` outside the simulator).
+        client_nonce: a fixed nonce instead of one drawn from ``rng`` (test vectors only).
+    """
+
+    def __init__(
+        self,
+        mechanism: str,
+        username: str,
+        password: str,
+        rng: random.Random,
+        *,
+        client_nonce: str | None = None,
+    ) -> None:
+        if mechanism == "SCRAM-SHA-256":
+            self._hash = "sha256"
+        elif mechanism == "SCRAM-SHA-512":
+            self._hash = "sha512"
+        else:
+            raise KafkaConfigurationError(f"unknown SCRAM mechanism {mechanism!r}")
+        self.name = mechanism
+        self._username = username
+        # RFC 5802 asks for SASLprep; NFKC is its core and matches what Kafka's Java
+        # client effectively sends for ASCII passwords.
+        self._password = unicodedata.normalize("NFKC", password).encode()
+        if client_nonce is None:
+            client_nonce = base64.b64encode(rng.getrandbits(192).to_bytes(24, "big")).decode()
+        self._client_nonce = client_nonce
+        self._client_first_bare = f"n={_saslname(username)},r={self._client_nonce}"
+        self._server_signature: bytes | None = None
+        self._step = 0
+        self._done = False
+
+    def first_message(self) -> bytes:
+        self._step = 1
+        # gs2 header "n,," = no channel binding, no authzid.
+        return ("n,," + self._client_first_bare).encode()
+
+    def on_challenge(self, data: bytes) -> bytes | None:
+        if self._step == 1:
+            self._step = 2
+            return self._client_final(data)
+        if self._step == 2:
+            self._step = 3
+            self._verify_server_final(data)
+            return None
+        raise AuthenticationFailedError(f"{self.name}: unexpected extra server message")
+
+    @property
+    def complete(self) -> bool:
+        return self._done
+
+    def _client_final(self, server_first: bytes) -> bytes:
+        attrs = _parse_attributes(server_first, "server-first-message")
+        if "e" in attrs:
+            raise AuthenticationFailedError(f"{self.name} failed: {attrs['e']}")
+        try:
+            nonce = attrs["r"]
+            salt = base64.b64decode(attrs["s"], validate=True)
+            iterations = int(attrs["i"])
+        except (KeyError, ValueError) as exc:
+            raise AuthenticationFailedError(
+                f"malformed SCRAM server-first-message: {server_first!r}"
+            ) from exc
+        if not nonce.startswith(self._client_nonce) or len(nonce) == len(self._client_nonce):
+            raise AuthenticationFailedError("SCRAM server nonce does not extend the client nonce")
+        if not _MIN_SCRAM_ITERATIONS <= iterations <= _MAX_SCRAM_ITERATIONS:
+            raise AuthenticationFailedError(f"SCRAM iteration count {iterations} out of range")
+        salted = hashlib.pbkdf2_hmac(self._hash, self._password, salt, iterations)
+        client_key = hmac.digest(salted, b"Client Key", self._hash)
+        stored_key = hashlib.new(self._hash, client_key).digest()
+        without_proof = f"c=biws,r={nonce}"  # biws = base64("n,,")
+        auth_message = ",".join(
+            (self._client_first_bare, server_first.decode(), without_proof)
+        ).encode()
+        client_signature = hmac.digest(stored_key, auth_message, self._hash)
+        proof = bytes(a ^ b for a, b in zip(client_key, client_signature, strict=True))
+        server_key = hmac.digest(salted, b"Server Key", self._hash)
+        self._server_signature = hmac.digest(server_key, auth_message, self._hash)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def _verify_server_final(self, server_final: bytes) -> None:
+        attrs = _parse_attributes(server_final, "server-final-message")
+        if "e" in attrs:
+            raise AuthenticationFailedError(f"{self.name} failed: {attrs['e']}")
+        try:
+            signature = base64.b64decode(attrs["v"], validate=True)
+        except (KeyError, ValueError) as exc:
+            raise AuthenticationFailedError(
+                f"malformed SCRAM server-final-message: {server_final!r}"
+            ) from exc
+        if self._server_signature is None or not hmac.compare_digest(
+            signature, self._server_signature
+        ):
+            raise AuthenticationFailedError(
+                f"{self.name}: the server's signature is wrong; it does not know the password"
+            )
+        self._done = True
+
+
+class OAuthBearerMechanism:
+    """OAUTHBEARER client (RFC 7628) with a token handed in by the caller.
+
+    Args:
+        token: the compact-serialized bearer token.
+        extensions: SASL extensions (KIP-342), e.g. ``{"logicalCluster": "lkc-1"}``.
+    """
+
+    name = "OAUTHBEARER"
+
+    def __init__(self, token: str, extensions: Mapping[str, str] | None = None) -> None:
+        if not token:
+            raise KafkaConfigurationError("OAUTHBEARER needs a non-empty token")
+        ext = extensions or {}
+        for key in ext:
+            if key == "auth" or not key.isalpha():
+                raise KafkaConfigurationError(f"invalid OAUTHBEARER extension name {key!r}")
+        kvs = "".join(f"\x01{k}={v}" for k, v in sorted(ext.items()))
+        self._message = f"n,,\x01auth=Bearer {token}{kvs}\x01\x01".encode()
+        self._done = False
+
+    def first_message(self) -> bytes:
+        return self._message
+
+    def on_challenge(self, data: bytes) -> bytes | None:
+        if data:
+            # RFC 7628 §3.2.3: a non-empty reply is an error status in JSON.
+            raise AuthenticationFailedError(
+                f"OAUTHBEARER rejected: {data.decode('utf-8', 'replace')}"
+            )
+        self._done = True
+        return None
+
+    @property
+    def complete(self) -> bool:
+        return self._done
+
+
+def make_mechanism(
+    mechanism: str,
+    *,
+    username: str | None = None,
+    password: str | None = None,
+    oauth_token: str | None = None,
+    oauth_extensions: Mapping[str, str] | None = None,
+    rng: random.Random | None = None,
+) -> SaslMechanism:
+    """Build the mechanism named by ``mechanism`` (aiokafka's ``sasl_mechanism`` values).
+
+    Raises:
+        KafkaConfigurationError: unknown mechanism or missing credentials.
+    """
+    if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        if username is None or password is None:
+            raise KafkaConfigurationError(
+                f"sasl_mechanism={mechanism!r} needs sasl_plain_username and sasl_plain_password"
+            )
+        if mechanism == "PLAIN":
+            return PlainMechanism(username, password)
+        if rng is None:
+            raise KafkaConfigurationError(
+                f"sasl_mechanism={mechanism!r} needs a random source for its nonce (rng=...)"
+            )
+        return ScramMechanism(mechanism, username, password, rng)
+    if mechanism == "OAUTHBEARER":
+        if oauth_token is None:
+            raise KafkaConfigurationError("sasl_mechanism='OAUTHBEARER' needs a token")
+        return OAuthBearerMechanism(oauth_token, oauth_extensions)
+    raise KafkaConfigurationError(
+        f"unsupported sasl_mechanism {mechanism!r}; choose one of {', '.join(MECHANISMS)}"
+    )

@@ -1,0 +1,146 @@
+"""Every exception kafkastate raises.
+
+``KafkaError`` is the root. Broker error codes map to subclasses of
+``BrokerResponseError`` (one per code, generated in ``_error_codes.py`` from the protocol's
+error table) carrying ``errno`` and the ``retriable`` flag; :func:`error_for_code` finds the
+class for a code. Local errors (bad bytes, an illegal command, a failed negotiation) have their
+own classes below.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "AuthenticationFailedError",
+    "BrokerResponseError",
+    "CorruptRecordError",
+    "IllegalStateError",
+    "KafkaConfigurationError",
+    "KafkaConnectionError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "LocalProtocolError",
+    "RemoteProtocolError",
+    "UnknownBrokerError",
+    "UnsupportedCodecError",
+    "UnsupportedVersionError",
+    "error_for_code",
+]
+
+
+class KafkaError(Exception):
+    """Root of every error kafkastate raises on purpose."""
+
+    retriable: ClassVar[bool] = False
+    """Whether the same operation may succeed if tried again later."""
+
+
+class KafkaConfigurationError(KafkaError, ValueError):
+    """A configuration value or argument is invalid; the message names it."""
+
+
+class IllegalStateError(KafkaError):
+    """The client object is not in a state that allows this call (closed, not started…)."""
+
+
+class LocalProtocolError(KafkaError):
+    """A command was issued that the machine cannot accept in its current state."""
+
+
+class RemoteProtocolError(KafkaError):
+    """The broker sent bytes that break framing or decoding; the connection is unusable."""
+
+
+class CorruptRecordError(KafkaError):
+    """A record batch or message set failed validation (CRC, size, varint, compression)."""
+
+
+class UnsupportedCodecError(KafkaError):
+    """A record batch names a compression codec this build cannot handle."""
+
+
+class KafkaConnectionError(KafkaError):
+    """A connection to a broker failed or was lost."""
+
+    retriable = True
+
+
+class KafkaTimeoutError(KafkaError):
+    """A local deadline passed (request timeout, max block time…); the message says which."""
+
+    retriable = True
+
+
+class AuthenticationFailedError(KafkaError):
+    """SASL authentication failed: wrong credentials, mechanism refused, bad server proof.
+
+    Not retriable: retrying with the same credentials cannot succeed.
+    """
+
+
+class UnsupportedVersionError(KafkaError):
+    """Client and broker share no version of an API.
+
+    Attributes name the API and both inclusive ranges so the message says exactly what
+    did not overlap.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        api_key: int | None = None,
+        api_name: str | None = None,
+        client_range: tuple[int, int] | None = None,
+        broker_range: tuple[int, int] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.api_key = api_key
+        self.api_name = api_name
+        self.client_range = client_range
+        self.broker_range = broker_range
+
+
+class BrokerResponseError(KafkaError):
+    """A broker answered with a non-zero error code.
+
+    Subclasses exist for every code the protocol defines; ``errno`` is the code.
+    """
+
+    errno: ClassVar[int] = -1
+    error_name: ClassVar[str] = "unknown_server_error"
+    description: ClassVar[str] = ""
+
+    def __init__(self, message: str = "", **context: object) -> None:
+        text = message or self.description or self.error_name
+        if context:
+            details = ", ".join(f"{k}={v!r}" for k, v in context.items())
+            text = f"{text} ({details})"
+        super().__init__(text)
+        self.context = context
+
+
+class UnknownBrokerError(BrokerResponseError):
+    """The broker sent an error code this client does not know."""
+
+
+def error_for_code(code: int) -> type[BrokerResponseError]:
+    """Return the exception class for a Kafka error code.
+
+    Args:
+        code: the ``error_code`` field of a response (must not be 0).
+
+    Returns:
+        The ``BrokerResponseError`` subclass for that code, or ``UnknownBrokerError`` for a
+        code outside the protocol's table.
+    """
+    return BY_CODE.get(code, UnknownBrokerError)
+
+
+# One class per broker error code, importable from here (``kafkastate.errors.NotCoordinatorError``).
+from kafkastate._error_codes import *  # noqa: E402, F403
+from kafkastate._error_codes import BY_CODE  # noqa: E402
+from kafkastate._error_codes import __all__ as _code_names  # noqa: E402
+
+__all__ += _code_names  # noqa: PLE0605

@@ -1,0 +1,45 @@
+"""Task runner. ``./ks`` prepares .venv and runs these sessions with ``--no-venv``."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "none"
+nox.options.sessions = ["lint", "typecheck", "tests"]
+
+
+@nox.session(venv_backend="none")
+def tests(session: nox.Session) -> None:
+    """The whole suite: unit, property, fuzz, and integration tests against real Kafka."""
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def lint(session: nox.Session) -> None:
+    """ruff lint and format check."""
+    session.run("python", "-m", "ruff", "check", ".")
+    session.run("python", "-m", "ruff", "format", "--check", ".")
+
+
+@nox.session(venv_backend="none")
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over kafkastate/."""
+    session.run("python", "-m", "mypy")
+
+
+@nox.session(venv_backend="none")
+def demo(session: nox.Session) -> None:
+    """Start a local broker, run the demo against it, stop the broker."""
+    session.run("python", "-m", "examples.demo", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def bench(session: nox.Session) -> None:
+    """Core-only record-batch encode/decode benchmark against aiokafka's codec."""
+    session.run("python", "bench/bench_records.py", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def docs(session: nox.Session) -> None:
+    """Run every Python example embedded in docs/*.md (they must execute)."""
+    session.run("python", "-m", "pytest", "tests/test_docs.py", *session.posargs)

@@ -1,0 +1,171 @@
+"""Framing: headers byte-exact, cross-checked with kio's header entities; fuzzed decoding."""
+
+from __future__ import annotations
+
+import io
+import random
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
+
+from kafkastate.core.protocol.framing import (
+    FrameDecoder,
+    decode_body,
+    decode_response_header,
+    encode_request,
+    request_header_bytes,
+    response_header_version,
+)
+from kafkastate.core.protocol.versions import ApiKey, response_type
+from kafkastate.errors import RemoteProtocolError
+from tests.peer import api_versions_response, parse_request, response_frame
+
+client_ids = st.none() | st.text(max_size=40)
+
+
+@given(
+    st.integers(0, 32767),
+    st.integers(0, 32767),
+    st.integers(-(2**31), 2**31 - 1),
+    client_ids,
+    st.booleans(),
+)
+def test_request_header_matches_kio(
+    api_key: int, version: int, cid: int, client_id: str | None, flexible: bool
+) -> None:
+    ours = request_header_bytes(api_key, version, cid, client_id, flexible=flexible)
+    cls = RequestHeaderV2 if flexible else RequestHeaderV1
+    header = cls(
+        request_api_key=i16(api_key),
+        request_api_version=i16(version),
+        correlation_id=i32(cid),
+        client_id=client_id,
+    )
+    buf = io.BytesIO()
+    entity_writer(cls)(buf, header)
+    assert ours == buf.getvalue()
+    decoded, size = entity_reader(cls)(ours, 0)
+    assert decoded == header and size == len(ours)
+
+
+def test_request_header_v1_bytes() -> None:
+    assert request_header_bytes(3, 12, 7, "ab", flexible=False) == (
+        b"\x00\x03\x00\x0c\x00\x00\x00\x07\x00\x02ab"
+    )
+    assert request_header_bytes(3, 12, 7, None, flexible=True) == (
+        b"\x00\x03\x00\x0c\x00\x00\x00\x07\xff\xff\x00"
+    )
+
+
+def test_encode_request_frame_parses_back() -> None:
+    from kafkastate.core.protocol.versions import request_type
+
+    req = request_type(ApiKey.API_VERSIONS, 3)(
+        client_software_name="kafkastate", client_software_version="1"
+    )
+    frame = encode_request(req, correlation_id=42, client_id="c")
+    (size,) = struct.unpack_from(">i", frame)
+    assert size == len(frame) - 4
+    got = parse_request(frame[4:])
+    assert (got.api_key, got.version, got.correlation_id, got.client_id) == (18, 3, 42, "c")
+    assert got.body == req
+
+
+def test_api_versions_response_header_is_always_v0() -> None:
+    assert response_header_version(ApiKey.API_VERSIONS, True) == 0
+    assert response_header_version(ApiKey.METADATA, True) == 1
+    assert response_header_version(ApiKey.METADATA, False) == 0
+
+
+@given(st.integers(-(2**31), 2**31 - 1), st.lists(st.binary(max_size=20), max_size=4))
+def test_response_header_v1_skips_tagged_fields(cid: int, tags: list[bytes]) -> None:
+    # Build a v1 header with unknown tagged fields by hand, then a body marker.
+    def uvarint(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            b = n & 0x7F
+            n >>= 7
+            if n:
+                out.append(b | 0x80)
+            else:
+                out.append(b)
+                return bytes(out)
+
+    tagged = uvarint(len(tags)) + b"".join(
+        uvarint(i) + uvarint(len(t)) + t for i, t in enumerate(tags)
+    )
+    frame = memoryview(struct.pack(">i", cid) + tagged + b"BODY")
+    got_cid, offset = decode_response_header(frame, 1)
+    assert got_cid == cid and bytes(frame[offset:]) == b"BODY"
+    if not tags:
+        header, size = entity_reader(ResponseHeaderV1)(bytes(frame), 0)
+        assert header.correlation_id == cid and size == offset
+
+
+@settings(max_examples=100)
+@given(st.lists(st.binary(max_size=50), max_size=8), st.data())
+def test_frame_decoder_any_split(payloads: list[bytes], data: st.DataObject) -> None:
+    stream = b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+    cuts = sorted(data.draw(st.lists(st.integers(0, max(len(stream), 1)), max_size=10)))
+    dec = FrameDecoder()
+    out = []
+    prev = 0
+    for cut in [*cuts, len(stream)]:
+        dec.feed(stream[prev:cut] if cut >= prev else b"")
+        prev = max(prev, cut)
+        while (f := dec.next_frame()) is not None:
+            out.append(f)
+    assert out == payloads
+    assert dec.buffered == 0
+
+
+@pytest.mark.parametrize("size", [-1, -(2**31), 2**31 - 1])
+def test_frame_decoder_rejects_bad_sizes(size: int) -> None:
+    dec = FrameDecoder(max_frame_size=1024)
+    dec.feed(struct.pack(">i", size))
+    with pytest.raises(RemoteProtocolError, match="frame size"):
+        dec.next_frame()
+
+
+def test_fuzz_response_decoding_only_raises_remote_protocol_error() -> None:
+    """Mutated and truncated valid frames: only RemoteProtocolError may escape."""
+    rng = random.Random(1234)
+    valid = [
+        response_frame(5, api_versions_response(3))[4:],
+        response_frame(5, api_versions_response(0))[4:],
+    ]
+    for _ in range(3000):
+        base = bytearray(rng.choice(valid))
+        op = rng.randrange(3)
+        if op == 0:
+            base = base[: rng.randrange(len(base))]
+        elif op == 1:
+            for _ in range(rng.randint(1, 4)):
+                base[rng.randrange(len(base))] = rng.randrange(256)
+        else:
+            base[rng.randrange(len(base)) :] = rng.randbytes(rng.randrange(30))
+        version = rng.choice([0, 3])
+        view = memoryview(bytes(base))
+        try:
+            _cid, offset = decode_response_header(view, 0)
+            decode_body(response_type(ApiKey.API_VERSIONS, version), view, offset)
+        except RemoteProtocolError:
+            pass
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=64), st.integers(0, 1))
+def test_fuzz_random_bytes(blob: bytes, header_version: int) -> None:
+    view = memoryview(blob)
+    try:
+        _cid, offset = decode_response_header(view, header_version)
+        decode_body(response_type(ApiKey.METADATA, 12), view, offset)
+    except RemoteProtocolError:
+        pass
