@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import itertools
 import random
 from typing import Any
 
@@ -314,7 +315,7 @@ def test_split_points_do_not_change_events(data: st.DataObject) -> None:
         else:
             cuts = sorted(set(split))
             bounds = [0, *[c for c in cuts if 0 < c < len(stream)], len(stream)]
-            chunks = [stream[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+            chunks = [stream[a:b] for a, b in itertools.pairwise(bounds)]
         return _script(conn, chunks)
 
     whole = run(None)
@@ -342,7 +343,9 @@ def _sasl_connection(mechanism: str, **extra: Any) -> tuple[BrokerConnection, An
 
 def _handshake_ok(conn: BrokerConnection, hs: Any) -> Any:
     conn.receive_data(
-        response_frame(hs.correlation_id, response(17, 1, error_code=ErrorCode.none, mechanisms=())),
+        response_frame(
+            hs.correlation_id, response(17, 1, error_code=ErrorCode.none, mechanisms=())
+        ),
         now=0,
     )
     (auth,) = sent(conn)
@@ -384,7 +387,9 @@ def test_sasl_bad_password_fails_at_once() -> None:
 
 def test_sasl_mechanism_not_enabled() -> None:
     conn, hs = _sasl_connection("SCRAM-SHA-512", sasl_username="a", sasl_password="b")
-    refusal = response(17, 1, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=("PLAIN",))
+    refusal = response(
+        17, 1, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=("PLAIN",)
+    )
     conn.receive_data(response_frame(hs.correlation_id, refusal), now=0)
     (ev,) = drain(conn)
     assert isinstance(ev.error, AuthenticationFailedError)

@@ -23,7 +23,7 @@ from kafkastate.core.protocol.framing import (
     request_header_bytes,
     response_header_version,
 )
-from kafkastate.core.protocol.versions import ApiKey, response_type
+from kafkastate.core.protocol.versions import ApiKey, request_type, response_type
 from kafkastate.errors import RemoteProtocolError
 from tests.peer import api_versions_response, parse_request, response_frame
 
@@ -65,8 +65,6 @@ def test_request_header_v1_bytes() -> None:
 
 
 def test_encode_request_frame_parses_back() -> None:
-    from kafkastate.core.protocol.versions import request_type
-
     req = request_type(ApiKey.API_VERSIONS, 3)(
         client_software_name="kafkastate", client_software_version="1"
     )
@@ -169,3 +167,24 @@ def test_fuzz_random_bytes(blob: bytes, header_version: int) -> None:
         decode_body(response_type(ApiKey.METADATA, 12), view, offset)
     except RemoteProtocolError:
         pass
+
+
+def test_absurd_array_length_is_an_error_not_an_abort() -> None:
+    # Found by the fuzzer: kio's native reader tried to allocate ~31 GB for this array
+    # length and the process aborted. The length guard must refuse it first.
+    blob = b"3 w\xf6\xec\xcc\xa4\xe6\x0e\xe0(\xa7\t\xcej\xa7\xae-\xf3\xde\xc1\xa6u\xca\xb7"
+    with pytest.raises(RemoteProtocolError, match="MetadataResponse"):
+        decode_body(response_type(ApiKey.METADATA, 12), memoryview(blob), 0)
+    for version in (0, 9, 13):
+        huge = b"\x00\x00\x00\x00" + b"\x7f\xff\xff\xff" if version < 9 else b"\xff\xff\xff\x0f"
+        with pytest.raises(RemoteProtocolError):
+            decode_body(response_type(ApiKey.METADATA, version), memoryview(huge * 3), 0)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_guard_accepts_valid_api_versions(version: int) -> None:
+    frame = response_frame(1, api_versions_response(version))[4:]
+    view = memoryview(frame)
+    _cid, offset = decode_response_header(view, 0)
+    body = decode_body(response_type(ApiKey.API_VERSIONS, version), view, offset)
+    assert len(body.api_keys) > 20

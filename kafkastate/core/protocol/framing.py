@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from kio.serial import entity_reader, entity_writer
 
+from kafkastate.core.protocol._guard import check_lengths
 from kafkastate.errors import RemoteProtocolError
 
 __all__ = [
@@ -166,6 +167,8 @@ def decode_body(cls: type[Any], frame: memoryview, offset: int) -> Any:
         RemoteProtocolError: the bytes do not parse as ``cls`` (any kio or value error is
             converted, naming the entity).
     """
+    # kio's native reader aborts the process on absurd array lengths; check them first.
+    check_lengths(cls, frame, offset)
     try:
         entity, _size = entity_reader(cls)(frame[offset:], 0)
     except Exception as exc:  # kio raises DecodeError, ValueError, UnicodeError, ...

@@ -1,0 +1,399 @@
+"""A minimal blocking driver for one BrokerConnection, plus the admin calls tests need.
+
+This is the smallest adapter that can talk to a real broker: a socket, ``selectors`` and
+``time.monotonic()`` around the pure machine. It holds no protocol logic (STYLE.md §12):
+it writes what the machine has, waits for readable bytes or the machine's deadline, feeds
+them in, and turns events into return values or exceptions. The full asyncio, trio, anyio
+and sync adapters come with the producer and consumer; the harness, the demo and the
+integration tests use this one.
+"""
+
+from __future__ import annotations
+
+import random
+import select
+import selectors
+import socket
+import ssl
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+import attrs
+
+from kafkastate.core.connection import (
+    BrokerConnection,
+    ConnectionClosed,
+    ConnectionConfig,
+    ConnectionReady,
+    CorrelationId,
+    RequestFailed,
+    ResponseReceived,
+)
+from kafkastate.core.protocol import requests
+from kafkastate.core.protocol.requests import NewTopic
+from kafkastate.core.protocol.versions import ApiVersionTable
+from kafkastate.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    error_for_code,
+)
+
+__all__ = ["BlockingAdmin", "BlockingConnection", "NewTopic", "TopicInfo", "parse_bootstrap"]
+
+
+def parse_bootstrap(
+    servers: str | Sequence[str], default_port: int = 9092
+) -> list[tuple[str, int]]:
+    """Parse ``"host[:port],host[:port]"`` or a list of such strings.
+
+    Raises:
+        ValueError: an entry is empty or its port is not a number in 1..65535.
+    """
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out: list[tuple[str, int]] = []
+    for raw in items:
+        item = raw.strip()
+        if not item:
+            raise ValueError(f"empty entry in bootstrap servers {servers!r}")
+        if item.startswith("["):  # [ipv6]:port
+            host, _, rest = item[1:].partition("]")
+            port_s = rest.lstrip(":") or str(default_port)
+        elif item.count(":") == 1:
+            host, port_s = item.split(":")
+        else:
+            host, port_s = item, str(default_port)
+        if not port_s.isdigit() or not 0 < int(port_s) < 65536:
+            raise ValueError(f"invalid port in bootstrap server {item!r}")
+        out.append((host, int(port_s)))
+    return out
+
+
+class BlockingConnection:
+    """One blocking connection to one broker, driving :class:`BrokerConnection`.
+
+    Use :meth:`open`; it returns once the handshake (ApiVersions, SASL) has finished.
+    """
+
+    def __init__(self, sock: socket.socket, machine: BrokerConnection) -> None:
+        self._sock = sock
+        self._machine = machine
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(sock, selectors.EVENT_READ)
+        self._responses: dict[CorrelationId, Any] = {}
+        self._failures: dict[CorrelationId, KafkaError] = {}
+        self._closed_error: KafkaError | None = None
+        self._closed = False
+        self.versions: ApiVersionTable | None = None
+
+    @classmethod
+    def open(
+        cls,
+        host: str,
+        port: int,
+        *,
+        config: ConnectionConfig | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        timeout: float = 30.0,
+    ) -> BlockingConnection:
+        """Connect, run the handshake, return a ready connection.
+
+        Args:
+            host: broker host.
+            port: broker port.
+            config: connection settings (SASL among them).
+            ssl_context: wrap the socket in TLS with this context.
+            timeout: seconds for TCP connect plus handshake.
+
+        Raises:
+            KafkaConnectionError: TCP or TLS failed.
+            AuthenticationFailedError: SASL failed (wrong credentials, mechanism refused).
+            KafkaTimeoutError: the handshake did not finish in time.
+        """
+        deadline = time.monotonic() + timeout
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+            if ssl_context is not None:
+                sock = ssl_context.wrap_socket(sock, server_hostname=host)
+        except OSError as exc:
+            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        machine = BrokerConnection(config or ConnectionConfig(), rng=random.SystemRandom())
+        conn = cls(sock, machine)
+        machine.connection_made(now=time.monotonic())
+        try:
+            conn._pump(lambda: conn.versions is not None, deadline)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def request(self, entity: Any, *, timeout: float | None = None) -> Any:
+        """Send a kio request and block until its response.
+
+        Raises:
+            KafkaTimeoutError, KafkaConnectionError, UnsupportedVersionError: the request
+                failed (the machine's RequestFailed error is raised as is).
+        """
+        cid = self._machine.send_request(entity, now=time.monotonic(), timeout=timeout)
+        self._pump(lambda: cid in self._responses or cid in self._failures, None)
+        if cid in self._failures:
+            raise self._failures.pop(cid)
+        return self._responses.pop(cid)
+
+    def close(self) -> None:
+        """Close the connection and the socket."""
+        if self._closed:
+            return
+        self._closed = True
+        self._machine.close()
+        self._drain()
+        self._selector.close()
+        self._sock.close()
+
+    def __enter__(self) -> BlockingConnection:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # The loop: write, wait for bytes or the machine's deadline, feed, drain events.
+    def _pump(self, done: Any, deadline: float | None) -> None:
+        while True:
+            self._drain()
+            if done():
+                return
+            if self._closed_error is not None:
+                raise self._closed_error
+            if self._closed:
+                raise KafkaConnectionError("connection closed")
+            self._flush()
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                raise KafkaTimeoutError("connection handshake did not finish in time")
+            wakes = [t for t in (self._machine.get_timer(), deadline) if t is not None]
+            wait = max(0.0, min(wakes) - now) if wakes else None
+            if self._selector.select(wait):
+                try:
+                    data = self._sock.recv(1 << 20)
+                except (BlockingIOError, ssl.SSLWantReadError):
+                    continue
+                except OSError as exc:
+                    self._machine.connection_lost(now=time.monotonic(), error=exc)
+                    continue
+                self._machine.receive_data(data, now=time.monotonic())
+            else:
+                self._machine.handle_timer(now=time.monotonic())
+
+    def _flush(self) -> None:
+        data = self._machine.data_to_send()
+        view = memoryview(data)
+        while view:
+            try:
+                sent = self._sock.send(view)
+            except (BlockingIOError, ssl.SSLWantWriteError):
+                select.select([], [self._sock], [], 1.0)
+                continue
+            except OSError as exc:
+                self._machine.connection_lost(now=time.monotonic(), error=exc)
+                return
+            view = view[sent:]
+
+    def _drain(self) -> None:
+        while (event := self._machine.next_event()) is not None:
+            match event:
+                case ConnectionReady(versions=versions):
+                    self.versions = versions
+                case ResponseReceived(correlation_id=cid, response=resp):
+                    self._responses[cid] = resp
+                case RequestFailed(correlation_id=cid, error=error):
+                    self._failures[cid] = error
+                case ConnectionClosed(error=error):
+                    self._closed_error = error or KafkaConnectionError("connection closed")
+
+
+@attrs.frozen(kw_only=True)
+class TopicInfo:
+    """What Metadata says about one topic."""
+
+    name: str
+    topic_id: uuid.UUID | None
+    partitions: dict[int, int]
+    """partition -> leader node id (-1 while there is no leader)."""
+    error_code: int
+
+
+class BlockingAdmin:
+    """Metadata, create/delete topics, and raw produce/fetch over one blocking connection.
+
+    Args:
+        bootstrap_servers: ``"host:port[,host:port]"``; the first that answers is used.
+        config: connection settings (SASL among them).
+        ssl_context: TLS context, or None for plaintext.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        config: ConnectionConfig | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        errors: list[str] = []
+        for host, port in parse_bootstrap(bootstrap_servers):
+            try:
+                self.connection = BlockingConnection.open(
+                    host, port, config=config, ssl_context=ssl_context, timeout=timeout
+                )
+                break
+            except KafkaConnectionError as exc:
+                errors.append(str(exc))
+        else:
+            raise KafkaConnectionError("no bootstrap server answered: " + "; ".join(errors))
+        assert self.connection.versions is not None
+        self.versions: ApiVersionTable = self.connection.versions
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.connection.close()
+
+    def __enter__(self) -> BlockingAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def metadata(self, topics: Sequence[str] | None = None) -> Any:
+        """The raw Metadata response for ``topics`` (None = all)."""
+        return self.connection.request(requests.metadata_request(self.versions, topics))
+
+    def topics(self, names: Sequence[str] | None = None) -> dict[str, TopicInfo]:
+        """Topic name -> :class:`TopicInfo` from a Metadata request."""
+        out = {}
+        for t in self.metadata(names).topics:
+            out[t.name] = TopicInfo(
+                name=t.name,
+                topic_id=getattr(t, "topic_id", None),
+                partitions={int(p.partition_index): int(p.leader_id) for p in t.partitions},
+                error_code=int(t.error_code),
+            )
+        return out
+
+    def create_topics(
+        self, topics: Iterable[NewTopic | str], *, timeout: float = 30.0, wait: bool = True
+    ) -> None:
+        """Create topics; with ``wait`` block until every partition has a leader.
+
+        Raises:
+            BrokerResponseError: a topic could not be created (TopicAlreadyExistsError...).
+        """
+        specs = [NewTopic(name=t) if isinstance(t, str) else t for t in topics]
+        response = self.connection.request(
+            requests.create_topics_request(self.versions, specs, timeout=timeout),
+            timeout=timeout + 5,
+        )
+        for result in response.topics:
+            if int(result.error_code) != 0:
+                raise error_for_code(int(result.error_code))(
+                    result.error_message or "", topic=result.name
+                )
+        if wait:
+            self._wait_for(
+                lambda info: all(_ready(info.get(s.name)) for s in specs), specs, timeout
+            )
+
+    def delete_topics(
+        self, names: Iterable[str], *, timeout: float = 30.0, wait: bool = True
+    ) -> None:
+        """Delete topics by name; with ``wait`` block until Metadata no longer lists them.
+
+        Raises:
+            BrokerResponseError: a topic could not be deleted (UnknownTopicOrPartitionError...).
+        """
+        names = list(names)
+        response = self.connection.request(
+            requests.delete_topics_request(self.versions, names, timeout=timeout),
+            timeout=timeout + 5,
+        )
+        for result in response.responses:
+            if int(result.error_code) != 0:
+                raise error_for_code(int(result.error_code))(
+                    getattr(result, "error_message", None) or "", topic=result.name
+                )
+        if wait:
+            specs = [NewTopic(name=n) for n in names]
+            self._wait_for(
+                lambda info: all(n not in info or info[n].error_code != 0 for n in names),
+                specs,
+                timeout,
+            )
+
+    def _wait_for(self, check: Any, specs: Sequence[NewTopic], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            info = self.topics([s.name for s in specs])
+            if check(info):
+                return
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(
+                    f"topics {[s.name for s in specs]} did not reach the expected state "
+                    f"within {timeout:g} s"
+                )
+            time.sleep(0.05)
+
+    def produce(
+        self, topic: str, partition: int, batch: bytes, *, acks: int = -1, timeout: float = 30.0
+    ) -> int:
+        """Produce one record batch; return the base offset the broker assigned.
+
+        Raises:
+            BrokerResponseError: the partition answered with an error code.
+        """
+        info = self.topics([topic])[topic]
+        request = requests.produce_request(
+            self.versions, {(topic, info.topic_id, partition): batch}, acks=acks, timeout=timeout
+        )
+        response = self.connection.request(request, timeout=timeout + 5)
+        part = response.responses[0].partition_responses[0]
+        if int(part.error_code) != 0:
+            raise error_for_code(int(part.error_code))(
+                part.error_message or "", topic=topic, partition=partition
+            )
+        return int(part.base_offset)
+
+    def fetch(
+        self, topic: str, partition: int, offset: int, *, max_wait: float = 0.5
+    ) -> tuple[bytes, int]:
+        """Fetch raw record bytes from ``offset``; return ``(records, high_watermark)``.
+
+        Raises:
+            BrokerResponseError: the partition answered with an error code.
+        """
+        info = self.topics([topic])[topic]
+        request = requests.fetch_request(
+            self.versions, {(topic, info.topic_id, partition): offset}, max_wait=max_wait
+        )
+        response = self.connection.request(request, timeout=max_wait + 30)
+        data = response.responses[0].partitions[0]
+        if int(data.error_code) != 0:
+            raise error_for_code(int(data.error_code))(topic=topic, partition=partition)
+        return bytes(data.records or b""), int(data.high_watermark)
+
+
+def _ready(info: TopicInfo | None) -> bool:
+    return (
+        info is not None
+        and info.error_code == 0
+        and bool(info.partitions)
+        and all(leader >= 0 for leader in info.partitions.values())
+    )

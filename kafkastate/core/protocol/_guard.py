@@ -1,0 +1,195 @@
+"""Length pre-check of response bodies before kio's native parser sees them.
+
+kio's native reader allocates an array's capacity from the length on the wire. A corrupt
+or hostile length (say 2**32 elements) makes it request tens of gigabytes and the Rust
+allocator aborts the whole process -- no exception to catch. This module walks the same
+schema kio would, in Python, tracking only positions, and raises RemoteProtocolError as
+soon as a string, bytes or array length claims more than the bytes that remain. Once the
+walk succeeds kio parses the body; its own errors are converted by the caller.
+
+The walk follows the protocol's encodings (KIP-482 compact forms in flexible versions,
+int16/int32 lengths otherwise, tagged-field sections, KIP-893 nullable structs) from
+kio's dataclass field metadata. Plans are compiled once per entity class.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any, Final
+
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    is_optional,
+)
+
+from kafkastate.errors import RemoteProtocolError
+
+__all__ = ["check_lengths"]
+
+_FIXED: Final = {
+    "int8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "uint16": 2,
+    "float64": 8,
+    "bool": 1,
+    "uuid": 16,
+    "error_code": 2,
+    "timedelta_i32": 4,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+}
+
+# A step consumes one field: (buf, pos, end) -> new pos.
+_Step = Callable[[memoryview, int, int], int]
+
+
+class _Bad(Exception):
+    pass
+
+
+def _need(pos: int, size: int, end: int, what: str) -> int:
+    if size < 0 or pos + size > end:
+        raise _Bad(f"{what} of {size} bytes overruns the {end - pos} remaining")
+    return pos + size
+
+
+def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= end:
+            raise _Bad("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise _Bad("varint longer than 5 bytes")
+
+
+def _int(buf: memoryview, pos: int, end: int, size: int) -> tuple[int, int]:
+    new = _need(pos, size, end, "integer")
+    return int.from_bytes(buf[pos:new], "big", signed=True), new
+
+
+def _length(buf: memoryview, pos: int, end: int, flexible: bool, wide: bool) -> tuple[int, int]:
+    """Read a length prefix; -1 means null. Compact forms store length + 1."""
+    if flexible:
+        raw, pos = _uvarint(buf, pos, end)
+        return raw - 1, pos
+    return _int(buf, pos, end, 4 if wide else 2)
+
+
+def _sized(flexible: bool, wide: bool, what: str) -> _Step:
+    def step(buf: memoryview, pos: int, end: int) -> int:
+        n, pos = _length(buf, pos, end, flexible, wide)
+        return pos if n < 0 else _need(pos, n, end, what)
+
+    return step
+
+
+def _fixed(size: int) -> _Step:
+    def step(buf: memoryview, pos: int, end: int) -> int:
+        return _need(pos, size, end, "field")
+
+    return step
+
+
+def _scalar_step(kafka_type: str, flexible: bool) -> _Step:
+    if kafka_type in _FIXED:
+        return _fixed(_FIXED[kafka_type])
+    if kafka_type == "string":
+        return _sized(flexible, False, "string")
+    if kafka_type in ("bytes", "records"):
+        return _sized(flexible, True, kafka_type)
+    raise _Bad(f"unknown kafka_type {kafka_type!r}")  # pragma: no cover - schema drift
+
+
+def _array(element: _Step, flexible: bool) -> _Step:
+    def step(buf: memoryview, pos: int, end: int) -> int:
+        n, pos = _length(buf, pos, end, flexible, True)
+        if n < 0:
+            return pos
+        # Every element takes at least one byte, so a count above the remainder is a lie.
+        if n > end - pos:
+            raise _Bad(f"array of {n} elements in {end - pos} bytes")
+        for _ in range(n):
+            pos = element(buf, pos, end)
+        return pos
+
+    return step
+
+
+def _nullable_struct(inner: _Step) -> _Step:
+    def step(buf: memoryview, pos: int, end: int) -> int:
+        marker, pos = _int(buf, pos, end, 1)
+        return pos if marker < 0 else inner(buf, pos, end)
+
+    return step
+
+
+def _field_step(field: dataclasses.Field[Any], flexible: bool, *, tagged: bool) -> _Step:
+    kind = classify_field(field)
+    if isinstance(kind, EntityTupleField):
+        return _array(_entity_step(kind.type_), flexible)
+    if isinstance(kind, EntityField):
+        inner = _entity_step(kind.type_)
+        # Tagged structs carry no presence marker: the tag's absence is the null.
+        return _nullable_struct(inner) if is_optional(field) and not tagged else inner
+    scalar = _scalar_step(field.metadata["kafka_type"], flexible)
+    if isinstance(kind, PrimitiveTupleField):
+        return _array(scalar, flexible)
+    return scalar
+
+
+@functools.cache
+def _entity_step(cls: type[Any]) -> _Step:
+    flexible = bool(cls.__flexible__)
+    regular: list[_Step] = []
+    tagged: dict[int, _Step] = {}
+    for field in dataclasses.fields(cls):
+        tag = field.metadata.get("tag")
+        if tag is None:
+            regular.append(_field_step(field, flexible, tagged=False))
+        else:
+            tagged[int(tag)] = _field_step(field, flexible, tagged=True)
+
+    def step(buf: memoryview, pos: int, end: int) -> int:
+        for s in regular:
+            pos = s(buf, pos, end)
+        if flexible:
+            count, pos = _uvarint(buf, pos, end)
+            for _ in range(count):
+                tag, pos = _uvarint(buf, pos, end)
+                size, pos = _uvarint(buf, pos, end)
+                field_end = _need(pos, size, end, "tagged field")
+                known = tagged.get(tag)
+                if known is not None:
+                    known(buf, pos, field_end)
+                pos = field_end
+        return pos
+
+    return step
+
+
+def check_lengths(cls: type[Any], buf: memoryview, offset: int) -> None:
+    """Walk ``buf[offset:]`` as an instance of the kio entity ``cls``.
+
+    Raises:
+        RemoteProtocolError: a length or count claims more bytes than remain, a varint is
+            malformed, or the body ends early.
+    """
+    try:
+        _entity_step(cls)(buf, offset, len(buf))
+    except _Bad as exc:
+        raise RemoteProtocolError(
+            f"malformed {cls.__name__} v{getattr(cls, '__version__', '?')}: {exc}"
+        ) from None

@@ -1,0 +1,232 @@
+"""Build kio request entities at whatever version was negotiated.
+
+kio has one class per API version and the fields move between versions (Produce v13 and
+Fetch v13 name topics by id instead of name, DeleteTopics v6 nests names in structs...).
+These builders take the negotiated :class:`ApiVersionTable` and the caller's intent and
+fill in the entity for the chosen version, so request-level machines never branch on
+versions themselves. Pure functions: no IO.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import sys
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
+
+__all__ = [
+    "NewTopic",
+    "build",
+    "create_topics_request",
+    "delete_topics_request",
+    "fetch_request",
+    "metadata_request",
+    "nested_type",
+    "produce_request",
+]
+
+
+def nested_type(entity_cls: type[Any], name: str) -> type[Any]:
+    """A nested struct class defined next to ``entity_cls`` in its kio module."""
+    cls: type[Any] = getattr(sys.modules[entity_cls.__module__], name)
+    return cls
+
+
+def _field_names(cls: type[Any]) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+def build(cls: type[Any], **values: Any) -> Any:
+    """Instantiate ``cls`` with the subset of ``values`` this version has.
+
+    Fields that the version lacks are dropped (the caller offers everything it knows);
+    fields the version requires and the caller did not give raise TypeError as usual.
+    """
+    names = _field_names(cls)
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def _ms(seconds: float) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=round(seconds * 1000))
+
+
+def metadata_request(
+    versions: ApiVersionTable,
+    topics: Sequence[str] | None,
+    *,
+    allow_auto_topic_creation: bool = False,
+) -> Any:
+    """Metadata for ``topics`` (None = all topics).
+
+    Args:
+        versions: the negotiated version table.
+        topics: topic names, or None for every topic.
+        allow_auto_topic_creation: let the broker create missing topics (v4+).
+    """
+    cls = versions.request_type(ApiKey.METADATA)
+    topic_cls = nested_type(cls, "MetadataRequestTopic")
+    entries = (
+        None
+        if topics is None
+        else tuple(build(topic_cls, name=name, topic_id=None) for name in topics)
+    )
+    return build(
+        cls,
+        topics=entries,
+        allow_auto_topic_creation=allow_auto_topic_creation,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class NewTopic:
+    """A topic to create."""
+
+    name: str
+    """Topic name."""
+    num_partitions: int = -1
+    """Partition count; -1 = the broker's ``num.partitions``."""
+    replication_factor: int = -1
+    """Replication factor; -1 = the broker's ``default.replication.factor``."""
+    configs: Mapping[str, str] = attrs.field(factory=dict)
+    """Topic configs, e.g. ``{"cleanup.policy": "compact"}``."""
+
+
+def create_topics_request(
+    versions: ApiVersionTable,
+    topics: Iterable[NewTopic],
+    *,
+    timeout: float = 30.0,
+    validate_only: bool = False,
+) -> Any:
+    """CreateTopics for ``topics`` (send it to the controller or any broker in KRaft)."""
+    cls = versions.request_type(ApiKey.CREATE_TOPICS)
+    topic_cls = nested_type(cls, "CreatableTopic")
+    config_cls = nested_type(cls, "CreatableTopicConfig")
+    entries = tuple(
+        build(
+            topic_cls,
+            name=t.name,
+            num_partitions=t.num_partitions,
+            replication_factor=t.replication_factor,
+            assignments=(),
+            configs=tuple(build(config_cls, name=k, value=v) for k, v in sorted(t.configs.items())),
+        )
+        for t in topics
+    )
+    return build(cls, topics=entries, timeout=_ms(timeout), validate_only=validate_only)
+
+
+def delete_topics_request(
+    versions: ApiVersionTable, names: Iterable[str], *, timeout: float = 30.0
+) -> Any:
+    """DeleteTopics by name."""
+    cls = versions.request_type(ApiKey.DELETE_TOPICS)
+    names = tuple(names)
+    if "topics" in _field_names(cls):
+        state_cls = nested_type(cls, "DeleteTopicState")
+        return cls(
+            topics=tuple(state_cls(name=n, topic_id=None) for n in names), timeout=_ms(timeout)
+        )
+    return cls(topic_names=names, timeout=_ms(timeout))
+
+
+def produce_request(
+    versions: ApiVersionTable,
+    batches: Mapping[tuple[str, uuid.UUID | None, int], bytes],
+    *,
+    acks: int = -1,
+    timeout: float = 30.0,
+    transactional_id: str | None = None,
+) -> Any:
+    """Produce record batches.
+
+    Args:
+        versions: the negotiated version table.
+        batches: ``(topic name, topic id or None, partition) -> record batch bytes``. The
+            topic id is needed when the negotiated version names topics by id (v13+).
+        acks: 0, 1 or -1 (all).
+        timeout: how long the broker waits for acks.
+        transactional_id: for transactional batches.
+    """
+    cls = versions.request_type(ApiKey.PRODUCE)
+    topic_cls = nested_type(cls, "TopicProduceData")
+    part_cls = nested_type(cls, "PartitionProduceData")
+    by_topic: dict[tuple[str, uuid.UUID | None], list[Any]] = {}
+    for (topic, topic_id, partition), records in batches.items():
+        by_topic.setdefault((topic, topic_id), []).append(
+            part_cls(index=partition, records=records)
+        )
+    topic_data = tuple(
+        build(topic_cls, name=name, topic_id=tid, partition_data=tuple(parts))
+        for (name, tid), parts in by_topic.items()
+    )
+    return build(
+        cls,
+        transactional_id=transactional_id,
+        acks=acks,
+        timeout=_ms(timeout),
+        topic_data=topic_data,
+    )
+
+
+def fetch_request(
+    versions: ApiVersionTable,
+    partitions: Mapping[tuple[str, uuid.UUID | None, int], int],
+    *,
+    max_wait: float = 0.5,
+    min_bytes: int = 1,
+    max_bytes: int = 52_428_800,
+    partition_max_bytes: int = 1_048_576,
+    isolation_level: int = 0,
+) -> Any:
+    """A sessionless Fetch (session id 0, epoch -1) from the given offsets.
+
+    Args:
+        versions: the negotiated version table.
+        partitions: ``(topic name, topic id or None, partition) -> fetch offset``.
+        max_wait: seconds the broker may wait for ``min_bytes``.
+        min_bytes: bytes to accumulate before answering.
+        max_bytes: response size limit.
+        partition_max_bytes: per-partition limit.
+        isolation_level: 0 read_uncommitted, 1 read_committed.
+    """
+    cls = versions.request_type(ApiKey.FETCH)
+    topic_cls = nested_type(cls, "FetchTopic")
+    part_cls = nested_type(cls, "FetchPartition")
+    by_topic: dict[tuple[str, uuid.UUID | None], list[Any]] = {}
+    for (topic, topic_id, partition), offset in partitions.items():
+        by_topic.setdefault((topic, topic_id), []).append(
+            build(
+                part_cls,
+                partition=partition,
+                fetch_offset=offset,
+                partition_max_bytes=partition_max_bytes,
+                current_leader_epoch=-1,
+                log_start_offset=-1,
+            )
+        )
+    topics = tuple(
+        build(topic_cls, topic=name, topic_id=tid, partitions=tuple(parts))
+        for (name, tid), parts in by_topic.items()
+    )
+    return build(
+        cls,
+        replica_id=-1,
+        max_wait=_ms(max_wait),
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=isolation_level,
+        session_id=0,
+        session_epoch=-1,
+        topics=topics,
+        forgotten_topics_data=(),
+        rack_id="",
+    )
