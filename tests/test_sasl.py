@@ -30,8 +30,7 @@ def test_scram_sha256_rfc7677_vector() -> None:
     )
     assert m.first_message() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
     final = m.on_challenge(
-        b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-        b"s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+        b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
     )
     assert final == (
         b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
@@ -39,8 +38,6 @@ def test_scram_sha256_rfc7677_vector() -> None:
     )
     assert m.on_challenge(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=") is None
     assert m.complete
-
-
 
 
 @pytest.mark.parametrize(
