@@ -188,7 +188,8 @@ def check_lengths(cls: type[Any], buf: memoryview, offset: int) -> None:
             malformed, or the body ends early.
     """
     try:
-        _entity_step(cls)(buf, offset, len(buf))
+        step = _entity_step(cls)  # type: ignore[arg-type]  # classes are hashable
+        step(buf, offset, len(buf))
     except _Bad as exc:
         raise RemoteProtocolError(
             f"malformed {cls.__name__} v{getattr(cls, '__version__', '?')}: {exc}"
