@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import datetime
 import io
 import random
 import struct
+import uuid
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.schema.types import BrokerId
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
@@ -23,6 +28,7 @@ from kafkastate.core.protocol.framing import (
     request_header_bytes,
     response_header_version,
 )
+from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, request_type, response_type
 from kafkastate.errors import RemoteProtocolError
 from tests.peer import api_versions_response, parse_request, response_frame
@@ -132,15 +138,68 @@ def test_frame_decoder_rejects_bad_sizes(size: int) -> None:
         dec.next_frame()
 
 
+def _rich_metadata(version: int) -> Any:
+    cls = response_type(ApiKey.METADATA, version)
+    broker = nested_type(cls, "MetadataResponseBroker")
+    topic = nested_type(cls, "MetadataResponseTopic")
+    partition = nested_type(cls, "MetadataResponsePartition")
+    parts = tuple(
+        build(
+            partition,
+            error_code=ErrorCode.none,
+            partition_index=i32(p),
+            leader_id=BrokerId(1),
+            leader_epoch=i32(3),
+            replica_nodes=(BrokerId(1), BrokerId(2)),
+            isr_nodes=(BrokerId(1),),
+            offline_replicas=(),
+        )
+        for p in range(4)
+    )
+    return build(
+        cls,
+        throttle_time=datetime.timedelta(0),
+        brokers=tuple(
+            build(broker, node_id=BrokerId(n), host="127.0.0.1", port=i32(9090 + n), rack="r")
+            for n in (1, 2)
+        ),
+        cluster_id="cluster",
+        controller_id=BrokerId(1),
+        topics=tuple(
+            build(
+                topic,
+                error_code=ErrorCode.none,
+                name=f"topic-{t}",
+                topic_id=uuid.UUID(int=t + 1),
+                is_internal=False,
+                partitions=parts,
+                topic_authorized_operations=i32(-2147483648),
+            )
+            for t in range(3)
+        ),
+    )
+
+
+def test_rich_metadata_round_trips() -> None:
+    for version in (1, 12):
+        frame = memoryview(response_frame(5, _rich_metadata(version))[4:])
+        _cid, offset = decode_response_header(frame, response_header_version(3, version >= 9))
+        body = decode_body(response_type(ApiKey.METADATA, version), frame, offset)
+        assert body == _rich_metadata(version)
+
+
 def test_fuzz_response_decoding_only_raises_remote_protocol_error() -> None:
     """Mutated and truncated valid frames: only RemoteProtocolError may escape."""
     rng = random.Random(1234)
     valid = [
-        response_frame(5, api_versions_response(3))[4:],
-        response_frame(5, api_versions_response(0))[4:],
+        (ApiKey.API_VERSIONS, 3, response_frame(5, api_versions_response(3))[4:]),
+        (ApiKey.API_VERSIONS, 0, response_frame(5, api_versions_response(0))[4:]),
+        (ApiKey.METADATA, 12, response_frame(5, _rich_metadata(12))[4:]),
+        (ApiKey.METADATA, 1, response_frame(5, _rich_metadata(1))[4:]),
     ]
-    for _ in range(3000):
-        base = bytearray(rng.choice(valid))
+    for _ in range(4000):
+        api_key, version, frame = rng.choice(valid)
+        base = bytearray(frame)
         op = rng.randrange(3)
         if op == 0:
             base = base[: rng.randrange(len(base))]
@@ -149,11 +208,11 @@ def test_fuzz_response_decoding_only_raises_remote_protocol_error() -> None:
                 base[rng.randrange(len(base))] = rng.randrange(256)
         else:
             base[rng.randrange(len(base)) :] = rng.randbytes(rng.randrange(30))
-        version = rng.choice([0, 3])
         view = memoryview(bytes(base))
+        header_version = response_header_version(api_key, version >= 9)
         try:
-            _cid, offset = decode_response_header(view, 0)
-            decode_body(response_type(ApiKey.API_VERSIONS, version), view, offset)
+            _cid, offset = decode_response_header(view, header_version)
+            decode_body(response_type(api_key, version), view, offset)
         except RemoteProtocolError:
             pass
 
