@@ -1,0 +1,1207 @@
+"""Local Apache Kafka clusters for tests: start, probe, fault-inject, stop.
+
+Theory of operation. :meth:`KafkaCluster.start` fetches (once) the broker jars with Maven,
+writes one ``server.properties`` per node (combined broker+controller, KRaft, loopback, free
+ports), formats every node's storage in parallel (``kafka.tools.StorageTool``; single node:
+``--standalone``, several: static ``controller.quorum.voters``), launches one JVM per node and
+waits until every node answers ApiVersions on its PLAINTEXT listener *and* its Metadata lists
+every running node (with several nodes a broker is unfenced before its peers register; topic
+creation with replication factor 3 fails until all have).
+
+Every JVM runs in its own session/process group, so SIGSTOP/SIGCONT/SIGKILL reach exactly that
+node. JVMs owned by this process die with it: an ``atexit`` hook kills them, and on Linux the
+kernel sends SIGKILL when the starting thread dies (``setpriv --pdeathsig``), which also covers
+a SIGKILLed test runner. ``detached=True`` (the CLI's ``up``) opts out of both.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+from . import _probe
+from ._config import (
+    HOST,
+    LOG4J2_PROPERTIES,
+    NodePorts,
+    NodeSpec,
+    SaslCredentials,
+    TlsFiles,
+    free_ports,
+    jvm_command,
+    new_cluster_id,
+    render_properties,
+    scram_format_args,
+    server_properties,
+)
+from ._errors import BrokerStartError, HarnessError, PrerequisiteError
+from ._maven import DEFAULT_KAFKA_VERSION, cache_root, check_version, fetch_kafka_libs
+from ._tls import make_tls_files
+
+__all__ = ["Broker", "ClusterKind", "KafkaCluster", "default_kafka_version", "find_java"]
+
+ClusterKind = Literal["jvm", "docker", "external"]
+
+_STATE_VERSION = 1
+_POLL = 0.1
+
+
+# ---------------------------------------------------------------------------------------------
+# prerequisites
+
+
+def default_kafka_version() -> str:
+    """The Kafka version to run when none is given.
+
+    Returns:
+        ``$KAFKASTATE_KAFKA_VERSION`` if set, else :data:`DEFAULT_KAFKA_VERSION`.
+    """
+    return os.environ.get("KAFKASTATE_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
+
+
+_java_checked: dict[str, int] = {}
+
+
+def find_java() -> str:
+    """Locate a Java 17+ ``java`` executable.
+
+    ``$JAVA_HOME/bin/java`` if JAVA_HOME is set, else ``java`` on PATH.
+
+    Returns:
+        The executable's path.
+
+    Raises:
+        PrerequisiteError: no java was found, or it is older than 17 (Kafka 4.x needs 17+).
+    """
+    java_home = os.environ.get("JAVA_HOME")
+    java: str | None = None
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        java = str(Path(java_home) / "bin" / "java")
+    java = java or shutil.which("java")
+    if java is None:
+        raise PrerequisiteError("java", "Java 17+ runs the local Kafka broker")
+    if java not in _java_checked:
+        proc = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
+        match = re.search(r'version "(\d+)(?:\.(\d+))?', proc.stderr + proc.stdout)
+        if match is None:
+            raise PrerequisiteError("java", f"{java} -version gave no version: {proc.stderr!r}")
+        major = int(match.group(1))
+        if major == 1 and match.group(2):  # "1.8.0_..." style
+            major = int(match.group(2))
+        _java_checked[java] = major
+    if _java_checked[java] < 17:
+        raise PrerequisiteError(
+            "java", f"Kafka 4.x needs Java 17+, {java} is Java {_java_checked[java]}"
+        )
+    return java
+
+
+# ---------------------------------------------------------------------------------------------
+# processes
+
+
+def _pdeathsig_prefix() -> list[str]:
+    """``setpriv --pdeathsig KILL`` (util-linux): the kernel SIGKILLs the JVM when the thread
+    that started it dies, even if this process is SIGKILLed and atexit never runs. setpriv
+    execs java, so the pid stays the JVM's. Absent (macOS, busybox): atexit only."""
+    if not sys.platform.startswith("linux"):
+        return []
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+
+
+def _pid_alive(pid: int, marker: str | None) -> bool:
+    """Whether ``pid`` runs and (on Linux, if ``marker`` is given) its command line has it."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+    proc = Path(f"/proc/{pid}")
+    if proc.exists():
+        try:
+            stat = (proc / "stat").read_text()
+            if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+                return False
+            if marker is not None and marker not in (proc / "cmdline").read_bytes().decode(
+                errors="replace"
+            ):
+                return False  # the pid was reused by something else
+        except OSError:
+            return False
+    return True
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 64 * 1024))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return f"({path} not readable)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+# ---------------------------------------------------------------------------------------------
+# brokers
+
+
+class Broker:
+    """One combined broker+controller JVM of a local :class:`KafkaCluster`.
+
+    Fault control (``kill``, ``pause``, ``resume``, ``stop``, ``start``, ``restart``) acts on
+    this node only; ``restart`` keeps node id, data directory and ports.
+    """
+
+    def __init__(
+        self,
+        spec: NodeSpec,
+        node_dir: Path,
+        argv: list[str],
+        *,
+        detached: bool,
+        expected_peers: Callable[[], set[int]],
+    ) -> None:
+        self._spec = spec
+        self._node_dir = node_dir
+        self._argv = argv
+        self._detached = detached
+        self._expected_peers = expected_peers
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None
+        self._paused = False
+
+    # -- identity ------------------------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        """``node.id`` (1-based)."""
+        return self._spec.node_id
+
+    @property
+    def host(self) -> str:
+        """The loopback address every listener binds."""
+        return HOST
+
+    @property
+    def port(self) -> int:
+        """The PLAINTEXT listener port."""
+        return self._spec.ports.plaintext
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the PLAINTEXT listener."""
+        return f"{HOST}:{self.port}"
+
+    @property
+    def controller_port(self) -> int:
+        """The CONTROLLER listener port (KRaft quorum traffic)."""
+        return self._spec.ports.controller
+
+    @property
+    def sasl_port(self) -> int | None:
+        """The SASL_PLAINTEXT listener port, if enabled."""
+        return self._spec.ports.sasl
+
+    @property
+    def ssl_port(self) -> int | None:
+        """The SSL listener port, if enabled."""
+        return self._spec.ports.ssl
+
+    @property
+    def node_dir(self) -> Path:
+        """This node's directory: configs, ``data/``, ``logs/``."""
+        return self._node_dir
+
+    @property
+    def config_file(self) -> Path:
+        """This node's server.properties."""
+        return self._node_dir / "server.properties"
+
+    @property
+    def log_file(self) -> Path:
+        """The broker's log4j log (``logs/server.log``)."""
+        return self._node_dir / "logs" / "server.log"
+
+    @property
+    def stdout_file(self) -> Path:
+        """The JVM's stdout+stderr (crashes, JVM errors), appended across restarts."""
+        return self._node_dir / "logs" / "stdout.log"
+
+    @property
+    def pid(self) -> int | None:
+        """The JVM's process id while it runs (it leads its own process group)."""
+        return self._pid if self.is_running else None
+
+    @property
+    def is_running(self) -> bool:
+        """Whether the JVM process exists (a paused one counts as running)."""
+        if self._pid is None:
+            return False
+        if self._popen is not None:
+            return self._popen.poll() is None
+        return _pid_alive(self._pid, str(self.config_file))
+
+    @property
+    def is_paused(self) -> bool:
+        """Whether :meth:`pause` stopped it and :meth:`resume` has not continued it yet."""
+        return self._paused and self.is_running
+
+    def __repr__(self) -> str:
+        state = "paused" if self.is_paused else "running" if self.is_running else "stopped"
+        return f"<Broker node_id={self.node_id} {self.address} {state} pid={self._pid}>"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _launch(self) -> None:
+        if self.is_running:
+            raise HarnessError(f"broker {self.node_id} is already running (pid {self._pid})")
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.stdout_file, "ab") as out:
+            out.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting ===\n".encode())
+            out.flush()
+            prefix = [] if self._detached else _pdeathsig_prefix()
+            self._popen = subprocess.Popen(
+                [*prefix, *self._argv],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self._node_dir,
+                start_new_session=True,
+            )
+        self._pid = self._popen.pid
+        self._paused = False
+
+    def _signal(self, sig: int) -> None:
+        if self._pid is None or not self.is_running:  # never signal a reaped/reused pid
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._pid, sig)
+
+    def _wait_exit(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        if self._popen is not None:
+            try:
+                self._popen.wait(timeout=max(0.0, timeout))
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        while self.is_running:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def start(self, *, wait: bool = True, timeout: float | None = None) -> None:
+        """Launch this node's JVM again (after :meth:`stop` or :meth:`kill`).
+
+        Args:
+            wait: block until the node answers ApiVersions and sees its peers.
+            timeout: readiness timeout in seconds (default: ``$KAFKASTATE_START_TIMEOUT`` or 120).
+
+        Raises:
+            HarnessError: it is already running.
+            BrokerStartError: it exited or was not ready in time (message has the log tail).
+        """
+        self._launch()
+        if wait:
+            self.wait_ready(timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop gracefully (SIGTERM: controlled shutdown); SIGKILL if not gone in ``timeout``.
+
+        Args:
+            timeout: seconds to wait for a clean exit.
+        """
+        if not self.is_running:
+            return
+        self._signal(signal.SIGTERM)
+        if self._paused:
+            self._signal(signal.SIGCONT)  # the pending SIGTERM is delivered on continue
+            self._paused = False
+        if not self._wait_exit(timeout):
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL the JVM (no controlled shutdown, like a crash) and reap it."""
+        if self._pid is None:
+            return
+        self._signal(signal.SIGKILL)
+        self._paused = False
+        self._wait_exit(30.0)
+
+    def pause(self) -> None:
+        """SIGSTOP the JVM: sockets stay open but nothing answers (a hung broker).
+
+        Raises:
+            HarnessError: it is not running.
+        """
+        if not self.is_running:
+            raise HarnessError(f"broker {self.node_id} is not running")
+        self._signal(signal.SIGSTOP)
+        self._paused = True
+
+    def resume(self) -> None:
+        """SIGCONT a paused JVM."""
+        self._signal(signal.SIGCONT)
+        self._paused = False
+
+    def restart(self, *, timeout: float | None = None, graceful: bool = True) -> None:
+        """Stop (or kill) and start again with the same node id, data dir and ports.
+
+        Args:
+            timeout: readiness timeout in seconds (default as in :meth:`start`).
+            graceful: SIGTERM (controlled shutdown) first; ``False`` SIGKILLs.
+
+        Raises:
+            BrokerStartError: it did not come back in time.
+        """
+        if graceful:
+            self.stop()
+        else:
+            self.kill()
+        self.start(timeout=timeout)
+
+    # -- readiness ---------------------------------------------------------------------------
+
+    def probe(self, timeout: float = 2.0) -> dict[int, tuple[int, int]]:
+        """One ApiVersions v0 round trip on the PLAINTEXT listener.
+
+        Args:
+            timeout: socket timeout in seconds.
+
+        Returns:
+            api_key -> (min_version, max_version).
+
+        Raises:
+            kafkastate.testing.ProbeError: no well-formed successful answer.
+        """
+        return _probe.api_versions(HOST, self.port, timeout=timeout)
+
+    def _ready_error(self) -> str | None:
+        """``None`` when ready, else why not (for the timeout message)."""
+        try:
+            _probe.api_versions(HOST, self.port, timeout=1.0)
+            info = _probe.metadata(HOST, self.port, timeout=1.0)
+        except _probe.ProbeError as exc:
+            return str(exc)
+        missing = self._expected_peers() - set(info.brokers)
+        if missing:
+            return f"Metadata from node {self.node_id} does not list nodes {sorted(missing)} yet"
+        for name, port in (("SASL_PLAINTEXT", self.sasl_port), ("SSL", self.ssl_port)):
+            if port is None:
+                continue
+            try:
+                socket.create_connection((HOST, port), timeout=1.0).close()
+            except OSError as exc:
+                return f"{name} listener {HOST}:{port}: {exc}"
+        return None
+
+    def failure_report(self, headline: str) -> str:
+        """A message with ``headline``, the log paths and the tails of both logs.
+
+        Args:
+            headline: the first line.
+
+        Returns:
+            The multi-line message.
+        """
+        parts = [headline, f"broker {self.node_id} log: {self.log_file}"]
+        parts.append(f"--- tail of {self.log_file} ---\n{_tail(self.log_file)}")
+        parts.append(f"--- tail of {self.stdout_file} ---\n{_tail(self.stdout_file, 20)}")
+        return "\n".join(parts)
+
+    def _check_alive(self) -> None:
+        if self.is_running:
+            return
+        code = self._popen.poll() if self._popen is not None else None
+        raise BrokerStartError(
+            self.failure_report(f"broker {self.node_id} exited (code {code}) during startup"),
+            self.log_file,
+        )
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until this node answers ApiVersions and its Metadata lists its running peers.
+
+        Args:
+            timeout: seconds (default: ``$KAFKASTATE_START_TIMEOUT`` or 120).
+
+        Raises:
+            BrokerStartError: the JVM exited or the deadline passed.
+        """
+        _wait_all([self], _start_timeout(timeout))
+
+
+def _start_timeout(timeout: float | None) -> float:
+    if timeout is not None:
+        return timeout
+    return float(os.environ.get("KAFKASTATE_START_TIMEOUT", "120"))
+
+
+def _wait_all(brokers: Sequence[Broker], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    pending = list(brokers)
+    last: dict[int, str] = {}
+    while pending:
+        for broker in list(pending):
+            broker._check_alive()
+            why = broker._ready_error()
+            if why is None:
+                pending.remove(broker)
+            else:
+                last[broker.node_id] = why
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            first = pending[0]
+            reasons = "; ".join(f"node {b.node_id}: {last.get(b.node_id)}" for b in pending)
+            raise BrokerStartError(
+                first.failure_report(f"broker(s) not ready after {timeout:.0f} s ({reasons})"),
+                first.log_file,
+            )
+        time.sleep(_POLL)
+
+
+# ---------------------------------------------------------------------------------------------
+# clusters
+
+_owned: list[KafkaCluster] = []
+_owned_lock = threading.Lock()
+
+
+def _kill_owned() -> None:
+    with _owned_lock:
+        clusters = list(_owned)
+    for cluster in clusters:
+        for broker in cluster.brokers:
+            broker.kill()
+        cluster._close_extra()
+
+
+atexit.register(_kill_owned)
+
+
+@dataclass
+class _Options:
+    kafka_version: str
+    brokers: int
+    sasl: bool
+    ssl: bool
+    heap_mb: int
+    fast_start: bool
+    overrides: dict[str, str]
+    jvm_options: list[str]
+
+
+class KafkaCluster:
+    """A Kafka cluster for tests: a local JVM cluster, a Docker container, or an existing one.
+
+    Create one with :meth:`start` (local JVMs), :meth:`resolve` (``KAFKASTATE_BOOTSTRAP`` →
+    Docker → local JVMs) or :meth:`external`. Use it as a context manager or call :meth:`stop`.
+
+    Attributes:
+        kind: ``"jvm"``, ``"docker"`` or ``"external"``.
+        bootstrap: ``"127.0.0.1:PORT,..."`` of the PLAINTEXT listeners.
+        sasl_bootstrap: the SASL_PLAINTEXT listeners, or ``None``.
+        ssl_bootstrap: the SSL listeners, or ``None``.
+        sasl: the SASL users, or ``None`` without a SASL listener.
+        ca_file: the CA certificate (PEM) that signed the SSL listener's certificate, or ``None``.
+        tls: the SSL listener's TLS files (``tls.ca_file`` is :attr:`ca_file`), or ``None``.
+        kafka_version: the Kafka version, if known.
+        cluster_id: the KRaft cluster id, if known.
+        workdir: the run directory (configs, data, logs) of a local cluster, else ``None``.
+        brokers: the nodes of a local cluster (empty for Docker and external clusters).
+    """
+
+    def __init__(
+        self,
+        *,
+        kind: ClusterKind,
+        bootstrap: str,
+        sasl_bootstrap: str | None = None,
+        ssl_bootstrap: str | None = None,
+        sasl: SaslCredentials | None = None,
+        ca_file: Path | None = None,
+        kafka_version: str | None = None,
+        cluster_id: str | None = None,
+        workdir: Path | None = None,
+        brokers: Sequence[Broker] = (),
+        owns_workdir: bool = False,
+        detached: bool = False,
+    ) -> None:
+        self.kind: ClusterKind = kind
+        self.bootstrap = bootstrap
+        self.sasl_bootstrap = sasl_bootstrap
+        self.ssl_bootstrap = ssl_bootstrap
+        self.sasl = sasl
+        self.ca_file = ca_file
+        self.tls: TlsFiles | None = TlsFiles(ca_file=ca_file) if ca_file is not None else None
+        self.kafka_version = kafka_version
+        self.cluster_id = cluster_id
+        self.workdir = workdir
+        self.brokers: list[Broker] = list(brokers)
+        self._owns_workdir = owns_workdir
+        self._detached = detached
+        self._stopped = False
+        self._container: Any = None
+
+    def __repr__(self) -> str:
+        return f"<KafkaCluster {self.kind} {self.bootstrap} brokers={len(self.brokers)}>"
+
+    # -- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls,
+        kafka_version: str | None = None,
+        brokers: int = 1,
+        *,
+        sasl: bool = False,
+        ssl: bool = False,
+        workdir: Path | str | None = None,
+        timeout: float | None = None,
+        heap_mb: int | None = None,
+        fast_start: bool = True,
+        config_overrides: Mapping[str, str] | None = None,
+        jvm_options: Sequence[str] = (),
+        detached: bool = False,
+    ) -> KafkaCluster:
+        """Start a local cluster of combined broker+controller JVMs and wait until it is ready.
+
+        Args:
+            kafka_version: Kafka version (default: ``$KAFKASTATE_KAFKA_VERSION`` or
+                :data:`DEFAULT_KAFKA_VERSION`).
+            brokers: number of nodes (1 = ``--standalone`` quorum, more = static voters).
+            sasl: add a SASL_PLAINTEXT listener (PLAIN + SCRAM-SHA-256/512 users).
+            ssl: add an SSL listener with a certificate from a fresh self-signed CA.
+            workdir: where configs, data and logs go (default: a new temporary directory,
+                removed by :meth:`stop`).
+            timeout: readiness timeout in seconds (default ``$KAFKASTATE_START_TIMEOUT`` or 120).
+            heap_mb: ``-Xmx`` per JVM (default 768 for one node, 512 each for more).
+            fast_start: C1-only JIT + serial GC (starts ~40 % faster); ``False`` for benchmarks.
+            config_overrides: extra server.properties entries for every node (they win).
+            jvm_options: extra JVM options (also read from ``$KAFKASTATE_JVM_OPTS``).
+            detached: do not tie the JVMs' lives to this process (the CLI's ``up``).
+
+        Returns:
+            The ready cluster.
+
+        Raises:
+            PrerequisiteError: java is missing, or mvn is missing and the jars are not cached.
+            BrokerStartError: a node did not come up (the message has its log tail and path).
+            HarnessError: any other setup failure (Maven, certificates, bad arguments).
+        """
+        version = check_version(kafka_version or default_kafka_version())
+        if brokers < 1:
+            raise HarnessError(f"brokers must be >= 1, got {brokers}")
+        options = _Options(
+            kafka_version=version,
+            brokers=brokers,
+            sasl=sasl,
+            ssl=ssl,
+            heap_mb=heap_mb or (768 if brokers == 1 else 512),
+            fast_start=fast_start,
+            overrides=dict(config_overrides or {}),
+            jvm_options=[*shlex.split(os.environ.get("KAFKASTATE_JVM_OPTS", "")), *jvm_options],
+        )
+        java = find_java()
+        libs = fetch_kafka_libs(version)
+        owns = workdir is None
+        root = Path(tempfile.mkdtemp(prefix="kafkastate-")) if workdir is None else Path(workdir)
+        root.mkdir(parents=True, exist_ok=True)
+        cluster = cls._build(
+            options=options,
+            java=java,
+            libs=libs,
+            root=root.resolve(),
+            owns_workdir=owns,
+            detached=detached,
+        )
+        cluster._register()
+        try:
+            cluster._format_all(java, libs, options)
+            for broker in cluster.brokers:
+                broker._launch()
+            _wait_all(cluster.brokers, _start_timeout(timeout))
+        except BaseException:
+            cluster._abort()
+            raise
+        return cluster
+
+    @classmethod
+    def _build(
+        cls,
+        *,
+        options: _Options,
+        java: str,
+        libs: Path,
+        root: Path,
+        owns_workdir: bool,
+        detached: bool,
+    ) -> KafkaCluster:
+        tls: TlsFiles | None = None
+        if options.ssl:
+            java_home = Path(java).resolve().parent.parent
+            tls = make_tls_files(root / "tls", java_home=java_home)
+        creds = SaslCredentials() if options.sasl else None
+        per_node = 2 + int(options.sasl) + int(options.ssl)
+        ports = iter(free_ports(per_node * options.brokers))
+        node_ports: dict[int, NodePorts] = {}
+        for node_id in range(1, options.brokers + 1):
+            node_ports[node_id] = NodePorts(
+                plaintext=next(ports),
+                controller=next(ports),
+                sasl=next(ports) if options.sasl else None,
+                ssl=next(ports) if options.ssl else None,
+            )
+        voters = {nid: p.controller for nid, p in node_ports.items()}
+        cluster = cls(
+            kind="jvm",
+            bootstrap="",
+            sasl=creds,
+            ca_file=tls.ca_file if tls else None,
+            kafka_version=options.kafka_version,
+            cluster_id=new_cluster_id(),
+            workdir=root,
+            owns_workdir=owns_workdir,
+            detached=detached,
+        )
+        cluster.tls = tls
+        for node_id, nports in node_ports.items():
+            spec = NodeSpec(
+                node_id=node_id,
+                ports=nports,
+                data_dir=root / f"node-{node_id}" / "data",
+                voters=voters,
+                sasl=creds,
+                tls=tls,
+                overrides=options.overrides,
+            )
+            node_dir = root / f"node-{node_id}"
+            (node_dir / "logs").mkdir(parents=True, exist_ok=True)
+            (node_dir / "server.properties").write_text(
+                f"# kafkastate.testing: node {node_id} of {options.brokers}\n"
+                + render_properties(server_properties(spec))
+            )
+            (node_dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
+            argv = jvm_command(
+                java,
+                f"{libs}{os.sep}*",
+                "kafka.Kafka",
+                [str(node_dir / "server.properties")],
+                logs_dir=node_dir / "logs",
+                log4j_config=node_dir / "log4j2.properties",
+                heap_mb=options.heap_mb,
+                fast_start=options.fast_start,
+                extra=options.jvm_options,
+            )
+            cluster.brokers.append(
+                Broker(spec, node_dir, argv, detached=detached, expected_peers=cluster._running_ids)
+            )
+        cluster._set_bootstraps()
+        return cluster
+
+    def _set_bootstraps(self) -> None:
+        def join(ports: list[int | None]) -> str | None:
+            if any(p is None for p in ports) or not ports:
+                return None
+            return ",".join(f"{HOST}:{p}" for p in ports)
+
+        self.bootstrap = join([b.port for b in self.brokers]) or ""
+        self.sasl_bootstrap = join([b.sasl_port for b in self.brokers])
+        self.ssl_bootstrap = join([b.ssl_port for b in self.brokers])
+
+    def _format_all(self, java: str, libs: Path, options: _Options) -> None:
+        procs: list[tuple[Broker, Path, subprocess.Popen[bytes]]] = []
+        for broker in self.brokers:
+            args = ["format", "-t", str(self.cluster_id), "-c", str(broker.config_file)]
+            if len(self.brokers) == 1:
+                args.append("--standalone")
+            if self.sasl is not None:
+                args += scram_format_args(self.sasl)
+            argv = jvm_command(
+                java,
+                f"{libs}{os.sep}*",
+                "kafka.tools.StorageTool",
+                args,
+                logs_dir=broker.node_dir / "logs",
+                log4j_config=broker.node_dir / "log4j2.properties",
+                heap_mb=256,
+                fast_start=True,
+            )
+            log = broker.node_dir / "logs" / "format.log"
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+                )
+            procs.append((broker, log, proc))
+        failures: list[str] = []
+        for broker, log, proc in procs:
+            try:
+                rc = proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                rc = proc.wait()
+            if rc != 0:
+                failures.append(
+                    f"storage format of node {broker.node_id} failed (exit {rc}); "
+                    f"log: {log}\n{_tail(log, 30)}"
+                )
+        if failures:
+            raise BrokerStartError("\n".join(failures), procs[0][1])
+
+    def _running_ids(self) -> set[int]:
+        return {b.node_id for b in self.brokers if b.is_running and not b._paused}
+
+    @classmethod
+    def external(
+        cls,
+        bootstrap: str,
+        *,
+        sasl_bootstrap: str | None = None,
+        ssl_bootstrap: str | None = None,
+        sasl: SaslCredentials | None = None,
+        ca_file: Path | str | None = None,
+    ) -> KafkaCluster:
+        """Describe an existing cluster (nothing is started or stopped).
+
+        Args:
+            bootstrap: its PLAINTEXT bootstrap servers.
+            sasl_bootstrap: its SASL_PLAINTEXT bootstrap servers, if any.
+            ssl_bootstrap: its SSL bootstrap servers, if any.
+            sasl: credentials for the SASL listener (default: alice/alice-secret, bob/bob-secret
+                when ``sasl_bootstrap`` is given).
+            ca_file: the CA that signed the SSL listener's certificate.
+
+        Returns:
+            A cluster of kind ``"external"``; it has no fault control.
+        """
+        if sasl is None and sasl_bootstrap is not None:
+            sasl = SaslCredentials()
+        return cls(
+            kind="external",
+            bootstrap=bootstrap,
+            sasl_bootstrap=sasl_bootstrap,
+            ssl_bootstrap=ssl_bootstrap,
+            sasl=sasl,
+            ca_file=Path(ca_file) if ca_file is not None else None,
+        )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> KafkaCluster | None:
+        """The cluster ``KAFKASTATE_BOOTSTRAP`` (and friends) describe, if set.
+
+        Reads the same ``KAFKASTATE_*`` names :meth:`env` writes.
+
+        Args:
+            environ: the environment (default ``os.environ``).
+
+        Returns:
+            An external cluster, or ``None`` when ``KAFKASTATE_BOOTSTRAP`` is unset or empty.
+        """
+        env = os.environ if environ is None else environ
+        bootstrap = env.get("KAFKASTATE_BOOTSTRAP", "").strip()
+        if not bootstrap:
+            return None
+        sasl_bootstrap = env.get("KAFKASTATE_SASL_BOOTSTRAP") or None
+        sasl: SaslCredentials | None = None
+        if sasl_bootstrap:
+            default = SaslCredentials()
+            mechanisms = env.get("KAFKASTATE_SASL_MECHANISMS")
+            sasl = SaslCredentials(
+                username=env.get("KAFKASTATE_SASL_USERNAME", default.username),
+                password=env.get("KAFKASTATE_SASL_PASSWORD", default.password),
+                plain_only_username=env.get(
+                    "KAFKASTATE_SASL_PLAIN_ONLY_USERNAME", default.plain_only_username
+                ),
+                plain_only_password=env.get(
+                    "KAFKASTATE_SASL_PLAIN_ONLY_PASSWORD", default.plain_only_password
+                ),
+                mechanisms=tuple(mechanisms.split(",")) if mechanisms else default.mechanisms,
+            )
+        return cls.external(
+            bootstrap,
+            sasl_bootstrap=sasl_bootstrap,
+            ssl_bootstrap=env.get("KAFKASTATE_SSL_BOOTSTRAP") or None,
+            sasl=sasl,
+            ca_file=env.get("KAFKASTATE_SSL_CAFILE") or None,
+        )
+
+    @classmethod
+    def resolve(
+        cls,
+        kafka_version: str | None = None,
+        brokers: int = 1,
+        *,
+        sasl: bool = False,
+        ssl: bool = False,
+        timeout: float | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> KafkaCluster:
+        """Find or start a cluster: ``KAFKASTATE_BOOTSTRAP`` → Docker → local JVMs.
+
+        The Docker path (testcontainers, imported only when a Docker engine answers a ping)
+        runs one plain ``apache/kafka`` broker; SASL, SSL or several brokers always use the
+        local JVM path. Set ``KAFKASTATE_NO_DOCKER=1`` to skip Docker.
+
+        Args:
+            kafka_version: as in :meth:`start`.
+            brokers: as in :meth:`start` (ignored for ``KAFKASTATE_BOOTSTRAP``).
+            sasl: as in :meth:`start`.
+            ssl: as in :meth:`start`.
+            timeout: as in :meth:`start`.
+            environ: the environment to read (default ``os.environ``).
+
+        Returns:
+            The cluster; :attr:`kind` tells which path was taken.
+
+        Raises:
+            PrerequisiteError: the JVM path was needed and java (or mvn) is missing.
+            BrokerStartError: a started node did not come up.
+        """
+        env = os.environ if environ is None else environ
+        existing = cls.from_env(env)
+        if existing is not None:
+            return existing
+        if (
+            brokers == 1
+            and not sasl
+            and not ssl
+            and not env.get("KAFKASTATE_NO_DOCKER")
+            and _docker_engine_answers(env)
+        ):
+            container = _docker_start(kafka_version or default_kafka_version(), timeout)
+            if container is not None:
+                return container
+        return cls.start(kafka_version, brokers, sasl=sasl, ssl=ssl, timeout=timeout)
+
+    # -- use ---------------------------------------------------------------------------------
+
+    @property
+    def controllable(self) -> bool:
+        """Whether the harness owns the nodes (fault control works): true for kind ``jvm``."""
+        return bool(self.brokers)
+
+    def broker(self, node_id: int) -> Broker:
+        """The node with this id.
+
+        Args:
+            node_id: ``node.id`` (1-based).
+
+        Returns:
+            That broker.
+
+        Raises:
+            KeyError: no such node (or not a local cluster).
+        """
+        for broker in self.brokers:
+            if broker.node_id == node_id:
+                return broker
+        raise KeyError(f"no broker with node id {node_id} in {self!r}")
+
+    @property
+    def log_files(self) -> list[Path]:
+        """Every node's log4j log file (empty for Docker and external clusters)."""
+        return [b.log_file for b in self.brokers]
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until every running node answers ApiVersions and lists all running nodes.
+
+        Args:
+            timeout: seconds (default: ``$KAFKASTATE_START_TIMEOUT`` or 120).
+
+        Raises:
+            BrokerStartError: a node exited or the deadline passed.
+        """
+        if self.brokers:
+            _wait_all([b for b in self.brokers if b.is_running], _start_timeout(timeout))
+            return
+        host, _, port = self.bootstrap.split(",")[0].rpartition(":")
+        deadline = time.monotonic() + _start_timeout(timeout)
+        while True:
+            try:
+                _probe.api_versions(host, int(port), timeout=1.0)
+                return
+            except _probe.ProbeError as exc:
+                if time.monotonic() >= deadline:
+                    raise BrokerStartError(f"{self.bootstrap} not answering: {exc}") from exc
+            time.sleep(_POLL)
+
+    def env(self) -> dict[str, str]:
+        """The ``KAFKASTATE_*`` variables describing this cluster (what the CLI prints).
+
+        Returns:
+            ``KAFKASTATE_BOOTSTRAP`` and, when present, the SASL/SSL entries;
+            :meth:`from_env` reads them back.
+        """
+        out = {"KAFKASTATE_BOOTSTRAP": self.bootstrap}
+        if self.sasl_bootstrap is not None and self.sasl is not None:
+            out["KAFKASTATE_SASL_BOOTSTRAP"] = self.sasl_bootstrap
+            out["KAFKASTATE_SASL_MECHANISMS"] = ",".join(self.sasl.mechanisms)
+            out["KAFKASTATE_SASL_USERNAME"] = self.sasl.username
+            out["KAFKASTATE_SASL_PASSWORD"] = self.sasl.password
+            out["KAFKASTATE_SASL_PLAIN_ONLY_USERNAME"] = self.sasl.plain_only_username
+            out["KAFKASTATE_SASL_PLAIN_ONLY_PASSWORD"] = self.sasl.plain_only_password
+        if self.ssl_bootstrap is not None:
+            out["KAFKASTATE_SSL_BOOTSTRAP"] = self.ssl_bootstrap
+            if self.ca_file is not None:
+                out["KAFKASTATE_SSL_CAFILE"] = str(self.ca_file)
+        return out
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A client ``SSLContext`` that trusts the cluster's CA (hostname ``127.0.0.1`` checks).
+
+        Returns:
+            ``ssl.create_default_context(cafile=ca_file)``.
+
+        Raises:
+            HarnessError: the cluster has no SSL listener / CA file.
+        """
+        if self.ca_file is None:
+            raise HarnessError(f"{self!r} has no SSL listener (start it with ssl=True)")
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    # -- teardown ----------------------------------------------------------------------------
+
+    def stop(
+        self, *, remove: bool | None = None, timeout: float = 20.0, graceful: bool = True
+    ) -> None:
+        """Stop every node and clean up. Idempotent.
+
+        Graceful: SIGTERM to all nodes at once, SIGKILL whatever is left after ``timeout``.
+        A multi-node cluster takes ~5 s this way (the last controller waits for its quorum);
+        ``graceful=False`` SIGKILLs at once, fine when the data is thrown away.
+        For Docker the container is stopped; an external cluster is left alone.
+
+        Args:
+            remove: delete :attr:`workdir` (data and logs); default: only if the harness
+                created it.
+            timeout: seconds to wait for a clean exit before SIGKILL.
+            graceful: SIGTERM first (controlled shutdown); ``False`` SIGKILLs right away.
+        """
+        if graceful:
+            for broker in self.brokers:
+                if broker.is_running:
+                    broker._signal(signal.SIGTERM)
+                    if broker._paused:
+                        broker.resume()
+            deadline = time.monotonic() + timeout
+            for broker in self.brokers:
+                if not broker._wait_exit(max(0.0, deadline - time.monotonic())):
+                    broker.kill()
+        else:
+            for broker in self.brokers:
+                broker._signal(signal.SIGKILL)
+            for broker in self.brokers:
+                broker.kill()
+        self._close_extra()
+        self._stopped = True
+        with _owned_lock, contextlib.suppress(ValueError):
+            _owned.remove(self)
+        if (self._owns_workdir if remove is None else remove) and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _close_extra(self) -> None:
+        if self._container is not None:
+            container, self._container = self._container, None
+            with contextlib.suppress(Exception):
+                container.stop()
+
+    def _abort(self) -> None:
+        """Kill everything after a failed start; keep the workdir for the logs."""
+        for broker in self.brokers:
+            broker.kill()
+        with _owned_lock, contextlib.suppress(ValueError):
+            _owned.remove(self)
+
+    def __enter__(self) -> KafkaCluster:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- state (CLI) -------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        if not self._detached:
+            with _owned_lock:
+                _owned.append(self)
+
+    def _to_state(self) -> dict[str, Any]:
+        return {
+            "state_version": _STATE_VERSION,
+            "kafka_version": self.kafka_version,
+            "cluster_id": self.cluster_id,
+            "workdir": str(self.workdir),
+            "sasl": None
+            if self.sasl is None
+            else {
+                "username": self.sasl.username,
+                "password": self.sasl.password,
+                "plain_only_username": self.sasl.plain_only_username,
+                "plain_only_password": self.sasl.plain_only_password,
+                "mechanisms": list(self.sasl.mechanisms),
+            },
+            "ca_file": None if self.ca_file is None else str(self.ca_file),
+            "brokers": [
+                {
+                    "node_id": b.node_id,
+                    "pid": b._pid,
+                    "argv": b._argv,
+                    "node_dir": str(b.node_dir),
+                    "ports": {
+                        "plaintext": b.port,
+                        "controller": b.controller_port,
+                        "sasl": b.sasl_port,
+                        "ssl": b.ssl_port,
+                    },
+                }
+                for b in self.brokers
+            ],
+        }
+
+    @classmethod
+    def _from_state(cls, state: Mapping[str, Any]) -> KafkaCluster:
+        if state.get("state_version") != _STATE_VERSION:
+            raise HarnessError(f"unknown harness state version {state.get('state_version')!r}")
+        sasl: SaslCredentials | None = None
+        if state["sasl"]:
+            sasl = SaslCredentials(
+                **{**state["sasl"], "mechanisms": tuple(state["sasl"]["mechanisms"])}
+            )
+        cluster = cls(
+            kind="jvm",
+            bootstrap="",
+            sasl=sasl,
+            ca_file=Path(state["ca_file"]) if state["ca_file"] else None,
+            kafka_version=state["kafka_version"],
+            cluster_id=state["cluster_id"],
+            workdir=Path(state["workdir"]),
+            owns_workdir=True,
+            detached=True,
+        )
+        voters = {b["node_id"]: b["ports"]["controller"] for b in state["brokers"]}
+        for entry in state["brokers"]:
+            node_dir = Path(entry["node_dir"])
+            spec = NodeSpec(
+                node_id=entry["node_id"],
+                ports=NodePorts(**entry["ports"]),
+                data_dir=node_dir / "data",
+                voters=voters,
+            )
+            broker = Broker(
+                spec,
+                node_dir,
+                list(entry["argv"]),
+                detached=True,
+                expected_peers=cluster._running_ids,
+            )
+            broker._pid = entry["pid"]
+            cluster.brokers.append(broker)
+        cluster._set_bootstraps()
+        return cluster
+
+
+# ---------------------------------------------------------------------------------------------
+# Docker (testcontainers), kept small: one plain broker, imported only when an engine answers
+
+
+def _docker_engine_answers(environ: Mapping[str, str], timeout: float = 0.5) -> bool:
+    """Whether a Docker engine answers ``GET /_ping`` (``DOCKER_HOST`` or the unix socket)."""
+    target = environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    try:
+        if target.startswith("unix://"):
+            path = target[len("unix://") :]
+            if not Path(path).exists():
+                return False
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            sock.connect(path)
+        elif target.startswith("tcp://"):
+            host, _, port = target[len("tcp://") :].rstrip("/").rpartition(":")
+            sock = socket.create_connection((host, int(port)), timeout=timeout)
+        else:
+            return False
+        with sock:
+            sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            reply = sock.recv(64)
+    except (OSError, ValueError):
+        return False
+    return reply.startswith(b"HTTP/1.") and b" 200 " in reply.split(b"\r\n", 1)[0] + b" "
+
+
+def _docker_start(kafka_version: str, timeout: float | None) -> KafkaCluster | None:
+    """Run ``apache/kafka:<version>`` (KRaft, one node); ``None`` if testcontainers fails."""
+    try:
+        module: Any = importlib.import_module("testcontainers.core.container")
+    except ImportError:
+        return None
+    port = free_ports(1)[0]
+    container: Any = module.DockerContainer(f"apache/kafka:{kafka_version}")
+    env = {
+        "KAFKA_NODE_ID": "1",
+        "KAFKA_PROCESS_ROLES": "broker,controller",
+        "KAFKA_LISTENERS": f"PLAINTEXT://:{port},CONTROLLER://:9093",
+        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{HOST}:{port}",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+        "KAFKA_OFFSETS_TOPIC_NUM_PARTITIONS": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+    }
+    for key, value in env.items():
+        container = container.with_env(key, value)
+    container = container.with_bind_ports(port, port)
+    try:
+        container.start()
+    except Exception:
+        return None
+    cluster = KafkaCluster(kind="docker", bootstrap=f"{HOST}:{port}", kafka_version=kafka_version)
+    cluster._container = container
+    with _owned_lock:
+        _owned.append(cluster)
+    try:
+        cluster.wait_ready(timeout)
+    except BrokerStartError:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def default_run_dir() -> Path:
+    """The CLI's run dir: ``$KAFKASTATE_RUN_DIR``, else ``<cache root>/run``.
+
+    Returns:
+        The path (not created).
+    """
+    explicit = os.environ.get("KAFKASTATE_RUN_DIR")
+    return Path(explicit).expanduser() if explicit else cache_root() / "run"

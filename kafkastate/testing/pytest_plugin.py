@@ -1,0 +1,195 @@
+"""pytest plugin: session-scoped real Kafka clusters for kafkastate's tests and for yours.
+
+Loaded automatically (entry point ``pytest11: kafkastate``) once kafkastate is installed.
+
+Fixtures:
+
+* ``kafka_cluster`` — one broker with PLAINTEXT, SASL_PLAINTEXT (PLAIN + SCRAM users) and SSL
+  listeners, started once per session; ``KAFKASTATE_BOOTSTRAP`` (and the other variables the
+  CLI prints) makes it use an existing cluster instead.
+* ``kafka_cluster3`` — three brokers, started the first time a test asks for it;
+  ``KAFKASTATE_BOOTSTRAP3`` makes it use an existing cluster.
+* ``kafka_bootstrap_env`` — function-scoped: exports ``kafka_cluster``'s ``KAFKASTATE_*``
+  variables (``KAFKASTATE_BOOTSTRAP``…) into ``os.environ`` for one test.
+
+Tests using them are marked ``integration``. Without ``java`` (or without ``mvn`` before the
+jars are cached) they are skipped with a message naming the missing program, unless
+``KAFKASTATE_REQUIRE_BROKER=1``, which turns the skip into an error (for CI). On a failing
+test the broker log paths are attached to the report, and the run directories are kept.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+from ._cluster import KafkaCluster
+from ._errors import PrerequisiteError
+
+__all__ = ["kafka_bootstrap_env", "kafka_cluster", "kafka_cluster3"]
+
+_FIXTURES = ("kafka_cluster", "kafka_cluster3")
+_STARTED = pytest.StashKey[list[KafkaCluster]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add ``--kafka-version`` and ``--kafka-keep``."""
+    group = parser.getgroup("kafkastate", "kafkastate real-broker harness")
+    group.addoption(
+        "--kafka-version",
+        default=None,
+        help="Apache Kafka version for the kafka_cluster fixtures "
+        "(default $KAFKASTATE_KAFKA_VERSION or the harness default)",
+    )
+    group.addoption(
+        "--kafka-keep",
+        action="store_true",
+        default=False,
+        help="keep the brokers' run directories (configs, data, logs) after the session",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``integration`` marker and the list of clusters this session started."""
+    config.addinivalue_line(
+        "markers", "integration: needs a real Apache Kafka broker (started by kafkastate.testing)"
+    )
+    config.stash[_STARTED] = []
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses a cluster fixture (even indirectly) ``integration``."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if any(name in names for name in _FIXTURES):
+            item.add_marker(pytest.mark.integration)
+
+
+def _unavailable(exc: PrerequisiteError) -> NoReturn:
+    message = (
+        f"kafkastate: no Kafka broker: {exc.missing} not found ({exc.purpose}); install it, "
+        "or point KAFKASTATE_BOOTSTRAP at a running cluster"
+    )
+    if os.environ.get("KAFKASTATE_REQUIRE_BROKER"):
+        pytest.fail(message + " [KAFKASTATE_REQUIRE_BROKER is set]", pytrace=False)
+    pytest.skip(message)
+
+
+def _session_cluster(request: pytest.FixtureRequest, brokers: int) -> Iterator[KafkaCluster]:
+    config = request.config
+    version = config.getoption("--kafka-version") or None
+    try:
+        if brokers == 1:
+            cluster = KafkaCluster.resolve(version, 1, sasl=True, ssl=True)
+        else:
+            env = dict(os.environ)
+            env["KAFKASTATE_BOOTSTRAP"] = os.environ.get("KAFKASTATE_BOOTSTRAP3", "")
+            for key in ("SASL_BOOTSTRAP", "SSL_BOOTSTRAP", "SSL_CAFILE"):
+                env.pop(f"KAFKASTATE_{key}", None)
+            external = KafkaCluster.from_env(env)
+            cluster = external or KafkaCluster.start(version, brokers)
+    except PrerequisiteError as exc:
+        _unavailable(exc)
+    config.stash[_STARTED].append(cluster)
+    yield cluster
+    failed = request.session.testsfailed > 0
+    keep = bool(config.getoption("--kafka-keep")) or failed
+    cluster.stop(remove=not keep, graceful=False)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
+    """One broker with PLAINTEXT, SASL_PLAINTEXT and SSL listeners, shared by the session.
+
+    Honours ``KAFKASTATE_BOOTSTRAP`` (an existing cluster: then ``sasl_bootstrap`` /
+    ``ssl_bootstrap`` are set only if ``KAFKASTATE_SASL_BOOTSTRAP`` / ``KAFKASTATE_SSL_BOOTSTRAP``
+    are, and fault control is unavailable: check ``cluster.controllable``).
+
+    Yields:
+        The ready :class:`~kafkastate.testing.KafkaCluster`.
+    """
+    yield from _session_cluster(request, 1)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster3(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
+    """Three combined broker+controller nodes (replication factor 3), started on first use.
+
+    Honours ``KAFKASTATE_BOOTSTRAP3`` (an existing multi-broker cluster, no fault control).
+
+    Yields:
+        The ready :class:`~kafkastate.testing.KafkaCluster`.
+    """
+    yield from _session_cluster(request, 3)
+
+
+@pytest.fixture
+def kafka_bootstrap_env(kafka_cluster: KafkaCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Export ``kafka_cluster``'s ``KAFKASTATE_*`` variables for the duration of one test.
+
+    For code that reads its broker address from the environment (docs examples, demos,
+    subprocesses): ``KAFKASTATE_BOOTSTRAP`` and, when present, the SASL/SSL entries.
+    """
+    for key, value in kafka_cluster.env().items():
+        monkeypatch.setenv(key, value)
+
+
+def _clusters_of(item: pytest.Item) -> list[KafkaCluster]:
+    funcargs = getattr(item, "funcargs", {})
+    return [value for value in funcargs.values() if isinstance(value, KafkaCluster)]
+
+
+def _log_lines(cluster: KafkaCluster) -> list[str]:
+    lines: list[str] = []
+    for broker in cluster.brokers:
+        state = "running" if broker.is_running else "not running"
+        lines.append(f"node {broker.node_id} ({state}, {broker.address}): {broker.log_file}")
+    return lines
+
+
+def _problems(path: Path, limit: int = 10) -> list[str]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    hits = [line for line in text.splitlines() if "] ERROR " in line or "] WARN " in line]
+    return hits[-limit:]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Attach the broker log paths (and their last warnings) to a failing test's report."""
+    report = yield
+    if report.failed:
+        for cluster in _clusters_of(item):
+            if not cluster.brokers:
+                continue
+            lines = _log_lines(cluster)
+            for broker in cluster.brokers:
+                problems = _problems(broker.log_file)
+                if problems:
+                    lines.append(f"--- last warnings/errors of node {broker.node_id} ---")
+                    lines.extend(problems)
+            report.sections.append(("kafkastate broker logs", "\n".join(lines)))
+    return report
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    """After a failed session, say where the kept broker logs are."""
+    started = config.stash.get(_STARTED, [])
+    local = [c for c in started if c.brokers]
+    if not local or (exitstatus == 0 and not config.getoption("--kafka-keep")):
+        return
+    terminalreporter.section("kafkastate brokers")
+    for cluster in local:
+        terminalreporter.write_line(f"{cluster!r}: run dir {cluster.workdir}")
+        for line in _log_lines(cluster):
+            terminalreporter.write_line("  " + line)
