@@ -1407,7 +1407,7 @@ BY_CODE: dict[int, type[BrokerResponseError]] = {
     133: ShareSessionLimitReachedError,
 }
 
-__all__ = [
+__all__: list[str] = [
     "BrokerIdNotRegisteredError",
     "BrokerNotAvailableError",
     "BrokerUnsupportedVersionError",

@@ -87,7 +87,7 @@ def main() -> None:
         print(f"    {value}: {cls},")
     print("}")
     print()
-    print("__all__ = [")
+    print("__all__: list[str] = [")
     for cls, _ in sorted(names):
         print(f'    "{cls}",')
     print("]")
