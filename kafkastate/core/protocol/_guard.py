@@ -29,7 +29,7 @@ from kio.serial._introspect import (
 
 from kafkastate.errors import RemoteProtocolError
 
-__all__ = ["check_lengths"]
+__all__ = ["LengthError", "check_lengths", "need", "read_uvarint"]
 
 _FIXED: Final = {
     "int8": 1,
@@ -50,21 +50,22 @@ _FIXED: Final = {
 _Step = Callable[[memoryview, int, int], int]
 
 
-class _Bad(Exception):
-    pass
+class LengthError(Exception):
+    """A length, count or varint does not fit the bytes that remain."""
 
 
-def _need(pos: int, size: int, end: int, what: str) -> int:
+def need(pos: int, size: int, end: int, what: str) -> int:
+    """Return ``pos + size`` if ``size`` bytes of ``what`` fit before ``end``."""
     if size < 0 or pos + size > end:
-        raise _Bad(f"{what} of {size} bytes overruns the {end - pos} remaining")
+        raise LengthError(f"{what} of {size} bytes overruns the {end - pos} remaining")
     return pos + size
 
 
-def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+def read_uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         if pos >= end:
-            raise _Bad("truncated varint")
+            raise LengthError("truncated varint")
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
@@ -72,18 +73,18 @@ def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
             return result, pos
         shift += 7
         if shift > 28:
-            raise _Bad("varint longer than 5 bytes")
+            raise LengthError("varint longer than 5 bytes")
 
 
 def _int(buf: memoryview, pos: int, end: int, size: int) -> tuple[int, int]:
-    new = _need(pos, size, end, "integer")
+    new = need(pos, size, end, "integer")
     return int.from_bytes(buf[pos:new], "big", signed=True), new
 
 
 def _length(buf: memoryview, pos: int, end: int, flexible: bool, wide: bool) -> tuple[int, int]:
     """Read a length prefix; -1 means null. Compact forms store length + 1."""
     if flexible:
-        raw, pos = _uvarint(buf, pos, end)
+        raw, pos = read_uvarint(buf, pos, end)
         return raw - 1, pos
     return _int(buf, pos, end, 4 if wide else 2)
 
@@ -91,14 +92,14 @@ def _length(buf: memoryview, pos: int, end: int, flexible: bool, wide: bool) -> 
 def _sized(flexible: bool, wide: bool, what: str) -> _Step:
     def step(buf: memoryview, pos: int, end: int) -> int:
         n, pos = _length(buf, pos, end, flexible, wide)
-        return pos if n < 0 else _need(pos, n, end, what)
+        return pos if n < 0 else need(pos, n, end, what)
 
     return step
 
 
 def _fixed(size: int) -> _Step:
     def step(buf: memoryview, pos: int, end: int) -> int:
-        return _need(pos, size, end, "field")
+        return need(pos, size, end, "field")
 
     return step
 
@@ -110,7 +111,7 @@ def _scalar_step(kafka_type: str, flexible: bool) -> _Step:
         return _sized(flexible, False, "string")
     if kafka_type in ("bytes", "records"):
         return _sized(flexible, True, kafka_type)
-    raise _Bad(f"unknown kafka_type {kafka_type!r}")  # pragma: no cover - schema drift
+    raise LengthError(f"unknown kafka_type {kafka_type!r}")  # pragma: no cover - schema drift
 
 
 def _array(element: _Step, flexible: bool) -> _Step:
@@ -120,7 +121,7 @@ def _array(element: _Step, flexible: bool) -> _Step:
             return pos
         # Every element takes at least one byte, so a count above the remainder is a lie.
         if n > end - pos:
-            raise _Bad(f"array of {n} elements in {end - pos} bytes")
+            raise LengthError(f"array of {n} elements in {end - pos} bytes")
         for _ in range(n):
             pos = element(buf, pos, end)
         return pos
@@ -166,11 +167,11 @@ def _entity_step(cls: type[Any]) -> _Step:
         for s in regular:
             pos = s(buf, pos, end)
         if flexible:
-            count, pos = _uvarint(buf, pos, end)
+            count, pos = read_uvarint(buf, pos, end)
             for _ in range(count):
-                tag, pos = _uvarint(buf, pos, end)
-                size, pos = _uvarint(buf, pos, end)
-                field_end = _need(pos, size, end, "tagged field")
+                tag, pos = read_uvarint(buf, pos, end)
+                size, pos = read_uvarint(buf, pos, end)
+                field_end = need(pos, size, end, "tagged field")
                 known = tagged.get(tag)
                 if known is not None:
                     known(buf, pos, field_end)
@@ -190,7 +191,7 @@ def check_lengths(cls: type[Any], buf: memoryview, offset: int) -> None:
     try:
         step = _entity_step(cls)  # type: ignore[arg-type]  # classes are hashable
         step(buf, offset, len(buf))
-    except _Bad as exc:
+    except LengthError as exc:
         raise RemoteProtocolError(
             f"malformed {cls.__name__} v{getattr(cls, '__version__', '?')}: {exc}"
         ) from None

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from kio.serial import entity_reader, entity_writer
 
-from kafkastate.core.protocol._guard import check_lengths
+from kafkastate.core.protocol._guard import LengthError, check_lengths, need, read_uvarint
 from kafkastate.errors import RemoteProtocolError
 
 __all__ = [
@@ -116,22 +116,6 @@ def response_header_version(api_key: int, flexible: bool) -> int:
     return 1 if flexible else 0
 
 
-def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise RemoteProtocolError("truncated varint in response header")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise RemoteProtocolError("varint too long in response header")
-
-
 def decode_response_header(frame: memoryview, version: int) -> tuple[int, int]:
     """Decode a response header.
 
@@ -150,13 +134,15 @@ def decode_response_header(frame: memoryview, version: int) -> tuple[int, int]:
     (correlation_id,) = _INT32.unpack_from(frame, 0)
     pos = 4
     if version >= 1:
-        count, pos = _read_uvarint(frame, pos)
-        for _ in range(count):
-            _tag, pos = _read_uvarint(frame, pos)
-            size, pos = _read_uvarint(frame, pos)
-            pos += size
-            if pos > len(frame):
-                raise RemoteProtocolError("tagged field overruns the response header")
+        end = len(frame)
+        try:
+            count, pos = read_uvarint(frame, pos, end)
+            for _ in range(count):
+                _tag, pos = read_uvarint(frame, pos, end)
+                size, pos = read_uvarint(frame, pos, end)
+                pos = need(pos, size, end, "tagged field")
+        except LengthError as exc:
+            raise RemoteProtocolError(f"malformed response header: {exc}") from None
     return correlation_id, pos
 
 
