@@ -277,7 +277,11 @@ def test_sasl_listener_has_plain_users_and_scram_login_modules() -> None:
     props = server_properties(_spec(sasl=creds))
     assert "SASL_PLAINTEXT://127.0.0.1:17001" in props["listeners"]
     assert "SASL_PLAINTEXT:SASL_PLAINTEXT" in props["listener.security.protocol.map"]
-    assert props["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    assert props["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
+    assert (
+        "OAuthBearerLoginModule"
+        in props["listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"]
+    )
     plain = props["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
     assert plain.startswith("org.apache.kafka.common.security.plain.PlainLoginModule required ")
     assert 'user_alice="alice-secret"' in plain and 'user_bob="bob-secret"' in plain

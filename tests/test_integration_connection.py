@@ -22,6 +22,7 @@ from kafkastate.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
+from kafkastate.testing import unsecured_jwt
 
 pytestmark = pytest.mark.integration
 
@@ -138,3 +139,16 @@ def test_ssl_listener(kafka_cluster: Any) -> None:
     host, port = _first(kafka_cluster.ssl_bootstrap)
     with BlockingConnection.open(host, port, ssl_context=context) as conn:
         assert conn.versions is not None and conn.versions.supports(ApiKey.METADATA)
+
+
+def test_oauthbearer_token(kafka_cluster: Any) -> None:
+    assert kafka_cluster.sasl.oauthbearer
+    host, port = _first(kafka_cluster.sasl_bootstrap)
+    good = ConnectionConfig(sasl_mechanism="OAUTHBEARER", sasl_oauth_token=unsecured_jwt("alice"))
+    with BlockingConnection.open(host, port, config=good, timeout=20) as conn:
+        assert conn.versions is not None
+    expired = unsecured_jwt("alice", lifetime=60, now=time.time() - 3600)
+    for token in (expired, "not.a.jwt"):
+        bad = ConnectionConfig(sasl_mechanism="OAUTHBEARER", sasl_oauth_token=token)
+        with pytest.raises(AuthenticationFailedError, match="OAUTHBEARER"):
+            BlockingConnection.open(host, port, config=bad, timeout=20)

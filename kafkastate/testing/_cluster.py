@@ -829,6 +829,7 @@ class KafkaCluster:
         if sasl_bootstrap:
             default = SaslCredentials()
             mechanisms = env.get("KAFKASTATE_SASL_MECHANISMS")
+            listed = mechanisms.split(",") if mechanisms else []
             sasl = SaslCredentials(
                 username=env.get("KAFKASTATE_SASL_USERNAME", default.username),
                 password=env.get("KAFKASTATE_SASL_PASSWORD", default.password),
@@ -838,7 +839,10 @@ class KafkaCluster:
                 plain_only_password=env.get(
                     "KAFKASTATE_SASL_PLAIN_ONLY_PASSWORD", default.plain_only_password
                 ),
-                mechanisms=tuple(mechanisms.split(",")) if mechanisms else default.mechanisms,
+                mechanisms=tuple(m for m in listed if m != "OAUTHBEARER")
+                if listed
+                else default.mechanisms,
+                oauthbearer="OAUTHBEARER" in listed if listed else default.oauthbearer,
             )
         return cls.external(
             bootstrap,
@@ -958,7 +962,9 @@ class KafkaCluster:
         out = {"KAFKASTATE_BOOTSTRAP": self.bootstrap}
         if self.sasl_bootstrap is not None and self.sasl is not None:
             out["KAFKASTATE_SASL_BOOTSTRAP"] = self.sasl_bootstrap
-            out["KAFKASTATE_SASL_MECHANISMS"] = ",".join(self.sasl.mechanisms)
+            out["KAFKASTATE_SASL_MECHANISMS"] = ",".join(
+                [*self.sasl.mechanisms, *(["OAUTHBEARER"] if self.sasl.oauthbearer else [])]
+            )
             out["KAFKASTATE_SASL_USERNAME"] = self.sasl.username
             out["KAFKASTATE_SASL_PASSWORD"] = self.sasl.password
             out["KAFKASTATE_SASL_PLAIN_ONLY_USERNAME"] = self.sasl.plain_only_username
@@ -1067,6 +1073,7 @@ class KafkaCluster:
                 "plain_only_username": self.sasl.plain_only_username,
                 "plain_only_password": self.sasl.plain_only_password,
                 "mechanisms": list(self.sasl.mechanisms),
+                "oauthbearer": self.sasl.oauthbearer,
             },
             "ca_file": None if self.ca_file is None else str(self.ca_file),
             "brokers": [

@@ -6,7 +6,9 @@ No IO here beyond what the caller passes in, so the output can be unit-tested wi
 from __future__ import annotations
 
 import base64
+import json
 import socket
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +42,10 @@ class SaslCredentials:
         password: that user's password.
         plain_only_username: a user that exists for PLAIN only (SCRAM with it must fail).
         plain_only_password: that user's password.
-        mechanisms: every mechanism the listener enables.
+        mechanisms: the password mechanisms the listener enables.
+        oauthbearer: the listener also enables OAUTHBEARER with Kafka's unsecured validator,
+            which accepts unsigned (``alg: none``) tokens such as :func:`unsecured_jwt`
+            makes -- a test-only setup that exercises the client's OAUTHBEARER exchange.
     """
 
     username: str = "alice"
@@ -48,6 +53,7 @@ class SaslCredentials:
     plain_only_username: str = "bob"
     plain_only_password: str = "bob-secret"
     mechanisms: tuple[str, ...] = (PLAIN_MECHANISM, *SCRAM_MECHANISMS)
+    oauthbearer: bool = True
 
 
 @dataclass(frozen=True)
@@ -165,6 +171,35 @@ def _jaas_plain(creds: SaslCredentials) -> str:
 
 
 _SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+# With no sasl.server.callback.handler.class, Kafka validates OAUTHBEARER tokens with its
+# unsecured (unsigned JWT) handler; the login-module options only matter for the broker's
+# own client side, which never uses this listener.
+_OAUTH_JAAS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+    'unsecuredLoginStringClaim_sub="broker";'
+)
+OAUTHBEARER_MECHANISM = "OAUTHBEARER"
+
+
+def unsecured_jwt(subject: str, *, lifetime: float = 3600.0, now: float | None = None) -> str:
+    """An unsigned JWT (``alg: none``) that the harness's OAUTHBEARER listener accepts.
+
+    Args:
+        subject: the ``sub`` claim, which becomes the Kafka principal.
+        lifetime: seconds until the ``exp`` claim.
+        now: issue time in Unix seconds (default: the current time).
+
+    Returns:
+        The compact serialization ``header.payload.`` (empty signature).
+    """
+    issued = int(time.time() if now is None else now)
+
+    def part(claims: Mapping[str, object]) -> str:
+        raw = json.dumps(claims, separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    payload = {"sub": subject, "iat": issued, "exp": issued + int(lifetime)}
+    return f"{part({'alg': 'none'})}.{part(payload)}."
 
 
 def server_properties(node: NodeSpec) -> dict[str, str]:
@@ -240,7 +275,11 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
         }
     )
     if node.sasl is not None:
-        props["sasl.enabled.mechanisms"] = ",".join(node.sasl.mechanisms)
+        enabled = list(node.sasl.mechanisms)
+        if node.sasl.oauthbearer:
+            enabled.append(OAUTHBEARER_MECHANISM)
+            props["listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"] = _OAUTH_JAAS
+        props["sasl.enabled.mechanisms"] = ",".join(enabled)
         props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = _jaas_plain(node.sasl)
         for mech in SCRAM_MECHANISMS:
             props[f"listener.name.sasl_plaintext.{mech.lower()}.sasl.jaas.config"] = _SCRAM_JAAS
