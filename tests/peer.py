@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import io
 import struct
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16
 
+from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import CLIENT_VERSIONS
 
 
@@ -130,3 +132,67 @@ class ScramServer:
         if corrupt_signature:
             server_sig = bytes(b ^ 1 for b in server_sig)
         return ok, b"v=" + base64.b64encode(server_sig)
+
+
+def metadata_response(
+    version: int,
+    *,
+    brokers: dict[int, tuple[str, int]],
+    topics: dict[str, dict[int, tuple[int, int]]] | None = None,
+    unknown: tuple[str, ...] = (),
+    controller: int = 1,
+) -> Any:
+    """A Metadata response: ``topics`` maps name -> partition -> (leader, leader epoch)."""
+    cls = load_response_schema(3, version)
+    broker_cls = nested_type(cls, "MetadataResponseBroker")
+    topic_cls = nested_type(cls, "MetadataResponseTopic")
+    part_cls = nested_type(cls, "MetadataResponsePartition")
+    entries = []
+    for i, (name, parts) in enumerate(sorted((topics or {}).items())):
+        entries.append(
+            build(
+                topic_cls,
+                error_code=ErrorCode.none,
+                name=name,
+                topic_id=uuid.UUID(int=i + 1),
+                is_internal=False,
+                topic_authorized_operations=-2147483648,
+                partitions=tuple(
+                    build(
+                        part_cls,
+                        error_code=ErrorCode.none,
+                        partition_index=p,
+                        leader_id=leader,
+                        leader_epoch=epoch,
+                        replica_nodes=(leader,),
+                        isr_nodes=(leader,),
+                        offline_replicas=(),
+                    )
+                    for p, (leader, epoch) in sorted(parts.items())
+                ),
+            )
+        )
+    for name in unknown:
+        entries.append(
+            build(
+                topic_cls,
+                error_code=ErrorCode.unknown_topic_or_partition,
+                name=name,
+                topic_id=uuid.UUID(int=0),
+                is_internal=False,
+                topic_authorized_operations=-2147483648,
+                partitions=(),
+            )
+        )
+    return build(
+        cls,
+        throttle_time=datetime.timedelta(0),
+        brokers=tuple(
+            build(broker_cls, node_id=n, host=h, port=p, rack=None)
+            for n, (h, p) in sorted(brokers.items())
+        ),
+        error_code=ErrorCode.none,
+        cluster_id="test-cluster",
+        controller_id=controller,
+        topics=tuple(entries),
+    )

@@ -15,6 +15,8 @@ PUBLIC_MODULES = [
     "kafkastate",
     "kafkastate.errors",
     "kafkastate.core.connection",
+    "kafkastate.core.client",
+    "kafkastate.core.metadata",
     "kafkastate.core.sasl",
     "kafkastate.core.protocol.framing",
     "kafkastate.core.protocol.versions",

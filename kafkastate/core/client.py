@@ -1,0 +1,726 @@
+"""Client: many broker connections, request routing, reconnects and metadata.
+
+Theory of operation
+-------------------
+The Client owns one :class:`BrokerConnection` per broker node and the :class:`Metadata`
+machine. Request-level machines (producer, fetcher, group member...) hand it *request
+factories* -- ``factory(versions) -> kio request`` -- because the version to use is only
+known once a connection to that node has finished its ApiVersions handshake.
+
+Nodes. Bootstrap servers get negative ids (-1, -2, ... like the Java client) until the first
+Metadata response names the real brokers; from then on only real brokers are chosen.
+A node is DISCONNECTED, CONNECTING (the adapter was asked to open a socket), HANDSHAKING
+(ApiVersions/SASL under way), READY, or in BACKOFF after a failure.
+
+Socket IO is the adapter's: the Client emits :class:`ConnectRequested` and
+:class:`CloseRequested`, and the adapter answers with :meth:`connection_made`,
+:meth:`connection_failed` or :meth:`connection_lost`. Bytes come in through
+:meth:`receive_data` and go out through :meth:`data_to_send`.
+
+Routing. A request for a given node waits in that node's queue until it is READY (opening
+the connection if needed); a request for *any* node goes to the least-loaded READY node,
+or, if none is ready, makes the Client connect to one. Queued requests fail with
+``KafkaTimeoutError`` when their timeout passes before they could be sent; once sent, the
+connection's own timeout applies.
+
+Reconnects use exponential backoff from ``reconnect_backoff`` to ``reconnect_backoff_max``
+with +-20 % jitter drawn from the seeded ``rng`` (Java's ``ClusterConnectionStates``). An
+AuthenticationFailedError fails the node's queued requests at once: retrying cannot fix it.
+Connections idle for ``connections_max_idle`` are closed.
+
+Metadata is refreshed whenever :class:`Metadata` says it is due, on any node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import random
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final, NewType
+
+import attrs
+
+from kafkastate.core import connection as conn_events
+from kafkastate.core.connection import BrokerConnection, ConnectionConfig, CorrelationId
+from kafkastate.core.metadata import ClusterMetadata, Metadata, MetadataConfig, NodeId
+from kafkastate.core.protocol.versions import ApiVersionTable
+from kafkastate.errors import (
+    AuthenticationFailedError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    LocalProtocolError,
+    RemoteProtocolError,
+)
+
+__all__ = [
+    "Client",
+    "ClientConfig",
+    "ClientEvent",
+    "CloseRequested",
+    "ConnectRequested",
+    "MetadataUpdated",
+    "NodeDisconnected",
+    "NodeState",
+    "RequestCompleted",
+    "RequestFailed",
+    "RequestFactory",
+    "RequestId",
+]
+
+RequestId = NewType("RequestId", int)
+RequestFactory = Callable[[ApiVersionTable], Any]
+"""Builds the kio request for the versions negotiated on the chosen connection."""
+
+_JITTER: Final = 0.2
+
+
+class NodeState(enum.Enum):
+    """Connection state of one node, as the Client sees it."""
+
+    DISCONNECTED = "disconnected"
+    CONNECTING = "connecting"
+    HANDSHAKING = "handshaking"
+    READY = "ready"
+    BACKOFF = "backoff"
+
+
+def _positive(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{attr.name} must be > 0, got {value!r}")
+
+
+def _addresses(_inst: object, attr: attrs.Attribute[Any], value: Any) -> None:
+    if not value:
+        raise ValueError(f"{attr.name} must name at least one host:port")
+    for item in value:
+        if not (
+            isinstance(item, tuple)
+            and len(item) == 2
+            and isinstance(item[0], str)
+            and item[0]
+            and isinstance(item[1], int)
+            and 0 < item[1] < 65536
+        ):
+            raise ValueError(f"{attr.name}: {item!r} is not a (host, port) pair")
+
+
+@attrs.frozen(kw_only=True)
+class ClientConfig:
+    """Settings of a :class:`Client`. Durations are float seconds."""
+
+    bootstrap_servers: tuple[tuple[str, int], ...] = attrs.field(
+        converter=tuple, validator=_addresses
+    )
+    """``(host, port)`` pairs to start from (``bootstrap.servers``)."""
+    connection: ConnectionConfig = attrs.field(factory=ConnectionConfig)
+    """Per-connection settings (client id, request timeout, in-flight limit, SASL)."""
+    metadata: MetadataConfig = attrs.field(factory=MetadataConfig)
+    """Metadata refresh settings."""
+    reconnect_backoff: float = attrs.field(default=0.05, validator=_positive)
+    """First reconnect delay (``reconnect.backoff.ms``)."""
+    reconnect_backoff_max: float = attrs.field(default=1.0, validator=_positive)
+    """Largest reconnect delay (``reconnect.backoff.max.ms``)."""
+    connections_max_idle: float = attrs.field(default=540.0, validator=_positive)
+    """Close connections unused this long (``connections.max.idle.ms``)."""
+    socket_connection_setup_timeout: float = attrs.field(default=10.0, validator=_positive)
+    """How long the adapter may take to open a socket
+    (``socket.connection.setup.timeout.ms``)."""
+
+
+@attrs.frozen(kw_only=True)
+class ConnectRequested:
+    """The adapter must open a socket (and TLS) to this node, then call
+    :meth:`Client.connection_made` or :meth:`Client.connection_failed`."""
+
+    node_id: NodeId
+    """The node (negative for bootstrap servers)."""
+    host: str
+    """Host to connect to."""
+    port: int
+    """Port to connect to."""
+
+
+@attrs.frozen(kw_only=True)
+class CloseRequested:
+    """The adapter must close this node's socket."""
+
+    node_id: NodeId
+    """The node."""
+
+
+@attrs.frozen(kw_only=True)
+class RequestCompleted:
+    """A response arrived."""
+
+    request_id: RequestId
+    """The id :meth:`Client.send` returned."""
+    node_id: NodeId
+    """The node that answered."""
+    request: Any
+    """The kio request that was sent."""
+    response: Any
+    """The kio response."""
+
+
+@attrs.frozen(kw_only=True)
+class RequestFailed:
+    """A request will get no response."""
+
+    request_id: RequestId
+    """The id :meth:`Client.send` returned."""
+    node_id: NodeId | None
+    """The node it was for or sent to, if one was chosen."""
+    error: KafkaError
+    """Why (timeout, connection lost, authentication, unsupported version...)."""
+
+
+@attrs.frozen(kw_only=True)
+class MetadataUpdated:
+    """A Metadata response was merged."""
+
+    cluster: ClusterMetadata
+    """The new snapshot."""
+
+
+@attrs.frozen(kw_only=True)
+class NodeDisconnected:
+    """A connection to a node ended."""
+
+    node_id: NodeId
+    """The node."""
+    error: KafkaError | None
+    """Why; None for an idle close or :meth:`Client.close`."""
+
+
+ClientEvent = (
+    ConnectRequested
+    | CloseRequested
+    | RequestCompleted
+    | RequestFailed
+    | MetadataUpdated
+    | NodeDisconnected
+)
+
+
+@attrs.define(slots=True)
+class _Request:
+    request_id: RequestId
+    factory: RequestFactory
+    timeout: float
+    deadline: float
+    expect_response: bool
+    internal: bool
+    node_id: NodeId | None = None
+    request: Any = None
+
+
+@attrs.define(slots=True)
+class _Node:
+    node_id: NodeId
+    host: str
+    port: int
+    state: NodeState = NodeState.DISCONNECTED
+    conn: BrokerConnection | None = None
+    failures: int = 0
+    backoff_until: float = 0.0
+    connect_deadline: float | None = None
+    last_active: float = 0.0
+    queue: deque[_Request] = attrs.field(factory=deque)
+    sent: dict[CorrelationId, _Request] = attrs.field(factory=dict)
+
+
+class Client:
+    """The sans-IO client: connections, routing, reconnects, metadata.
+
+    Args:
+        config: client settings.
+        rng: seeded randomness for backoff jitter, node choice and SASL nonces; adapters
+            pass ``random.SystemRandom()``, the simulator a seeded ``random.Random``.
+        topics: topics whose metadata to track (None = all topics).
+    """
+
+    def __init__(
+        self, config: ClientConfig, *, rng: random.Random, topics: Iterable[str] | None = ()
+    ) -> None:
+        self.config = config
+        self._rng = rng
+        self._metadata = Metadata(config.metadata, topics)
+        self._nodes: dict[NodeId, _Node] = {}
+        for i, (host, port) in enumerate(config.bootstrap_servers):
+            nid = NodeId(-(i + 1))
+            self._nodes[nid] = _Node(node_id=nid, host=host, port=port)
+        self._any: deque[_Request] = deque()
+        self._events: deque[ClientEvent] = deque()
+        self._out: list[tuple[NodeId, bytes]] = []
+        self._next_request_id = 0
+        self._closed = False
+
+    # ---------------------------------------------------------------- queries
+
+    @property
+    def cluster(self) -> ClusterMetadata:
+        """The current metadata snapshot."""
+        return self._metadata.cluster
+
+    @property
+    def metadata(self) -> Metadata:
+        """The metadata machine (topics of interest, refresh requests)."""
+        return self._metadata
+
+    def node_state(self, node_id: NodeId) -> NodeState | None:
+        """The state of a node's connection, or None for an unknown node."""
+        node = self._nodes.get(node_id)
+        return None if node is None else node.state
+
+    def versions(self, node_id: NodeId) -> ApiVersionTable | None:
+        """The versions negotiated with a READY node."""
+        node = self._nodes.get(node_id)
+        if node is None or node.conn is None:
+            return None
+        return node.conn.versions
+
+    # --------------------------------------------------------------- commands
+
+    def send(
+        self,
+        factory: RequestFactory,
+        *,
+        now: float,
+        node_id: NodeId | None = None,
+        timeout: float | None = None,
+        expect_response: bool = True,
+    ) -> RequestId:
+        """Send a request to ``node_id`` (None = the least-loaded node).
+
+        Args:
+            factory: builds the request for the versions negotiated with the node.
+            now: the driver's clock.
+            node_id: a broker from metadata, a bootstrap node, or None for any.
+            timeout: overall timeout (queueing plus response); default the connection's
+                ``request_timeout``.
+            expect_response: False only for Produce with acks=0.
+
+        Returns:
+            The id that :class:`RequestCompleted` / :class:`RequestFailed` will carry.
+
+        Raises:
+            LocalProtocolError: the client is closed, or ``node_id`` is unknown.
+        """
+        if self._closed:
+            raise LocalProtocolError("send on a closed Client")
+        if node_id is not None and node_id not in self._nodes:
+            raise LocalProtocolError(f"unknown node {node_id}")
+        return self._submit(factory, now, node_id, timeout, expect_response, internal=False)
+
+    def request_metadata_update(self) -> None:
+        """Refresh metadata as soon as the retry backoff allows."""
+        self._metadata.request_update()
+
+    def close(self) -> None:
+        """Close every connection and fail every outstanding request."""
+        if self._closed:
+            return
+        self._closed = True
+        error = KafkaConnectionError("client closed")
+        for node in self._sorted_nodes():
+            if node.conn is not None:
+                node.conn.close()
+                self._drain_connection(node, 0.0, closing=True)
+            if node.state in (NodeState.CONNECTING, NodeState.HANDSHAKING, NodeState.READY):
+                self._events.append(CloseRequested(node_id=node.node_id))
+            self._fail_queue(node.queue, error, node.node_id)
+            node.state = NodeState.DISCONNECTED
+            node.conn = None
+        self._fail_queue(self._any, error, None)
+
+    # ------------------------------------------------------------ IO inputs
+
+    def connection_made(self, node_id: NodeId, *, now: float) -> None:
+        """The adapter's socket to ``node_id`` is connected (TLS included)."""
+        node = self._node(node_id)
+        if node.state is not NodeState.CONNECTING:
+            raise LocalProtocolError(f"connection_made for node {node_id} in {node.state.name}")
+        node.state = NodeState.HANDSHAKING
+        node.connect_deadline = None
+        node.last_active = now
+        node.conn = BrokerConnection(self.config.connection, rng=self._rng)
+        node.conn.connection_made(now=now)
+        self._after_io(node, now)
+
+    def connection_failed(
+        self, node_id: NodeId, *, now: float, error: BaseException | None = None
+    ) -> None:
+        """The adapter could not connect to ``node_id``."""
+        node = self._node(node_id)
+        if node.state is not NodeState.CONNECTING:
+            return
+        exc = KafkaConnectionError(
+            f"cannot connect to node {node_id} at {node.host}:{node.port}: {error}"
+        )
+        self._disconnected(node, exc, now, request_close=False)
+        self._progress(now)
+
+    def connection_lost(
+        self, node_id: NodeId, *, now: float, error: BaseException | None = None
+    ) -> None:
+        """The adapter's socket to ``node_id`` closed or failed."""
+        node = self._node(node_id)
+        if node.conn is not None:
+            node.conn.connection_lost(now=now, error=error)
+            self._drain_connection(node, now, request_close=False)
+        elif node.state is NodeState.CONNECTING:
+            self.connection_failed(node_id, now=now, error=error)
+            return
+        self._progress(now)
+
+    def receive_data(self, node_id: NodeId, data: bytes, *, now: float) -> None:
+        """Bytes read from ``node_id``'s socket (``b""`` = EOF).
+
+        A RemoteProtocolError from the connection is not raised: the node is disconnected
+        and its requests fail with it.
+        """
+        node = self._node(node_id)
+        if node.conn is None:
+            return
+        node.last_active = now
+        # A RemoteProtocolError leaves ConnectionClosed(error) queued and the connection's
+        # requests failed; draining below turns that into a disconnect with backoff.
+        with contextlib.suppress(RemoteProtocolError):
+            node.conn.receive_data(data, now=now)
+        self._after_io(node, now)
+
+    def handle_timer(self, *, now: float) -> None:
+        """Run everything whose deadline passed. Safe to call early or twice."""
+        for node in self._sorted_nodes():
+            if node.conn is not None:
+                node.conn.handle_timer(now=now)
+                self._drain_connection(node, now)
+            if (
+                node.state is NodeState.CONNECTING
+                and node.connect_deadline is not None
+                and node.connect_deadline <= now
+            ):
+                error = KafkaTimeoutError(
+                    f"connecting to node {node.node_id} at {node.host}:{node.port} took longer "
+                    f"than {self.config.socket_connection_setup_timeout:g} s"
+                )
+                self._disconnected(node, error, now, request_close=True)
+            self._expire_queue(node.queue, now, node.node_id)
+            if (
+                node.state is NodeState.READY
+                and node.conn is not None
+                and not node.queue
+                and node.conn.in_flight_count == 0
+                and now - node.last_active >= self.config.connections_max_idle
+            ):
+                node.conn.close()
+                node.conn = None
+                node.state = NodeState.DISCONNECTED
+                self._events.append(CloseRequested(node_id=node.node_id))
+                self._events.append(NodeDisconnected(node_id=node.node_id, error=None))
+        self._expire_queue(self._any, now, None)
+        self._progress(now)
+
+    # ----------------------------------------------------------- IO outputs
+
+    def data_to_send(self) -> list[tuple[NodeId, bytes]]:
+        """``(node, bytes)`` to write, in order; clears the buffer."""
+        out, self._out = self._out, []
+        return out
+
+    def next_event(self) -> ClientEvent | None:
+        """The next event, or None."""
+        return self._events.popleft() if self._events else None
+
+    def get_timer(self) -> float | None:
+        """The earliest deadline at which :meth:`handle_timer` must run, or None."""
+        if self._closed:
+            return None
+        deadlines: list[float] = []
+        for node in self._nodes.values():
+            if node.conn is not None:
+                t = node.conn.get_timer()
+                if t is not None:
+                    deadlines.append(t)
+            if node.state is NodeState.CONNECTING and node.connect_deadline is not None:
+                deadlines.append(node.connect_deadline)
+            if node.state is NodeState.BACKOFF and node.queue:
+                deadlines.append(node.backoff_until)
+            deadlines.extend(r.deadline for r in node.queue)
+            if node.state is NodeState.READY and node.conn is not None:
+                deadlines.append(node.last_active + self.config.connections_max_idle)
+        deadlines.extend(r.deadline for r in self._any)
+        due = self._metadata.update_due_at()
+        if due is not None:
+            deadlines.append(due)
+        candidates = self._candidates()
+        backoff_ends = [n.backoff_until for n in candidates if n.state is NodeState.BACKOFF]
+        busy = any(
+            n.state in (NodeState.CONNECTING, NodeState.HANDSHAKING, NodeState.READY)
+            for n in candidates
+        )
+        if backoff_ends and not busy:
+            # "Any node" work (a metadata refresh once it is due) waits for the first
+            # candidate whose backoff ends.
+            first = min(backoff_ends)
+            if self._any:
+                deadlines.append(first)
+            if due is not None:
+                deadlines.append(max(due, first))
+        return min(deadlines) if deadlines else None
+
+    # ------------------------------------------------------------- internals
+
+    def _node(self, node_id: NodeId) -> _Node:
+        try:
+            return self._nodes[node_id]
+        except KeyError:
+            raise LocalProtocolError(f"unknown node {node_id}") from None
+
+    def _sorted_nodes(self) -> list[_Node]:
+        return [self._nodes[k] for k in sorted(self._nodes)]
+
+    def _submit(
+        self,
+        factory: RequestFactory,
+        now: float,
+        node_id: NodeId | None,
+        timeout: float | None,
+        expect_response: bool,
+        *,
+        internal: bool,
+    ) -> RequestId:
+        rid = RequestId(self._next_request_id)
+        self._next_request_id += 1
+        if timeout is None:
+            timeout = self.config.connection.request_timeout
+        req = _Request(
+            request_id=rid,
+            factory=factory,
+            timeout=timeout,
+            deadline=now + timeout,
+            expect_response=expect_response,
+            internal=internal,
+            node_id=node_id,
+        )
+        if node_id is None:
+            self._any.append(req)
+        else:
+            self._nodes[node_id].queue.append(req)
+        self._progress(now)
+        return rid
+
+    def _candidates(self) -> list[_Node]:
+        """Nodes eligible for 'any node' requests: real brokers once metadata named them."""
+        real = [n for n in self._sorted_nodes() if n.node_id >= 0]
+        return real or [n for n in self._sorted_nodes() if n.node_id < 0]
+
+    def _progress(self, now: float) -> None:
+        """Move work forward: metadata, 'any' requests, queued requests, connects."""
+        if self._closed:
+            return
+        if self._metadata.update_due(now):
+            self._submit_metadata(now)
+        self._dispatch_any(now)
+        for node in self._sorted_nodes():
+            self._flush_node(node, now)
+
+    def _submit_metadata(self, now: float) -> None:
+        self._metadata.start_update(now=now)
+        rid = RequestId(self._next_request_id)
+        self._next_request_id += 1
+        timeout = self.config.connection.request_timeout
+        self._any.append(
+            _Request(
+                request_id=rid,
+                factory=self._metadata.build_request,
+                timeout=timeout,
+                deadline=now + timeout,
+                expect_response=True,
+                internal=True,
+            )
+        )
+
+    def _dispatch_any(self, now: float) -> None:
+        if not self._any:
+            return
+        candidates = self._candidates()
+        ready = [n for n in candidates if n.state is NodeState.READY and n.conn is not None]
+        if ready:
+            while self._any:
+                # Least loaded: fewest in flight plus queued; ties by node id.
+                best = min(
+                    ready,
+                    key=lambda n: (
+                        (n.conn.in_flight_count + n.conn.queued_count) if n.conn else 0,
+                        n.node_id,
+                    ),
+                )
+                req = self._any.popleft()
+                req.node_id = best.node_id
+                best.queue.append(req)
+                self._flush_node(best, now)
+            return
+        if any(n.state in (NodeState.CONNECTING, NodeState.HANDSHAKING) for n in candidates):
+            return
+        idle = [
+            n
+            for n in candidates
+            if n.state is NodeState.DISCONNECTED
+            or (n.state is NodeState.BACKOFF and n.backoff_until <= now)
+        ]
+        if idle:
+            self._connect(self._rng.choice(idle), now)
+
+    def _flush_node(self, node: _Node, now: float) -> None:
+        if not node.queue:
+            return
+        if node.state is NodeState.READY and node.conn is not None:
+            versions = node.conn.versions
+            assert versions is not None
+            while node.queue:
+                req = node.queue.popleft()
+                try:
+                    req.request = req.factory(versions)
+                except KafkaError as exc:
+                    self._request_failed(req, exc, node.node_id)
+                    continue
+                remaining = max(req.deadline - now, 0.0)
+                cid = node.conn.send_request(
+                    req.request,
+                    now=now,
+                    timeout=remaining or 1e-9,
+                    expect_response=req.expect_response,
+                )
+                if req.expect_response:
+                    node.sent[cid] = req
+                node.last_active = now
+            self._collect(node)
+            return
+        if node.state is NodeState.DISCONNECTED or (
+            node.state is NodeState.BACKOFF and node.backoff_until <= now
+        ):
+            self._connect(node, now)
+
+    def _connect(self, node: _Node, now: float) -> None:
+        node.state = NodeState.CONNECTING
+        node.connect_deadline = now + self.config.socket_connection_setup_timeout
+        self._events.append(ConnectRequested(node_id=node.node_id, host=node.host, port=node.port))
+
+    def _after_io(self, node: _Node, now: float) -> None:
+        self._drain_connection(node, now)
+        self._progress(now)
+
+    def _collect(self, node: _Node) -> None:
+        if node.conn is not None:
+            data = node.conn.data_to_send()
+            if data:
+                self._out.append((node.node_id, data))
+
+    def _drain_connection(
+        self, node: _Node, now: float, *, request_close: bool = True, closing: bool = False
+    ) -> None:
+        conn = node.conn
+        if conn is None:
+            return
+        self._collect(node)
+        while (event := conn.next_event()) is not None:
+            match event:
+                case conn_events.ConnectionReady():
+                    node.state = NodeState.READY
+                    node.failures = 0
+                case conn_events.ResponseReceived(correlation_id=cid, response=response):
+                    req = node.sent.pop(cid, None)
+                    if req is not None:
+                        self._request_completed(req, node, response, now)
+                case conn_events.RequestFailed(correlation_id=cid, error=error):
+                    req = node.sent.pop(cid, None)
+                    if req is not None:
+                        self._request_failed(req, error, node.node_id)
+                case conn_events.ConnectionClosed(error=error):
+                    if closing:
+                        continue
+                    self._disconnected(node, error, now, request_close=request_close)
+                    return
+        self._collect(node)
+
+    def _disconnected(
+        self, node: _Node, error: KafkaError | None, now: float, *, request_close: bool
+    ) -> None:
+        if request_close and node.state is not NodeState.DISCONNECTED:
+            self._events.append(CloseRequested(node_id=node.node_id))
+        for req in node.sent.values():  # normally failed by the connection already
+            self._request_failed(req, error or KafkaConnectionError("disconnected"), node.node_id)
+        node.sent.clear()
+        node.conn = None
+        node.connect_deadline = None
+        node.failures += 1
+        base = self.config.reconnect_backoff * (2 ** (node.failures - 1))
+        backoff = min(base, self.config.reconnect_backoff_max)
+        backoff *= 1 + self._rng.uniform(-_JITTER, _JITTER)
+        node.backoff_until = now + backoff
+        node.state = NodeState.BACKOFF
+        self._events.append(NodeDisconnected(node_id=node.node_id, error=error))
+        if isinstance(error, AuthenticationFailedError):
+            self._fail_queue(node.queue, error, node.node_id)
+
+    def _request_completed(self, req: _Request, node: _Node, response: Any, now: float) -> None:
+        if req.internal:
+            cluster = self._metadata.handle_response(response, now=now)
+            self._adopt_brokers(cluster)
+            self._events.append(MetadataUpdated(cluster=cluster))
+            return
+        self._events.append(
+            RequestCompleted(
+                request_id=req.request_id,
+                node_id=node.node_id,
+                request=req.request,
+                response=response,
+            )
+        )
+
+    def _request_failed(self, req: _Request, error: KafkaError, node_id: NodeId | None) -> None:
+        if req.internal:
+            self._metadata.handle_failure(error)
+            return
+        self._events.append(RequestFailed(request_id=req.request_id, node_id=node_id, error=error))
+
+    def _fail_queue(
+        self, queue: deque[_Request], error: KafkaError, node_id: NodeId | None
+    ) -> None:
+        while queue:
+            self._request_failed(queue.popleft(), error, node_id)
+
+    def _expire_queue(self, queue: deque[_Request], now: float, node_id: NodeId | None) -> None:
+        if not any(r.deadline <= now for r in queue):
+            return
+        keep: deque[_Request] = deque()
+        for req in queue:
+            if req.deadline <= now:
+                where = "any node" if node_id is None else f"node {node_id}"
+                self._request_failed(
+                    req,
+                    KafkaTimeoutError(
+                        f"request waited {req.timeout:g} s for a connection to {where}"
+                    ),
+                    node_id,
+                )
+            else:
+                keep.append(req)
+        queue.clear()
+        queue.extend(keep)
+
+    def _adopt_brokers(self, cluster: ClusterMetadata) -> None:
+        for nid, addr in sorted(cluster.brokers.items()):
+            node = self._nodes.get(nid)
+            if node is None:
+                self._nodes[nid] = _Node(node_id=nid, host=addr.host, port=addr.port)
+            elif (node.host, node.port) != (addr.host, addr.port) and node.conn is None:
+                node.host, node.port = addr.host, addr.port
+
+    def bootstrap_nodes(self) -> Sequence[NodeId]:
+        """The negative ids given to the bootstrap servers, in configuration order."""
+        return [n for n in sorted(self._nodes, reverse=True) if n < 0]
