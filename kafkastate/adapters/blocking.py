@@ -23,6 +23,19 @@ from typing import Any
 
 import attrs
 
+from kafkastate.core.client import (
+    Client,
+    ClientConfig,
+    CloseRequested,
+    ConnectRequested,
+    MetadataUpdated,
+    NodeDisconnected,
+    RequestCompleted,
+    RequestFactory,
+    RequestId,
+)
+from kafkastate.core.client import RequestFailed as ClientRequestFailed
+from kafkastate.core.client import parse_bootstrap_servers as parse_bootstrap
 from kafkastate.core.connection import (
     BrokerConnection,
     ConnectionClosed,
@@ -32,6 +45,7 @@ from kafkastate.core.connection import (
     RequestFailed,
     ResponseReceived,
 )
+from kafkastate.core.metadata import ClusterMetadata, NodeId
 from kafkastate.core.protocol import requests
 from kafkastate.core.protocol.requests import NewTopic
 from kafkastate.core.protocol.versions import ApiVersionTable
@@ -42,34 +56,14 @@ from kafkastate.errors import (
     error_for_code,
 )
 
-__all__ = ["BlockingAdmin", "BlockingConnection", "NewTopic", "TopicInfo", "parse_bootstrap"]
-
-
-def parse_bootstrap(
-    servers: str | Sequence[str], default_port: int = 9092
-) -> list[tuple[str, int]]:
-    """Parse ``"host[:port],host[:port]"`` or a list of such strings.
-
-    Raises:
-        ValueError: an entry is empty or its port is not a number in 1..65535.
-    """
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
-    out: list[tuple[str, int]] = []
-    for raw in items:
-        item = raw.strip()
-        if not item:
-            raise ValueError(f"empty entry in bootstrap servers {servers!r}")
-        if item.startswith("["):  # [ipv6]:port
-            host, _, rest = item[1:].partition("]")
-            port_s = rest.lstrip(":") or str(default_port)
-        elif item.count(":") == 1:
-            host, port_s = item.split(":")
-        else:
-            host, port_s = item, str(default_port)
-        if not port_s.isdigit() or not 0 < int(port_s) < 65536:
-            raise ValueError(f"invalid port in bootstrap server {item!r}")
-        out.append((host, int(port_s)))
-    return out
+__all__ = [
+    "BlockingAdmin",
+    "BlockingClient",
+    "BlockingConnection",
+    "NewTopic",
+    "TopicInfo",
+    "parse_bootstrap",
+]
 
 
 class BlockingConnection:
@@ -219,6 +213,170 @@ class BlockingConnection:
                     self._failures[cid] = error
                 case ConnectionClosed(error=error):
                     self._closed_error = error or KafkaConnectionError("connection closed")
+
+
+class BlockingClient:
+    """Drives the core :class:`~kafkastate.core.client.Client` over blocking sockets.
+
+    One selector watches every node's socket; the loop does what the Client asks (open or
+    close a socket), writes its bytes, waits for readable sockets or its deadline, and
+    feeds results back. Requests are made with :meth:`request`, which blocks until that
+    request completes or fails.
+
+    Args:
+        config: the client settings (bootstrap servers, connection, metadata...).
+        ssl_context: TLS for every connection, or None for plaintext.
+        topics: topics whose metadata to track (None = all).
+    """
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        topics: Iterable[str] | None = (),
+    ) -> None:
+        self.client = Client(config, rng=random.SystemRandom(), topics=topics)
+        self._ssl = ssl_context
+        self._selector = selectors.DefaultSelector()
+        self._socks: dict[NodeId, socket.socket] = {}
+        self._done: dict[RequestId, RequestCompleted | ClientRequestFailed] = {}
+        self._metadata_updates = 0
+
+    def request(
+        self,
+        factory: RequestFactory,
+        *,
+        node_id: NodeId | None = None,
+        timeout: float | None = None,
+    ) -> RequestCompleted:
+        """Send a request (to ``node_id`` or any node) and block until it completes.
+
+        Raises:
+            KafkaError: the request failed; the Client's error is raised as is.
+        """
+        rid = self.client.send(factory, now=time.monotonic(), node_id=node_id, timeout=timeout)
+        self._run(lambda: rid in self._done)
+        outcome = self._done.pop(rid)
+        if isinstance(outcome, ClientRequestFailed):
+            raise outcome.error
+        return outcome
+
+    def wait_for_metadata(self, timeout: float = 30.0) -> ClusterMetadata:
+        """Block until a Metadata response has been merged; return the snapshot.
+
+        Raises:
+            KafkaTimeoutError: no metadata within ``timeout`` seconds.
+        """
+        seen = self._metadata_updates
+        self.client.request_metadata_update()
+        self._run(lambda: self._metadata_updates > seen, deadline=time.monotonic() + timeout)
+        return self.client.cluster
+
+    def close(self) -> None:
+        """Close every connection."""
+        self.client.close()
+        self._handle_events()
+        for sock in self._socks.values():
+            sock.close()
+        self._socks.clear()
+        self._selector.close()
+
+    def __enter__(self) -> BlockingClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self, done: Any, deadline: float | None = None) -> None:
+        client = self.client
+        client.handle_timer(now=time.monotonic())
+        while True:
+            self._handle_events()
+            self._flush()
+            if done():
+                return
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                raise KafkaTimeoutError("the client did not finish in time")
+            wakes = [t for t in (client.get_timer(), deadline) if t is not None]
+            wait = max(0.0, min(wakes) - now) if wakes else None
+            ready = self._selector.select(wait) if self._socks else _sleep(wait)
+            for key, _mask in ready:
+                node = NodeId(key.data)
+                try:
+                    data = self._socks[node].recv(1 << 20)
+                except (BlockingIOError, ssl.SSLWantReadError):
+                    continue
+                except OSError as exc:
+                    self._forget(node)
+                    client.connection_lost(node, now=time.monotonic(), error=exc)
+                    continue
+                if not data:
+                    self._forget(node)
+                client.receive_data(node, data, now=time.monotonic())
+            client.handle_timer(now=time.monotonic())
+
+    def _handle_events(self) -> None:
+        client = self.client
+        while (event := client.next_event()) is not None:
+            match event:
+                case ConnectRequested(node_id=node, host=host, port=port):
+                    self._open(node, host, port)
+                case CloseRequested(node_id=node):
+                    self._forget(node)
+                case RequestCompleted(request_id=rid) | ClientRequestFailed(request_id=rid):
+                    self._done[rid] = event
+                case MetadataUpdated():
+                    self._metadata_updates += 1
+                case NodeDisconnected():
+                    pass
+
+    def _open(self, node: NodeId, host: str, port: int) -> None:
+        timeout = self.client.config.socket_connection_setup_timeout
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+            if self._ssl is not None:
+                sock = self._ssl.wrap_socket(sock, server_hostname=host)
+        except OSError as exc:
+            self.client.connection_failed(node, now=time.monotonic(), error=exc)
+            return
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._socks[node] = sock
+        self._selector.register(sock, selectors.EVENT_READ, data=int(node))
+        self.client.connection_made(node, now=time.monotonic())
+
+    def _forget(self, node: NodeId) -> None:
+        sock = self._socks.pop(node, None)
+        if sock is not None:
+            self._selector.unregister(sock)
+            sock.close()
+
+    def _flush(self) -> None:
+        for node, data in self.client.data_to_send():
+            sock = self._socks.get(node)
+            if sock is None:
+                continue
+            try:
+                _send_all(sock, data)
+            except OSError as exc:
+                self._forget(node)
+                self.client.connection_lost(node, now=time.monotonic(), error=exc)
+
+
+def _sleep(wait: float | None) -> list[Any]:
+    time.sleep(0.05 if wait is None else min(wait, 0.05))
+    return []
+
+
+def _send_all(sock: socket.socket, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[sock.send(view) :]
+        except (BlockingIOError, ssl.SSLWantWriteError):
+            select.select([], [sock], [], 1.0)
 
 
 @attrs.frozen(kw_only=True)

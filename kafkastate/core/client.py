@@ -48,6 +48,7 @@ from kafkastate.core.metadata import ClusterMetadata, Metadata, MetadataConfig, 
 from kafkastate.core.protocol.versions import ApiVersionTable
 from kafkastate.errors import (
     AuthenticationFailedError,
+    KafkaConfigurationError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -68,6 +69,7 @@ __all__ = [
     "RequestFailed",
     "RequestFactory",
     "RequestId",
+    "parse_bootstrap_servers",
 ]
 
 RequestId = NewType("RequestId", int)
@@ -87,9 +89,46 @@ class NodeState(enum.Enum):
     BACKOFF = "backoff"
 
 
+def parse_bootstrap_servers(
+    servers: str | Sequence[str], default_port: int = 9092
+) -> list[tuple[str, int]]:
+    """Parse ``"host[:port],host[:port]"`` or a list of such strings.
+
+    Raises:
+        KafkaConfigurationError: an entry is empty or its port is not a number in 1..65535
+            (a ValueError subclass).
+    """
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out: list[tuple[str, int]] = []
+    for raw in items:
+        item = raw.strip()
+        if not item:
+            raise KafkaConfigurationError(f"empty entry in bootstrap servers {servers!r}")
+        if item.startswith("["):  # [ipv6]:port
+            host, _, rest = item[1:].partition("]")
+            port_s = rest.lstrip(":") or str(default_port)
+        elif item.count(":") == 1:
+            host, port_s = item.split(":")
+        else:
+            host, port_s = item, str(default_port)
+        if not port_s.isdigit() or not 0 < int(port_s) < 65536:
+            raise KafkaConfigurationError(f"invalid port in bootstrap server {item!r}")
+        out.append((host, int(port_s)))
+    return out
+
+
 def _positive(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
     if not value > 0:
         raise ValueError(f"{attr.name} must be > 0, got {value!r}")
+
+
+def _to_addresses(value: Any) -> tuple[tuple[str, int], ...]:
+    if isinstance(value, str):
+        return tuple(parse_bootstrap_servers(value))
+    items = list(value)
+    if items and all(isinstance(i, str) for i in items):
+        return tuple(parse_bootstrap_servers(items))
+    return tuple(items)
 
 
 def _addresses(_inst: object, attr: attrs.Attribute[Any], value: Any) -> None:
@@ -112,9 +151,10 @@ class ClientConfig:
     """Settings of a :class:`Client`. Durations are float seconds."""
 
     bootstrap_servers: tuple[tuple[str, int], ...] = attrs.field(
-        converter=tuple, validator=_addresses
+        converter=_to_addresses, validator=_addresses
     )
-    """``(host, port)`` pairs to start from (``bootstrap.servers``)."""
+    """Where to start (``bootstrap.servers``): ``"host[:port],..."``, a list of such
+    strings, or ``(host, port)`` pairs; the default port is 9092."""
     connection: ConnectionConfig = attrs.field(factory=ConnectionConfig)
     """Per-connection settings (client id, request timeout, in-flight limit, SASL)."""
     metadata: MetadataConfig = attrs.field(factory=MetadataConfig)
