@@ -454,7 +454,8 @@ class Client:
                 and node.conn is not None
                 and not node.queue
                 and node.conn.in_flight_count == 0
-                and now - node.last_active >= self.config.connections_max_idle
+                # the same sum get_timer() reports, so float rounding cannot strand it
+                and node.last_active + self.config.connections_max_idle <= now
             ):
                 node.conn.close()
                 node.conn = None
