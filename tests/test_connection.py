@@ -462,3 +462,86 @@ def test_connection_made_twice_is_local_error() -> None:
         conn.connection_made(now=0)
     with pytest.raises(LocalProtocolError, match="before connection_made"):
         BrokerConnection(ConnectionConfig()).receive_data(b"x", now=0)
+
+
+# ------------------------------------------------------------ KIP-368 re-authentication
+
+
+def _plain_ready_with_lifetime(lifetime: float, now: float) -> BrokerConnection:
+    conn, hs = _sasl_connection("PLAIN", sasl_username="u", sasl_password="p")
+    auth = _handshake_ok(conn, hs)
+    body = response(
+        36,
+        auth.version,
+        error_code=ErrorCode.none,
+        error_message=None,
+        auth_bytes=b"",
+        session_lifetime=datetime.timedelta(seconds=lifetime),
+    )
+    conn.receive_data(response_frame(auth.correlation_id, body), now=now)
+    (ready,) = drain(conn)
+    assert isinstance(ready, ConnectionReady) and ready.sasl_session_lifetime == lifetime
+    return conn
+
+
+def test_reauthentication_drains_in_flight_then_reauthenticates() -> None:
+    conn = _plain_ready_with_lifetime(100.0, now=10.0)
+    fraction = 0.85 + 0.1 * random.Random(7).random()  # the rng's first draw (PLAIN uses none)
+    assert conn.get_timer() == pytest.approx(10.0 + 100.0 * fraction)
+    reauth_at = conn.get_timer()
+    assert reauth_at is not None
+    first = conn.send_request(metadata_request(), now=reauth_at - 1.0)
+    (written,) = sent(conn)
+    assert written.correlation_id == first
+    conn.handle_timer(now=reauth_at)
+    assert conn.state is ConnectionState.REAUTHENTICATING
+    assert sent(conn) == []  # waits for the in-flight request
+    second = conn.send_request(metadata_request(), now=reauth_at)
+    assert sent(conn) == []  # new requests wait too
+    conn.receive_data(response_frame(first, metadata_response()), now=reauth_at + 1)
+    (hs,) = sent(conn)
+    assert (hs.api_key, hs.body.mechanism) == (ApiKey.SASL_HANDSHAKE, "PLAIN")
+    auth = _handshake_ok(conn, hs)
+    assert auth.body.auth_bytes == b"\0u\0p"
+    body = response(
+        36,
+        auth.version,
+        error_code=ErrorCode.none,
+        error_message=None,
+        auth_bytes=b"",
+        session_lifetime=datetime.timedelta(seconds=100),
+    )
+    conn.receive_data(response_frame(auth.correlation_id, body), now=reauth_at + 2)
+    assert conn.state is ConnectionState.READY
+    (queued,) = sent(conn)
+    assert queued.correlation_id == second
+    conn.receive_data(response_frame(second, metadata_response()), now=reauth_at + 3)
+    events = drain(conn)
+    assert [(type(e), e.correlation_id) for e in events] == [
+        (ResponseReceived, first),
+        (ResponseReceived, second),
+    ]
+    timer = conn.get_timer()
+    assert timer is not None and timer > reauth_at + 2 + 80  # next re-auth scheduled
+
+
+def test_reauthentication_failure_closes() -> None:
+    conn = _plain_ready_with_lifetime(50.0, now=0.0)
+    reauth_at = conn.get_timer()
+    assert reauth_at is not None
+    conn.handle_timer(now=reauth_at)
+    (hs,) = sent(conn)
+    auth = _handshake_ok(conn, hs)
+    refusal = _auth_response(auth.version, b"", ErrorCode.sasl_authentication_failed)
+    conn.receive_data(response_frame(auth.correlation_id, refusal), now=reauth_at + 1)
+    (closed,) = drain(conn)
+    assert isinstance(closed, ConnectionClosed)
+    assert isinstance(closed.error, AuthenticationFailedError)
+
+
+def test_no_reauthentication_without_session_lifetime() -> None:
+    conn, hs = _sasl_connection("PLAIN", sasl_username="u", sasl_password="p")
+    auth = _handshake_ok(conn, hs)
+    conn.receive_data(response_frame(auth.correlation_id, _auth_response(auth.version, b"")), now=0)
+    assert isinstance(drain(conn)[0], ConnectionReady)
+    assert conn.get_timer() is None

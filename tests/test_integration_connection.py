@@ -14,7 +14,7 @@ import pytest
 from kafkastate.adapters.blocking import BlockingAdmin, BlockingConnection, parse_bootstrap
 from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.protocol.framing import request_header_bytes
-from kafkastate.core.protocol.requests import NewTopic
+from kafkastate.core.protocol.requests import NewTopic, metadata_request
 from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiKey, ApiVersionTable
 from kafkastate.errors import (
     AuthenticationFailedError,
@@ -22,7 +22,7 @@ from kafkastate.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
-from kafkastate.testing import unsecured_jwt
+from kafkastate.testing import KafkaCluster, unsecured_jwt
 
 pytestmark = pytest.mark.integration
 
@@ -152,3 +152,29 @@ def test_oauthbearer_token(kafka_cluster: Any) -> None:
         bad = ConnectionConfig(sasl_mechanism="OAUTHBEARER", sasl_oauth_token=token)
         with pytest.raises(AuthenticationFailedError, match="OAUTHBEARER"):
             BlockingConnection.open(host, port, config=bad, timeout=20)
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "OAUTHBEARER"])
+def test_reauthentication_keeps_connection_alive(mechanism: str) -> None:
+    """KIP-368: with connections.max.reauth.ms set, the broker drops a connection whose
+    session expired; ours re-authenticates in time and keeps serving requests."""
+    overrides = {"connections.max.reauth.ms": "2500"}
+    with KafkaCluster.start(sasl=True, config_overrides=overrides) as cluster:
+        assert cluster.sasl is not None and cluster.sasl_bootstrap is not None
+        host, port = _first(cluster.sasl_bootstrap)
+        config = ConnectionConfig(
+            sasl_mechanism=mechanism,
+            sasl_username=cluster.sasl.username,
+            sasl_password=cluster.sasl.password,
+            sasl_oauth_token=unsecured_jwt("alice"),
+        )
+        with BlockingConnection.open(host, port, config=config, timeout=20) as conn:
+            assert conn.versions is not None
+            request = metadata_request(conn.versions, None)
+            deadline = time.monotonic() + 8.0
+            answered = 0
+            while time.monotonic() < deadline:
+                assert conn.request(request, timeout=10).brokers
+                answered += 1
+                time.sleep(0.25)
+            assert answered >= 20

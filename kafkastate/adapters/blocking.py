@@ -164,6 +164,10 @@ class BlockingConnection:
     def _pump(self, done: Any, deadline: float | None) -> None:
         while True:
             self._drain()
+            # Write first: handle_timer may have queued bytes (a KIP-368 re-authentication)
+            # that must not wait for the caller's next request.
+            if not self._closed:
+                self._flush()
             if done():
                 return
             if self._closed_error is not None:

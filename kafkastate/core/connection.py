@@ -103,6 +103,8 @@ class ConnectionState(enum.Enum):
     """SaslAuthenticate rounds under way."""
     READY = "ready"
     """Handshake done; user requests flow."""
+    REAUTHENTICATING = "reauthenticating"
+    """SASL re-authentication (KIP-368): in-flight requests drain, new ones wait."""
     CLOSED = "closed"
     """Closed by us, by the peer, or after a timeout or authentication failure."""
     ERROR = "error"
@@ -119,7 +121,8 @@ _TRANSITIONS: Final[Mapping[ConnectionState, frozenset[ConnectionState]]] = {
     ),
     ConnectionState.SASL_HANDSHAKE: frozenset({ConnectionState.SASL_AUTHENTICATE, *_TERMINAL}),
     ConnectionState.SASL_AUTHENTICATE: frozenset({ConnectionState.READY, *_TERMINAL}),
-    ConnectionState.READY: _TERMINAL,
+    ConnectionState.READY: frozenset({ConnectionState.REAUTHENTICATING, *_TERMINAL}),
+    ConnectionState.REAUTHENTICATING: frozenset({ConnectionState.READY, *_TERMINAL}),
     ConnectionState.CLOSED: frozenset(),
     ConnectionState.ERROR: frozenset(),
 }
@@ -252,6 +255,8 @@ class BrokerConnection:
         self._api_versions_retried = False
         self._mechanism: SaslMechanism | None = None
         self._session_lifetime: float | None = None
+        self._reauth_at: float | None = None
+        self._reauth_started = False
 
     # ----------------------------------------------------------------- properties
 
@@ -329,6 +334,7 @@ class BrokerConnection:
             raise LocalProtocolError(f"{cls.__name__} is not a kio request entity") from None
         if timeout is None:
             timeout = self.config.request_timeout
+        self._begin_reauth_if_due(now)
         req = _Request(
             correlation_id=self._new_correlation_id(),
             request=request,
@@ -359,6 +365,7 @@ class BrokerConnection:
         if not data:
             self._close(KafkaConnectionError("connection closed by the broker"))
             return
+        self._begin_reauth_if_due(now)
         try:
             self._decoder.feed(data)
             while self._state not in _TERMINAL:
@@ -408,6 +415,7 @@ class BrokerConnection:
                 else:
                     keep.append(req)
             self._pending = keep
+        self._begin_reauth_if_due(now)
         for req in self._in_flight:
             if req.deadline <= now:
                 what = "handshake " if req.internal else ""
@@ -436,6 +444,8 @@ class BrokerConnection:
             return None
         deadlines = [r.deadline for r in self._in_flight]
         deadlines.extend(r.deadline for r in self._pending)
+        if self._reauth_at is not None and self._state is ConnectionState.READY:
+            deadlines.append(self._reauth_at)
         return min(deadlines) if deadlines else None
 
     # ---------------------------------------------------------------- internals
@@ -525,7 +535,10 @@ class BrokerConnection:
                     correlation_id=req.correlation_id, request=req.request, response=response
                 )
             )
-            self._flush_pending(now)
+            if self._state is ConnectionState.REAUTHENTICATING:
+                self._maybe_start_reauth(now)
+            else:
+                self._flush_pending(now)
 
     # -- handshake
 
@@ -573,9 +586,36 @@ class BrokerConnection:
         if self.config.sasl_mechanism is None:
             self._become_ready(now)
             return
+        self._start_sasl(now)
+
+    def _begin_reauth_if_due(self, now: float) -> None:
+        # Checked on every input that carries `now`, not only in handle_timer: a lazy driver
+        # must not get a user request written after the session expired (KIP-368).
+        if (
+            self._state is ConnectionState.READY
+            and self._reauth_at is not None
+            and self._reauth_at <= now
+        ):
+            # Stop sending, let in-flight requests drain, then authenticate again.
+            self._transition(ConnectionState.REAUTHENTICATING)
+            self._reauth_at = None
+            self._reauth_started = False
+            self._maybe_start_reauth(now)
+
+    def _maybe_start_reauth(self, now: float) -> None:
+        if self._reauth_started or any(not r.internal for r in self._in_flight):
+            return
+        self._reauth_started = True
+        self._start_sasl(now)
+
+    def _start_sasl(self, now: float) -> None:
+        assert self._versions is not None
+        mechanism = self.config.sasl_mechanism
+        if mechanism is None:  # pragma: no cover - only called with SASL configured
+            raise LocalProtocolError("SASL exchange without a configured mechanism")
         try:
             self._mechanism = make_mechanism(
-                self.config.sasl_mechanism,
+                mechanism,
                 username=self.config.sasl_username,
                 password=self.config.sasl_password,
                 oauth_token=self.config.sasl_oauth_token,
@@ -591,7 +631,8 @@ class BrokerConnection:
             # v0 sends raw SASL tokens outside Kafka framing; Kafka >= 1.0 supports v1.
             self._close(AuthenticationFailedError("broker supports only SaslHandshake v0"))
             return
-        self._transition(ConnectionState.SASL_HANDSHAKE)
+        if self._state is not ConnectionState.REAUTHENTICATING:
+            self._transition(ConnectionState.SASL_HANDSHAKE)
         handshake = request_type(ApiKey.SASL_HANDSHAKE, version)
         self._send_internal(handshake(mechanism=self.config.sasl_mechanism), now)
 
@@ -619,7 +660,8 @@ class BrokerConnection:
             self._close(AuthenticationFailedError(f"SaslHandshake failed: {err.__name__}"))
             return
         assert self._mechanism is not None
-        self._transition(ConnectionState.SASL_AUTHENTICATE)
+        if self._state is not ConnectionState.REAUTHENTICATING:
+            self._transition(ConnectionState.SASL_AUTHENTICATE)
         self._send_sasl_authenticate(self._mechanism.first_message(), now)
 
     def _send_sasl_authenticate(self, payload: bytes, now: float) -> None:
@@ -639,8 +681,9 @@ class BrokerConnection:
             )
             return
         lifetime = getattr(response, "session_lifetime", None)
-        if lifetime is not None and lifetime.total_seconds() > 0:
-            self._session_lifetime = lifetime.total_seconds()
+        if lifetime is not None:
+            seconds = lifetime.total_seconds()
+            self._session_lifetime = seconds if seconds > 0 else None
         try:
             reply = self._mechanism.on_challenge(bytes(response.auth_bytes))
         except AuthenticationFailedError as exc:
@@ -649,15 +692,29 @@ class BrokerConnection:
         if reply is not None:
             self._send_sasl_authenticate(reply, now)
         elif self._mechanism.complete:
-            self._become_ready(now)
+            if self._state is ConnectionState.REAUTHENTICATING:
+                self._transition(ConnectionState.READY)
+                self._schedule_reauth(now)
+                self._flush_pending(now)
+            else:
+                self._become_ready(now)
         else:
             self._close(
                 AuthenticationFailedError(f"SASL {self._mechanism.name} exchange ended early")
             )
 
+    def _schedule_reauth(self, now: float) -> None:
+        # KIP-368: re-authenticate at 85-95 % of the session lifetime, like the Java client.
+        if self._session_lifetime is None:
+            self._reauth_at = None
+            return
+        fraction = 0.85 + 0.1 * self._rng.random() if self._rng is not None else 0.9
+        self._reauth_at = now + self._session_lifetime * fraction
+
     def _become_ready(self, now: float) -> None:
         assert self._versions is not None
         self._transition(ConnectionState.READY)
+        self._schedule_reauth(now)
         self._events.append(
             ConnectionReady(versions=self._versions, sasl_session_lifetime=self._session_lifetime)
         )
