@@ -1,0 +1,1146 @@
+"""The record accumulator: per-partition batches waiting to be sent.
+
+Theory of operation
+-------------------
+A pure machine between the user's ``send`` and the sender (Java ``RecordAccumulator``).
+
+Appending. Each partition has a deque of :class:`ProducerBatch`; only the last one may be
+*open*. A record goes into the open batch's :class:`RecordBatchBuilder` (magic 2, the
+configured codec) while ``has_room_for`` says it fits in ``batch.size`` (capped at
+``max.request.size``); otherwise the open batch is closed and a new one opened. A record
+larger than ``batch.size`` gets a batch of its own. :meth:`Accumulator.append` returns a
+:class:`RecordId`; every record id later gets exactly one outcome event,
+:class:`RecordsAcknowledged` or :class:`RecordsFailed`.
+
+Buffer memory (``buffer.memory``). The accumulator counts the encoded (uncompressed) bytes of
+every batch from its first record until its outcome -- queued, in flight, or waiting to be
+retried. An append that would go past the limit is *refused*, never dropped:
+:class:`BufferFullError` is raised, nothing changes, and all partitions become sendable so
+memory frees up fast (Java: the pool is ``exhausted``). When memory is next released,
+:class:`BufferSpaceFreed` is emitted; the adapter wakes every waiting append, retries it, and
+turns a wait that outlives ``max.block.ms`` into ``KafkaTimeoutError``. To keep the user's
+order, the adapter queues later appends behind a waiting one. A record that could never fit
+(its batch estimate exceeds ``max.request.size`` or ``buffer.memory``) raises
+:class:`~kafkastate.errors.MessageTooLargeError` at once (Java ``RecordTooLargeException``).
+
+Readiness (:meth:`Accumulator.ready`). A partition with a known leader is sendable when its
+first batch is full (or not the last), its linger expired (``created + linger <= now``), a
+flush is in progress, memory is exhausted, or the accumulator is closing -- unless that batch
+is a retry still in its backoff. The result names the nodes to drain, the exact time of the
+next linger or backoff deadline, and the topics that have batches but no leader (refresh
+metadata).
+
+Draining (:meth:`Accumulator.drain`) takes at most one batch per partition led by the node,
+starting at a partition that rotates per node so no partition starves, until the next batch
+would push the request past ``max.request.size``. Drained batches are *in flight*: closed
+for appends, still counted in buffer memory, and the sender's until it calls
+:meth:`~Accumulator.complete`, :meth:`~Accumulator.fail`, :meth:`~Accumulator.reenqueue` or
+:meth:`~Accumulator.split`.
+
+Ordering. Per partition, the deque is kept sorted by each batch's first record id (ids grow
+with every append). A retried or split batch is inserted at that place -- the front, ahead
+of every batch appended after it -- so with one batch in flight per partition (the sender's
+``muted`` argument) records are acknowledged in append order.
+
+Retries back off ``retry.backoff.ms`` doubled per attempt up to ``retry.backoff.max.ms``,
+with +-20 % jitter from the seeded ``rng`` (KIP-580). Batches that are not in flight and
+older than ``delivery.timeout.ms`` are failed by :meth:`~Accumulator.expire` (KIP-91).
+
+Flushes (:meth:`~Accumulator.flush`) make everything sendable and complete -- with
+:class:`FlushCompleted` -- once every record appended before the flush has its outcome.
+
+Pure: no IO, no clock (``now`` is an argument), randomness only from the ``rng`` handed in;
+partitions are kept in dicts and deques, never iterated from a set.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import random
+from collections import deque
+from collections.abc import Container, Sequence
+from typing import Any, Final, NewType
+
+import attrs
+
+from kafkastate.core.metadata import ClusterMetadata, NodeId
+from kafkastate.core.producer.partitioner import Partitioner
+from kafkastate.core.protocol.compression import Compression, compress
+from kafkastate.core.protocol.records import (
+    RECORD_BATCH_OVERHEAD,
+    RecordBatchBuilder,
+    estimate_record_size_upper_bound,
+)
+from kafkastate.errors import (
+    IllegalStateError,
+    KafkaConfigurationError,
+    KafkaError,
+    KafkaTimeoutError,
+    LocalProtocolError,
+    MessageTooLargeError,
+)
+
+__all__ = [
+    "Accumulator",
+    "AccumulatorConfig",
+    "AccumulatorEvent",
+    "BatchState",
+    "BufferFullError",
+    "BufferSpaceFreed",
+    "FlushCompleted",
+    "FlushId",
+    "ProducerBatch",
+    "ReadyResult",
+    "RecordId",
+    "RecordsAcknowledged",
+    "RecordsFailed",
+]
+
+RecordId = NewType("RecordId", int)
+"""Names one appended record in later events; increases with every append."""
+FlushId = NewType("FlushId", int)
+"""Names one :meth:`Accumulator.flush` in its :class:`FlushCompleted`."""
+
+Buffer = bytes | bytearray | memoryview
+HeadersIn = Sequence[tuple[str, Buffer | None]]
+_TP = tuple[str, int]
+_Rec = tuple[int, Buffer | None, Buffer | None, tuple[tuple[str, Buffer | None], ...]]
+
+_JITTER: Final = 0.2  # KIP-580: +-20 %
+_MAX_TIMESTAMP: Final = (1 << 63) - 1
+
+
+# ---------------------------------------------------------------------------------- config
+
+
+def _non_negative(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise KafkaConfigurationError(f"{attr.name} must be a number >= 0, got {value!r}")
+
+
+def _positive(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise KafkaConfigurationError(f"{attr.name} must be a number > 0, got {value!r}")
+
+
+def _int_at_least(minimum: int) -> Any:
+    def check(_inst: object, attr: attrs.Attribute[Any], value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise KafkaConfigurationError(f"{attr.name} must be an int >= {minimum}, got {value!r}")
+
+    return check
+
+
+def _to_compression(value: Any) -> Compression:
+    try:
+        return Compression(value)
+    except ValueError:
+        raise KafkaConfigurationError(f"unknown compression {value!r}") from None
+
+
+@attrs.frozen(kw_only=True)
+class AccumulatorConfig:
+    """Settings of an :class:`Accumulator`. Durations are float seconds, sizes bytes."""
+
+    batch_size: int = attrs.field(default=16384, validator=_int_at_least(0))
+    """Target size of one batch (``batch.size``); 0 puts every record in its own batch."""
+    linger: float = attrs.field(default=0.005, validator=_non_negative)
+    """How long a batch waits for more records (``linger.ms``). The default is 5 ms, the
+    Java client's since Kafka 4.0 (KIP-1030; it was 0 before)."""
+    buffer_memory: int = attrs.field(default=32 * 1024 * 1024, validator=_int_at_least(1))
+    """Bytes of records held before appends are refused (``buffer.memory``)."""
+    max_request_size: int = attrs.field(default=1024 * 1024, validator=_int_at_least(1))
+    """Largest record batch and Produce request (``max.request.size``)."""
+    compression: Compression = attrs.field(default=Compression.NONE, converter=_to_compression)
+    """Codec of the batches (``compression.type``)."""
+    compression_level: int | None = None
+    """Codec level (``compression.<codec>.level``, KIP-390); None for the codec's default."""
+    delivery_timeout: float = attrs.field(default=120.0, validator=_positive)
+    """Upper bound on the time from append to outcome (``delivery.timeout.ms``, KIP-91)."""
+    request_timeout: float = attrs.field(default=30.0, validator=_positive)
+    """``request.timeout.ms``; here only for the rule ``delivery.timeout.ms >= linger.ms +
+    request.timeout.ms`` (Java refuses such a configuration)."""
+    retry_backoff: float = attrs.field(default=0.1, validator=_non_negative)
+    """First backoff before a batch is retried (``retry.backoff.ms``)."""
+    retry_backoff_max: float = attrs.field(default=1.0, validator=_non_negative)
+    """Backoff ceiling as attempts double it (``retry.backoff.max.ms``, KIP-580)."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.delivery_timeout < self.linger + self.request_timeout:
+            raise KafkaConfigurationError(
+                f"delivery_timeout ({self.delivery_timeout:g} s, delivery.timeout.ms) must be "
+                f">= linger ({self.linger:g} s, linger.ms) + request_timeout "
+                f"({self.request_timeout:g} s, request.timeout.ms)"
+            )
+        if self.compression_level is not None:
+            if isinstance(self.compression_level, bool) or not isinstance(
+                self.compression_level, int
+            ):
+                raise KafkaConfigurationError(
+                    f"compression_level must be an int or None, got {self.compression_level!r}"
+                )
+            if self.compression is not Compression.NONE:
+                compress(self.compression, b"x", level=self.compression_level)  # raises if bad
+
+
+# ---------------------------------------------------------------------------------- errors
+
+
+class BufferFullError(KafkaError):
+    """``buffer.memory`` has no room for this record now; nothing was appended.
+
+    Retriable: wait for :class:`BufferSpaceFreed` and append again, up to ``max.block.ms``.
+    """
+
+    retriable = True
+
+    def __init__(self, *, needed: int, available: int, buffer_memory: int) -> None:
+        super().__init__(
+            f"buffer.memory is full: the record needs up to {needed} bytes, {available} of "
+            f"{buffer_memory} are free"
+        )
+        self.needed = needed
+        """Bytes the append would have reserved (an upper bound)."""
+        self.available = available
+        """Bytes free when it was refused."""
+        self.buffer_memory = buffer_memory
+        """The configured limit."""
+
+
+# ---------------------------------------------------------------------------------- events
+
+
+@attrs.frozen(kw_only=True)
+class RecordsAcknowledged:
+    """The broker wrote a batch: its records are durable (as far as ``acks`` asked)."""
+
+    topic: str
+    """The topic."""
+    partition: int
+    """The partition."""
+    record_ids: tuple[RecordId, ...]
+    """The records, in offset order."""
+    base_offset: int
+    """Offset of the first record; -1 if the broker did not say (``acks=0``)."""
+    timestamps: tuple[int, ...]
+    """Each record's timestamp as the log keeps it: the broker's log-append time on a
+    LOG_APPEND_TIME topic, else the record's own create time."""
+    log_append_time: int
+    """The broker's append time in ms, or -1 on a CREATE_TIME topic."""
+
+    def results(self) -> list[tuple[RecordId, int, int]]:
+        """Per record: ``(record_id, offset, timestamp)``; offset -1 when unknown.
+
+        Returns:
+            One tuple per record, in offset order.
+        """
+        if self.base_offset < 0:
+            return [(rid, -1, ts) for rid, ts in zip(self.record_ids, self.timestamps, strict=True)]
+        base = self.base_offset
+        return [
+            (rid, base + i, ts)
+            for i, (rid, ts) in enumerate(zip(self.record_ids, self.timestamps, strict=True))
+        ]
+
+
+@attrs.frozen(kw_only=True)
+class RecordsFailed:
+    """A batch's records will not be written."""
+
+    topic: str
+    """The topic."""
+    partition: int
+    """The partition."""
+    record_ids: tuple[RecordId, ...]
+    """The records, in append order."""
+    error: KafkaError
+    """Why (delivery timeout, a non-retriable broker error, an abort...)."""
+
+
+@attrs.frozen(kw_only=True)
+class BufferSpaceFreed:
+    """Memory was released after an append had been refused with BufferFullError."""
+
+    available: int
+    """Bytes of ``buffer.memory`` free now."""
+
+
+@attrs.frozen(kw_only=True)
+class FlushCompleted:
+    """Every record appended before the flush has its outcome."""
+
+    flush_id: FlushId
+    """The id :meth:`Accumulator.flush` returned."""
+
+
+AccumulatorEvent = RecordsAcknowledged | RecordsFailed | BufferSpaceFreed | FlushCompleted
+
+
+@attrs.frozen(kw_only=True)
+class ReadyResult:
+    """What :meth:`Accumulator.ready` found."""
+
+    nodes: tuple[NodeId, ...]
+    """Leaders with a sendable batch, sorted: drain these now."""
+    next_ready_at: float | None
+    """The earliest linger or retry-backoff deadline of a partition that is not sendable
+    yet (absolute, the driver's clock), or None."""
+    unknown_leader_topics: tuple[str, ...]
+    """Topics with batches for a partition that has no known leader: refresh metadata."""
+
+
+# --------------------------------------------------------------------------------- batches
+
+
+class BatchState(enum.Enum):
+    """Where a :class:`ProducerBatch` is."""
+
+    QUEUED = "queued"
+    """In its partition's deque, waiting to be drained (open for appends if last)."""
+    IN_FLIGHT = "in_flight"
+    """Drained: the sender owns it until it is completed, failed, retried or split."""
+    DONE = "done"
+    """Acknowledged, failed, expired or split: it changes no more."""
+
+
+# STYLE §6: each command's legal moves, (command, state before) -> state after.
+_TRANSITIONS: Final[dict[tuple[str, BatchState], BatchState]] = {
+    ("drain", BatchState.QUEUED): BatchState.IN_FLIGHT,
+    ("reenqueue", BatchState.IN_FLIGHT): BatchState.QUEUED,
+    ("complete", BatchState.IN_FLIGHT): BatchState.DONE,
+    ("split", BatchState.IN_FLIGHT): BatchState.DONE,
+    ("fail", BatchState.IN_FLIGHT): BatchState.DONE,
+    ("fail", BatchState.QUEUED): BatchState.DONE,
+    ("expire", BatchState.QUEUED): BatchState.DONE,
+    ("abort_undrained", BatchState.QUEUED): BatchState.DONE,
+}
+
+
+class ProducerBatch:
+    """One record batch for one partition, from its first record to its outcome.
+
+    Read its attributes; change it only through the :class:`Accumulator` and
+    :meth:`set_producer_state`.
+
+    Attributes:
+        topic: the topic.
+        partition: the partition.
+        created: when its first record was appended (driver's clock); a split batch keeps
+            the original's.
+        attempts: how many times it was re-enqueued for a retry.
+        retry_at: while waiting to be retried, when its backoff ends; else None.
+        drained_at: when it was last drained, or None.
+        done_at: when it got its outcome, or None.
+        state: a :class:`BatchState`.
+        producer_id: idempotent/transactional producer id (KIP-98), -1 if none.
+        producer_epoch: its epoch, -1 if none.
+        base_sequence: sequence number of the first record, -1 if none.
+        is_transactional: whether the batch is part of a transaction.
+    """
+
+    __slots__ = (
+        "_accepting",
+        "_builder",
+        "_built",
+        "_compression",
+        "_ids",
+        "_level",
+        "_owner",
+        "_records",
+        "_serial",
+        "_size",
+        "attempts",
+        "base_sequence",
+        "created",
+        "done_at",
+        "drained_at",
+        "is_transactional",
+        "partition",
+        "producer_epoch",
+        "producer_id",
+        "retry_at",
+        "state",
+        "topic",
+    )
+
+    def __init__(
+        self,
+        *,
+        topic: str,
+        partition: int,
+        created: float,
+        compression: Compression,
+        compression_level: int | None,
+        owner: object,
+        serial: int,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.created = created
+        self.attempts = 0
+        self.retry_at: float | None = None
+        self.drained_at: float | None = None
+        self.done_at: float | None = None
+        self.state = BatchState.QUEUED
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self.is_transactional = False
+        self._compression = compression
+        self._level = compression_level
+        self._builder: RecordBatchBuilder | None = RecordBatchBuilder(
+            compression=compression, compression_level=compression_level
+        )
+        self._built: bytes | None = None
+        self._ids: list[RecordId] = []
+        self._records: list[_Rec] = []
+        self._accepting = True
+        self._size = 0
+        self._owner = owner
+        self._serial = serial
+
+    # --------------------------------------------------------------------- queries
+
+    @property
+    def record_ids(self) -> tuple[RecordId, ...]:
+        """The records' ids; the record at index ``i`` has offset delta ``i``."""
+        return tuple(self._ids)
+
+    @property
+    def record_count(self) -> int:
+        """Number of records."""
+        return len(self._ids)
+
+    @property
+    def is_open(self) -> bool:
+        """Whether records may still be appended (only a partition's last batch can be)."""
+        return self._accepting
+
+    @property
+    def size_in_bytes(self) -> int:
+        """The built size if built, else the uncompressed estimate (an upper bound)."""
+        return len(self._built) if self._built is not None else self._size
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Bytes of ``buffer.memory`` this batch holds until its outcome."""
+        return self._size
+
+    # -------------------------------------------------------------------- commands
+
+    def set_producer_state(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        *,
+        is_transactional: bool = False,
+    ) -> None:
+        """Stamp the idempotence/transaction fields before the batch is built (KIP-98).
+
+        Changing them on a built batch (a retry after an epoch bump) makes the next
+        :meth:`build` encode it again.
+
+        Args:
+            producer_id: the producer id.
+            producer_epoch: its epoch.
+            base_sequence: the first record's sequence number.
+            is_transactional: set the transactional attribute.
+
+        Raises:
+            LocalProtocolError: the batch is done.
+        """
+        if self.state is BatchState.DONE:
+            raise LocalProtocolError(f"set_producer_state on a done batch {self!r}")
+        old = (self.producer_id, self.producer_epoch, self.base_sequence, self.is_transactional)
+        new = (producer_id, producer_epoch, base_sequence, is_transactional)
+        if new != old:
+            self.producer_id, self.producer_epoch, self.base_sequence, self.is_transactional = new
+            self._built = None
+
+    def build(self) -> bytes:
+        """Encode the batch (closing it for appends); cached until the producer state changes.
+
+        Returns:
+            The magic 2 record batch for a Produce request's ``records`` field.
+        """
+        if self._built is None:
+            self._accepting = False
+            builder = self._builder
+            if builder is None or self._has_producer_state():
+                # The builder takes producer fields only when constructed, so a stamped
+                # batch is encoded anew from its records.
+                builder = RecordBatchBuilder(
+                    compression=self._compression,
+                    compression_level=self._level,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    base_sequence=self.base_sequence,
+                    is_transactional=self.is_transactional,
+                )
+                for ts, key, value, headers in self._records:
+                    builder.append(ts, key, value, headers)
+            self._built = builder.build()
+            self._builder = None  # its encoded parts are no longer needed
+        return self._built
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProducerBatch {self.topic}-{self.partition} records={len(self._ids)} "
+            f"bytes={self._size} state={self.state.name} attempts={self.attempts}>"
+        )
+
+    # ------------------------------------------------------------------- internals
+
+    def _has_producer_state(self) -> bool:
+        return (
+            self.producer_id != -1
+            or self.producer_epoch != -1
+            or self.base_sequence != -1
+            or self.is_transactional
+        )
+
+    def _has_room(self, rec: _Rec, limit: int) -> bool:
+        builder = self._builder
+        return builder is not None and builder.has_room_for(*rec, limit=limit)
+
+    def _append(self, rid: RecordId, rec: _Rec, limit: int) -> int:
+        """Append one record; return how much the batch grew."""
+        builder = self._builder
+        if builder is None:  # pragma: no cover - only open batches are appended to
+            raise LocalProtocolError(f"append to a closed batch {self!r}")
+        builder.append(*rec)
+        size = builder.size_in_bytes()
+        grown = size - self._size
+        self._size = size
+        self._ids.append(rid)
+        self._records.append(rec)
+        if size >= limit:
+            self._accepting = False  # Java MemoryRecordsBuilder.isFull
+        return grown
+
+
+# ------------------------------------------------------------------------------ accumulator
+
+
+def _check_bytes(what: str, data: object) -> None:
+    if data is not None and not isinstance(data, bytes | bytearray | memoryview):
+        raise KafkaConfigurationError(
+            f"record {what} must be bytes, bytearray, memoryview or None, not {type(data).__name__}"
+        )
+
+
+class Accumulator:
+    """Per-partition record batches, buffer memory, readiness, draining and outcomes.
+
+    Args:
+        config: the settings.
+        rng: seeded randomness for retry-backoff jitter.
+        partitioner: told about bytes appended on the sticky path (``append(sticky=True)``)
+            so it can switch partitions (KIP-794); None if nothing is sticky-partitioned.
+    """
+
+    def __init__(
+        self,
+        config: AccumulatorConfig,
+        *,
+        rng: random.Random,
+        partitioner: Partitioner | None = None,
+    ) -> None:
+        self.config = config
+        self._rng = rng
+        self._partitioner = partitioner
+        # A batch may never outgrow a request; one record larger than batch.size gets its own.
+        self._batch_limit = min(config.batch_size, config.max_request_size)
+        self._queues: dict[_TP, deque[ProducerBatch]] = {}
+        self._in_flight: dict[int, ProducerBatch] = {}
+        self._used = 0
+        self._blocked = False
+        self._closed = False
+        self._next_record = 0
+        self._next_batch = 0
+        self._next_flush = 0
+        self._outstanding = 0
+        self._flushes: dict[FlushId, list[int]] = {}  # id -> [mark, records still pending]
+        self._drain_start: dict[NodeId, int] = {}
+        self._events: deque[AccumulatorEvent] = deque()
+
+    # ----------------------------------------------------------------------- queries
+
+    @property
+    def buffer_used(self) -> int:
+        """Bytes of ``buffer.memory`` held by batches without an outcome."""
+        return self._used
+
+    @property
+    def buffer_available(self) -> int:
+        """Bytes of ``buffer.memory`` free (0 when a split overshot the limit)."""
+        return max(0, self.config.buffer_memory - self._used)
+
+    @property
+    def outstanding_records(self) -> int:
+        """Records appended that have no outcome yet."""
+        return self._outstanding
+
+    @property
+    def flush_in_progress(self) -> bool:
+        """Whether a flush waits for records: everything is sendable meanwhile."""
+        return bool(self._flushes)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def has_undrained(self) -> bool:
+        """Whether any batch waits in a partition's deque.
+
+        Returns:
+            True if something is left to drain.
+        """
+        return any(self._queues.values())
+
+    def has_incomplete(self) -> bool:
+        """Whether any record still waits for its outcome.
+
+        Returns:
+            True if some record has no outcome yet.
+        """
+        return self._outstanding > 0
+
+    def queued_batches(self, topic: str, partition: int) -> list[ProducerBatch]:
+        """The partition's queued batches, first to be drained first.
+
+        Args:
+            topic: the topic.
+            partition: the partition.
+
+        Returns:
+            A new list.
+        """
+        return list(self._queues.get((topic, partition), ()))
+
+    def in_flight_batches(self) -> list[ProducerBatch]:
+        """Batches drained and not yet completed, failed, retried or split, in drain order.
+
+        Returns:
+            A new list (the sender checks their ``created + delivery_timeout`` itself).
+        """
+        return list(self._in_flight.values())
+
+    def next_expiry_at(self) -> float | None:
+        """When the next queued batch reaches ``delivery.timeout.ms``.
+
+        Returns:
+            An absolute time on the driver's clock, or None if nothing is queued.
+        """
+        timeout = self.config.delivery_timeout
+        fronts = [dq[0].created + timeout for dq in self._queues.values() if dq]
+        return min(fronts) if fronts else None
+
+    # ---------------------------------------------------------------------- commands
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        timestamp_ms: int,
+        key: Buffer | None,
+        value: Buffer | None,
+        headers: HeadersIn = (),
+        now: float,
+        sticky: bool = False,
+    ) -> RecordId:
+        """Add one record to its partition's open batch (opening one if needed).
+
+        Args:
+            topic: the topic.
+            partition: the partition (chosen by the :class:`Partitioner`).
+            timestamp_ms: create time, milliseconds since the epoch (>= 0).
+            key: serialized key or None. Bytes-like values are referenced, not copied: do
+                not mutate them until the record's outcome.
+            value: serialized value or None (a tombstone).
+            headers: ``(key, value)`` pairs.
+            now: the driver's clock.
+            sticky: the partition came from the partitioner's sticky choice (no key, no
+                explicit partition, no custom partitioner); the appended bytes are reported
+                to the partitioner.
+
+        Returns:
+            The record's id, named again by exactly one :class:`RecordsAcknowledged` or
+            :class:`RecordsFailed`.
+
+        Raises:
+            BufferFullError: no room in ``buffer.memory`` now; nothing was appended.
+            MessageTooLargeError: the record alone exceeds ``max.request.size`` or
+                ``buffer.memory``.
+            KafkaConfigurationError: an argument has the wrong type or range.
+            IllegalStateError: the accumulator is closed.
+        """
+        if self._closed:
+            raise IllegalStateError("append after the accumulator was closed")
+        if not isinstance(topic, str) or not topic:
+            raise KafkaConfigurationError(f"topic must be a non-empty str, got {topic!r}")
+        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+            raise KafkaConfigurationError(f"partition must be an int >= 0, got {partition!r}")
+        if (
+            isinstance(timestamp_ms, bool)
+            or not isinstance(timestamp_ms, int)
+            or not 0 <= timestamp_ms <= _MAX_TIMESTAMP
+        ):
+            raise KafkaConfigurationError(
+                f"timestamp_ms must be an int in 0..2**63-1, got {timestamp_ms!r}"
+            )
+        # (the builder would take a str value and fail only when the batch is built)
+        if key is not None and type(key) is not bytes:
+            _check_bytes("key", key)
+        if value is not None and type(value) is not bytes:
+            _check_bytes("value", value)
+        hdrs = tuple(headers) if headers else ()
+        try:
+            upper = estimate_record_size_upper_bound(key, value, hdrs)
+        except (TypeError, AttributeError, ValueError) as exc:
+            raise KafkaConfigurationError(f"invalid record headers: {exc}") from None
+        cfg = self.config
+        alone = RECORD_BATCH_OVERHEAD + upper  # the batch it would need on its own
+        if alone > cfg.max_request_size or alone > cfg.buffer_memory:
+            if alone > cfg.max_request_size:
+                limit, name = cfg.max_request_size, "max_request_size (max.request.size)"
+            else:
+                limit, name = cfg.buffer_memory, "buffer_memory (buffer.memory)"
+            raise MessageTooLargeError(
+                f"the record is up to {alone} bytes when serialized, larger than {name} = {limit}",
+                topic=topic,
+                partition=partition,
+            )
+        rec: _Rec = (timestamp_ms, key, value, hdrs)
+        tp = (topic, partition)
+        dq = self._queues.get(tp)
+        if dq is None:
+            dq = self._queues[tp] = deque()
+        last = dq[-1] if dq and dq[-1]._accepting else None
+        if last is None:
+            fits = False
+        elif last._size + upper <= self._batch_limit:
+            fits = True  # even the upper bound fits: skip the exact size
+        else:
+            fits = last._has_room(rec, self._batch_limit)
+        needed = upper if fits else alone
+        if self._used + needed > cfg.buffer_memory:
+            self._blocked = True  # Java: the pool is exhausted -> everything becomes sendable
+            raise BufferFullError(
+                needed=needed,
+                available=cfg.buffer_memory - self._used,
+                buffer_memory=cfg.buffer_memory,
+            )
+        rid = RecordId(self._next_record)
+        if fits and last is not None:
+            batch = last
+            grown = batch._append(rid, rec, self._batch_limit)
+        else:
+            batch = ProducerBatch(
+                topic=topic,
+                partition=partition,
+                created=now,
+                compression=cfg.compression,
+                compression_level=cfg.compression_level,
+                owner=self,
+                serial=self._next_batch,
+            )
+            grown = batch._append(rid, rec, self._batch_limit)
+            self._next_batch += 1
+            if last is not None:
+                last._accepting = False
+            dq.append(batch)
+        self._next_record += 1
+        self._used += grown
+        self._outstanding += 1
+        if sticky and self._partitioner is not None:
+            self._partitioner.on_append(topic, partition, grown, batch_full=not batch._accepting)
+        return rid
+
+    def ready(
+        self, cluster: ClusterMetadata, *, now: float, muted: Container[_TP] = ()
+    ) -> ReadyResult:
+        """Find the nodes that have something to send now.
+
+        Args:
+            cluster: the current metadata (leaders).
+            now: the driver's clock.
+            muted: ``(topic, partition)`` pairs not to send now (e.g. one batch already in
+                flight where ordering needs at most one).
+
+        Returns:
+            Sendable nodes, the next linger/backoff deadline, and topics without a leader.
+        """
+        nodes: dict[NodeId, None] = {}
+        unknown: dict[str, None] = {}
+        next_at: float | None = None
+        forced = self._closed or self._blocked or bool(self._flushes)
+        linger = self.config.linger
+        for tp, dq in self._queues.items():
+            if not dq:
+                continue
+            topic, partition = tp
+            leader = cluster.leader_for(topic, partition)
+            if leader is None:
+                unknown[topic] = None
+                continue
+            if leader in nodes or tp in muted:
+                continue
+            first = dq[0]
+            retry_at = first.retry_at
+            if retry_at is not None:
+                # a retry waits out its backoff whatever else is going on
+                sendable = retry_at <= now
+                deadline = retry_at
+            else:
+                deadline = first.created + linger
+                sendable = forced or len(dq) > 1 or not first._accepting or deadline <= now
+            if sendable:
+                nodes[leader] = None
+            elif next_at is None or deadline < next_at:
+                next_at = deadline
+        return ReadyResult(
+            nodes=tuple(sorted(nodes)),
+            next_ready_at=next_at,
+            unknown_leader_topics=tuple(unknown),
+        )
+
+    def drain(
+        self,
+        cluster: ClusterMetadata,
+        node_id: NodeId,
+        *,
+        now: float,
+        max_request_size: int | None = None,
+        muted: Container[_TP] = (),
+    ) -> list[ProducerBatch]:
+        """Take batches for one Produce request to ``node_id``.
+
+        At most one batch per partition the node leads (the first in its deque, ready or
+        not, as Java does once the node is ready), skipping muted partitions and retries in
+        backoff, stopping before the total would exceed ``max_request_size``. The starting
+        partition rotates per node.
+
+        Args:
+            cluster: the current metadata (leaders).
+            node_id: the node the request goes to.
+            now: the driver's clock.
+            max_request_size: byte budget; default ``config.max_request_size``.
+            muted: ``(topic, partition)`` pairs to leave alone.
+
+        Returns:
+            The batches, now IN_FLIGHT and closed for appends; call :meth:`ProducerBatch.build`
+            for their bytes.
+        """
+        budget = self.config.max_request_size if max_request_size is None else max_request_size
+        parts = [tp for tp in self._queues if cluster.leader_for(*tp) == node_id]
+        if not parts:
+            return []
+        n = len(parts)
+        start = self._drain_start.get(node_id, 0) % n
+        next_start = (start + 1) % n
+        out: list[ProducerBatch] = []
+        total = 0
+        for i in range(n):
+            index = (start + i) % n
+            tp = parts[index]
+            dq = self._queues[tp]
+            if not dq or tp in muted:
+                continue
+            first = dq[0]
+            if first.retry_at is not None and now < first.retry_at:
+                continue
+            size = first.size_in_bytes
+            if out and total + size > budget:
+                next_start = index  # this partition goes first next time
+                break
+            dq.popleft()
+            self._transition(first, "drain")
+            first._accepting = False
+            first.drained_at = now
+            first.retry_at = None
+            self._in_flight[first._serial] = first
+            total += size
+            out.append(first)
+        self._drain_start[node_id] = next_start
+        return out
+
+    def complete(
+        self,
+        batch: ProducerBatch,
+        *,
+        base_offset: int,
+        log_append_time: int = -1,
+        now: float,
+    ) -> None:
+        """The broker acknowledged an in-flight batch: emit :class:`RecordsAcknowledged`.
+
+        Args:
+            batch: a batch from :meth:`drain`.
+            base_offset: the offset the broker gave the first record (-1 for ``acks=0``).
+            log_append_time: the broker's append time (ms) on a LOG_APPEND_TIME topic, else -1.
+            now: the driver's clock (recorded as ``batch.done_at``).
+
+        Raises:
+            LocalProtocolError: the batch is not in flight, or not this accumulator's.
+        """
+        self._own(batch, "complete")
+        self._transition(batch, "complete")
+        del self._in_flight[batch._serial]
+        batch.done_at = now
+        if log_append_time >= 0:
+            timestamps = (log_append_time,) * len(batch._ids)
+        else:
+            timestamps = tuple(rec[0] for rec in batch._records)
+        self._events.append(
+            RecordsAcknowledged(
+                topic=batch.topic,
+                partition=batch.partition,
+                record_ids=tuple(batch._ids),
+                base_offset=base_offset,
+                timestamps=timestamps,
+                log_append_time=log_append_time,
+            )
+        )
+        self._resolved(batch)
+        self._announce_freed()
+
+    def fail(self, batch: ProducerBatch, error: KafkaError, *, now: float) -> None:
+        """Fail a batch, queued or in flight: emit :class:`RecordsFailed`.
+
+        Args:
+            batch: the batch.
+            error: why; becomes the event's ``error``.
+            now: the driver's clock (recorded as ``batch.done_at``).
+
+        Raises:
+            LocalProtocolError: the batch is done already, or not this accumulator's.
+        """
+        self._own(batch, "fail")
+        if batch.state is BatchState.QUEUED:
+            self._queues[(batch.topic, batch.partition)].remove(batch)
+        else:
+            self._in_flight.pop(batch._serial, None)
+        self._fail(batch, error, now, "fail")
+        self._announce_freed()
+
+    def reenqueue(self, batch: ProducerBatch, *, now: float) -> None:
+        """Put an in-flight batch back for a retry, ahead of every later batch.
+
+        Its backoff is ``retry_backoff * 2**(attempts-1)``, +-20 % jitter, at most
+        ``retry_backoff_max`` (KIP-580). Its built bytes (and sequence numbers) are kept.
+
+        Args:
+            batch: a batch from :meth:`drain`.
+            now: the driver's clock.
+
+        Raises:
+            LocalProtocolError: the batch is not in flight, or not this accumulator's.
+        """
+        self._own(batch, "reenqueue")
+        self._transition(batch, "reenqueue")
+        del self._in_flight[batch._serial]
+        batch.attempts += 1
+        batch.retry_at = now + self._backoff(batch.attempts)
+        self._insert(batch)
+
+    def split(self, batch: ProducerBatch, *, now: float) -> list[ProducerBatch]:
+        """Re-batch an in-flight batch the broker found too large (MESSAGE_TOO_LARGE).
+
+        The records go, in order and with their ids, into batches of at most half the
+        failed batch's size (one record each at worst), placed where the original was: at
+        the front of the partition, ahead of later batches. They keep its creation time
+        and attempt count, carry no producer state (the idempotence layer assigns new
+        sequences) and are sendable at once.
+
+        Args:
+            batch: a batch from :meth:`drain` with at least two records.
+            now: the driver's clock (recorded as the original's ``done_at``).
+
+        Returns:
+            The new batches, in order.
+
+        Raises:
+            LocalProtocolError: the batch is not in flight or not this accumulator's, or it
+                holds a single record (fail it with ``MessageTooLargeError`` instead).
+        """
+        self._own(batch, "split")
+        if batch.state is BatchState.IN_FLIGHT and len(batch._ids) < 2:
+            raise LocalProtocolError(
+                f"cannot split {batch!r}: one record; fail it with MessageTooLargeError"
+            )
+        self._transition(batch, "split")
+        del self._in_flight[batch._serial]
+        batch.done_at = now
+        limit = max(1, batch._size // 2)
+        cfg = self.config
+        pieces: list[ProducerBatch] = []
+        current: ProducerBatch | None = None
+        for rid, rec in zip(batch._ids, batch._records, strict=True):
+            if current is None or not current._has_room(rec, limit):
+                current = ProducerBatch(
+                    topic=batch.topic,
+                    partition=batch.partition,
+                    created=batch.created,
+                    compression=cfg.compression,
+                    compression_level=cfg.compression_level,
+                    owner=self,
+                    serial=self._next_batch,
+                )
+                self._next_batch += 1
+                current.attempts = batch.attempts
+                pieces.append(current)
+            current._append(rid, rec, limit)
+        # Memory moves from the original to the pieces (a little more: one header each);
+        # it may overshoot buffer.memory briefly -- refusing here would lose records.
+        self._used -= batch._size
+        for piece in pieces:
+            piece._accepting = False
+            self._used += piece._size
+            self._insert(piece)
+        return pieces
+
+    def expire(self, now: float) -> list[ProducerBatch]:
+        """Fail queued batches older than ``delivery.timeout.ms`` (KIP-91).
+
+        In-flight batches are left to the sender. Each expired batch emits
+        :class:`RecordsFailed` with a :class:`~kafkastate.errors.KafkaTimeoutError`.
+
+        Args:
+            now: the driver's clock.
+
+        Returns:
+            The expired batches (the idempotence layer may need their sequences).
+        """
+        timeout = self.config.delivery_timeout
+        expired: list[ProducerBatch] = []
+        for (topic, partition), dq in self._queues.items():
+            # deques are in creation order, so the first young batch ends the scan
+            while dq and dq[0].created + timeout <= now:
+                batch = dq.popleft()
+                error = KafkaTimeoutError(
+                    f"expiring {len(batch._ids)} record(s) for {topic}-{partition}: "
+                    f"{now - batch.created:.3f} s have passed since batch creation, "
+                    f"delivery_timeout is {timeout:g} s (delivery.timeout.ms)"
+                )
+                self._fail(batch, error, now, "expire")
+                expired.append(batch)
+        if expired:
+            self._announce_freed()
+        return expired
+
+    def abort_undrained(self, error: KafkaError, *, now: float) -> list[ProducerBatch]:
+        """Fail every queued batch (transaction abort, forced close); in-flight ones stay.
+
+        Args:
+            error: the error each :class:`RecordsFailed` carries.
+            now: the driver's clock.
+
+        Returns:
+            The failed batches.
+        """
+        aborted: list[ProducerBatch] = []
+        for dq in self._queues.values():
+            while dq:
+                batch = dq.popleft()
+                self._fail(batch, error, now, "abort_undrained")
+                aborted.append(batch)
+        if aborted:
+            self._announce_freed()
+        return aborted
+
+    def flush(self) -> FlushId:
+        """Make everything sendable until every record appended so far has its outcome.
+
+        Returns:
+            The id :class:`FlushCompleted` will carry (queued at once if nothing is pending).
+        """
+        fid = FlushId(self._next_flush)
+        self._next_flush += 1
+        if self._outstanding == 0:
+            self._events.append(FlushCompleted(flush_id=fid))
+        else:
+            # every pending record has an id below the mark; later ones are not waited for
+            self._flushes[fid] = [self._next_record, self._outstanding]
+        return fid
+
+    def close(self) -> None:
+        """Refuse further appends and make every queued batch sendable."""
+        self._closed = True
+
+    def next_event(self) -> AccumulatorEvent | None:
+        """The next event, or None.
+
+        Returns:
+            :class:`RecordsAcknowledged`, :class:`RecordsFailed`, :class:`FlushCompleted` or
+            :class:`BufferSpaceFreed`, in the order they happened.
+        """
+        return self._events.popleft() if self._events else None
+
+    # --------------------------------------------------------------------- internals
+
+    def _own(self, batch: ProducerBatch, verb: str) -> None:
+        if batch._owner is not self:
+            raise LocalProtocolError(f"{verb}: {batch!r} belongs to another accumulator")
+
+    @staticmethod
+    def _transition(batch: ProducerBatch, verb: str) -> None:
+        to = _TRANSITIONS.get((verb, batch.state))
+        if to is None:
+            raise LocalProtocolError(f"cannot {verb} {batch!r}: it is {batch.state.name}")
+        batch.state = to
+
+    def _backoff(self, attempts: int) -> float:
+        cfg = self.config
+        term = cfg.retry_backoff * 2.0 ** min(attempts - 1, 60)
+        term *= 1 + self._rng.uniform(-_JITTER, _JITTER)
+        return min(term, cfg.retry_backoff_max)
+
+    def _insert(self, batch: ProducerBatch) -> None:
+        """Queue ``batch`` before every batch of its partition with later records."""
+        tp = (batch.topic, batch.partition)
+        dq = self._queues.get(tp)
+        if dq is None:
+            dq = self._queues[tp] = deque()
+        first = batch._ids[0]
+        index = 0
+        for queued in dq:
+            if queued._ids[0] > first:
+                break
+            index += 1
+        dq.insert(index, batch)
+
+    def _fail(self, batch: ProducerBatch, error: KafkaError, now: float, verb: str) -> None:
+        self._transition(batch, verb)
+        batch.done_at = now
+        self._events.append(
+            RecordsFailed(
+                topic=batch.topic,
+                partition=batch.partition,
+                record_ids=tuple(batch._ids),
+                error=error,
+            )
+        )
+        self._resolved(batch)
+
+    def _resolved(self, batch: ProducerBatch) -> None:
+        """Outcome emitted: settle flushes, then free the batch's memory."""
+        ids = batch._ids
+        self._outstanding -= len(ids)
+        if self._flushes:
+            for fid, state in list(self._flushes.items()):
+                state[1] -= bisect.bisect_left(ids, state[0])
+                if state[1] <= 0:
+                    del self._flushes[fid]
+                    self._events.append(FlushCompleted(flush_id=fid))
+        self._used -= batch._size
+
+    def _announce_freed(self) -> None:
+        """After a command released memory: wake refused appends, once, with the final count."""
+        if self._blocked:
+            self._blocked = False
+            self._events.append(BufferSpaceFreed(available=self.buffer_available))

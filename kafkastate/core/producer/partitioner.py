@@ -1,0 +1,327 @@
+"""Partitioning: which partition of a topic a record goes to.
+
+Theory of operation
+-------------------
+Four cases, tried in this order (Java ``KafkaProducer.partition``):
+
+1. An explicit partition in the record wins. It must exist in the current metadata; one
+   outside it raises :class:`~kafkastate.errors.UnknownTopicOrPartitionError` (retriable:
+   the topic may have grown and metadata not caught up -- the adapter refreshes metadata
+   and retries until ``max.block.ms``, as the Java producer's ``waitOnMetadata`` does).
+2. A custom partitioner, if configured, decides every other record. Its signature is
+   aiokafka's: ``partitioner(key_bytes, all_partitions, available_partitions) -> int``.
+   Whatever it returns is checked; an exception it raises is wrapped. Either way the
+   record is refused with :class:`PartitionerError` -- never dropped, never sent to a
+   partition it did not mean.
+3. A record with a key goes to ``toPositive(murmur2(key)) % partition_count``, exactly the
+   Java default, so the same key lands on the same partition whichever client wrote it.
+4. A record without a key goes to the topic's *sticky* partition (KIP-794 "uniform sticky",
+   the Java default since 3.3). The sticky partition changes once ``batch.size`` bytes
+   were produced to it and its batch is full, or unconditionally after twice that, so the
+   switch falls on a batch boundary (Java ``BuiltInPartitioner.updatePartitionInfo``).
+   The next sticky partition is drawn uniformly, with the seeded ``rng``, among the
+   partitions that have a leader, or among all of them when none has.
+
+The accumulator reports appended bytes through :meth:`Partitioner.on_append`; only bytes
+appended to the topic's current sticky partition by the sticky path count.
+
+Left out: KIP-794's *adaptive* mode (``partitioner.adaptive.partitioning.enable``,
+weighting partitions by their queue sizes, and ``partitioner.availability.timeout.ms``).
+One deviation from Java's non-adaptive mode: a sticky partition that has lost its leader
+while another partition has one is abandoned at the next record instead of collecting
+records that cannot be sent.
+
+Pure: randomness only from the ``random.Random`` handed in; no clock.
+"""
+
+from __future__ import annotations
+
+import operator
+import random
+import struct
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import attrs
+
+from kafkastate.core.metadata import ClusterMetadata
+from kafkastate.errors import (
+    KafkaConfigurationError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+
+__all__ = [
+    "CustomPartitioner",
+    "Partitioner",
+    "PartitionerError",
+    "default_partition",
+    "murmur2",
+]
+
+CustomPartitioner = Callable[[bytes | None, list[int], list[int]], int]
+"""aiokafka's partitioner signature: ``(key_bytes, all_partitions, available_partitions)``,
+both lists sorted, returning one of ``all_partitions``."""
+
+_M32: Final = 0xFFFFFFFF
+_MURMUR_SEED: Final = 0x9747B28C
+_MURMUR_M: Final = 0x5BD1E995
+
+
+def murmur2(data: bytes | bytearray | memoryview) -> int:
+    """Hash ``data`` with MurmurHash2 exactly as the Java client's ``Utils.murmur2``.
+
+    Args:
+        data: the serialized key.
+
+    Returns:
+        The hash as a signed 32-bit integer (Java ``int``).
+    """
+    m = _MURMUR_M
+    length = len(data)
+    h = _MURMUR_SEED ^ length
+    words = length >> 2
+    if words:
+        # Java reads each 4-byte group little-endian.
+        for k in struct.unpack_from(f"<{words}I", data):
+            k = (k * m) & _M32
+            k ^= k >> 24
+            k = (k * m) & _M32
+            h = ((h * m) & _M32) ^ k
+    tail = length & 3
+    if tail:
+        base = length - tail
+        if tail == 3:
+            h ^= data[base + 2] << 16
+        if tail >= 2:
+            h ^= data[base + 1] << 8
+        h = ((h ^ data[base]) * m) & _M32
+    h ^= h >> 13
+    h = (h * m) & _M32
+    h ^= h >> 15
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def default_partition(key: bytes | bytearray | memoryview, num_partitions: int) -> int:
+    """Partition of a keyed record under the Java default partitioner.
+
+    Args:
+        key: the serialized key.
+        num_partitions: the topic's partition count (> 0).
+
+    Returns:
+        ``(murmur2(key) & 0x7fffffff) % num_partitions`` (Java ``Utils.toPositive``).
+
+    Raises:
+        KafkaConfigurationError: ``num_partitions`` is not positive.
+    """
+    if num_partitions <= 0:
+        raise KafkaConfigurationError(f"num_partitions must be > 0, got {num_partitions}")
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+class PartitionerError(KafkaError):
+    """A custom partitioner raised, or returned something that is not one of the topic's
+    partitions. The record is refused; the message names the partitioner and the value,
+    and a raised exception is kept as ``__cause__``."""
+
+    def __init__(self, message: str, *, partitioner: object, topic: str) -> None:
+        super().__init__(message)
+        self.partitioner = partitioner
+        """The partitioner that misbehaved."""
+        self.topic = topic
+        """The record's topic."""
+
+
+@attrs.define(slots=True)
+class _Sticky:
+    partition: int
+    produced: int = 0
+
+
+class Partitioner:
+    """Chooses partitions: explicit, custom, murmur2 by key, or uniform sticky.
+
+    Args:
+        rng: seeded randomness for the sticky choice (adapters pass
+            ``random.SystemRandom()``, the simulator a seeded ``random.Random``).
+        batch_size: bytes to produce to a sticky partition before switching (``batch.size``;
+            values below 1 count as 1, like Java).
+        custom: an aiokafka-style partitioner for records without an explicit partition,
+            or None for the built-in behaviour.
+    """
+
+    def __init__(
+        self,
+        *,
+        rng: random.Random,
+        batch_size: int = 16384,
+        custom: CustomPartitioner | None = None,
+    ) -> None:
+        if custom is not None and not callable(custom):
+            raise KafkaConfigurationError(f"partitioner {custom!r} is not callable")
+        self._rng = rng
+        self._sticky_bytes = max(1, batch_size)
+        self._custom = custom
+        self._sticky: dict[str, _Sticky] = {}
+
+    @property
+    def custom(self) -> CustomPartitioner | None:
+        """The custom partitioner, or None."""
+        return self._custom
+
+    def sticky_partition(self, topic: str) -> int | None:
+        """The topic's current sticky partition, or None before its first keyless record.
+
+        Args:
+            topic: the topic.
+
+        Returns:
+            The partition keyless records go to now, if one was chosen.
+        """
+        s = self._sticky.get(topic)
+        return None if s is None else s.partition
+
+    def partition(
+        self,
+        topic: str,
+        key: bytes | None,
+        cluster: ClusterMetadata,
+        *,
+        explicit: int | None = None,
+    ) -> int:
+        """Choose the partition for one record.
+
+        Args:
+            topic: the record's topic.
+            key: the serialized key, or None.
+            cluster: the current metadata snapshot.
+            explicit: the partition the user asked for, or None.
+
+        Returns:
+            The partition index.
+
+        Raises:
+            KafkaConfigurationError: ``explicit`` is negative or not an int.
+            UnknownTopicOrPartitionError: the topic is not in ``cluster`` (or has no
+                partitions), or ``explicit`` is not one of its partitions. Retriable: the
+                adapter may refresh metadata and try again until ``max.block.ms``.
+            BrokerResponseError: metadata reported an error for the topic (for example
+                :class:`~kafkastate.errors.TopicAuthorizationFailedError`).
+            PartitionerError: the custom partitioner raised or returned an invalid value.
+        """
+        if explicit is not None and (
+            isinstance(explicit, bool) or not isinstance(explicit, int) or explicit < 0
+        ):
+            raise KafkaConfigurationError(
+                f"partition must be a non-negative int, got {explicit!r} (topic {topic!r})"
+            )
+        partitions = self._partitions(topic, cluster)
+        if explicit is not None:
+            if explicit not in partitions:
+                raise UnknownTopicOrPartitionError(
+                    f"partition {explicit} of topic {topic!r} is not in the metadata "
+                    f"({len(partitions)} partitions)",
+                    topic=topic,
+                    partition=explicit,
+                )
+            return explicit
+        if self._custom is not None:
+            return self._call_custom(self._custom, topic, key, partitions, cluster)
+        if key is not None:
+            return default_partition(key, len(partitions))
+        return self._sticky_choice(topic, partitions, cluster)
+
+    def on_append(
+        self, topic: str, partition: int, appended_bytes: int, *, batch_full: bool = True
+    ) -> None:
+        """Count bytes appended to a keyless record's sticky partition; maybe switch.
+
+        Called by the accumulator after appending a record whose partition came from the
+        sticky path. Bytes for any other partition than the topic's sticky one are ignored.
+
+        Args:
+            topic: the record's topic.
+            partition: where it was appended.
+            appended_bytes: how much the partition's batches grew.
+            batch_full: whether the partition's last batch can take no more records. A
+                switch waits for it (so no half-filled batch is left behind) until twice
+                ``batch.size`` was produced.
+        """
+        s = self._sticky.get(topic)
+        if s is None or s.partition != partition:
+            return
+        s.produced += appended_bytes
+        if (s.produced >= self._sticky_bytes and batch_full) or (
+            s.produced >= 2 * self._sticky_bytes
+        ):
+            # The next sticky partition is drawn at the topic's next keyless record, when
+            # the metadata then current says which partitions have a leader.
+            del self._sticky[topic]
+
+    # ------------------------------------------------------------------ internals
+
+    @staticmethod
+    def _partitions(topic: str, cluster: ClusterMetadata) -> tuple[int, ...]:
+        t = cluster.topics.get(topic)
+        if t is not None and t.error_code != 0:
+            raise error_for_code(t.error_code)(f"metadata for topic {topic!r}", topic=topic)
+        partitions = cluster.partitions_for(topic)
+        if not partitions:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} is not in the metadata", topic=topic
+            )
+        return partitions
+
+    @staticmethod
+    def _available(topic: str, partitions: Sequence[int], cluster: ClusterMetadata) -> list[int]:
+        return [p for p in partitions if cluster.leader_for(topic, p) is not None]
+
+    def _sticky_choice(
+        self, topic: str, partitions: tuple[int, ...], cluster: ClusterMetadata
+    ) -> int:
+        s = self._sticky.get(topic)
+        if s is not None and s.partition in partitions:
+            if cluster.leader_for(topic, s.partition) is not None:
+                return s.partition
+            available = self._available(topic, partitions, cluster)
+            if not available:
+                return s.partition  # nothing better to switch to
+        else:
+            available = self._available(topic, partitions, cluster)
+        pool = available or list(partitions)
+        chosen = pool[self._rng.randrange(len(pool))]
+        self._sticky[topic] = _Sticky(partition=chosen)
+        return chosen
+
+    def _call_custom(
+        self,
+        custom: CustomPartitioner,
+        topic: str,
+        key: bytes | None,
+        partitions: tuple[int, ...],
+        cluster: ClusterMetadata,
+    ) -> int:
+        all_partitions = list(partitions)
+        available = self._available(topic, partitions, cluster)
+        try:
+            result = custom(key, all_partitions, available)
+        except Exception as exc:
+            raise PartitionerError(
+                f"partitioner {custom!r} raised {type(exc).__name__}: {exc} (topic {topic!r})",
+                partitioner=custom,
+                topic=topic,
+            ) from exc
+        try:
+            index = None if isinstance(result, bool) else operator.index(result)
+        except TypeError:
+            index = None
+        if index is None or index not in partitions:
+            raise PartitionerError(
+                f"partitioner {custom!r} returned {result!r}, which is not a partition of "
+                f"topic {topic!r} (partitions {partitions[0]}..{partitions[-1]})",
+                partitioner=custom,
+                topic=topic,
+            )
+        return index
