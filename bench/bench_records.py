@@ -1,13 +1,19 @@
-"""Core-only record batch throughput: kafkastate vs aiokafka, no IO.
+"""Core-only record batch throughput: kafkastate (C accelerator and pure Python) vs aiokafka.
 
 Encodes N records of 100 B and 1 KiB JSON-like values (null keys, no headers, timestamps a
 few per millisecond) into batches of ``--batch-bytes`` (default 16 KiB, the Java
 ``batch.size``), with every codec, then decodes the concatenated batches and reads every
-record's value, the way a consumer hands records out. aiokafka (``aiokafka.record``: its
-Cython extension if built, else its pure-Python code; the output says which) does the same
-work in the same process, interleaved run by run so both see the same machine state. Best of
-``--repeat`` runs of process CPU time; records/s, MB/s of value payload, and the ratio
+record's value, the way a consumer hands records out. kafkastate runs twice, with its optional
+C accelerator (``kafkastate.core.protocol._speedups``, if built) and with its pure-Python
+codec (``records.set_speedups(False)``); aiokafka (``aiokafka.record``: its Cython extension
+if built, else its pure-Python code; the output says which) does the same work in the same
+process, all three interleaved run by run so they see the same machine state. Best of
+``--repeat`` runs of process CPU time; records/s, MB/s of value payload, and the ratios
 kafkastate / aiokafka.
+
+kafkastate's decode verifies every batch's CRC32C (``iter_batches`` default, ``check.crcs``);
+aiokafka's ``MemoryRecords`` does not unless asked (its consumer calls ``validate_crc()``
+when ``check_crcs`` is on): ``--aiokafka-crc`` adds that call.
 
     python bench/bench_records.py            # full run, markdown table on stdout
     python bench/bench_records.py --quick    # a few seconds
@@ -32,6 +38,7 @@ try:
 except ImportError:  # running from a checkout without an install
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
+from kafkastate.core.protocol import records
 from kafkastate.core.protocol.compression import Compression
 from kafkastate.core.protocol.records import RecordBatchBuilder, iter_batches
 
@@ -104,13 +111,28 @@ def ks_decode(data: bytes) -> int:
     return n
 
 
-def aio_decode(data: bytes) -> int:
+def aio_decode(data: bytes, check_crc: bool = False) -> int:
     n = 0
-    records = AioMemoryRecords(data)
-    while (batch := records.next_batch()) is not None:
+    batches = AioMemoryRecords(data)
+    while (batch := batches.next_batch()) is not None:
+        if check_crc and not batch.validate_crc():
+            raise ValueError("CRC mismatch")
         for record in batch:
             n += len(record.value)
     return n
+
+
+def with_speedups(enabled: bool, fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """``fn(*args)`` run with kafkastate's C accelerator on or off."""
+
+    def run() -> Any:
+        previous = records.set_speedups(enabled)
+        try:
+            return fn(*args)
+        finally:
+            records.set_speedups(previous)
+
+    return run
 
 
 def best_of(repeat: int, fn: Callable[[], Any]) -> float:
@@ -123,18 +145,16 @@ def best_of(repeat: int, fn: Callable[[], Any]) -> float:
     return best
 
 
-def interleaved(
-    repeat: int, first: Callable[[], Any], second: Callable[[], Any]
-) -> tuple[float, float]:
-    """Best time of each function, running them alternately."""
-    best = [float("inf"), float("inf")]
+def interleaved(repeat: int, *fns: Callable[[], Any]) -> list[float]:
+    """Best time of each function, running them in turn."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeat):
-        for i, fn in enumerate((first, second)):
+        for i, fn in enumerate(fns):
             gc.collect()
             start = _clock()
             fn()
             best[i] = min(best[i], _clock() - start)
-    return best[0], best[1]
+    return best
 
 
 def value_handout(repeat: int) -> list[tuple[str, float, float]]:
@@ -185,8 +205,14 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=None, help="records per case")
     parser.add_argument("--batch-bytes", type=int, default=16 * 1024)
     parser.add_argument("--repeat", type=int, default=None)
+    parser.add_argument(
+        "--aiokafka-crc",
+        action="store_true",
+        help="aiokafka decode also validates each batch's CRC, as its consumer does by default",
+    )
     args = parser.parse_args()
     repeat = args.repeat or (2 if args.quick else 5)
+    have_c = records.SPEEDUPS_AVAILABLE
 
     impl = "Cython extension" if "_crecords" in AioBuilder.__module__ else "pure Python"
     print(
@@ -194,41 +220,52 @@ def main() -> None:
         f"{platform.python_version()}, {platform.machine()})\n"
     )
     print(
-        f"aiokafka record code: {impl} (`{AioBuilder.__module__}`); "
+        f"kafkastate C accelerator: {'built' if have_c else 'NOT BUILT (C columns n/a)'}; "
+        f"aiokafka record code: {impl} (`{AioBuilder.__module__}`), CRC "
+        f"{'validated' if args.aiokafka_crc else 'not validated'} on decode; "
         f"batch size {args.batch_bytes} B; best of {repeat} (process CPU time).\n"
     )
     print(
-        "| value | codec | op | kafkastate rec/s | kafkastate MB/s | aiokafka rec/s "
-        "| aiokafka MB/s | ratio ks/aio |"
+        "| value | codec | op | ks C rec/s | ks C MB/s | ks Python rec/s | aiokafka rec/s "
+        "| aiokafka MB/s | ratio C/aio | ratio Python/aio |"
     )
-    print("|---|---|---|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for size in (100, 1024):
         default_n = 200_000 if size == 100 else 50_000
         n = args.records or (default_n // 10 if args.quick else default_n)
         values = make_values(n, size)
         per_batch = max(1, args.batch_bytes // (size + RECORD_OVERHEAD))
         for codec in Compression:
-            ks_data = b"".join(ks_encode(values, per_batch, codec))
+            flavours = [False, True] if have_c else [False]
+            encoded = [with_speedups(c, ks_encode, values, per_batch, codec)() for c in flavours]
+            assert all(e == encoded[0] for e in encoded)  # C and Python: the same bytes
+            ks_data = b"".join(encoded[0])
             aio_data = b"".join(aio_encode(values, per_batch, codec))
-            assert ks_decode(ks_data) == aio_decode(aio_data) == n * size
-            # Interleaved, so both libraries see the same machine load.
-            enc_ks, enc_aio = interleaved(
+            for c in flavours:
+                assert with_speedups(c, ks_decode, ks_data)() == n * size
+            assert aio_decode(aio_data, args.aiokafka_crc) == n * size
+            # Interleaved, so every contender sees the same machine load.
+            enc = interleaved(
                 repeat,
-                partial(ks_encode, values, per_batch, codec),
                 partial(aio_encode, values, per_batch, codec),
+                *(with_speedups(c, ks_encode, values, per_batch, codec) for c in flavours),
             )
-            dec_ks, dec_aio = interleaved(
+            dec = interleaved(
                 repeat,
-                partial(ks_decode, ks_data),
-                partial(aio_decode, aio_data),
+                partial(aio_decode, aio_data, args.aiokafka_crc),
+                *(with_speedups(c, ks_decode, ks_data) for c in flavours),
             )
-            results = {"ks": (enc_ks, dec_ks), "aio": (enc_aio, dec_aio)}
-            for op, idx in (("encode", 0), ("decode", 1)):
-                ks, aio = results["ks"][idx], results["aio"][idx]
+            for op, times in (("encode", enc), ("decode", dec)):
+                aio, py = times[0], times[1]
+                c_cells = (
+                    f"{n / times[2]:,.0f} | {n * size / times[2] / 1e6:,.1f}"
+                    if have_c
+                    else "n/a | n/a"
+                )
+                c_ratio = f"{aio / times[2]:.2f}" if have_c else "n/a"
                 print(
-                    f"| {size} B | {codec.name.lower()} | {op} | {n / ks:,.0f} | "
-                    f"{n * size / ks / 1e6:,.1f} | {n / aio:,.0f} | {n * size / aio / 1e6:,.1f} | "
-                    f"{aio / ks:.2f} |"
+                    f"| {size} B | {codec.name.lower()} | {op} | {c_cells} | {n / py:,.0f} | "
+                    f"{n / aio:,.0f} | {n * size / aio / 1e6:,.1f} | {c_ratio} | {aio / py:.2f} |"
                 )
             sys.stdout.flush()
     print("\n## Handing values out: bytes vs memoryview (ns per value)\n")

@@ -30,6 +30,10 @@ from kafkastate.core.protocol.records import (
     iter_batches,
 )
 from kafkastate.errors import CorruptRecordError, UnsupportedCodecError
+from tests.test_speedups import implementation  # noqa: F401 (fixture)
+
+# Every test runs twice: on the pure-Python record codec, then on the C accelerator.
+pytestmark = pytest.mark.usefixtures("implementation")
 
 ALLOWED = (CorruptRecordError, UnsupportedCodecError)
 TS = 1_700_000_000_000

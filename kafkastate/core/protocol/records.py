@@ -28,6 +28,10 @@ Encoding (:class:`RecordBatchBuilder`) collects each record's pieces in a list, 
 varints of small numbers taken from a precomputed table, and joins, compresses and checksums
 once in :meth:`RecordBatchBuilder.build`.
 
+Both per-record loops have a C twin in the optional extension ``_speedups`` (built where a
+compiler exists), used by default; this module stays the reference and the fallback, and
+:func:`set_speedups` switches between the two (measured: docs/benchmarks.md).
+
 Pure: no IO, no clock, no randomness.
 """
 
@@ -37,7 +41,7 @@ import enum
 import itertools
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final, NamedTuple
 
 import crc32c as _crc32c
@@ -53,6 +57,7 @@ from kafkastate.errors import CorruptRecordError, KafkaConfigurationError, Unsup
 
 __all__ = [
     "RECORD_BATCH_OVERHEAD",
+    "SPEEDUPS_AVAILABLE",
     "Batch",
     "Compression",
     "ControlRecordType",
@@ -69,6 +74,8 @@ __all__ = [
     "estimate_record_size_upper_bound",
     "iter_batches",
     "record_size",
+    "set_speedups",
+    "speedups_enabled",
 ]
 
 _crc32c_fn = _crc32c.crc32c
@@ -164,6 +171,70 @@ _NO_TS_TYPE: Final = TimestampType.NO_TIMESTAMP_TYPE
 
 class _Malformed(Exception):
     """Internal: raised inside record parsing, re-raised as CorruptRecordError with context."""
+
+
+# ---------------------------------------------------------------------------------------------
+# optional C accelerator (_speedups.c): the per-record loops of decoding (_parse_records) and
+# encoding (RecordBatchBuilder.append), compiled. Built by setup.py where a compiler exists,
+# absent otherwise; the Python code stays the reference and the fallback, and
+# set_speedups(False) selects it (tests and the benchmark compare the two).
+
+try:
+    from kafkastate.core.protocol import _speedups
+except ImportError:  # built without a compiler: pure Python
+    _speedups = None  # type: ignore[assignment]
+else:
+    _speedups.setup(Record, _Malformed)
+
+SPEEDUPS_AVAILABLE: Final = _speedups is not None
+"""True if the C accelerator ``kafkastate.core.protocol._speedups`` was built and imports."""
+
+_ParseRecords = Callable[[bytes, int, int, int, int, int, TimestampType, int | None], list[Record]]
+_AppendRecord = Callable[
+    [list[bytes | Buffer], int, int, Buffer | None, Buffer | None, _HeadersIn], int | None
+]
+# The switch (set_speedups): None selects the Python code.
+_c_parse_records: _ParseRecords | None = None if _speedups is None else _speedups.parse_records
+_c_append_record: _AppendRecord | None = None if _speedups is None else _speedups.append_record
+
+
+def set_speedups(enabled: bool) -> bool:
+    """Choose between the C record codec and the pure-Python one (process-wide).
+
+    The C accelerator decodes records (:meth:`RecordBatch.records`) and encodes them
+    (:meth:`RecordBatchBuilder.append`); it is used by default when it was built. Both give
+    the same records, bytes and error types. Meant for tests and benchmarks.
+
+    Args:
+        enabled: use the C accelerator (True) or the pure-Python reference (False).
+
+    Returns:
+        Whether the C accelerator was in use before the call, to restore it afterwards.
+
+    Raises:
+        KafkaConfigurationError: ``enabled`` is true but the C accelerator is not built.
+    """
+    global _c_parse_records, _c_append_record  # noqa: PLW0603 (the one process-wide switch)
+    previous = _c_parse_records is not None
+    if not enabled:
+        _c_parse_records = _c_append_record = None
+    elif _speedups is None:
+        raise KafkaConfigurationError(
+            "the C accelerator kafkastate.core.protocol._speedups is not built"
+        )
+    else:
+        _c_parse_records = _speedups.parse_records
+        _c_append_record = _speedups.append_record
+    return previous
+
+
+def speedups_enabled() -> bool:
+    """Tell whether records are encoded and decoded by the C accelerator.
+
+    Returns:
+        True if ``_speedups`` is in use, False for pure Python.
+    """
+    return _c_parse_records is not None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -486,41 +557,49 @@ class RecordBatchBuilder:
         """
         # Protocol guide, "Record": length varint, attributes int8 (unused, 0), timestampDelta
         # varlong, offsetDelta varint, keyLength varint, key, valueLength varint, value,
-        # header count varint, headers. Inlined (no helper call): this is the producer's
-        # per-record cost. State changes only after encoding succeeded.
+        # header count varint, headers. The C accelerator encodes the same four parts (it
+        # returns None for rare input shapes it leaves to Python); the Python body is inlined
+        # (no helper call): this is the producer's per-record cost. State changes only after
+        # encoding succeeded.
         od = self._next_delta
         base_ts = self._base_ts
-        zz = _ZZ
         try:
             tsd = 0 if base_ts is None else timestamp_ms - base_ts
-            head = b"\x00" + (zz[tsd] if 0 <= tsd < _ZZ_N else _zigzag_varint(tsd))
-            head += zz[od] if od < _ZZ_N else _zigzag_varint(od)
-            if key is None:
-                head += _NULL_LEN
-            else:
-                klen = len(key)
-                head += (zz[klen] if klen < _ZZ_N else _zigzag_varint(klen)) + key
-            if value is None:
-                head += _NULL_LEN
-                value = b""
-                vlen = 0
-            else:
-                vlen = len(value)
-                head += zz[vlen] if vlen < _ZZ_N else _zigzag_varint(vlen)
-            tail = _encode_headers(headers) if headers else b"\x00"
-        except TypeError as exc:
-            # a float timestamp, a str key, a non-bytes header value...
+            c_append = _c_append_record
+            size = None if c_append is None else c_append(self._parts, od, tsd, key, value, headers)
+            if size is None:
+                zz = _ZZ
+                head = b"\x00" + (zz[tsd] if 0 <= tsd < _ZZ_N else _zigzag_varint(tsd))
+                head += zz[od] if od < _ZZ_N else _zigzag_varint(od)
+                if key is None:
+                    head += _NULL_LEN
+                else:
+                    klen = len(key)
+                    head += (zz[klen] if klen < _ZZ_N else _zigzag_varint(klen)) + key
+                if value is None:
+                    head += _NULL_LEN
+                    value = b""
+                    vlen = 0
+                else:
+                    vlen = len(value)
+                    head += zz[vlen] if vlen < _ZZ_N else _zigzag_varint(vlen)
+                tail = _encode_headers(headers) if headers else b"\x00"
+                body = len(head) + vlen + len(tail)
+                prefix = zz[body] if body < _ZZ_N else _zigzag_varint(body)
+                # Always four parts per record: record_count is len(_parts) // 4.
+                self._parts += (prefix, head, value, tail)
+                size = len(prefix) + body
+        except (TypeError, ValueError, BufferError) as exc:
+            # a float timestamp, a str key, a non-bytes header value, a header that is not a
+            # pair, a header key that is not valid Unicode (UnicodeEncodeError), a key that is
+            # a non-contiguous memoryview (BufferError)...
             raise KafkaConfigurationError(f"invalid record argument: {exc}") from None
-        body = len(head) + vlen + len(tail)
-        prefix = zz[body] if body < _ZZ_N else _zigzag_varint(body)
         if base_ts is None:
             self._base_ts = self._max_ts = timestamp_ms
         elif timestamp_ms > self._max_ts:
             self._max_ts = timestamp_ms
         self._next_delta = od + 1
-        # Always four parts per record: record_count is len(_parts) // 4.
-        self._parts += (prefix, head, value, tail)
-        self._size += len(prefix) + body
+        self._size += size
         return od
 
     def append_with_offset_delta(
@@ -569,7 +648,7 @@ class RecordBatchBuilder:
             return b""
         try:
             body: bytes = b"".join(self._parts)
-        except TypeError:
+        except (TypeError, BufferError):  # a str value, a non-contiguous memoryview...
             raise KafkaConfigurationError("a record value is not bytes-like") from None
         if self._compression:
             body = compress(self._compression, body, level=self._level)
@@ -742,10 +821,13 @@ def _parse_records(
             else:
                 n, pos = read_uvarint(buf, pos, 5)
             if n & 1:
-                raise _Malformed(f"negative key length {(n >> 1) ^ -1}")
-            n >>= 1
-            key = buf[pos : pos + n]
-            pos += n
+                if n != 1:  # 1 here is -1 written in more bytes than needed: still null
+                    raise _Malformed(f"negative key length {(n >> 1) ^ -1}")
+                key = None
+            else:
+                n >>= 1
+                key = buf[pos : pos + n]
+                pos += n
         # value
         b = buf[pos]
         if b < 0x80:
@@ -964,6 +1046,18 @@ class RecordBatch:
         else:
             ts_type, append_ts = _CREATE, None
         try:
+            c_parse = _c_parse_records
+            if c_parse is not None:
+                return c_parse(
+                    buf,
+                    pos,
+                    end,
+                    self.record_count,
+                    self.base_offset,
+                    self.base_timestamp,
+                    ts_type,
+                    append_ts,
+                )
             return _parse_records(
                 buf,
                 pos=pos,

@@ -1,0 +1,852 @@
+/* Optional C accelerator for kafkastate.core.protocol.records.
+ *
+ * Theory of operation
+ * -------------------
+ * records.py is the reference; this module only speeds up its per-record loops and must give
+ * the same results. Where the two could differ (messages of errors, the order in which two
+ * faults are noticed) the outcome is still the same: a record section either decodes to equal
+ * Record tuples or fails with CorruptRecordError.
+ *
+ * parse_records() is records._parse_records(): it walks `count` magic 2 records (protocol guide,
+ * "Record") in buf[pos:end] and returns a list of Record named tuples. Every read is checked
+ * against `end`, so no input can make it read outside the buffer. Malformed input raises the
+ * exception class handed to setup() (records._Malformed), or UnicodeDecodeError for a header
+ * key that is not UTF-8; records.py turns both into CorruptRecordError with the batch offset.
+ *
+ * Two reference quirks are kept on purpose: varints are read with the same byte limits (5 for
+ * varint, 10 for varlong) and an out-of-range 10-byte timestamp delta or an int64 overflow of
+ * base + delta produces a Python int beyond int64, exactly as the Python arithmetic does.
+ *
+ * append_record() is the per-record body of RecordBatchBuilder.append(): it appends the same
+ * four parts (length prefix, head, the value by reference, headers) to the builder's list and
+ * returns their size. Input whose meaning Python defines by iteration or by arbitrary-size
+ * arithmetic (headers that are not a list or tuple of 2-tuples, deltas beyond int64) is handed
+ * back (None) to the Python code, so both paths write the same bytes and raise the same errors.
+ *
+ * Records are built as tuple.__new__(Record, ...) builds them (tp_alloc, then the six items);
+ * from CPython 3.14, whose tuples cache their hash, through the public tuple constructor.
+ *
+ * Pure: no IO, no clock, no global state beyond the classes setup() stores and a cached b"\x00".
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+/* records.Record, a tuple subclass; records._Malformed, an Exception subclass. */
+static PyTypeObject *record_type = NULL;
+static PyObject *malformed = NULL;
+
+/* The smallest encodings, to bound what a declared count makes us allocate: a record is
+ * length, attributes, timestamp delta, offset delta, key length, value length and header count,
+ * one byte each; a header is key length and value length. */
+#define MIN_RECORD_SIZE 7
+#define MIN_HEADER_SIZE 2
+
+#define DATA_ENDS "data ends inside a record"
+
+static int
+data_ends(void)
+{
+    PyErr_SetString(malformed, DATA_ENDS);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* varints (protocol guide, "Record": zigzag-encoded, as in protobuf)                          */
+
+/* The raw (still zigzagged) varint of at most max_bytes (<= 10) bytes at buf[*pos], reading
+ * no further than `end`. Bits 0..63 go to *lo, bits 64..69 (only a 10th byte has them) to *hi
+ * when hi is not NULL. Same limit check as records._read_uvarint, made before each byte. */
+static int
+read_uvarint_slow(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, int max_bytes,
+                  uint64_t *lo, uint64_t *hi)
+{
+    uint64_t result = 0;
+    uint64_t high = 0;
+    Py_ssize_t p = *pos;
+    for (int i = 0;; i++) {
+        if (i >= max_bytes) {
+            PyErr_Format(malformed, "varint longer than %d bytes", max_bytes);
+            return -1;
+        }
+        if (p >= end) {
+            return data_ends();
+        }
+        unsigned int b = buf[p++];
+        uint64_t bits = b & 0x7F;
+        int shift = 7 * i;
+        result |= bits << shift; /* shift <= 63: the high bits of a 10th byte fall off here */
+        if (shift == 63) {
+            high = bits >> 1;    /* ... and are kept here */
+        }
+        if (b < 0x80) {
+            *lo = result;
+            if (hi != NULL) {
+                *hi = high;
+            }
+            *pos = p;
+            return 0;
+        }
+    }
+}
+
+/* A varint of at most 5 bytes (lengths, offset delta, counts): fast path for one byte. */
+static inline int
+read_uvarint5(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, uint64_t *out)
+{
+    Py_ssize_t p = *pos;
+    if (p < end && buf[p] < 0x80) {
+        *out = buf[p];
+        *pos = p + 1;
+        return 0;
+    }
+    return read_uvarint_slow(buf, pos, end, 5, out, NULL);
+}
+
+/* Zigzag decode of a raw value below 2**64. */
+static inline int64_t
+unzigzag(uint64_t z)
+{
+    return (int64_t)(z >> 1) ^ -(int64_t)(z & 1);
+}
+
+/* a + b as a Python int, exact even when the sum leaves int64 (then via Python arithmetic). */
+static PyObject *
+add_to_long(int64_t a, int64_t b)
+{
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) {
+        PyObject *pa = PyLong_FromLongLong(a);
+        PyObject *pb = PyLong_FromLongLong(b);
+        PyObject *sum = NULL;
+        if (pa != NULL && pb != NULL) {
+            sum = PyNumber_Add(pa, pb);
+        }
+        Py_XDECREF(pa);
+        Py_XDECREF(pb);
+        return sum;
+    }
+    return PyLong_FromLongLong(a + b);
+}
+
+/* base + unzigzag(raw) where raw = hi * 2**64 + lo does not fit 64 bits (a 10-byte varlong
+ * whose last byte exceeds 1): the reference computes it with Python ints, and so do we. */
+static PyObject *
+add_big_zigzag(int64_t base, uint64_t lo, uint64_t hi)
+{
+    /* unzigzag(raw) = raw >> 1 if raw is even, else ~(raw >> 1) */
+    uint64_t half_lo = (lo >> 1) | (hi << 63);
+    uint64_t half_hi = hi >> 1;
+    PyObject *h = NULL, *shift = NULL, *shifted = NULL, *l = NULL, *half = NULL;
+    PyObject *delta = NULL, *pbase = NULL, *sum = NULL;
+    if ((h = PyLong_FromUnsignedLongLong(half_hi)) == NULL ||
+        (shift = PyLong_FromLong(64)) == NULL ||
+        (shifted = PyNumber_Lshift(h, shift)) == NULL ||
+        (l = PyLong_FromUnsignedLongLong(half_lo)) == NULL ||
+        (half = PyNumber_Or(shifted, l)) == NULL) {
+        goto done;
+    }
+    if (lo & 1) {
+        delta = PyNumber_Invert(half);
+    }
+    else {
+        delta = half;
+        Py_INCREF(delta);
+    }
+    if (delta == NULL || (pbase = PyLong_FromLongLong(base)) == NULL) {
+        goto done;
+    }
+    sum = PyNumber_Add(pbase, delta);
+done:
+    Py_XDECREF(h);
+    Py_XDECREF(shift);
+    Py_XDECREF(shifted);
+    Py_XDECREF(l);
+    Py_XDECREF(half);
+    Py_XDECREF(delta);
+    Py_XDECREF(pbase);
+    return sum;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* decoding                                                                                    */
+
+/* A key, value or header value: `raw` is the zigzagged length already read. -1 is null
+ * (Py_None, a new reference); other negative lengths raise naming `what`. */
+static PyObject *
+read_bytes_field(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, uint64_t raw,
+                 const char *what)
+{
+    if (raw & 1) {
+        if (raw != 1) {
+            PyErr_Format(malformed, "negative %s length %lld", what, (long long)unzigzag(raw));
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    uint64_t n = raw >> 1;
+    if (n > (uint64_t)(end - *pos)) {
+        data_ends();
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize((const char *)buf + *pos, (Py_ssize_t)n);
+    if (out != NULL) {
+        *pos += (Py_ssize_t)n;
+    }
+    return out;
+}
+
+/* The header array after the header count varint at buf[*pos] (records._parse_headers). */
+static PyObject *
+parse_headers(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end)
+{
+    uint64_t raw;
+    if (read_uvarint5(buf, pos, end, &raw) < 0) {
+        return NULL;
+    }
+    int64_t count = unzigzag(raw);
+    if (count < 0) {
+        PyErr_Format(malformed, "negative header count %lld", (long long)count);
+        return NULL;
+    }
+    /* More headers than the bytes left can hold fail inside the loop, after at most `cap`
+     * of them, with the reference's message for the first bad field: no need to allocate
+     * for the declared count. */
+    Py_ssize_t cap = (end - *pos) / MIN_HEADER_SIZE + 1;
+    if (count < cap) {
+        cap = (Py_ssize_t)count;
+    }
+    PyObject *headers = PyTuple_New(cap);
+    if (headers == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
+        if (i >= cap) { /* unreachable: each header takes MIN_HEADER_SIZE bytes or fails */
+            data_ends();
+            goto error;
+        }
+        if (read_uvarint5(buf, pos, end, &raw) < 0) {
+            goto error;
+        }
+        int64_t klen = unzigzag(raw);
+        if (klen < 0) {
+            PyErr_Format(malformed, "negative header key length %lld", (long long)klen);
+            goto error;
+        }
+        if (klen > end - *pos) {
+            data_ends();
+            goto error;
+        }
+        /* strict UTF-8, as bytes.decode(): UnicodeDecodeError on bad input */
+        PyObject *hkey = PyUnicode_DecodeUTF8((const char *)buf + *pos, (Py_ssize_t)klen, NULL);
+        if (hkey == NULL) {
+            goto error;
+        }
+        *pos += (Py_ssize_t)klen;
+        PyObject *hvalue = NULL;
+        if (read_uvarint5(buf, pos, end, &raw) == 0) {
+            hvalue = read_bytes_field(buf, pos, end, raw, "header value");
+        }
+        if (hvalue == NULL) {
+            Py_DECREF(hkey);
+            goto error;
+        }
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(hkey);
+            Py_DECREF(hvalue);
+            goto error;
+        }
+        PyTuple_SET_ITEM(pair, 0, hkey);
+        PyTuple_SET_ITEM(pair, 1, hvalue);
+        PyTuple_SET_ITEM(headers, i, pair);
+    }
+    return headers;
+error:
+    Py_DECREF(headers); /* unset items are NULL, which tuple deallocation skips */
+    return NULL;
+}
+
+/* A Record from six new references (stolen, also on failure). */
+static PyObject *
+new_record(PyObject *items[6])
+{
+#if PY_VERSION_HEX < 0x030E0000 && !defined(KAFKASTATE_GENERIC_RECORD_NEW)
+    /* What tuple.__new__(Record, items) does (tuple_subtype_new), without the intermediate
+     * tuple. From 3.14 a tuple caches its hash in a field tp_alloc leaves at 0, so there we take
+     * the public route below (-DKAFKASTATE_GENERIC_RECORD_NEW forces it, to test it). */
+    PyObject *rec = record_type->tp_alloc(record_type, 6);
+    if (rec == NULL) {
+        for (int i = 0; i < 6; i++) {
+            Py_DECREF(items[i]);
+        }
+        return NULL;
+    }
+    for (int i = 0; i < 6; i++) {
+        PyTuple_SET_ITEM(rec, i, items[i]);
+    }
+    return rec;
+#else
+    PyObject *plain = PyTuple_New(6);
+    if (plain == NULL) {
+        for (int i = 0; i < 6; i++) {
+            Py_DECREF(items[i]);
+        }
+        return NULL;
+    }
+    for (int i = 0; i < 6; i++) {
+        PyTuple_SET_ITEM(plain, i, items[i]);
+    }
+    PyObject *args = PyTuple_Pack(1, plain);
+    Py_DECREF(plain);
+    if (args == NULL) {
+        return NULL;
+    }
+    PyObject *rec = PyTuple_Type.tp_new(record_type, args, NULL);
+    Py_DECREF(args);
+    return rec;
+#endif
+}
+
+static int
+as_ssize(PyObject *obj, Py_ssize_t *out)
+{
+    *out = PyLong_AsSsize_t(obj);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int
+as_int64(PyObject *obj, int64_t *out)
+{
+    long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+PyDoc_STRVAR(parse_records_doc,
+"parse_records(buf, pos, end, count, base_offset, base_ts, ts_type, append_ts, /)\n"
+"--\n"
+"\n"
+"Decode `count` magic 2 records from buf[pos:end] into a list of Record tuples.\n"
+"\n"
+"Same arguments and results as records._parse_records (passed positionally); malformed\n"
+"input raises the exception class given to setup(), or UnicodeDecodeError.");
+
+static PyObject *
+parse_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "parse_records() takes 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (record_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups.setup() was not called");
+        return NULL;
+    }
+    PyObject *bufobj = args[0];
+    if (!PyBytes_Check(bufobj)) {
+        PyErr_Format(PyExc_TypeError, "parse_records() needs bytes, not %.100s",
+                     Py_TYPE(bufobj)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t pos, end, count;
+    int64_t base_offset, base_ts;
+    if (as_ssize(args[1], &pos) < 0 || as_ssize(args[2], &end) < 0 ||
+        as_ssize(args[3], &count) < 0 || as_int64(args[4], &base_offset) < 0 ||
+        as_int64(args[5], &base_ts) < 0) {
+        return NULL;
+    }
+    PyObject *ts_type = args[6];
+    PyObject *append_ts = args[7] == Py_None ? NULL : args[7];
+    if (pos < 0 || pos > end || end > PyBytes_GET_SIZE(bufobj)) {
+        PyErr_Format(PyExc_ValueError, "bad record section bounds %zd..%zd of %zd bytes", pos,
+                     end, PyBytes_GET_SIZE(bufobj));
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(bufobj);
+    if (count < 0) {
+        count = 0; /* range(count) is empty: only the end-of-batch check remains */
+    }
+    /* As for headers: a count the bytes cannot hold fails inside the loop, so allocate for
+     * no more records than fit, plus the one that fails. */
+    Py_ssize_t cap = (end - pos) / MIN_RECORD_SIZE + 1;
+    if (count < cap) {
+        cap = count;
+    }
+    PyObject *out = PyList_New(cap);
+    if (out == NULL) {
+        return NULL;
+    }
+    /* Records of one batch often share a timestamp: reuse the last int object. */
+    PyObject *last_ts = NULL;
+    int64_t last_ts_value = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *items[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+        uint64_t rec_len, raw, hi;
+        if (i >= cap) { /* unreachable: each record takes MIN_RECORD_SIZE bytes or fails */
+            data_ends();
+            goto error;
+        }
+        /* length, kept zigzagged: compared doubled against the bytes consumed */
+        if (read_uvarint5(buf, &pos, end, &rec_len) < 0) {
+            goto error;
+        }
+        Py_ssize_t start = pos;
+        /* attributes (unused, skipped), timestampDelta (varlong) */
+        if (end - pos < 2) {
+            data_ends();
+            goto error;
+        }
+        pos += 1;
+        if (buf[pos] < 0x80) {
+            raw = buf[pos++];
+            hi = 0;
+        }
+        else if (read_uvarint_slow(buf, &pos, end, 10, &raw, &hi) < 0) {
+            goto error;
+        }
+        if (append_ts != NULL) {
+            Py_INCREF(append_ts);
+            items[1] = append_ts;
+        }
+        else if (hi != 0) {
+            if ((items[1] = add_big_zigzag(base_ts, raw, hi)) == NULL) {
+                goto error_items;
+            }
+        }
+        else {
+            int64_t delta = unzigzag(raw);
+            if (last_ts != NULL && delta == last_ts_value) {
+                Py_INCREF(last_ts);
+                items[1] = last_ts;
+            }
+            else {
+                if ((items[1] = add_to_long(base_ts, delta)) == NULL) {
+                    goto error_items;
+                }
+                Py_XDECREF(last_ts);
+                Py_INCREF(items[1]);
+                last_ts = items[1];
+                last_ts_value = delta;
+            }
+        }
+        /* offsetDelta */
+        if (read_uvarint5(buf, &pos, end, &raw) < 0) {
+            goto error_items;
+        }
+        if ((items[0] = add_to_long(base_offset, unzigzag(raw))) == NULL) {
+            goto error_items;
+        }
+        Py_INCREF(ts_type);
+        items[2] = ts_type;
+        /* key, value: -1 (zigzag 1) is null */
+        if (read_uvarint5(buf, &pos, end, &raw) < 0 ||
+            (items[3] = read_bytes_field(buf, &pos, end, raw, "key")) == NULL) {
+            goto error_items;
+        }
+        if (read_uvarint5(buf, &pos, end, &raw) < 0 ||
+            (items[4] = read_bytes_field(buf, &pos, end, raw, "value")) == NULL) {
+            goto error_items;
+        }
+        /* headers */
+        if (pos < end && buf[pos] == 0) {
+            items[5] = PyTuple_New(0); /* the shared empty tuple */
+            pos += 1;
+        }
+        else {
+            items[5] = parse_headers(buf, &pos, end);
+        }
+        if (items[5] == NULL) {
+            goto error_items;
+        }
+        if (((uint64_t)(pos - start) << 1) != rec_len) {
+            PyErr_Format(malformed, "record at offset %S does not match its length", items[0]);
+            goto error_items;
+        }
+        PyObject *rec = new_record(items);
+        if (rec == NULL) {
+            goto error;
+        }
+        PyList_SET_ITEM(out, i, rec);
+        continue;
+    error_items:
+        for (int k = 0; k < 6; k++) {
+            Py_XDECREF(items[k]);
+        }
+        goto error;
+    }
+    Py_XDECREF(last_ts);
+    if (pos != end) {
+        PyErr_Format(malformed, "the declared %zd records do not end where the batch does",
+                     count);
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+error:
+    Py_XDECREF(last_ts);
+    Py_DECREF(out); /* unset items are NULL, which list deallocation skips */
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* encoding                                                                                    */
+
+/* Cached b"\x00": the header count of a record without headers, the common tail. */
+static PyObject *no_headers_tail = NULL;
+
+static inline uint64_t
+zigzag(int64_t n)
+{
+    uint64_t u = (uint64_t)n << 1;
+    return n < 0 ? ~u : u;
+}
+
+static inline Py_ssize_t
+uvarint_size(uint64_t z)
+{
+    Py_ssize_t size = 1;
+    while (z >= 0x80) {
+        z >>= 7;
+        size++;
+    }
+    return size;
+}
+
+static inline unsigned char *
+put_uvarint(unsigned char *p, uint64_t z)
+{
+    while (z >= 0x80) {
+        *p++ = (unsigned char)((z & 0x7F) | 0x80);
+        z >>= 7;
+    }
+    *p++ = (unsigned char)z;
+    return p;
+}
+
+/* A bytes-like argument (key or header value), or Py_None: view->obj is NULL for None. */
+static int
+get_bytes_like(PyObject *obj, Py_buffer *view)
+{
+    if (obj == Py_None) {
+        view->obj = NULL;
+        view->len = 0;
+        view->buf = NULL;
+        return 0;
+    }
+    return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE);
+}
+
+#define NOT_HANDLED 1 /* encode_headers: leave this record to the Python code */
+
+/* Headers encoded on the stack up to this many; more take a heap array. */
+#define STACK_HEADERS 8
+
+/* The header array of one record as a new bytes object in *out. Returns 0, -1 with an
+ * exception (TypeError/ValueError for a bad argument), or NOT_HANDLED for input shapes the
+ * Python code defines by iteration (headers neither list nor tuple, pairs not 2-tuples). */
+static int
+encode_headers(PyObject *headers, PyObject **out)
+{
+    if (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers)) {
+        return NOT_HANDLED;
+    }
+    /* A tuple of pairs cannot change; a list could (a buffer export may run Python code from
+     * 3.12 on, PEP 688), so work on a tuple copy that also keeps every pair alive. */
+    PyObject *pairs = PySequence_Tuple(headers);
+    if (pairs == NULL) {
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(pairs);
+    struct header {
+        const char *kdata;
+        Py_ssize_t klen;
+        Py_buffer value; /* value.obj is NULL for a null value */
+    } stack[STACK_HEADERS];
+    struct header *hs = stack;
+    if (n > STACK_HEADERS) {
+        hs = PyMem_Calloc((size_t)n, sizeof(struct header));
+        if (hs == NULL) {
+            Py_DECREF(pairs);
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    Py_ssize_t got = 0; /* hs[0:got] may hold buffers to release */
+    int rc = -1;
+    Py_ssize_t size = uvarint_size(zigzag(n));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(pairs, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            rc = NOT_HANDLED;
+            goto done;
+        }
+        PyObject *hkey = PyTuple_GET_ITEM(pair, 0);
+        if (!PyUnicode_Check(hkey)) {
+            PyErr_Format(PyExc_TypeError, "header key must be str, not %.100s",
+                         Py_TYPE(hkey)->tp_name);
+            goto done;
+        }
+        /* UTF-8, strict like str.encode(): UnicodeEncodeError for a lone surrogate */
+        hs[i].kdata = PyUnicode_AsUTF8AndSize(hkey, &hs[i].klen);
+        if (hs[i].kdata == NULL) {
+            goto done;
+        }
+        if (get_bytes_like(PyTuple_GET_ITEM(pair, 1), &hs[i].value) < 0) {
+            if (PyErr_ExceptionMatches(PyExc_BufferError)) {
+                /* not contiguous: records.py copies it with bytes(), so let it */
+                PyErr_Clear();
+                rc = NOT_HANDLED;
+            }
+            goto done;
+        }
+        got = i + 1;
+        size += uvarint_size(zigzag(hs[i].klen)) + hs[i].klen;
+        if (hs[i].value.obj == NULL) {
+            size += 1;
+        }
+        else {
+            size += uvarint_size(zigzag(hs[i].value.len)) + hs[i].value.len;
+        }
+    }
+    *out = PyBytes_FromStringAndSize(NULL, size);
+    if (*out == NULL) {
+        goto done;
+    }
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(*out);
+    p = put_uvarint(p, zigzag(n));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        p = put_uvarint(p, zigzag(hs[i].klen));
+        memcpy(p, hs[i].kdata, (size_t)hs[i].klen);
+        p += hs[i].klen;
+        if (hs[i].value.obj == NULL) {
+            *p++ = 1; /* zigzag(-1): null */
+        }
+        else {
+            p = put_uvarint(p, zigzag(hs[i].value.len));
+            memcpy(p, hs[i].value.buf, (size_t)hs[i].value.len);
+            p += hs[i].value.len;
+        }
+    }
+    rc = 0;
+done:
+    for (Py_ssize_t i = 0; i < got; i++) {
+        if (hs[i].value.obj != NULL) {
+            PyBuffer_Release(&hs[i].value);
+        }
+    }
+    if (hs != stack) {
+        PyMem_Free(hs);
+    }
+    Py_DECREF(pairs);
+    return rc;
+}
+
+PyDoc_STRVAR(append_record_doc,
+"append_record(parts, offset_delta, timestamp_delta, key, value, headers, /)\n"
+"--\n"
+"\n"
+"Encode one magic 2 record onto `parts` as RecordBatchBuilder.append does: four items,\n"
+"length prefix, head (attributes .. value length), the value itself (referenced, not\n"
+"copied) and the headers. Returns the bytes added, or None (nothing appended) for input the\n"
+"Python code must handle: deltas beyond int64, headers that are not a list or tuple of\n"
+"2-tuples. Raises TypeError or ValueError for an argument of the wrong type.");
+
+static PyObject *
+append_record(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "append_record() takes 6 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *parts = args[0];
+    if (!PyList_CheckExact(parts)) {
+        PyErr_SetString(PyExc_TypeError, "append_record() needs a list of parts");
+        return NULL;
+    }
+    int overflow;
+    long long od = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (od == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (overflow) {
+        Py_RETURN_NONE;
+    }
+    long long tsd = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    if (tsd == -1 && PyErr_Occurred()) {
+        return NULL; /* a float timestamp: TypeError, as in Python */
+    }
+    if (overflow) {
+        Py_RETURN_NONE;
+    }
+    PyObject *key = args[3];
+    PyObject *value = args[4];
+    PyObject *headers = args[5];
+    /* value: only its len() now, referenced until build() joins it (records.py does the same,
+     * so a value that is not bytes-like is refused there, not here) */
+    Py_ssize_t vlen = 0;
+    if (value != Py_None && (vlen = PyObject_Size(value)) < 0) {
+        return NULL;
+    }
+    PyObject *tail = NULL;
+    int has_headers = PyObject_IsTrue(headers); /* `if headers`: None and () mean none */
+    if (has_headers < 0) {
+        return NULL;
+    }
+    if (has_headers) {
+        int rc = encode_headers(headers, &tail);
+        if (rc < 0) {
+            return NULL;
+        }
+        if (rc == NOT_HANDLED) {
+            Py_RETURN_NONE;
+        }
+    }
+    else {
+        tail = no_headers_tail;
+        Py_INCREF(tail);
+    }
+    Py_buffer kview;
+    if (get_bytes_like(key, &kview) < 0) {
+        Py_DECREF(tail);
+        return NULL;
+    }
+    /* head: attributes int8 (0), timestampDelta varlong, offsetDelta varint, key length and
+     * key, value length (protocol guide, "Record") */
+    uint64_t ztsd = zigzag(tsd);
+    uint64_t zod = zigzag(od);
+    Py_ssize_t head_len = 1 + uvarint_size(ztsd) + uvarint_size(zod);
+    head_len += kview.obj == NULL ? 1 : uvarint_size(zigzag(kview.len)) + kview.len;
+    head_len += value == Py_None ? 1 : uvarint_size(zigzag(vlen));
+    PyObject *head = PyBytes_FromStringAndSize(NULL, head_len);
+    if (head == NULL) {
+        goto fail;
+    }
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(head);
+    *p++ = 0;
+    p = put_uvarint(p, ztsd);
+    p = put_uvarint(p, zod);
+    if (kview.obj == NULL) {
+        *p++ = 1;
+    }
+    else {
+        p = put_uvarint(p, zigzag(kview.len));
+        memcpy(p, kview.buf, (size_t)kview.len);
+        p += kview.len;
+    }
+    if (value == Py_None) {
+        *p++ = 1;
+    }
+    else {
+        put_uvarint(p, zigzag(vlen));
+    }
+    if (kview.obj != NULL) {
+        PyBuffer_Release(&kview);
+        kview.obj = NULL;
+    }
+    Py_ssize_t body = head_len + vlen + PyBytes_GET_SIZE(tail);
+    unsigned char pbuf[10];
+    Py_ssize_t plen = put_uvarint(pbuf, zigzag(body)) - pbuf;
+    PyObject *prefix = PyBytes_FromStringAndSize((const char *)pbuf, plen);
+    if (prefix == NULL) {
+        goto fail;
+    }
+    /* records.py appends value b"" for a null value: join then needs no special case */
+    PyObject *vpart = value == Py_None ? PyBytes_FromStringAndSize(NULL, 0) : value;
+    if (value != Py_None) {
+        Py_INCREF(vpart);
+    }
+    Py_ssize_t n = PyList_GET_SIZE(parts);
+    if (vpart == NULL || PyList_Append(parts, prefix) < 0 || PyList_Append(parts, head) < 0 ||
+        PyList_Append(parts, vpart) < 0 || PyList_Append(parts, tail) < 0) {
+        /* leave the builder unchanged */
+        PyList_SetSlice(parts, n, PyList_GET_SIZE(parts), NULL);
+        Py_DECREF(prefix);
+        Py_XDECREF(vpart);
+        goto fail;
+    }
+    Py_DECREF(prefix);
+    Py_DECREF(head);
+    Py_DECREF(vpart);
+    Py_DECREF(tail);
+    return PyLong_FromSsize_t(plen + body);
+fail:
+    if (kview.obj != NULL) {
+        PyBuffer_Release(&kview);
+    }
+    Py_XDECREF(head);
+    Py_DECREF(tail);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* setup                                                                                        */
+
+PyDoc_STRVAR(setup_doc,
+"setup(record_type, malformed, /)\n"
+"--\n"
+"\n"
+"Store the Record class (a tuple subclass) that parse_records builds and the exception\n"
+"class it raises for malformed input.");
+
+static PyObject *
+setup(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "setup() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *rtype = args[0];
+    PyObject *exc = args[1];
+    if (!PyType_Check(rtype) || !PyType_IsSubtype((PyTypeObject *)rtype, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "setup() needs a tuple subclass as the record type");
+        return NULL;
+    }
+    if (!PyExceptionClass_Check(exc)) {
+        PyErr_SetString(PyExc_TypeError, "setup() needs an exception class");
+        return NULL;
+    }
+    Py_INCREF(rtype);
+    Py_XSETREF(record_type, (PyTypeObject *)rtype);
+    Py_INCREF(exc);
+    Py_XSETREF(malformed, exc);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef speedups_methods[] = {
+    {"parse_records", (PyCFunction)(void (*)(void))parse_records, METH_FASTCALL,
+     parse_records_doc},
+    {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
+     append_record_doc},
+    {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL, setup_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    "kafkastate.core.protocol._speedups",
+    "Optional C accelerator for kafkastate.core.protocol.records (see records.py).",
+    -1,
+    speedups_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    if (no_headers_tail == NULL) {
+        no_headers_tail = PyBytes_FromStringAndSize("", 1); /* b"\x00" */
+        if (no_headers_tail == NULL) {
+            return NULL;
+        }
+    }
+    return PyModule_Create(&speedups_module);
+}

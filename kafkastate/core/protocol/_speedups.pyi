@@ -1,0 +1,27 @@
+"""Type stub for the optional C accelerator ``_speedups.c`` (see records.py)."""
+
+from collections.abc import Sequence
+
+from kafkastate.core.protocol.records import Record, TimestampType
+
+def setup(record_type: type[Record], malformed: type[Exception], /) -> None: ...
+def parse_records(
+    buf: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    ts_type: TimestampType,
+    append_ts: int | None,
+    /,
+) -> list[Record]: ...
+def append_record(
+    parts: list[bytes | bytearray | memoryview],
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | bytearray | memoryview | None,
+    value: bytes | bytearray | memoryview | None,
+    headers: Sequence[tuple[str, bytes | bytearray | memoryview | None]],
+    /,
+) -> int | None: ...
