@@ -30,6 +30,7 @@ from kafkastate.core.protocol.records import (
     iter_batches,
 )
 from kafkastate.errors import CorruptRecordError, UnsupportedCodecError
+from tests.mutation import mutate
 from tests.test_speedups import implementation  # noqa: F401 (fixture)
 
 # Every test runs twice: on the pure-Python record codec, then on the C accelerator.
@@ -114,31 +115,6 @@ def corpus() -> list[tuple[str, bytes]]:
 
 
 CORPUS = corpus()
-INTERESTING = [0x00, 0x01, 0x7F, 0x80, 0xFE, 0xFF]
-INTERESTING_INTS = [0, 1, -1, 13, 14, 48, 49, 0x7FFFFFFF, -0x80000000, 1 << 20]
-
-
-def mutate(data: bytes, rng: random.Random) -> bytes:
-    out = bytearray(data)
-    for _ in range(rng.randint(1, 3)):
-        op = rng.randrange(7)
-        pos = rng.randrange(len(out) + 1)
-        if op == 0 and out:
-            out[rng.randrange(len(out))] ^= 1 << rng.randrange(8)
-        elif op == 1 and out:
-            out[rng.randrange(len(out))] = rng.choice(INTERESTING)
-        elif op == 2:
-            del out[pos:]
-        elif op == 3:
-            out[pos:pos] = rng.randbytes(rng.randint(1, 16))
-        elif op == 4:
-            del out[pos : pos + rng.randint(1, 16)]
-        elif op == 5:
-            out[pos:pos] = out[pos : pos + rng.randint(1, 64)]
-        elif len(out) >= 4:
-            at = rng.randrange(len(out) - 3)
-            struct.pack_into(">i", out, at, rng.choice(INTERESTING_INTS))
-    return bytes(out)
 
 
 @pytest.mark.parametrize(("name", "data"), CORPUS, ids=[name for name, _ in CORPUS])
