@@ -1,7 +1,7 @@
-"""The producer's pure machines: partitioner and record accumulator.
+"""The producer's pure machines: partitioner, record accumulator, idempotence, sender.
 
-The sender, idempotence and transaction layers build on these (see
-``docs/producer-internals.md``).
+``ProducerMachine`` ties them to the :class:`~kafkastate.core.client.Client`; transactions
+come next (see ``docs/producer-internals.md``).
 """
 
 from kafkastate.core.producer.accumulator import (
@@ -26,6 +26,17 @@ from kafkastate.core.producer.partitioner import (
     default_partition,
     murmur2,
 )
+from kafkastate.core.producer.producer import (
+    MetadataPendingError,
+    ProducerClosed,
+    ProducerClosedError,
+    ProducerConfig,
+    ProducerEvent,
+    ProducerFailed,
+    ProducerIdAssigned,
+    ProducerMachine,
+    ProducerState,
+)
 
 __all__ = [
     "Accumulator",
@@ -37,9 +48,18 @@ __all__ = [
     "CustomPartitioner",
     "FlushCompleted",
     "FlushId",
+    "MetadataPendingError",
     "Partitioner",
     "PartitionerError",
     "ProducerBatch",
+    "ProducerClosed",
+    "ProducerClosedError",
+    "ProducerConfig",
+    "ProducerEvent",
+    "ProducerFailed",
+    "ProducerIdAssigned",
+    "ProducerMachine",
+    "ProducerState",
     "ReadyResult",
     "RecordId",
     "RecordsAcknowledged",

@@ -1,0 +1,1016 @@
+"""ProducerMachine: the sans-IO Kafka producer -- accumulator, sender and idempotence.
+
+Theory of operation
+-------------------
+The machine owns a :class:`~kafkastate.core.client.Client` (connections, routing,
+metadata), an :class:`~kafkastate.core.producer.accumulator.Accumulator` (batches, buffer
+memory, linger, retries) and a :class:`~kafkastate.core.producer.partitioner.Partitioner`.
+It exposes the Client's IO surface unchanged (``connection_made/failed/lost``,
+``receive_data``, ``data_to_send``, ``handle_timer``, ``get_timer``, ``next_event``) and
+passes ConnectRequested / CloseRequested / MetadataUpdated through.
+
+``send`` partitions a record and appends it; it never blocks and never drops. A topic whose
+metadata has not arrived yet raises :class:`MetadataPendingError` (retriable): the topic is
+added to the metadata of interest and the adapter waits for the next MetadataUpdated, then
+calls ``send`` again, up to its ``max.block.ms`` (Java ``KafkaProducer.waitOnMetadata``).
+``BufferFullError`` works the same way with BufferSpaceFreed.
+
+The sender runs after every input (Java ``Sender.runOnce``):
+
+1. expire queued batches (``accumulator.expire``) and in-flight batches whose delivery
+   timeout passed (KIP-91: a record fails ``delivery.timeout.ms`` after it was appended,
+   however many retries are under way; a late response for it is ignored);
+2. with idempotence, get a producer id (InitProducerId v3+) before any Produce, and bump
+   the epoch when a partition's sequence can no longer be trusted (KIP-360);
+3. ``accumulator.ready`` names the leaders with sendable batches; unknown leaders ask for
+   a metadata refresh; for each leader with room (fewer than
+   ``max.in.flight.requests.per.connection`` Produce requests outstanding, and READY --
+   or nothing outstanding at all, so that the one request makes the Client connect) it
+   drains one batch per partition into one Produce request.
+
+Ordering. With idempotence up to five batches per partition may be in flight: the broker
+orders them by sequence and refuses gaps. A retried batch keeps its sequence and is only
+re-sent once its partition has nothing else in flight (Java: the retry "reduces the in
+flight count to 1"), so retries go out in sequence order. Without idempotence a partition
+is muted while it has a batch in flight only when ``max_in_flight_requests_per_connection``
+is 1; with more, a retry may land after a later batch and reorder records, as in Java.
+
+Responses, per partition: success and DUPLICATE_SEQUENCE_NUMBER complete the batch;
+MESSAGE_TOO_LARGE splits it (the pieces take over the original's sequence range, as Java's
+``splitAndReenqueue`` does -- the broker wrote none of it, so no epoch bump is needed; a
+single record fails with MessageTooLargeError); retriable errors re-enqueue it with the same
+sequence and refresh metadata for stale-leader codes; OUT_OF_ORDER_SEQUENCE_NUMBER for a
+batch that is *not* the next expected one is a retry (an earlier batch failed), while for
+the next one, and UNKNOWN_PRODUCER_ID / INVALID_PRODUCER_EPOCH, the broker lost our state:
+the epoch is bumped (KIP-360) and the batch retried under the new one; PRODUCER_FENCED and
+authorization failures of the producer id are fatal: :class:`ProducerFailed` and every
+pending record fails. Any other error fails the batch with the typed error, naming the
+topic and partition; with idempotence a failed batch that had a sequence leaves a gap, so
+the epoch is bumped too (Java 3.x does this for idempotent producers).
+
+Epoch bump. InitProducerId v3+ is sent with the current id and epoch (KIP-360). Without a
+transactional id today's brokers answer with a new producer id at epoch 0; a future broker
+may return the same id at epoch + 1. Either way each partition starts again at sequence 0
+once none of its old-epoch batches is in flight; its queued retries are stamped anew. That
+re-stamping can write a retried batch twice if an earlier attempt of it was written and its
+answer lost -- the window KIP-360 accepts for availability; a plain retry (timeout, lost
+connection, NOT_LEADER) keeps its sequence and is deduplicated by the broker.
+
+``acks=0``: the Produce request expects no response; its batches complete with offset -1
+as soon as the request is handed to the Client.
+
+Closing: ``close`` refuses new records, sends everything (no linger) and, once every
+record has its outcome, closes the connections and emits :class:`ProducerClosed`. ``abort``
+fails what is pending at once.
+
+Pure: time is the ``now`` argument, randomness the ``rng`` handed in.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import random
+import uuid
+from collections import deque
+from collections.abc import Sequence
+from typing import Any, Final
+
+import attrs
+
+from kafkastate.core.client import (
+    Client,
+    ClientConfig,
+    CloseRequested,
+    ConnectRequested,
+    MetadataUpdated,
+    NodeDisconnected,
+    NodeState,
+    RequestCompleted,
+    RequestFailed,
+    RequestId,
+)
+from kafkastate.core.metadata import NodeId
+from kafkastate.core.producer.accumulator import (
+    Accumulator,
+    AccumulatorConfig,
+    BatchState,
+    BufferSpaceFreed,
+    FlushCompleted,
+    FlushId,
+    ProducerBatch,
+    RecordId,
+    RecordsAcknowledged,
+    RecordsFailed,
+)
+from kafkastate.core.producer.idempotence import (
+    Idempotence,
+    IdempotenceState,
+    init_producer_id_request,
+)
+from kafkastate.core.producer.partitioner import CustomPartitioner, Partitioner
+from kafkastate.core.protocol.requests import produce_request
+from kafkastate.core.protocol.versions import ApiVersionTable
+from kafkastate.errors import (
+    KafkaConfigurationError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    LocalProtocolError,
+    RemoteProtocolError,
+    error_for_code,
+)
+
+__all__ = [
+    "MetadataPendingError",
+    "ProducerClosed",
+    "ProducerClosedError",
+    "ProducerConfig",
+    "ProducerEvent",
+    "ProducerFailed",
+    "ProducerIdAssigned",
+    "ProducerMachine",
+    "ProducerState",
+]
+
+_TP = tuple[str, int]
+_INT32_MAX: Final = 2**31 - 1
+_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+_DUPLICATE_SEQUENCE: Final = 46
+_MESSAGE_TOO_LARGE: Final = 10
+_OUT_OF_ORDER_SEQUENCE: Final = 45
+_INVALID_PRODUCER_EPOCH: Final = 47
+_UNKNOWN_PRODUCER_ID: Final = 59
+# The broker lost or rejected our producer state: bump the epoch (KIP-360).
+_SEQUENCE_ERRORS: Final = frozenset(
+    {_OUT_OF_ORDER_SEQUENCE, _INVALID_PRODUCER_EPOCH, _UNKNOWN_PRODUCER_ID}
+)
+# Nothing this producer can do fixes these (Java: fatal for an idempotent producer).
+_FATAL_ERRORS: Final = frozenset(
+    {
+        90,  # PRODUCER_FENCED
+        31,  # CLUSTER_AUTHORIZATION_FAILED (IDEMPOTENT_WRITE denied on old brokers)
+        53,  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        49,  # INVALID_PRODUCER_ID_MAPPING
+    }
+)
+
+
+# ---------------------------------------------------------------------------------- errors
+
+
+class MetadataPendingError(KafkaError):
+    """``send`` for a topic whose metadata has not arrived yet; nothing was appended.
+
+    Retriable: the topic was added to the metadata of interest; wait for the next
+    :class:`~kafkastate.core.client.MetadataUpdated` and send again, up to ``max.block.ms``.
+    """
+
+    retriable = True
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"no metadata for topic {topic!r} yet; a refresh was requested")
+        self.topic = topic
+        """The topic."""
+
+
+class ProducerClosedError(KafkaError):
+    """The producer was closed or aborted before the record had an outcome."""
+
+
+# ---------------------------------------------------------------------------------- config
+
+
+def _to_acks(value: Any) -> int:
+    if value == "all":
+        return -1
+    if isinstance(value, bool) or value not in (0, 1, -1):
+        raise KafkaConfigurationError(f"acks must be 0, 1, -1 or 'all', got {value!r}")
+    return int(value)
+
+
+def _int_at_least(minimum: int) -> Any:
+    def check(_inst: object, attr: attrs.Attribute[Any], value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise KafkaConfigurationError(f"{attr.name} must be an int >= {minimum}, got {value!r}")
+
+    return check
+
+
+def _no_transactions(_inst: object, _attr: attrs.Attribute[Any], value: str | None) -> None:
+    if value is not None:
+        raise KafkaConfigurationError(
+            "transactional_id: transactions are not implemented yet (they come with the "
+            "transaction manager); leave it None"
+        )
+
+
+def _optional_bool(_inst: object, attr: attrs.Attribute[Any], value: bool | None) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise KafkaConfigurationError(f"{attr.name} must be True, False or None, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class ProducerConfig:
+    """Settings of a :class:`ProducerMachine`. Durations are float seconds.
+
+    ``delivery.timeout.ms``, ``request.timeout.ms``, ``linger.ms``, ``batch.size``,
+    ``buffer.memory``, ``max.request.size``, ``compression.type`` and the retry backoffs
+    live in :attr:`accumulator` (see :attr:`delivery_timeout`, :attr:`request_timeout`).
+    """
+
+    client: ClientConfig
+    """Bootstrap servers, connection, metadata and reconnect settings."""
+    accumulator: AccumulatorConfig = attrs.field(factory=AccumulatorConfig)
+    """Batching, buffer memory, compression, delivery timeout, retry backoff."""
+    acks: int = attrs.field(default=-1, converter=_to_acks)
+    """``acks``: 0 (no response), 1 (leader) or -1 / ``"all"`` (all in-sync replicas)."""
+    enable_idempotence: bool | None = attrs.field(default=None, validator=_optional_bool)
+    """``enable.idempotence``. None (the default) means on unless ``acks`` is not all,
+    ``max_in_flight_requests_per_connection`` exceeds 5 or ``retries`` is 0 -- then off,
+    as the Java client (3.0+) does; True with such settings is refused."""
+    max_in_flight_requests_per_connection: int = attrs.field(default=5, validator=_int_at_least(1))
+    """``max.in.flight.requests.per.connection``: Produce requests outstanding per broker.
+    The connection's own ``max_in_flight`` caps what is on the wire."""
+    retries: int = attrs.field(default=_INT32_MAX, validator=_int_at_least(0))
+    """``retries``: re-sends per batch after retriable errors; ``delivery.timeout.ms``
+    bounds them anyway (KIP-91)."""
+    transactional_id: str | None = attrs.field(default=None, validator=_no_transactions)
+    """``transactional.id``: not supported yet, must be None."""
+    partitioner: CustomPartitioner | None = None
+    """A custom partitioner (aiokafka signature), or None for the Java default."""
+    transaction_timeout: float = 60.0
+    """``transaction.timeout.ms``, sent in InitProducerId (ignored without transactions)."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.enable_idempotence is True:
+            if self.acks != -1:
+                raise KafkaConfigurationError(
+                    f"enable_idempotence=True requires acks='all' (-1), got acks={self.acks}"
+                )
+            if self.max_in_flight_requests_per_connection > 5:
+                raise KafkaConfigurationError(
+                    "enable_idempotence=True requires max_in_flight_requests_per_connection "
+                    f"<= 5, got {self.max_in_flight_requests_per_connection}"
+                )
+            if self.retries == 0:
+                raise KafkaConfigurationError("enable_idempotence=True requires retries > 0")
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether idempotence is in effect (explicitly, or by default with compatible
+        settings)."""
+        if self.enable_idempotence is not None:
+            return self.enable_idempotence
+        return (
+            self.acks == -1 and self.max_in_flight_requests_per_connection <= 5 and self.retries > 0
+        )
+
+    @property
+    def delivery_timeout(self) -> float:
+        """``delivery.timeout.ms`` (from :attr:`accumulator`)."""
+        return self.accumulator.delivery_timeout
+
+    @property
+    def request_timeout(self) -> float:
+        """``request.timeout.ms`` (from :attr:`accumulator`): the Produce request's timeout
+        and the acks timeout sent to the broker."""
+        return self.accumulator.request_timeout
+
+
+# ---------------------------------------------------------------------------------- events
+
+
+@attrs.frozen(kw_only=True)
+class ProducerIdAssigned:
+    """InitProducerId answered: batches are stamped with this id and epoch from now on."""
+
+    producer_id: int
+    """The producer id."""
+    producer_epoch: int
+    """The epoch."""
+    bumped: bool
+    """True for an epoch bump after a sequence error (KIP-360), False for the first id."""
+
+
+@attrs.frozen(kw_only=True)
+class ProducerFailed:
+    """A fatal error (PRODUCER_FENCED, an authorization failure...): every pending record
+    failed with it and further sends raise it. Close the producer."""
+
+    error: KafkaError
+    """Why."""
+
+
+@attrs.frozen(kw_only=True)
+class ProducerClosed:
+    """:meth:`ProducerMachine.close` or :meth:`~ProducerMachine.abort` finished: every record
+    has its outcome and the connections were closed."""
+
+
+ProducerEvent = (
+    ConnectRequested
+    | CloseRequested
+    | MetadataUpdated
+    | RecordsAcknowledged
+    | RecordsFailed
+    | BufferSpaceFreed
+    | FlushCompleted
+    | ProducerIdAssigned
+    | ProducerFailed
+    | ProducerClosed
+)
+
+
+class ProducerState(enum.Enum):
+    """Lifecycle of a :class:`ProducerMachine`."""
+
+    OPEN = "open"
+    """Accepting records."""
+    CLOSING = "closing"
+    """close() called: sending what is left, refusing new records."""
+    FAILED = "failed"
+    """A fatal error: records are refused; close or abort."""
+    CLOSED = "closed"
+    """Done; connections closed."""
+
+
+_LIFECYCLE: Final[dict[tuple[ProducerState, str], ProducerState]] = {
+    (ProducerState.OPEN, "close"): ProducerState.CLOSING,
+    (ProducerState.OPEN, "fail"): ProducerState.FAILED,
+    (ProducerState.CLOSING, "fail"): ProducerState.FAILED,
+    (ProducerState.OPEN, "finish"): ProducerState.CLOSED,
+    (ProducerState.CLOSING, "finish"): ProducerState.CLOSED,
+    (ProducerState.FAILED, "finish"): ProducerState.CLOSED,
+}
+
+
+@attrs.define(slots=True)
+class _Produce:
+    node_id: NodeId
+    batches: dict[tuple[str | uuid.UUID, int], ProducerBatch]
+
+
+def _ms_to_seconds_text(seconds: float) -> str:
+    return f"{seconds:g} s"
+
+
+def _append_time_ms(value: Any) -> int:
+    if value is None:
+        return -1
+    if isinstance(value, datetime.datetime):
+        return (value - _EPOCH) // datetime.timedelta(milliseconds=1)
+    return int(value)
+
+
+class ProducerMachine:
+    """The sans-IO producer: records in, Produce requests out, outcomes as events.
+
+    Args:
+        config: producer settings.
+        rng: seeded randomness (backoff jitter, sticky partitions, node choice); adapters
+            pass ``random.SystemRandom()``, the simulator a seeded ``random.Random``.
+    """
+
+    def __init__(self, config: ProducerConfig, *, rng: random.Random) -> None:
+        self.config = config
+        self._client = Client(config.client, rng=rng, topics=())
+        self._partitioner = Partitioner(
+            rng=rng, batch_size=config.accumulator.batch_size, custom=config.partitioner
+        )
+        self._acc = Accumulator(config.accumulator, rng=rng, partitioner=self._partitioner)
+        self._idem: Idempotence | None = Idempotence() if config.idempotent else None
+        self._state = ProducerState.OPEN
+        self._fatal: KafkaError | None = None
+        self._events: deque[ProducerEvent] = deque()
+        self._requests: dict[RequestId, _Produce] = {}
+        self._node_requests: dict[NodeId, int] = {}
+        self._tp_in_flight: dict[_TP, int] = {}
+        self._partitions: dict[_TP, None] = {}  # every partition appended to, in order
+        self._init_rid: RequestId | None = None
+        self._init_retry_at: float | None = None
+        self._next_ready_at: float | None = None
+        self._kick_at: float | None = None
+        self._now = 0.0
+
+    # ---------------------------------------------------------------- queries
+
+    @property
+    def client(self) -> Client:
+        """The Client (metadata, node states)."""
+        return self._client
+
+    @property
+    def accumulator(self) -> Accumulator:
+        """The accumulator (buffer usage, queued batches)."""
+        return self._acc
+
+    @property
+    def state(self) -> ProducerState:
+        """The lifecycle state."""
+        return self._state
+
+    @property
+    def idempotence(self) -> Idempotence | None:
+        """The idempotence bookkeeping, or None when idempotence is off."""
+        return self._idem
+
+    @property
+    def producer_id(self) -> int:
+        """The producer id, -1 before InitProducerId or without idempotence."""
+        return -1 if self._idem is None else self._idem.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        """The producer epoch, -1 before InitProducerId or without idempotence."""
+        return -1 if self._idem is None else self._idem.producer_epoch
+
+    # --------------------------------------------------------------- commands
+
+    def send(
+        self,
+        topic: str,
+        *,
+        value: bytes | bytearray | memoryview | None,
+        key: bytes | bytearray | memoryview | None = None,
+        partition: int | None = None,
+        timestamp_ms: int,
+        headers: Sequence[tuple[str, bytes | bytearray | memoryview | None]] = (),
+        now: float,
+    ) -> RecordId:
+        """Append one record; it is sent when its batch is ready.
+
+        Args:
+            topic: the topic.
+            value: serialized value, or None (a tombstone).
+            key: serialized key, or None.
+            partition: an explicit partition, or None to let the partitioner choose.
+            timestamp_ms: create time, ms since the epoch.
+            headers: ``(key, value)`` pairs.
+            now: the driver's clock.
+
+        Returns:
+            The record's id; exactly one RecordsAcknowledged or RecordsFailed names it.
+
+        Raises:
+            MetadataPendingError: no metadata for the topic yet (retriable: wait for
+                MetadataUpdated, then send again).
+            UnknownTopicOrPartitionError: the topic or explicit partition is not in the
+                metadata (retriable while the topic may still be created).
+            BufferFullError: no room in ``buffer.memory`` now (retriable: wait for
+                BufferSpaceFreed).
+            MessageTooLargeError: the record can never fit a request.
+            PartitionerError, KafkaConfigurationError: bad partitioner result or argument.
+            LocalProtocolError: the producer is closing or closed.
+            KafkaError: the producer failed fatally (the error of its ProducerFailed).
+        """
+        if self._state is ProducerState.FAILED and self._fatal is not None:
+            raise self._fatal
+        if self._state is not ProducerState.OPEN:
+            raise LocalProtocolError(f"send on a producer that is {self._state.name}")
+        if not isinstance(topic, str) or not topic:
+            raise KafkaConfigurationError(f"topic must be a non-empty str, got {topic!r}")
+        metadata = self._client.metadata
+        metadata.add_topics([topic])
+        cluster = self._client.cluster
+        if topic not in cluster.topics:
+            raise MetadataPendingError(topic)
+        key_bytes = None if key is None else bytes(key)
+        chosen = self._partitioner.partition(topic, key_bytes, cluster, explicit=partition)
+        sticky = key is None and partition is None and self._partitioner.custom is None
+        rid = self._acc.append(
+            topic,
+            chosen,
+            timestamp_ms=timestamp_ms,
+            key=key,
+            value=value,
+            headers=headers,
+            now=now,
+            sticky=sticky,
+        )
+        self._partitions[(topic, chosen)] = None
+        self._step(now)
+        return rid
+
+    def track_topics(self, topics: Sequence[str]) -> None:
+        """Fetch metadata for ``topics`` ahead of their first :meth:`send`.
+
+        Args:
+            topics: topic names.
+        """
+        self._client.metadata.add_topics(topics)
+
+    def flush(self, *, now: float | None = None) -> FlushId:
+        """Send everything now (no linger) and report when every earlier record is done.
+
+        Args:
+            now: the driver's clock; without it the work happens at the next
+                :meth:`handle_timer` (``get_timer`` says "now").
+
+        Returns:
+            The id of the :class:`FlushCompleted` that follows.
+        """
+        fid = self._acc.flush()
+        if now is None:
+            self._kick_at = self._now
+        else:
+            self._step(now)
+        self._pull()
+        return fid
+
+    def close(self, *, now: float) -> None:
+        """Refuse new records, send what is pending, then close the connections.
+
+        :class:`ProducerClosed` follows once every record has its outcome (records that
+        cannot be delivered fail at their delivery timeout; use :meth:`abort` to stop
+        sooner).
+
+        Args:
+            now: the driver's clock.
+        """
+        if self._state is ProducerState.OPEN:
+            self._transition("close")
+        if self._state is ProducerState.CLOSED:
+            return
+        if not self._acc.closed:
+            self._acc.close()
+        self._step(now)
+
+    def abort(self, *, now: float) -> None:
+        """Fail every pending record with ProducerClosedError and close at once.
+
+        Args:
+            now: the driver's clock.
+        """
+        if self._state is ProducerState.CLOSED:
+            return
+        self._pull_client(now)
+        self._fail_everything(ProducerClosedError("the producer was aborted"), now)
+        self._finish()
+
+    # ------------------------------------------------------------ IO inputs
+
+    def connection_made(self, node_id: NodeId, *, now: float) -> None:
+        """The adapter's socket to ``node_id`` is connected."""
+        self._client.connection_made(node_id, now=now)
+        self._step(now)
+
+    def connection_failed(
+        self, node_id: NodeId, *, now: float, error: BaseException | None = None
+    ) -> None:
+        """The adapter could not connect to ``node_id``."""
+        self._client.connection_failed(node_id, now=now, error=error)
+        self._step(now)
+
+    def connection_lost(
+        self, node_id: NodeId, *, now: float, error: BaseException | None = None
+    ) -> None:
+        """The adapter's socket to ``node_id`` closed or failed."""
+        self._client.connection_lost(node_id, now=now, error=error)
+        self._step(now)
+
+    def receive_data(self, node_id: NodeId, data: bytes, *, now: float) -> None:
+        """Bytes read from ``node_id``'s socket (``b""`` = EOF)."""
+        self._client.receive_data(node_id, data, now=now)
+        self._step(now)
+
+    def handle_timer(self, *, now: float) -> None:
+        """Run everything whose deadline passed. Safe to call early or twice."""
+        self._kick_at = None
+        if self._state is ProducerState.CLOSED:
+            return
+        self._client.handle_timer(now=now)
+        self._step(now)
+
+    # ----------------------------------------------------------- IO outputs
+
+    def data_to_send(self) -> list[tuple[NodeId, bytes]]:
+        """``(node, bytes)`` to write, in order; clears the buffer."""
+        return self._client.data_to_send()
+
+    def next_event(self) -> ProducerEvent | None:
+        """The next event, or None."""
+        self._pull()
+        return self._events.popleft() if self._events else None
+
+    def get_timer(self) -> float | None:
+        """The earliest deadline at which :meth:`handle_timer` must run, or None."""
+        if self._state is ProducerState.CLOSED:
+            return None
+        deadlines = [
+            t
+            for t in (
+                self._client.get_timer(),
+                self._kick_at,
+                self._next_ready_at,
+                self._acc.next_expiry_at(),
+                self._init_retry_at if self._init_rid is None else None,
+            )
+            if t is not None
+        ]
+        timeout = self.config.delivery_timeout
+        deadlines.extend(b.created + timeout for b in self._acc.in_flight_batches())
+        return min(deadlines) if deadlines else None
+
+    # ------------------------------------------------------------- internals
+
+    def _transition(self, command: str) -> None:
+        to = _LIFECYCLE.get((self._state, command))
+        if to is None:
+            raise LocalProtocolError(f"producer: cannot {command} when {self._state.name}")
+        self._state = to
+
+    def _pull(self) -> None:
+        """Move accumulator events into the producer's queue, keeping their order."""
+        while (event := self._acc.next_event()) is not None:
+            self._events.append(event)
+
+    def _emit(self, event: ProducerEvent) -> None:
+        self._pull()
+        self._events.append(event)
+
+    def _step(self, now: float) -> None:
+        self._now = max(self._now, now)
+        if self._state is ProducerState.CLOSED:
+            return
+        for _ in range(8):
+            self._pull_client(now)
+            self._expire(now)
+            self._maybe_init(now)
+            self._send_ready(now)
+            self._pull_client(now)
+            if self._maybe_finish():
+                break
+            # Handling responses may have asked the Client for work that is due at once
+            # (a metadata refresh after NOT_LEADER): let it run now, or its deadline would
+            # already be past when the driver next looks.
+            due = self._client.get_timer()
+            if due is None or due > now:
+                break
+            self._client.handle_timer(now=now)
+        self._pull()
+
+    def _pull_client(self, now: float) -> None:
+        client = self._client
+        while (event := client.next_event()) is not None:
+            match event:
+                case ConnectRequested() | CloseRequested() | MetadataUpdated():
+                    self._emit(event)
+                case RequestCompleted(request_id=rid, response=response):
+                    self._on_completed(rid, response, now)
+                case RequestFailed(request_id=rid, error=error):
+                    self._on_failed(rid, error, now)
+                case NodeDisconnected():
+                    pass
+
+    # -- idempotence: InitProducerId (KIP-98), epoch bump (KIP-360)
+
+    def _maybe_init(self, now: float) -> None:
+        idem = self._idem
+        if idem is None or self._init_rid is not None:
+            return
+        if self._state not in (ProducerState.OPEN, ProducerState.CLOSING):
+            return
+        if idem.state is IdempotenceState.UNINITIALIZED:
+            if self._state is ProducerState.CLOSING and not self._acc.has_incomplete():
+                return  # nothing to send: no producer id needed
+            idem.start_init()
+        elif idem.state not in (IdempotenceState.INITIALIZING, IdempotenceState.BUMPING):
+            return
+        if self._init_retry_at is not None and now < self._init_retry_at:
+            return
+        self._init_retry_at = None
+        bumping = idem.state is IdempotenceState.BUMPING
+        pid, epoch = (idem.producer_id, idem.producer_epoch) if bumping else (-1, -1)
+        timeout = self.config.transaction_timeout
+
+        def factory(versions: ApiVersionTable) -> Any:
+            return init_producer_id_request(
+                versions, producer_id=pid, producer_epoch=epoch, transaction_timeout=timeout
+            )
+
+        self._init_rid = self._client.send(factory, now=now, timeout=self.config.request_timeout)
+
+    def _on_init_response(self, response: Any, now: float) -> None:
+        idem = self._idem
+        assert idem is not None
+        code = int(response.error_code)
+        if code == 0:
+            bumped = idem.state is IdempotenceState.BUMPING
+            idem.initialized(int(response.producer_id), int(response.producer_epoch))
+            self._emit(
+                ProducerIdAssigned(
+                    producer_id=idem.producer_id,
+                    producer_epoch=idem.producer_epoch,
+                    bumped=bumped,
+                )
+            )
+            return
+        error = error_for_code(code)("InitProducerId failed")
+        self._on_init_error(error, now)
+
+    def _on_init_error(self, error: KafkaError, now: float) -> None:
+        if _retriable(error):
+            self._init_retry_at = now + self.config.accumulator.retry_backoff
+            return
+        self._fail_fatally(error, now)
+
+    def _request_bump(self, reason: str) -> None:
+        if self._idem is not None:
+            self._idem.request_bump(reason)
+
+    # -- the sender
+
+    def _muted(self) -> set[_TP]:
+        """Partitions that must not be drained now (membership only, never iterated)."""
+        muted: set[_TP] = set()
+        idem = self._idem
+        one_at_a_time = self.config.max_in_flight_requests_per_connection == 1
+        for tp in self._partitions:
+            in_flight = self._tp_in_flight.get(tp, 0)
+            if idem is not None:
+                if not idem.prepare(*tp) or in_flight >= 5:
+                    muted.add(tp)
+                elif in_flight:
+                    # A retry keeps its sequence and goes out alone, in order.
+                    queued = self._acc.queued_batches(*tp)
+                    if queued and idem.is_current(queued[0]):
+                        muted.add(tp)
+            elif one_at_a_time and in_flight:
+                muted.add(tp)
+        return muted
+
+    def _send_ready(self, now: float) -> None:
+        if self._state not in (ProducerState.OPEN, ProducerState.CLOSING):
+            return
+        client = self._client
+        limit = self.config.max_in_flight_requests_per_connection
+        while True:
+            cluster = client.cluster
+            muted = self._muted()
+            result = self._acc.ready(cluster, now=now, muted=muted)
+            self._next_ready_at = result.next_ready_at
+            if result.unknown_leader_topics:
+                client.request_metadata_update()
+            sent = False
+            for node in result.nodes:
+                state = client.node_state(node)
+                outstanding = self._node_requests.get(node, 0)
+                if state is None:
+                    client.request_metadata_update()
+                    continue
+                if outstanding >= limit or (state is not NodeState.READY and outstanding):
+                    continue
+                batches = self._acc.drain(cluster, node, now=now, muted=muted)
+                if batches:
+                    self._send_batches(node, batches, now)
+                    sent = True
+            if not sent:
+                return
+
+    def _send_batches(self, node: NodeId, batches: list[ProducerBatch], now: float) -> None:
+        cluster = self._client.cluster
+        idem = self._idem
+        payload: dict[tuple[str, uuid.UUID | None, int], bytes] = {}
+        keyed: dict[tuple[str | uuid.UUID, int], ProducerBatch] = {}
+        for batch in batches:
+            if idem is not None:
+                idem.stamp(batch)
+            tp = (batch.topic, batch.partition)
+            self._tp_in_flight[tp] = self._tp_in_flight.get(tp, 0) + 1
+            topic = cluster.topics.get(batch.topic)
+            topic_id = None if topic is None else topic.topic_id
+            payload[(batch.topic, topic_id, batch.partition)] = batch.build()
+            keyed[(batch.topic, batch.partition)] = batch
+            if topic_id is not None:
+                keyed[(topic_id, batch.partition)] = batch
+        acks = self.config.acks
+        timeout = self.config.request_timeout
+
+        def factory(versions: ApiVersionTable) -> Any:
+            return produce_request(versions, payload, acks=acks, timeout=timeout)
+
+        expect = acks != 0
+        rid = self._client.send(
+            factory, now=now, node_id=node, timeout=timeout, expect_response=expect
+        )
+        if not expect:
+            # acks=0: no response will come; the batches are done once handed over.
+            for batch in batches:
+                self._landed(batch)
+                self._acc.complete(batch, base_offset=-1, now=now)
+            return
+        self._requests[rid] = _Produce(node_id=node, batches=keyed)
+        self._node_requests[node] = self._node_requests.get(node, 0) + 1
+
+    def _landed(self, batch: ProducerBatch) -> None:
+        tp = (batch.topic, batch.partition)
+        count = self._tp_in_flight.get(tp, 0) - 1
+        if count > 0:
+            self._tp_in_flight[tp] = count
+        else:
+            self._tp_in_flight.pop(tp, None)
+        if self._idem is not None:
+            self._idem.landed(batch)
+
+    def _take_request(self, rid: RequestId) -> _Produce | None:
+        req = self._requests.pop(rid, None)
+        if req is not None:
+            left = self._node_requests.get(req.node_id, 0) - 1
+            if left > 0:
+                self._node_requests[req.node_id] = left
+            else:
+                self._node_requests.pop(req.node_id, None)
+        return req
+
+    @staticmethod
+    def _unique(req: _Produce) -> list[ProducerBatch]:
+        seen: dict[int, ProducerBatch] = {}
+        for batch in req.batches.values():
+            seen.setdefault(id(batch), batch)
+        return list(seen.values())
+
+    # -- responses
+
+    def _on_completed(self, rid: RequestId, response: Any, now: float) -> None:
+        if rid == self._init_rid:
+            self._init_rid = None
+            self._on_init_response(response, now)
+            return
+        req = self._take_request(rid)
+        if req is None:
+            return
+        handled: dict[int, None] = {}
+        for topic_resp in response.responses:
+            name = getattr(topic_resp, "name", None)
+            topic_key: str | uuid.UUID = name if name is not None else topic_resp.topic_id
+            for part in topic_resp.partition_responses:
+                batch = req.batches.get((topic_key, int(part.index)))
+                if batch is None or id(batch) in handled:
+                    continue
+                handled[id(batch)] = None
+                self._on_partition(batch, part, now)
+        for batch in self._unique(req):
+            if id(batch) not in handled and batch.state is BatchState.IN_FLIGHT:
+                self._landed(batch)
+                missing = KafkaConnectionError(
+                    f"the Produce response did not mention {batch.topic}-{batch.partition}"
+                )
+                self._retry(batch, missing, now)
+
+    def _on_failed(self, rid: RequestId, error: KafkaError, now: float) -> None:
+        if rid == self._init_rid:
+            self._init_rid = None
+            self._on_init_error(error, now)
+            return
+        req = self._take_request(rid)
+        if req is None:
+            return
+        retriable = _retriable(error)
+        if retriable:
+            self._client.request_metadata_update()
+        for batch in self._unique(req):
+            if batch.state is not BatchState.IN_FLIGHT:
+                continue  # expired meanwhile (KIP-91)
+            self._landed(batch)
+            if retriable:
+                self._retry(batch, error, now)
+            else:
+                self._fail_batch(batch, error, now)
+
+    def _on_partition(self, batch: ProducerBatch, part: Any, now: float) -> None:
+        if batch.state is not BatchState.IN_FLIGHT:
+            return  # expired while in flight: its outcome is already out (KIP-91)
+        self._landed(batch)
+        code = int(part.error_code)
+        idem = self._idem
+        if code in (0, _DUPLICATE_SEQUENCE):
+            # DUPLICATE_SEQUENCE_NUMBER: the broker already has it (KIP-98).
+            if idem is not None:
+                idem.acknowledged(batch)
+            self._acc.complete(
+                batch,
+                base_offset=int(part.base_offset),
+                log_append_time=_append_time_ms(getattr(part, "log_append_time", None)),
+                now=now,
+            )
+            return
+        where = f"{batch.topic}-{batch.partition}"
+        message = getattr(part, "error_message", None) or ""
+        context: dict[str, object] = {"topic": batch.topic, "partition": batch.partition}
+        record_errors = getattr(part, "record_errors", ())
+        if record_errors:
+            context["record_errors"] = [
+                (int(e.batch_index), e.batch_index_error_message) for e in record_errors
+            ]
+        error = error_for_code(code)(message, **context)
+        leader = getattr(part, "current_leader", None)
+        if leader is not None and int(leader.leader_id) >= 0:
+            # KIP-951: the response names the new leader; refresh if its epoch is newer.
+            self._client.metadata.observe_leader_epoch(
+                batch.topic, batch.partition, int(leader.leader_epoch)
+            )
+        if code == _MESSAGE_TOO_LARGE and batch.record_count > 1:
+            pieces = self._acc.split(batch, now=now)
+            if idem is not None:
+                idem.restamp_split(batch, pieces)
+            return
+        if idem is not None and code in _SEQUENCE_ERRORS:
+            if idem.is_current(batch) and (code != _OUT_OF_ORDER_SEQUENCE or idem.is_next(batch)):
+                self._request_bump(f"{error.__class__.__name__} on {where}")
+            self._retry(batch, error, now)
+            return
+        if code in _FATAL_ERRORS:
+            self._fail_fatally(error, now, batch=batch)
+            return
+        if error.retriable:
+            self._client.metadata.observe_error(code)
+            self._retry(batch, error, now)
+            return
+        self._fail_batch(batch, error, now)
+
+    def _retry(self, batch: ProducerBatch, error: KafkaError, now: float) -> None:
+        timeout = self.config.delivery_timeout
+        if batch.created + timeout <= now:
+            self._fail_batch(batch, self._expired_error(batch, now), now)
+        elif batch.attempts >= self.config.retries:
+            self._fail_batch(batch, error, now)
+        else:
+            self._acc.reenqueue(batch, now=now)
+
+    def _fail_batch(self, batch: ProducerBatch, error: KafkaError, now: float) -> None:
+        idem = self._idem
+        if idem is not None and idem.is_current(batch):
+            # its sequence range is a gap (or unknown): start a new epoch (KIP-360)
+            self._request_bump(f"a batch of {batch.topic}-{batch.partition} failed: {error}")
+        self._acc.fail(batch, error, now=now)
+
+    def _expired_error(self, batch: ProducerBatch, now: float) -> KafkaTimeoutError:
+        return KafkaTimeoutError(
+            f"expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
+            f"{now - batch.created:.3f} s have passed since batch creation, delivery_timeout "
+            f"is {_ms_to_seconds_text(self.config.delivery_timeout)} (delivery.timeout.ms)"
+        )
+
+    def _expire(self, now: float) -> None:
+        idem = self._idem
+        for batch in self._acc.expire(now):
+            if idem is not None and idem.is_current(batch):
+                self._request_bump(f"a retry of {batch.topic}-{batch.partition} expired")
+        timeout = self.config.delivery_timeout
+        for batch in self._acc.in_flight_batches():
+            if batch.created + timeout <= now:
+                # KIP-91: in flight or not, the record's time is up; a late answer is ignored.
+                self._landed(batch)
+                self._fail_batch(batch, self._expired_error(batch, now), now)
+
+    def _fail_fatally(
+        self, error: KafkaError, now: float, *, batch: ProducerBatch | None = None
+    ) -> None:
+        if self._idem is not None:
+            self._idem.fatal()
+        if batch is not None and batch.state is not BatchState.DONE:
+            self._acc.fail(batch, error, now=now)
+        self._fatal = error
+        if self._state in (ProducerState.OPEN, ProducerState.CLOSING):
+            self._transition("fail")
+        self._fail_everything(error, now)
+        self._emit(ProducerFailed(error=error))
+
+    def _fail_everything(self, error: KafkaError, now: float) -> None:
+        self._acc.abort_undrained(error, now=now)
+        for batch in self._acc.in_flight_batches():
+            self._landed(batch)
+            self._acc.fail(batch, error, now=now)
+        self._requests.clear()
+        self._node_requests.clear()
+
+    def _maybe_finish(self) -> bool:
+        """Finish a graceful close once nothing is pending; return whether closed."""
+        closing = self._state is ProducerState.CLOSING
+        if closing and not self._acc.has_incomplete() and not self._requests:
+            self._finish()
+            return True
+        return False
+
+    def _finish(self) -> None:
+        self._transition("finish")
+        self._client.close()
+        client = self._client
+        while (event := client.next_event()) is not None:
+            if isinstance(event, ConnectRequested | CloseRequested):
+                self._emit(event)
+        self._emit(ProducerClosed())
+        self._next_ready_at = None
+        self._kick_at = None
+
+
+def _retriable(error: KafkaError) -> bool:
+    """Whether a *request-level* failure may be retried.
+
+    A RemoteProtocolError means the connection broke on bytes that did not parse: the
+    request's fate is unknown, exactly as after a dropped connection, so it is retried like
+    a network error (idempotence deduplicates a batch that was in fact written).
+    """
+    return error.retriable or isinstance(error, RemoteProtocolError)
