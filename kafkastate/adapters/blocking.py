@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -60,7 +60,9 @@ __all__ = [
     "BlockingAdmin",
     "BlockingClient",
     "BlockingConnection",
+    "IOMachine",
     "NewTopic",
+    "SocketLoop",
     "TopicInfo",
     "parse_bootstrap",
 ]
@@ -219,13 +221,125 @@ class BlockingConnection:
                     self._closed_error = error or KafkaConnectionError("connection closed")
 
 
+class IOMachine(Protocol):
+    """What :class:`SocketLoop` needs of a core machine (the Client's IO surface)."""
+
+    def connection_made(self, node_id: NodeId, *, now: float) -> None: ...
+    def connection_failed(
+        self, node_id: NodeId, *, now: float, error: BaseException | None = None
+    ) -> None: ...
+    def connection_lost(
+        self, node_id: NodeId, *, now: float, error: BaseException | None = None
+    ) -> None: ...
+    def receive_data(self, node_id: NodeId, data: bytes, *, now: float) -> None: ...
+    def handle_timer(self, *, now: float) -> None: ...
+    def get_timer(self) -> float | None: ...
+    def data_to_send(self) -> list[tuple[NodeId, bytes]]: ...
+
+
+class SocketLoop:
+    """The sockets of one core machine: one selector, one socket per node.
+
+    The machine decides; this only opens what it asks for (:meth:`open`), closes
+    (:meth:`forget`), writes what it has (:meth:`flush`) and, in :meth:`poll`, waits for
+    readable sockets or the machine's deadline and feeds the results back.
+
+    Args:
+        machine: a Client, a ProducerMachine... anything with the Client's IO surface.
+        ssl_context: TLS for every connection, or None for plaintext.
+        connect_timeout: seconds for TCP connect plus TLS handshake.
+    """
+
+    def __init__(
+        self,
+        machine: IOMachine,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self._machine = machine
+        self._ssl = ssl_context
+        self._connect_timeout = connect_timeout
+        self._selector = selectors.DefaultSelector()
+        self._socks: dict[NodeId, socket.socket] = {}
+
+    def open(self, node: NodeId, host: str, port: int) -> None:
+        """Connect a socket for ``node`` and report the outcome to the machine."""
+        try:
+            sock = socket.create_connection((host, port), timeout=self._connect_timeout)
+            if self._ssl is not None:
+                sock = self._ssl.wrap_socket(sock, server_hostname=host)
+        except OSError as exc:
+            self._machine.connection_failed(node, now=time.monotonic(), error=exc)
+            return
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._socks[node] = sock
+        self._selector.register(sock, selectors.EVENT_READ, data=int(node))
+        self._machine.connection_made(node, now=time.monotonic())
+
+    def forget(self, node: NodeId) -> None:
+        """Close ``node``'s socket, if any (the machine asked, or it broke)."""
+        sock = self._socks.pop(node, None)
+        if sock is not None:
+            self._selector.unregister(sock)
+            sock.close()
+
+    def flush(self) -> None:
+        """Write everything the machine has queued."""
+        for node, data in self._machine.data_to_send():
+            sock = self._socks.get(node)
+            if sock is None:
+                continue
+            try:
+                _send_all(sock, data)
+            except OSError as exc:
+                self.forget(node)
+                self._machine.connection_lost(node, now=time.monotonic(), error=exc)
+
+    def poll(self, deadline: float | None) -> None:
+        """Wait for readable sockets, the machine's deadline or ``deadline``; feed the
+        machine what arrived, then run its timers."""
+        machine = self._machine
+        now = time.monotonic()
+        wakes = [t for t in (machine.get_timer(), deadline) if t is not None]
+        wait = max(0.0, min(wakes) - now) if wakes else None
+        if self._socks:
+            ready = self._selector.select(wait)
+        else:
+            time.sleep(0.05 if wait is None else min(wait, 0.05))
+            ready = []
+        for key, _mask in ready:
+            node = NodeId(key.data)
+            sock = self._socks.get(node)
+            if sock is None:
+                continue
+            try:
+                data = sock.recv(1 << 20)
+            except (BlockingIOError, ssl.SSLWantReadError):
+                continue
+            except OSError as exc:
+                self.forget(node)
+                machine.connection_lost(node, now=time.monotonic(), error=exc)
+                continue
+            if not data:
+                self.forget(node)
+            machine.receive_data(node, data, now=time.monotonic())
+        machine.handle_timer(now=time.monotonic())
+
+    def close(self) -> None:
+        """Close every socket and the selector."""
+        for sock in self._socks.values():
+            sock.close()
+        self._socks.clear()
+        self._selector.close()
+
+
 class BlockingClient:
     """Drives the core :class:`~kafkastate.core.client.Client` over blocking sockets.
 
-    One selector watches every node's socket; the loop does what the Client asks (open or
-    close a socket), writes its bytes, waits for readable sockets or its deadline, and
-    feeds results back. Requests are made with :meth:`request`, which blocks until that
-    request completes or fails.
+    Requests are made with :meth:`request`, which blocks until that request completes or
+    fails; :class:`SocketLoop` does the IO.
 
     Args:
         config: the client settings (bootstrap servers, connection, metadata...).
@@ -241,9 +355,11 @@ class BlockingClient:
         topics: Iterable[str] | None = (),
     ) -> None:
         self.client = Client(config, rng=random.SystemRandom(), topics=topics)
-        self._ssl = ssl_context
-        self._selector = selectors.DefaultSelector()
-        self._socks: dict[NodeId, socket.socket] = {}
+        self._io = SocketLoop(
+            self.client,
+            ssl_context=ssl_context,
+            connect_timeout=config.socket_connection_setup_timeout,
+        )
         self._done: dict[RequestId, RequestCompleted | ClientRequestFailed] = {}
         self._metadata_updates = 0
 
@@ -281,10 +397,7 @@ class BlockingClient:
         """Close every connection."""
         self.client.close()
         self._handle_events()
-        for sock in self._socks.values():
-            sock.close()
-        self._socks.clear()
-        self._selector.close()
+        self._io.close()
 
     def __enter__(self) -> BlockingClient:
         return self
@@ -293,85 +406,29 @@ class BlockingClient:
         self.close()
 
     def _run(self, done: Any, deadline: float | None = None) -> None:
-        client = self.client
-        client.handle_timer(now=time.monotonic())
+        self.client.handle_timer(now=time.monotonic())
         while True:
             self._handle_events()
-            self._flush()
+            self._io.flush()
             if done():
                 return
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
+            if deadline is not None and time.monotonic() >= deadline:
                 raise KafkaTimeoutError("the client did not finish in time")
-            wakes = [t for t in (client.get_timer(), deadline) if t is not None]
-            wait = max(0.0, min(wakes) - now) if wakes else None
-            ready = self._selector.select(wait) if self._socks else _sleep(wait)
-            for key, _mask in ready:
-                node = NodeId(key.data)
-                try:
-                    data = self._socks[node].recv(1 << 20)
-                except (BlockingIOError, ssl.SSLWantReadError):
-                    continue
-                except OSError as exc:
-                    self._forget(node)
-                    client.connection_lost(node, now=time.monotonic(), error=exc)
-                    continue
-                if not data:
-                    self._forget(node)
-                client.receive_data(node, data, now=time.monotonic())
-            client.handle_timer(now=time.monotonic())
+            self._io.poll(deadline)
 
     def _handle_events(self) -> None:
-        client = self.client
-        while (event := client.next_event()) is not None:
+        while (event := self.client.next_event()) is not None:
             match event:
                 case ConnectRequested(node_id=node, host=host, port=port):
-                    self._open(node, host, port)
+                    self._io.open(node, host, port)
                 case CloseRequested(node_id=node):
-                    self._forget(node)
+                    self._io.forget(node)
                 case RequestCompleted(request_id=rid) | ClientRequestFailed(request_id=rid):
                     self._done[rid] = event
                 case MetadataUpdated():
                     self._metadata_updates += 1
                 case NodeDisconnected():
                     pass
-
-    def _open(self, node: NodeId, host: str, port: int) -> None:
-        timeout = self.client.config.socket_connection_setup_timeout
-        try:
-            sock = socket.create_connection((host, port), timeout=timeout)
-            if self._ssl is not None:
-                sock = self._ssl.wrap_socket(sock, server_hostname=host)
-        except OSError as exc:
-            self.client.connection_failed(node, now=time.monotonic(), error=exc)
-            return
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._socks[node] = sock
-        self._selector.register(sock, selectors.EVENT_READ, data=int(node))
-        self.client.connection_made(node, now=time.monotonic())
-
-    def _forget(self, node: NodeId) -> None:
-        sock = self._socks.pop(node, None)
-        if sock is not None:
-            self._selector.unregister(sock)
-            sock.close()
-
-    def _flush(self) -> None:
-        for node, data in self.client.data_to_send():
-            sock = self._socks.get(node)
-            if sock is None:
-                continue
-            try:
-                _send_all(sock, data)
-            except OSError as exc:
-                self._forget(node)
-                self.client.connection_lost(node, now=time.monotonic(), error=exc)
-
-
-def _sleep(wait: float | None) -> list[Any]:
-    time.sleep(0.05 if wait is None else min(wait, 0.05))
-    return []
 
 
 def _send_all(sock: socket.socket, data: bytes) -> None:

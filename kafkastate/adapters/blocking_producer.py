@@ -10,15 +10,12 @@ handling is *waiting* -- ``send`` retries a record refused with a retriable erro
 from __future__ import annotations
 
 import random
-import selectors
-import socket
 import ssl
 import time
 from collections.abc import Callable, Sequence
 
-from kafkastate.adapters.blocking import _send_all
+from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core.client import CloseRequested, ConnectRequested
-from kafkastate.core.metadata import NodeId
 from kafkastate.core.producer.accumulator import (
     FlushCompleted,
     FlushId,
@@ -59,10 +56,12 @@ class BlockingProducer:
         max_block: float = 60.0,
     ) -> None:
         self.machine = ProducerMachine(config, rng=random.SystemRandom())
-        self._ssl = ssl_context
         self._max_block = max_block
-        self._selector = selectors.DefaultSelector()
-        self._socks: dict[NodeId, socket.socket] = {}
+        self._io = SocketLoop(
+            self.machine,
+            ssl_context=ssl_context,
+            connect_timeout=config.client.socket_connection_setup_timeout,
+        )
         self.outcomes: dict[RecordId, RecordOutcome] = {}
         """Every record's outcome so far."""
         self._flushed: set[FlushId] = set()
@@ -135,10 +134,7 @@ class BlockingProducer:
         except KafkaTimeoutError:
             self.machine.abort(now=time.monotonic())
             self._handle_events()
-        for sock in self._socks.values():
-            sock.close()
-        self._socks.clear()
-        self._selector.close()
+        self._io.close()
         self._closed = True
 
     def __enter__(self) -> BlockingProducer:
@@ -156,50 +152,25 @@ class BlockingProducer:
     def _run(
         self, done: Callable[[], bool], deadline: float | None = None, *, quiet: bool = False
     ) -> None:
-        m = self.machine
         while True:
             self._handle_events()
-            self._flush_out()
+            self._io.flush()
             if done():
                 return
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
+            if deadline is not None and time.monotonic() >= deadline:
                 if quiet:
                     return
                 raise KafkaTimeoutError("the producer did not finish in time")
-            wakes = [t for t in (m.get_timer(), deadline) if t is not None]
-            wait = max(0.0, min(wakes) - now) if wakes else None
-            if self._socks:
-                ready = self._selector.select(wait)
-            else:
-                time.sleep(0.05 if wait is None else min(wait, 0.05))
-                ready = []
-            for key, _mask in ready:
-                node = NodeId(key.data)
-                sock = self._socks.get(node)
-                if sock is None:
-                    continue
-                try:
-                    data = sock.recv(1 << 20)
-                except (BlockingIOError, ssl.SSLWantReadError):
-                    continue
-                except OSError as exc:
-                    self._forget(node)
-                    m.connection_lost(node, now=time.monotonic(), error=exc)
-                    continue
-                if not data:
-                    self._forget(node)
-                m.receive_data(node, data, now=time.monotonic())
-            m.handle_timer(now=time.monotonic())
+            self._io.poll(deadline)
 
     def _handle_events(self) -> None:
         m = self.machine
         while (event := m.next_event()) is not None:
             match event:
                 case ConnectRequested(node_id=node, host=host, port=port):
-                    self._open(node, host, port)
+                    self._io.open(node, host, port)
                 case CloseRequested(node_id=node):
-                    self._forget(node)
+                    self._io.forget(node)
                 case RecordsAcknowledged():
                     for rid, offset, _ts in event.results():
                         self.outcomes[rid] = (event.topic, event.partition, offset)
@@ -217,35 +188,3 @@ class BlockingProducer:
                 case _:
                     pass
             self._wake += 1
-
-    def _open(self, node: NodeId, host: str, port: int) -> None:
-        timeout = self.machine.client.config.socket_connection_setup_timeout
-        try:
-            sock = socket.create_connection((host, port), timeout=timeout)
-            if self._ssl is not None:
-                sock = self._ssl.wrap_socket(sock, server_hostname=host)
-        except OSError as exc:
-            self.machine.connection_failed(node, now=time.monotonic(), error=exc)
-            return
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._socks[node] = sock
-        self._selector.register(sock, selectors.EVENT_READ, data=int(node))
-        self.machine.connection_made(node, now=time.monotonic())
-
-    def _forget(self, node: NodeId) -> None:
-        sock = self._socks.pop(node, None)
-        if sock is not None:
-            self._selector.unregister(sock)
-            sock.close()
-
-    def _flush_out(self) -> None:
-        for node, data in self.machine.data_to_send():
-            sock = self._socks.get(node)
-            if sock is None:
-                continue
-            try:
-                _send_all(sock, data)
-            except OSError as exc:
-                self._forget(node)
-                self.machine.connection_lost(node, now=time.monotonic(), error=exc)
