@@ -23,6 +23,7 @@ PUBLIC_MODULES = [
     "kafkastate.core.producer.idempotence",
     "kafkastate.core.producer.producer",
     "kafkastate.adapters.blocking_producer",
+    "kafkastate.sync",
     "kafkastate.core.sasl",
     "kafkastate.core.protocol.framing",
     "kafkastate.core.protocol.versions",

@@ -1,0 +1,612 @@
+"""The IO thread behind :class:`kafkastate.sync.KafkaProducer`.
+
+One thread per producer owns the :class:`~kafkastate.core.producer.producer.ProducerMachine`
+and a :class:`~kafkastate.adapters.blocking.SocketLoop`; nothing else touches the machine.
+User threads hand it commands through a deque and wake it through a socketpair whose
+reading end sits in the loop's selector. The loop is the usual one (STYLE.md §12): run the
+queued commands, drain events into futures and replies, write, wait for a socket, the
+waker, the machine's deadline or a caller's ``max_block`` deadline, feed, repeat.
+
+The only decision made here is *waiting*: a record refused with a retriable error
+(metadata pending, unknown topic, buffer full) is tried again after every turn of the loop
+until its ``max_block`` deadline passes -- then it fails with ``KafkaTimeoutError``.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import random
+import selectors
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from kafkastate.adapters.blocking import IOMachine, SocketLoop
+from kafkastate.core.client import CloseRequested, ConnectRequested, MetadataUpdated
+from kafkastate.core.producer.accumulator import (
+    BufferFullError,
+    BufferSpaceFreed,
+    FlushCompleted,
+    FlushId,
+    RecordId,
+    RecordsAcknowledged,
+    RecordsFailed,
+)
+from kafkastate.core.producer.producer import (
+    ProducerClosed,
+    ProducerClosedError,
+    ProducerConfig,
+    ProducerFailed,
+    ProducerIdAssigned,
+    ProducerMachine,
+)
+from kafkastate.errors import IllegalStateError, KafkaError, KafkaTimeoutError
+
+__all__ = ["ProducerThread", "RecordSink", "Reply"]
+
+log = logging.getLogger("kafkastate.sync")
+
+
+class RecordSink(Protocol):
+    """Where the IO thread reports one record's outcome (a future)."""
+
+    def record_acknowledged(self, topic: str, partition: int, offset: int, timestamp: int) -> None:
+        """The broker wrote the record."""
+
+    def record_failed(self, error: BaseException) -> None:
+        """The record will not be written."""
+
+
+class Reply:
+    """A one-shot answer from the IO thread to a waiting user thread."""
+
+    __slots__ = ("_event", "error", "value")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def set(self, value: Any = None) -> None:
+        """Answer with ``value``."""
+        self.value = value
+        self._event.set()
+
+    def fail(self, error: BaseException) -> None:
+        """Answer with ``error``."""
+        self.error = error
+        self._event.set()
+
+    @property
+    def done(self) -> bool:
+        """Whether an answer is there."""
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` seconds (None: forever); return whether answered."""
+        return self._event.wait(timeout)
+
+
+# ------------------------------------------------------------------------------ commands
+
+
+@attrs.define(slots=True, eq=False)
+class _Send:
+    topic: str
+    value: bytes | bytearray | memoryview | None
+    key: bytes | bytearray | memoryview | None
+    headers: Sequence[tuple[str, bytes | bytearray | memoryview | None]]
+    partition: int | None
+    timestamp_ms: int
+    sink: RecordSink
+    deadline: float
+    max_block: float
+    reply: Reply | None  # None: sent from the IO thread itself, nobody waits
+    last_error: KafkaError | None = None
+
+
+@attrs.define(slots=True, eq=False)
+class _Flush:
+    reply: Reply
+
+
+@attrs.define(slots=True, eq=False)
+class _Partitions:
+    topic: str
+    deadline: float
+    max_block: float
+    reply: Reply
+
+
+@attrs.define(slots=True, eq=False)
+class _Metrics:
+    reply: Reply
+
+
+@attrs.define(slots=True, eq=False)
+class _Close:
+    deadline: float | None
+    reply: Reply
+
+
+_Command = _Send | _Flush | _Partitions | _Metrics | _Close
+
+
+# ---------------------------------------------------------------------------------- loop
+
+
+class _WakeableLoop(SocketLoop):
+    """A SocketLoop whose :meth:`poll` also returns when ``waker`` is readable.
+
+    The waker is registered in SocketLoop's selector with ``data=None``: SocketLoop's
+    ``poll`` finds no node socket for it and skips it; the thread drains it afterwards.
+    (A public ``SocketLoop`` hook for an extra readable would remove the two private
+    attributes used here.)
+    """
+
+    def __init__(
+        self,
+        machine: IOMachine,
+        *,
+        waker: socket.socket,
+        ssl_context: ssl.SSLContext | None,
+        connect_timeout: float,
+    ) -> None:
+        super().__init__(machine, ssl_context=ssl_context, connect_timeout=connect_timeout)
+        self._machine_io = machine
+        self._selector.register(waker, selectors.EVENT_READ, data=None)
+
+    def poll(self, deadline: float | None) -> None:
+        """Wait for sockets, the waker, the machine's deadline or ``deadline``; feed."""
+        if self._socks:
+            super().poll(deadline)
+            return
+        # No broker socket: SocketLoop would sleep in short steps; wait on the waker alone.
+        machine = self._machine_io
+        now = time.monotonic()
+        wakes = [t for t in (machine.get_timer(), deadline) if t is not None]
+        self._selector.select(max(0.0, min(wakes) - now) if wakes else None)
+        machine.handle_timer(now=time.monotonic())
+
+
+class ProducerThread:
+    """Runs a ProducerMachine on its own thread; other threads send it commands.
+
+    Args:
+        config: the machine's settings.
+        ssl_context: TLS for every connection, or None for plaintext.
+        name: the thread's name.
+    """
+
+    def __init__(
+        self, config: ProducerConfig, *, ssl_context: ssl.SSLContext | None, name: str
+    ) -> None:
+        self._machine = ProducerMachine(config, rng=random.SystemRandom())
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._loop = _WakeableLoop(
+            self._machine,
+            waker=self._wake_r,
+            ssl_context=ssl_context,
+            connect_timeout=config.client.socket_connection_setup_timeout,
+        )
+        self._lock = threading.Lock()
+        self._accepting = True
+        self._commands: collections.deque[_Command] = collections.deque()
+        self._sinks: dict[RecordId, RecordSink] = {}
+        self._waiting_sends: list[_Send] = []
+        self._waiting_partitions: list[_Partitions] = []
+        self._flushes: dict[FlushId, Reply] = {}
+        self._close: _Close | None = None
+        self._close_replies: list[Reply] = []
+        self._finished = False
+        self._crash: BaseException | None = None
+        self._counts = {"sent": 0, "acked": 0, "failed": 0, "refused": 0, "timed_out": 0}
+        self._final_metrics: dict[str, float] | None = None
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        """The IO thread (started by :meth:`start`)."""
+
+    def start(self) -> None:
+        """Start the IO thread."""
+        self.thread.start()
+
+    @property
+    def on_io_thread(self) -> bool:
+        """Whether the caller runs on the IO thread (inside a callback)."""
+        return threading.current_thread() is self.thread
+
+    # ------------------------------------------------------------- user side
+
+    def submit_send(
+        self,
+        topic: str,
+        *,
+        value: bytes | bytearray | memoryview | None,
+        key: bytes | bytearray | memoryview | None,
+        headers: Sequence[tuple[str, bytes | bytearray | memoryview | None]],
+        partition: int | None,
+        timestamp_ms: int,
+        sink: RecordSink,
+        max_block: float,
+    ) -> None:
+        """Append a record, waiting up to ``max_block`` seconds for metadata or memory.
+
+        From the IO thread (a callback) nothing can wait: a retriable refusal leaves the
+        record queued and its sink fails with KafkaTimeoutError after ``max_block``.
+
+        Raises:
+            KafkaTimeoutError: ``max_block`` passed while the record was refused.
+            IllegalStateError: the producer is closed.
+            KafkaError: a non-retriable refusal (MessageTooLargeError...).
+        """
+        inline = self.on_io_thread
+        cmd = _Send(
+            topic=topic,
+            value=value,
+            key=key,
+            headers=headers,
+            partition=partition,
+            timestamp_ms=timestamp_ms,
+            sink=sink,
+            deadline=time.monotonic() + max_block,
+            max_block=max_block,
+            reply=None if inline else Reply(),
+        )
+        if inline:
+            if self._finished or self._close is not None:
+                raise IllegalStateError("KafkaProducer already closed")
+            if not self._try_send(cmd, time.monotonic(), raise_refusal=True):
+                self._waiting_sends.append(cmd)
+            return
+        assert cmd.reply is not None
+        self._call(cmd, cmd.reply, None)
+
+    def flush(self, timeout: float | None) -> None:
+        """Block until every record sent before has its outcome.
+
+        Raises:
+            KafkaTimeoutError: ``timeout`` passed first.
+            IllegalStateError: called from a callback (it would wait for itself).
+        """
+        if self.on_io_thread:
+            raise IllegalStateError("flush() from a producer callback would deadlock")
+        if self._finished:
+            return
+        reply = Reply()
+        try:
+            self._call(_Flush(reply=reply), reply, timeout)
+        except IllegalStateError:
+            if not self._finished:
+                raise  # closed meanwhile: every record had its outcome
+
+    def partitions_for(self, topic: str, max_block: float) -> set[int]:
+        """The topic's partition ids, waiting up to ``max_block`` for its metadata.
+
+        Raises:
+            KafkaTimeoutError: no metadata for it within ``max_block``.
+            IllegalStateError: the producer is closed.
+        """
+        if self.on_io_thread:
+            known = self._machine.client.cluster.partitions_for(topic)
+            if known is None:
+                raise IllegalStateError(
+                    f"no metadata for {topic!r} yet, and a callback cannot wait for it"
+                )
+            return set(known)
+        reply = Reply()
+        cmd = _Partitions(
+            topic=topic, deadline=time.monotonic() + max_block, max_block=max_block, reply=reply
+        )
+        result: set[int] = self._call(cmd, reply, None)
+        return result
+
+    def metrics(self) -> dict[str, float]:
+        """A snapshot of counters and gauges (see :meth:`KafkaProducer.metrics`)."""
+        if self.on_io_thread:
+            return self._snapshot()
+        if self._final_metrics is not None:
+            return dict(self._final_metrics)
+        reply = Reply()
+        try:
+            result: dict[str, float] = self._call(_Metrics(reply=reply), reply, None)
+        except IllegalStateError:
+            self.thread.join()
+            assert self._final_metrics is not None
+            return dict(self._final_metrics)
+        return result
+
+    def close(self, timeout: float | None) -> None:
+        """Deliver what is pending (aborting it after ``timeout``), close, end the thread.
+
+        From the IO thread (a callback): pending records are aborted at once and the thread
+        ends after the callback returns; nothing is joined.
+        """
+        if self.on_io_thread:
+            if self._close is None:
+                if timeout is None or timeout > 0:
+                    log.warning(
+                        "close() from a producer callback cannot wait: pending records are "
+                        "aborted (as close(timeout=0))"
+                    )
+                self._close = _Close(deadline=time.monotonic(), reply=Reply())
+                self._machine.abort(now=time.monotonic())
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self.thread.is_alive():
+            reply = Reply()
+            with contextlib.suppress(IllegalStateError):  # closing already: just join
+                self._call(_Close(deadline=deadline, reply=reply), reply, None)
+        if self.thread.ident is not None:
+            self.thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+    def _call(self, cmd: _Command, reply: Reply, timeout: float | None) -> Any:
+        with self._lock:
+            if not self._accepting:
+                raise IllegalStateError("KafkaProducer already closed")
+            self._commands.append(cmd)
+        self._wake()
+        if not reply.wait(timeout):
+            raise KafkaTimeoutError(f"flush did not finish within {timeout:g} s")
+        if reply.error is not None:
+            raise reply.error
+        return reply.value
+
+    def _wake(self) -> None:
+        # BlockingIOError: the buffer is full, so a wake-up is pending anyway.
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
+
+    # ------------------------------------------------------------------ IO side
+
+    def _run(self) -> None:
+        try:
+            while not self._finished:
+                now = time.monotonic()
+                self._take_commands(now)
+                self._retry_waiting(now)
+                self._handle_events()
+                self._loop.flush()
+                self._handle_events()
+                if self._finished:
+                    break
+                self._loop.poll(self._deadline())
+                self._drain_waker()
+        except BaseException as exc:
+            log.exception("the producer IO thread failed")
+            self._crash = exc
+        finally:
+            self._shutdown()
+
+    def _take_commands(self, now: float) -> None:
+        while self._commands:
+            cmd = self._commands.popleft()
+            match cmd:
+                case _Send():
+                    if self._close is not None:
+                        assert cmd.reply is not None
+                        cmd.reply.fail(IllegalStateError("KafkaProducer already closed"))
+                    elif self._waiting_sends or not self._try_send(cmd, now):
+                        self._waiting_sends.append(cmd)  # behind earlier waiting records
+                case _Flush(reply=reply):
+                    self._flushes[self._machine.flush(now=now)] = reply
+                case _Partitions():
+                    self._machine.track_topics([cmd.topic])
+                    self._waiting_partitions.append(cmd)
+                case _Metrics(reply=reply):
+                    reply.set(self._snapshot())
+                case _Close(reply=reply):
+                    self._close_replies.append(reply)
+                    if self._close is None:
+                        self._close = cmd
+                        self._machine.close(now=now)
+                    elif cmd.deadline is not None and (
+                        self._close.deadline is None or cmd.deadline < self._close.deadline
+                    ):
+                        self._close.deadline = cmd.deadline
+
+    def _try_send(self, cmd: _Send, now: float, *, raise_refusal: bool = False) -> bool:
+        """Try to append; return False if it must wait (retriable refusal)."""
+        try:
+            rid = self._machine.send(
+                cmd.topic,
+                value=cmd.value,
+                key=cmd.key,
+                partition=cmd.partition,
+                timestamp_ms=cmd.timestamp_ms,
+                headers=cmd.headers,
+                now=now,
+            )
+        except KafkaError as exc:
+            if exc.retriable and now < cmd.deadline:
+                cmd.last_error = exc
+                return False
+            if exc.retriable:
+                self._counts["timed_out"] += 1
+                error: KafkaError = KafkaTimeoutError(
+                    f"send waited max_block_ms ({cmd.max_block * 1000:g} ms) for "
+                    f"{_waiting_for(exc)}: {exc}"
+                )
+                error.__cause__ = exc
+            else:
+                self._counts["refused"] += 1
+                error = exc
+            if cmd.reply is not None:
+                cmd.reply.fail(error)
+            elif raise_refusal:
+                raise error from None
+            else:
+                _complete(cmd.sink.record_failed, error)
+            return True
+        self._counts["sent"] += 1
+        self._sinks[rid] = cmd.sink
+        if cmd.reply is not None:
+            cmd.reply.set()
+        return True
+
+    def _retry_waiting(self, now: float) -> None:
+        if self._waiting_sends:
+            waiting, self._waiting_sends = self._waiting_sends, []
+            for i, cmd in enumerate(waiting):
+                if self._close is not None:
+                    error = IllegalStateError("KafkaProducer closed while send() waited")
+                    self._refuse(cmd, error)
+                elif not self._try_send(cmd, now):
+                    if isinstance(cmd.last_error, BufferFullError):
+                        # buffer.memory is FIFO: later records wait behind this one
+                        self._waiting_sends.extend(waiting[i:])
+                        break
+                    self._waiting_sends.append(cmd)
+        if self._waiting_partitions:
+            cluster = self._machine.client.cluster
+            still: list[_Partitions] = []
+            for p in self._waiting_partitions:
+                known = cluster.partitions_for(p.topic)
+                if known is not None:
+                    p.reply.set(set(known))
+                elif now >= p.deadline:
+                    p.reply.fail(
+                        KafkaTimeoutError(
+                            f"partitions_for waited max_block_ms ({p.max_block * 1000:g} ms) "
+                            f"for metadata of topic {p.topic!r}"
+                        )
+                    )
+                else:
+                    still.append(p)
+            self._waiting_partitions = still
+        close = self._close
+        if close is not None and close.deadline is not None and now >= close.deadline:
+            close.deadline = None
+            self._machine.abort(now=now)
+
+    def _refuse(self, cmd: _Send, error: KafkaError) -> None:
+        if cmd.reply is not None:
+            cmd.reply.fail(error)
+        else:
+            _complete(cmd.sink.record_failed, error)
+
+    def _deadline(self) -> float | None:
+        times = [c.deadline for c in self._waiting_sends]
+        times.extend(p.deadline for p in self._waiting_partitions)
+        if self._close is not None and self._close.deadline is not None:
+            times.append(self._close.deadline)
+        return min(times) if times else None
+
+    def _handle_events(self) -> None:
+        machine = self._machine
+        while (event := machine.next_event()) is not None:
+            match event:
+                case ConnectRequested(node_id=node, host=host, port=port):
+                    self._loop.open(node, host, port)
+                case CloseRequested(node_id=node):
+                    self._loop.forget(node)
+                case RecordsAcknowledged(topic=topic, partition=partition):
+                    for rid, offset, ts in event.results():
+                        sink = self._sinks.pop(rid, None)
+                        self._counts["acked"] += 1
+                        if sink is not None:
+                            _complete(sink.record_acknowledged, topic, partition, offset, ts)
+                case RecordsFailed(record_ids=rids, error=error):
+                    for rid in rids:
+                        sink = self._sinks.pop(rid, None)
+                        self._counts["failed"] += 1
+                        if sink is not None:
+                            _complete(sink.record_failed, error)
+                case FlushCompleted(flush_id=fid):
+                    reply = self._flushes.pop(fid, None)
+                    if reply is not None:
+                        reply.set()
+                case ProducerFailed(error=error):
+                    log.error("the producer failed fatally: %s", error)
+                case ProducerClosed():
+                    self._finished = True
+                case MetadataUpdated() | BufferSpaceFreed() | ProducerIdAssigned():
+                    pass  # waiting sends are retried on every turn of the loop
+
+    def _drain_waker(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def _snapshot(self) -> dict[str, float]:
+        machine = self._machine
+        acc = machine.accumulator
+        c = self._counts
+        return {
+            "record-send-total": c["sent"],
+            "record-ack-total": c["acked"],
+            "record-error-total": c["failed"],
+            "record-refused-total": c["refused"],
+            "record-block-timeout-total": c["timed_out"],
+            "records-outstanding": acc.outstanding_records,
+            "records-waiting-send": len(self._waiting_sends),
+            "batches-in-flight": len(acc.in_flight_batches()),
+            "buffer-total-bytes": acc.config.buffer_memory,
+            "buffer-used-bytes": acc.buffer_used,
+            "buffer-available-bytes": acc.buffer_available,
+            "producer-id": machine.producer_id,
+            "producer-epoch": machine.producer_epoch,
+        }
+
+    def _shutdown(self) -> None:
+        with self._lock:
+            self._accepting = False
+        machine = self._machine
+        if not self._finished:  # crashed: give every record an outcome
+            try:
+                machine.abort(now=time.monotonic())
+                self._handle_events()
+            except BaseException:
+                log.exception("aborting the producer after a crash failed")
+        self._final_metrics = self._snapshot()
+        gone = ProducerClosedError("the producer closed before the record had an outcome")
+        error: BaseException = self._crash if self._crash is not None else gone
+        for sink in self._sinks.values():
+            _complete(sink.record_failed, error)
+        self._sinks.clear()
+        for cmd in [*self._waiting_sends, *self._commands_left()]:
+            if isinstance(cmd, _Send):
+                self._refuse(cmd, IllegalStateError("KafkaProducer already closed"))
+            elif isinstance(cmd, _Close):
+                self._close_replies.append(cmd.reply)
+            elif isinstance(cmd, _Metrics):
+                cmd.reply.set(dict(self._final_metrics))
+            else:
+                cmd.reply.fail(IllegalStateError("KafkaProducer already closed"))
+        self._waiting_sends.clear()
+        for p in self._waiting_partitions:
+            p.reply.fail(IllegalStateError("KafkaProducer already closed"))
+        for reply in self._flushes.values():
+            reply.set()  # closed: every record has its outcome
+        self._loop.close()
+        self._wake_r.close()
+        self._wake_w.close()
+        for reply in self._close_replies:
+            reply.set()
+
+    def _commands_left(self) -> list[_Command]:
+        left = list(self._commands)
+        self._commands.clear()
+        return left
+
+
+def _waiting_for(error: KafkaError) -> str:
+    if isinstance(error, BufferFullError):
+        return "buffer memory (buffer_memory)"
+    return "topic metadata"
+
+
+def _complete(fn: Callable[..., None], *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        log.exception("completing a record future failed")

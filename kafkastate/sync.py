@@ -1,0 +1,763 @@
+"""A thread-based producer with kafka-python's API, over kafkastate's sans-IO core.
+
+:class:`KafkaProducer` takes kafka-python's keyword arguments, starts one IO thread in its
+constructor (as kafka-python does) and returns :class:`FutureRecordMetadata` from
+:meth:`~KafkaProducer.send`. The IO thread alone drives the
+:class:`~kafkastate.core.producer.producer.ProducerMachine`; callbacks and errbacks run on
+it. Errors are :mod:`kafkastate.errors` classes (``KafkaTimeoutError``,
+``MessageTooLargeError``...), not kafka-python's.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import math
+import ssl
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Final, NamedTuple, Self
+
+from kafkastate.adapters._sync_thread import ProducerThread
+from kafkastate.core.client import ClientConfig
+from kafkastate.core.connection import ConnectionConfig
+from kafkastate.core.metadata import MetadataConfig
+from kafkastate.core.producer.accumulator import AccumulatorConfig
+from kafkastate.core.producer.producer import ProducerConfig
+from kafkastate.core.protocol.compression import Compression
+from kafkastate.errors import (
+    IllegalStateError,
+    KafkaConfigurationError,
+    KafkaError,
+    KafkaTimeoutError,
+)
+
+__all__ = ["FutureRecordMetadata", "KafkaProducer", "RecordMetadata", "TopicPartition"]
+
+log = logging.getLogger("kafkastate.sync")
+
+_INT32_MAX: Final = 2**31 - 1
+_CLIENT_IDS = itertools.count(1)
+_COMPRESSION: Final = {
+    None: Compression.NONE,
+    "none": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
+_SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# kafka-python options this producer knows but does not implement: refused by name.
+_UNSUPPORTED: Final = frozenset(
+    {
+        "client_dns_lookup",
+        "receive_buffer_bytes",
+        "send_buffer_bytes",
+        "socket_options",
+        "ssl_crlfile",
+        "ssl_ciphers",
+        "bootstrap_timeout_ms",
+        "metric_reporters",
+        "metrics_num_samples",
+        "metrics_sample_window_ms",
+        "selector",
+        "sasl_kerberos_name",
+        "sasl_kerberos_service_name",
+        "sasl_kerberos_domain_name",
+        "sasl_oauth_token_provider",
+        "proxy_url",
+        "socks5_proxy",
+        "kafka_client",
+    }
+)
+
+Serializer = Callable[[str, list[tuple[str, bytes]], Any], Any]
+
+
+class TopicPartition(NamedTuple):
+    """A topic and a partition (equal to kafka-python's ``TopicPartition``)."""
+
+    topic: str
+    """The topic."""
+    partition: int
+    """The partition."""
+
+
+class RecordMetadata(NamedTuple):
+    """Where an acknowledged record was written (kafka-python's ``RecordMetadata``)."""
+
+    topic: str
+    """The topic."""
+    partition: int
+    """The partition."""
+    topic_partition: TopicPartition
+    """``(topic, partition)``."""
+    offset: int
+    """The record's offset; -1 with ``acks=0``."""
+    timestamp: int
+    """The broker's log-append time on a LOG_APPEND_TIME topic, else the record's
+    create time, ms since the epoch."""
+    checksum: int | None
+    """Always None (record batches v2 have no per-record checksum)."""
+    serialized_key_size: int
+    """Bytes of the serialized key, -1 for None."""
+    serialized_value_size: int
+    """Bytes of the serialized value, -1 for None."""
+    serialized_header_size: int
+    """Bytes of the header keys (UTF-8) and values, -1 without headers."""
+
+
+class FutureRecordMetadata:
+    """The outcome of one :meth:`KafkaProducer.send` (kafka-python's future).
+
+    ``is_done``, ``value`` and ``exception`` are attributes as in kafka-python. Callbacks
+    registered before completion run on the producer's IO thread; after completion, at
+    once in the caller's thread. A callback that raises is logged and ignored.
+    """
+
+    __slots__ = (
+        "_callbacks",
+        "_errbacks",
+        "_event",
+        "_lock",
+        "_sizes",
+        "exception",
+        "is_done",
+        "value",
+    )
+
+    def __init__(self, sizes: tuple[int, int, int]) -> None:
+        self.is_done = False
+        """Whether the record has its outcome."""
+        self.value: RecordMetadata | None = None
+        """The metadata once acknowledged."""
+        self.exception: BaseException | None = None
+        """The error once failed."""
+        self._sizes = sizes
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+        self._callbacks: list[Callable[[RecordMetadata], Any]] = []
+        self._errbacks: list[Callable[[BaseException], Any]] = []
+
+    def succeeded(self) -> bool:
+        """Returns:
+        Whether the record was acknowledged."""
+        return self.is_done and self.exception is None
+
+    def failed(self) -> bool:
+        """Returns:
+        Whether the record failed."""
+        return self.is_done and self.exception is not None
+
+    def retriable(self) -> bool:
+        """Returns:
+        Whether the record failed with a retriable error."""
+        return isinstance(self.exception, KafkaError) and self.exception.retriable
+
+    def add_callback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Self:
+        """Call ``fn(*args, metadata, **kwargs)`` once the record is acknowledged.
+
+        Args:
+            fn: the callback; ``args`` and ``kwargs`` are bound before the metadata.
+
+        Returns:
+            This future, for chaining.
+        """
+        f = functools.partial(fn, *args, **kwargs) if args or kwargs else fn
+        with self._lock:
+            if not self.is_done:
+                self._callbacks.append(f)
+                return self
+        if self.exception is None:
+            assert self.value is not None
+            _call(f, self.value)
+        return self
+
+    def add_errback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Self:
+        """Call ``fn(*args, exception, **kwargs)`` if the record fails.
+
+        Args:
+            fn: the errback; ``args`` and ``kwargs`` are bound before the exception.
+
+        Returns:
+            This future, for chaining.
+        """
+        f = functools.partial(fn, *args, **kwargs) if args or kwargs else fn
+        with self._lock:
+            if not self.is_done:
+                self._errbacks.append(f)
+                return self
+        if self.exception is not None:
+            _call(f, self.exception)
+        return self
+
+    def add_both(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Self:
+        """Register ``fn`` as callback and errback.
+
+        Returns:
+            This future.
+        """
+        return self.add_callback(fn, *args, **kwargs).add_errback(fn, *args, **kwargs)
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        """Wait for the outcome.
+
+        Args:
+            timeout: seconds to wait; None waits until the record has its outcome (at most
+                ``delivery_timeout_ms`` after ``send``).
+
+        Returns:
+            The record's metadata.
+
+        Raises:
+            KafkaTimeoutError: ``timeout`` passed first.
+            KafkaError: the record failed with this error.
+        """
+        if not self._event.wait(timeout):
+            raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
+        if self.exception is not None:
+            raise self.exception
+        assert self.value is not None
+        return self.value
+
+    # Called by the IO thread (kafkastate.adapters._sync_thread.RecordSink).
+    def record_acknowledged(self, topic: str, partition: int, offset: int, timestamp: int) -> None:
+        """Complete with the record's metadata and run the callbacks (IO thread)."""
+        key_size, value_size, header_size = self._sizes
+        metadata = RecordMetadata(
+            topic,
+            partition,
+            TopicPartition(topic, partition),
+            offset,
+            timestamp,
+            None,
+            key_size,
+            value_size,
+            header_size,
+        )
+        with self._lock:
+            self.value = metadata
+            self.is_done = True
+            callbacks, self._callbacks, self._errbacks = self._callbacks, [], []
+        self._event.set()
+        for f in callbacks:
+            _call(f, metadata)
+
+    def record_failed(self, error: BaseException) -> None:
+        """Complete with ``error`` and run the errbacks (IO thread)."""
+        with self._lock:
+            self.exception = error
+            self.is_done = True
+            errbacks, self._callbacks, self._errbacks = self._errbacks, [], []
+        self._event.set()
+        for f in errbacks:
+            _call(f, error)
+
+
+def _call(fn: Callable[[Any], Any], arg: Any) -> None:
+    try:
+        fn(arg)
+    except Exception:
+        log.exception("a producer callback raised")
+
+
+# --------------------------------------------------------------------------------- config
+
+
+def _number(name: str, value: Any, *, minimum: float, strict: bool = False) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+    if not ok or value < minimum or (strict and value == minimum):
+        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+        raise KafkaConfigurationError(f"{name} must be a number {bound}, got {value!r}")
+    return float(value)
+
+
+def _integer(name: str, value: Any, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise KafkaConfigurationError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _ms(name: str, value: Any, *, strict: bool = False) -> float:
+    return _number(name, value, minimum=0, strict=strict) / 1000.0
+
+
+def _serializer(name: str, value: Any) -> Serializer | None:
+    if value is None:
+        return None
+    serialize = getattr(value, "serialize", None)
+    if callable(serialize):  # kafka-python 3.0 Serializer: serialize(topic, headers, data)
+        method: Serializer = serialize
+        return method
+    if callable(value):  # f(data) -> bytes
+        return lambda _topic, _headers, data: value(data)
+    raise KafkaConfigurationError(
+        f"{name} must be a callable f(data) or have serialize(topic, headers, data), got {value!r}"
+    )
+
+
+def _ssl_context(options: Mapping[str, Any]) -> ssl.SSLContext | None:
+    protocol = options["security_protocol"]
+    if protocol not in _SECURITY_PROTOCOLS:
+        raise KafkaConfigurationError(
+            f"security_protocol must be one of {', '.join(_SECURITY_PROTOCOLS)}, got {protocol!r}"
+        )
+    context = options["ssl_context"]
+    if context is not None and not isinstance(context, ssl.SSLContext):
+        raise KafkaConfigurationError(f"ssl_context must be an ssl.SSLContext, got {context!r}")
+    if protocol not in ("SSL", "SASL_SSL"):
+        return None
+    if context is not None:
+        return context
+    context = ssl.create_default_context(cafile=options["ssl_cafile"])
+    context.check_hostname = bool(options["ssl_check_hostname"])
+    if not context.check_hostname:
+        context.verify_mode = ssl.CERT_NONE if options["ssl_cafile"] is None else ssl.CERT_REQUIRED
+    if options["ssl_certfile"] is not None:
+        context.load_cert_chain(
+            options["ssl_certfile"], options["ssl_keyfile"], options["ssl_password"]
+        )
+    return context
+
+
+def _connection_config(options: Mapping[str, Any], client_id: str) -> ConnectionConfig:
+    protocol = options["security_protocol"]
+    mechanism = options["sasl_mechanism"]
+    if protocol.startswith("SASL_"):
+        if mechanism not in _SASL_MECHANISMS:
+            raise KafkaConfigurationError(
+                f"sasl_mechanism must be one of {', '.join(_SASL_MECHANISMS)} with "
+                f"security_protocol={protocol}, got {mechanism!r}"
+            )
+        for name in ("sasl_plain_username", "sasl_plain_password"):
+            if not isinstance(options[name], str):
+                raise KafkaConfigurationError(f"{name} is required with sasl_mechanism")
+    elif mechanism is not None:
+        raise KafkaConfigurationError(
+            f"sasl_mechanism={mechanism!r} needs security_protocol SASL_PLAINTEXT or SASL_SSL"
+        )
+    in_flight = _integer(
+        "max_in_flight_requests_per_connection",
+        options["max_in_flight_requests_per_connection"],
+        minimum=1,
+    )
+    return ConnectionConfig(
+        client_id=client_id,
+        request_timeout=_ms("request_timeout_ms", options["request_timeout_ms"], strict=True),
+        # Metadata requests share the wire with Produce: never cap the wire below 5.
+        max_in_flight=max(5, in_flight),
+        sasl_mechanism=mechanism if protocol.startswith("SASL_") else None,
+        sasl_username=options["sasl_plain_username"],
+        sasl_password=options["sasl_plain_password"],
+        max_frame_size=_integer(
+            "receive_message_max_bytes", options["receive_message_max_bytes"], minimum=1
+        ),
+    )
+
+
+def _producer_config(options: Mapping[str, Any]) -> ProducerConfig:
+    client_id = options["client_id"]
+    if client_id is None:
+        client_id = f"kafkastate-producer-{next(_CLIENT_IDS)}"
+    elif not isinstance(client_id, str):
+        raise KafkaConfigurationError(f"client_id must be a str or None, got {client_id!r}")
+    servers = options["bootstrap_servers"]
+    try:
+        client_servers = ClientConfig(bootstrap_servers=servers).bootstrap_servers
+    except (KafkaConfigurationError, TypeError, ValueError) as exc:
+        raise KafkaConfigurationError(f"bootstrap_servers: {exc}") from None
+    retry_backoff = _ms("retry_backoff_ms", options["retry_backoff_ms"])
+    client = ClientConfig(
+        bootstrap_servers=client_servers,
+        connection=_connection_config(options, client_id),
+        metadata=MetadataConfig(
+            metadata_max_age=_ms("metadata_max_age_ms", options["metadata_max_age_ms"]),
+            retry_backoff=retry_backoff,
+            allow_auto_topic_creation=bool(options["allow_auto_create_topics"]),
+        ),
+        reconnect_backoff=_ms("reconnect_backoff_ms", options["reconnect_backoff_ms"], strict=True),
+        reconnect_backoff_max=_ms(
+            "reconnect_backoff_max_ms", options["reconnect_backoff_max_ms"], strict=True
+        ),
+        connections_max_idle=_ms(
+            "connections_max_idle_ms", options["connections_max_idle_ms"], strict=True
+        ),
+    )
+    compression = options["compression_type"]
+    if compression not in _COMPRESSION:
+        raise KafkaConfigurationError(
+            f"compression_type must be None, 'gzip', 'snappy', 'lz4' or 'zstd', got {compression!r}"
+        )
+    linger = _ms("linger_ms", options["linger_ms"])
+    request_timeout = _ms("request_timeout_ms", options["request_timeout_ms"], strict=True)
+    delivery_timeout = _ms("delivery_timeout_ms", options["delivery_timeout_ms"], strict=True)
+    if delivery_timeout < linger + request_timeout:
+        raise KafkaConfigurationError(
+            f"delivery_timeout_ms ({options['delivery_timeout_ms']}) must be >= linger_ms "
+            f"({options['linger_ms']}) + request_timeout_ms ({options['request_timeout_ms']})"
+        )
+    accumulator = AccumulatorConfig(
+        batch_size=_integer("batch_size", options["batch_size"], minimum=0),
+        linger=linger,
+        buffer_memory=_integer("buffer_memory", options["buffer_memory"], minimum=1),
+        max_request_size=_integer("max_request_size", options["max_request_size"], minimum=1),
+        compression=_COMPRESSION[compression],
+        delivery_timeout=delivery_timeout,
+        request_timeout=request_timeout,
+        retry_backoff=retry_backoff,
+        retry_backoff_max=max(retry_backoff, 1.0),
+    )
+    retries = options["retries"]
+    if retries == math.inf:
+        retries = _INT32_MAX
+    retries = min(_integer("retries", retries, minimum=0), _INT32_MAX)
+    acks = options["acks"]
+    if acks not in (0, 1, -1, "all") or isinstance(acks, bool):
+        raise KafkaConfigurationError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
+    idempotence = options["enable_idempotence"]
+    if idempotence is not None and not isinstance(idempotence, bool):
+        raise KafkaConfigurationError(f"enable_idempotence must be a bool, got {idempotence!r}")
+    partitioner = options["partitioner"]
+    if partitioner is not None and not callable(partitioner):
+        raise KafkaConfigurationError(
+            "partitioner must be a callable (key_bytes, all_partitions, available_partitions)"
+            f" -> partition, got {partitioner!r}"
+        )
+    if options["transactional_id"] is not None:
+        raise KafkaConfigurationError(
+            "transactional_id: transactions are not implemented yet; leave it None"
+        )
+    return ProducerConfig(
+        client=client,
+        accumulator=accumulator,
+        acks=acks,
+        enable_idempotence=idempotence,
+        max_in_flight_requests_per_connection=_integer(
+            "max_in_flight_requests_per_connection",
+            options["max_in_flight_requests_per_connection"],
+            minimum=1,
+        ),
+        retries=retries,
+        partitioner=partitioner,
+        transaction_timeout=_ms(
+            "transaction_timeout_ms", options["transaction_timeout_ms"], strict=True
+        ),
+    )
+
+
+# ------------------------------------------------------------------------------- producer
+
+
+class KafkaProducer:
+    """Publish records to Kafka from threads, with kafka-python's API.
+
+    The constructor validates the options, then starts the IO thread (as kafka-python
+    does); connections open on demand. Every option is keyword-only and named as in
+    kafka-python; durations are milliseconds.
+
+    Args:
+        bootstrap_servers: ``"host[:port]"`` or a list of them (default port 9092).
+        client_id: sent with every request; default ``kafkastate-producer-<n>``.
+        key_serializer: ``f(key) -> bytes`` or an object with
+            ``serialize(topic, headers, key)``; None means keys are bytes already.
+        value_serializer: the same for values.
+        acks: 0, 1 or ``'all'`` (-1, the default).
+        compression_type: None, ``'gzip'``, ``'snappy'``, ``'lz4'`` or ``'zstd'``.
+        retries: re-sends per batch (default infinite; ``delivery_timeout_ms`` bounds them).
+        batch_size: target batch size in bytes (16384).
+        linger_ms: how long a batch waits for more records (0, kafka-python's default).
+        partitioner: a callable ``(key_bytes, all_partitions, available_partitions) ->
+            partition`` (kafka-python 2.x / aiokafka style), or None for murmur2 on keys
+            and sticky partitions (KIP-480) for keyless records.
+        buffer_memory: bytes of records held before ``send`` blocks (32 MiB; Java's
+            ``buffer.memory``, which kafka-python 3.0 dropped).
+        max_block_ms: how long ``send`` and ``partitions_for`` wait for metadata or buffer
+            memory (60000).
+        max_request_size: largest record batch and request (1048576).
+        request_timeout_ms: how long a request waits for its response (30000).
+        delivery_timeout_ms: bound from ``send`` to outcome (120000, KIP-91).
+        enable_idempotence: True/False; unset means on unless ``acks``, ``retries`` or
+            ``max_in_flight_requests_per_connection`` conflict (KIP-679).
+        max_in_flight_requests_per_connection: Produce requests outstanding per broker (5).
+        retry_backoff_ms: first backoff before a retry (100).
+        metadata_max_age_ms: refresh metadata at least this often (300000).
+        allow_auto_create_topics: let the broker create unknown topics (True).
+        reconnect_backoff_ms: first reconnect delay (50).
+        reconnect_backoff_max_ms: largest reconnect delay (30000).
+        connections_max_idle_ms: close connections idle this long (540000).
+        receive_message_max_bytes: largest response accepted (100000000).
+        security_protocol: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
+        ssl_context: the TLS context; without one, SSL builds a default context from
+            ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_password`` and
+            ``ssl_check_hostname``.
+        sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
+        sasl_plain_username: SASL username.
+        sasl_plain_password: SASL password.
+        transactional_id: must be None (transactions are not implemented yet).
+        transaction_timeout_ms: accepted for compatibility.
+        api_version: accepted and ignored: versions are negotiated with ApiVersions.
+        metrics_enabled: accepted and ignored: :meth:`metrics` is always available.
+
+    Raises:
+        TypeError: an unknown keyword argument.
+        KafkaConfigurationError: an invalid value, or a kafka-python option this
+            producer does not implement; the message names the option.
+    """
+
+    def __init__(
+        self,
+        *,
+        bootstrap_servers: str | Sequence[str] = "localhost",
+        client_id: str | None = None,
+        key_serializer: Any = None,
+        value_serializer: Any = None,
+        acks: int | str = -1,
+        compression_type: str | None = None,
+        retries: float = math.inf,
+        batch_size: int = 16384,
+        linger_ms: float = 0,
+        partitioner: Callable[[bytes | None, list[int], list[int]], int] | None = None,
+        buffer_memory: int = 32 * 1024 * 1024,
+        max_block_ms: float = 60000,
+        max_request_size: int = 1048576,
+        request_timeout_ms: float = 30000,
+        delivery_timeout_ms: float = 120000,
+        enable_idempotence: bool | None = None,
+        max_in_flight_requests_per_connection: int = 5,
+        retry_backoff_ms: float = 100,
+        metadata_max_age_ms: float = 300000,
+        allow_auto_create_topics: bool = True,
+        reconnect_backoff_ms: float = 50,
+        reconnect_backoff_max_ms: float = 30000,
+        connections_max_idle_ms: float = 540000,
+        receive_message_max_bytes: int = 100_000_000,
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        ssl_check_hostname: bool = True,
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_password: str | None = None,
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: float = 60000,
+        api_version: Any = None,
+        metrics_enabled: bool = True,
+        **unsupported: Any,
+    ) -> None:
+        self._io: ProducerThread | None = None
+        self._closed = True
+        for name in sorted(unsupported):
+            if name in _UNSUPPORTED:
+                raise KafkaConfigurationError(
+                    f"{name}: a kafka-python option kafkastate's KafkaProducer does not support"
+                )
+            raise TypeError(f"KafkaProducer() got an unexpected keyword argument {name!r}")
+        options = dict(locals())
+        config = _producer_config(options)
+        self._key_serializer = _serializer("key_serializer", key_serializer)
+        self._value_serializer = _serializer("value_serializer", value_serializer)
+        self._max_block = _ms("max_block_ms", max_block_ms)
+        tls = _ssl_context(options)
+        self.config: ProducerConfig = config
+        """The core configuration built from the options."""
+        self._io = ProducerThread(
+            config,
+            ssl_context=tls,
+            name=f"kafkastate-producer-io[{config.client.connection.client_id}]",
+        )
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._io.start()
+
+    def send(  # noqa: PLR0917 -- kafka-python's positional signature
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: list[tuple[str, bytes]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> FutureRecordMetadata:
+        """Publish a record; return at once with a future for its outcome.
+
+        Blocks only while the topic's metadata or buffer memory is missing, up to
+        ``max_block_ms``. From a callback (the IO thread) it never blocks: a record that
+        would wait is queued and its future fails after ``max_block_ms``.
+
+        Args:
+            topic: the topic.
+            value: the value (bytes, or anything ``value_serializer`` takes); None is a
+                tombstone and needs a key.
+            key: the key (bytes, or anything ``key_serializer`` takes), or None.
+            headers: a list of ``(str, bytes)`` pairs.
+            partition: an explicit partition, or None for the partitioner's choice.
+            timestamp_ms: create time in ms since the epoch; default now.
+
+        Returns:
+            A future resolving to the record's :class:`RecordMetadata`.
+
+        Raises:
+            KafkaTimeoutError: no metadata or buffer memory within ``max_block_ms``.
+            MessageTooLargeError: the record exceeds ``max_request_size``.
+            IllegalStateError: the producer is closed.
+            TypeError: a bad topic, header or serialized type.
+            KafkaConfigurationError: neither key nor value, or a negative partition.
+            KafkaError: another refusal (the producer failed fatally...).
+        """
+        io = self._io
+        if self._closed or io is None:
+            raise IllegalStateError("KafkaProducer already closed")
+        if not isinstance(topic, str):
+            raise TypeError(f"topic must be a str, got {topic!r}")
+        if value is None and key is None:
+            raise KafkaConfigurationError("send needs at least one of key or value")
+        if headers is None:
+            headers = []
+        if not isinstance(headers, list) or not all(
+            isinstance(h, tuple) and len(h) == 2 and isinstance(h[0], str) and _is_bytes(h[1])
+            for h in headers
+        ):
+            raise TypeError("headers must be a list of (str, bytes) tuples")
+        if partition is not None and (
+            isinstance(partition, bool) or not isinstance(partition, int) or partition < 0
+        ):
+            raise KafkaConfigurationError(f"partition must be an int >= 0, got {partition!r}")
+        key_bytes = _serialized("key", self._key_serializer, topic, headers, key)
+        value_bytes = _serialized("value", self._value_serializer, topic, headers, value)
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        sizes = (
+            -1 if key_bytes is None else len(key_bytes),
+            -1 if value_bytes is None else len(value_bytes),
+            sum(len(k.encode()) + len(v) for k, v in headers) if headers else -1,
+        )
+        future = FutureRecordMetadata(sizes)
+        io.submit_send(
+            topic,
+            value=value_bytes,
+            key=key_bytes,
+            headers=headers,
+            partition=partition,
+            timestamp_ms=timestamp_ms,
+            sink=future,
+            max_block=self._max_block,
+        )
+        return future
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything now (no linger) and wait until every record sent before this
+        call has its outcome.
+
+        Args:
+            timeout: seconds to wait; None waits (records fail at ``delivery_timeout_ms``).
+
+        Raises:
+            KafkaTimeoutError: ``timeout`` passed first.
+            IllegalStateError: called from a callback (it would wait for its own thread).
+        """
+        if self._io is not None and not self._closed:
+            self._io.flush(timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver pending records, close the connections and end the IO thread.
+
+        Idempotent. Records still pending after ``timeout`` seconds fail with
+        ``ProducerClosedError``. From a callback, close cannot wait for its own thread:
+        pending records are aborted at once (like ``close(0)``, as kafka-python and the
+        Java client do) and the thread ends when the callback returns.
+
+        Args:
+            timeout: seconds to wait for delivery; None waits (bounded by
+                ``delivery_timeout_ms``), 0 aborts pending records at once.
+
+        Raises:
+            KafkaConfigurationError: a negative timeout.
+        """
+        if timeout is not None:
+            _number("timeout", timeout, minimum=0)
+        io = self._io
+        if io is None:
+            return
+        with self._close_lock:
+            self._closed = True
+        io.close(timeout)
+
+    def partitions_for(self, topic: str) -> set[int]:
+        """The partition ids of ``topic``, waiting up to ``max_block_ms`` for its metadata.
+
+        Args:
+            topic: the topic.
+
+        Returns:
+            The set of partition ids.
+
+        Raises:
+            KafkaTimeoutError: no metadata within ``max_block_ms``.
+            IllegalStateError: the producer is closed.
+        """
+        io = self._io
+        if self._closed or io is None:
+            raise IllegalStateError("KafkaProducer already closed")
+        return io.partitions_for(topic, self._max_block)
+
+    def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
+        """Counters and gauges, grouped as kafka-python groups them.
+
+        ``producer-metrics`` holds: ``record-send-total`` (records accepted by ``send``),
+        ``record-ack-total``, ``record-error-total`` (records that failed after being
+        accepted), ``record-refused-total`` and ``record-block-timeout-total`` (``send``
+        raised), ``records-outstanding``, ``records-waiting-send`` (blocked in ``send``),
+        ``batches-in-flight``, ``buffer-total-bytes``, ``buffer-used-bytes``,
+        ``buffer-available-bytes``, ``producer-id`` and ``producer-epoch``.
+
+        Args:
+            raw: accepted for compatibility; ignored.
+
+        Returns:
+            ``{"producer-metrics": {name: value}}``; after close, the final values.
+        """
+        assert self._io is not None
+        return {"producer-metrics": self._io.metrics()}
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        client_id = self.config.client.connection.client_id if self._io else None
+        return f"<KafkaProducer client_id={client_id} closed={self._closed}>"
+
+
+def _is_bytes(value: object) -> bool:
+    return isinstance(value, bytes | bytearray | memoryview)
+
+
+def _serialized(
+    what: str,
+    serializer: Serializer | None,
+    topic: str,
+    headers: list[tuple[str, bytes]],
+    data: Any,
+) -> bytes | bytearray | memoryview | None:
+    out = data if serializer is None or data is None else serializer(topic, headers, data)
+    if out is not None and not _is_bytes(out):
+        raise TypeError(
+            f"unsupported type for serialized {what}: {type(out).__name__} "
+            f"(pass bytes or set {what}_serializer)"
+        )
+    result: bytes | bytearray | memoryview | None = out
+    return result
