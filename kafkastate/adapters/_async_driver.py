@@ -1,0 +1,237 @@
+"""One async driver, on anyio, for any core machine with the Client's IO surface.
+
+It runs on asyncio and on trio alike. Like :class:`~kafkastate.adapters.blocking.SocketLoop`
+it holds no protocol logic (STYLE.md §12): it opens the connections the machine asks for,
+writes what the machine has, waits for received bytes, a user command or the machine's
+deadline, and feeds everything back. Events other than connect/close requests go to the
+``on_event`` callback of the API object that owns the driver.
+
+Tasks, all in one task group owned by the ``async with`` block (nothing starts in
+``__init__``):
+
+* the pump: ``handle_timer`` → drain events → write ``data_to_send()`` → sleep until the
+  machine's ``get_timer()`` deadline or a :meth:`AsyncDriver.wake`;
+* one task per node: connect (``anyio.connect_tcp``, TLS if asked), report
+  ``connection_made``/``connection_failed``, then read and feed ``receive_data`` until EOF, an
+  error, or the machine's CloseRequested cancels it.
+
+``now`` is always ``anyio.current_time()``: the event loop's clock (``loop.time()`` on
+asyncio, ``trio.current_time()`` on trio), so trio's ``MockClock`` works (STYLE.md §5).
+"""
+
+from __future__ import annotations
+
+import math
+import ssl
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+
+from kafkastate.adapters.blocking import IOMachine
+from kafkastate.core.client import CloseRequested, ConnectRequested
+from kafkastate.core.metadata import NodeId
+
+__all__ = ["AsyncDriver", "EventMachine"]
+
+_READ_SIZE = 1 << 20
+
+
+class EventMachine(IOMachine, Protocol):
+    """An :class:`~kafkastate.adapters.blocking.IOMachine` that also has ``next_event``."""
+
+    def next_event(self) -> Any: ...
+
+
+class AsyncDriver:
+    """The sockets, timers and wake-ups of one core machine, as anyio tasks.
+
+    Use as an async context manager; the background tasks live exactly as long as the
+    ``async with`` block. Call :meth:`wake` after every command given to the machine so its
+    output is written without waiting for the next deadline.
+
+    Args:
+        machine: a ProducerMachine, a Client... anything with the Client's IO surface.
+        on_event: called, in the pump task, with every event that is not a
+            ConnectRequested or CloseRequested. It must not block.
+        ssl_context: TLS for every connection, or None for plaintext.
+        connect_timeout: seconds for TCP connect plus TLS handshake
+            (``socket.connection.setup.timeout.ms``).
+    """
+
+    def __init__(
+        self,
+        machine: EventMachine,
+        *,
+        on_event: Callable[[Any], None],
+        ssl_context: ssl.SSLContext | None = None,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self._machine = machine
+        self._on_event = on_event
+        self._ssl = ssl_context
+        self._connect_timeout = connect_timeout
+        self._streams: dict[NodeId, anyio.abc.ByteStream] = {}
+        self._scopes: dict[NodeId, anyio.CancelScope] = {}
+        self._wakeup: anyio.Event | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    @property
+    def connected_nodes(self) -> frozenset[NodeId]:
+        """The nodes with an open stream now."""
+        return frozenset(self._streams)
+
+    def wake(self) -> None:
+        """Make the pump run now (after a command, or bytes that arrived)."""
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def now(self) -> float:
+        """The clock the machine is driven with: ``anyio.current_time()``."""
+        return anyio.current_time()
+
+    async def __aenter__(self) -> AsyncDriver:
+        if self._tg is not None:
+            raise RuntimeError("this driver is already running")
+        self._wakeup = anyio.Event()
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        tg.start_soon(self._pump, name="kafkastate pump")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        tg = self._tg
+        assert tg is not None  # __aexit__ only follows a successful __aenter__
+        # Whatever the owner did to the machine last (close, abort) may have queued
+        # CloseRequested events: honour them, then stop every task.
+        self._process_events()
+        tg.cancel_scope.cancel()
+        try:
+            # The owner's exception (or cancellation) is not the tasks' business: it
+            # propagates as is, not wrapped in an ExceptionGroup. Only a failed task raises
+            # from here.
+            await tg.__aexit__(None, None, None)
+            return None
+        finally:
+            self._tg = None
+            self._wakeup = None
+
+    # ------------------------------------------------------------------ the pump
+
+    async def _pump(self) -> None:
+        machine = self._machine
+        while True:
+            # A fresh event before looking at the machine: a wake() from here on is not lost.
+            self._wakeup = wakeup = anyio.Event()
+            machine.handle_timer(now=anyio.current_time())
+            self._process_events()
+            await self._write()
+            deadline = machine.get_timer()
+            with anyio.CancelScope(deadline=math.inf if deadline is None else deadline):
+                await wakeup.wait()
+
+    def _process_events(self) -> None:
+        machine = self._machine
+        while (event := machine.next_event()) is not None:
+            match event:
+                case ConnectRequested(node_id=node, host=host, port=port):
+                    self._start_node(node, host, port)
+                case CloseRequested(node_id=node):
+                    self._stop_node(node)
+                case _:
+                    self._on_event(event)
+
+    async def _write(self) -> None:
+        machine = self._machine
+        for node, data in machine.data_to_send():
+            stream = self._streams.get(node)
+            if stream is None:
+                continue  # closed meanwhile; the machine has been or will be told
+            try:
+                await stream.send(data)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+                if self._streams.get(node) is stream:
+                    self._stop_node(node)
+                    machine.connection_lost(node, now=anyio.current_time(), error=exc)
+                    self.wake()
+
+    # ------------------------------------------------------------------ per node
+
+    def _start_node(self, node: NodeId, host: str, port: int) -> None:
+        assert self._tg is not None
+        self._stop_node(node)
+        scope = anyio.CancelScope()
+        self._scopes[node] = scope
+        self._tg.start_soon(self._run_node, node, host, port, scope, name=f"kafkastate node {node}")
+
+    def _stop_node(self, node: NodeId) -> None:
+        self._streams.pop(node, None)
+        scope = self._scopes.pop(node, None)
+        if scope is not None:
+            scope.cancel()
+
+    async def _run_node(self, node: NodeId, host: str, port: int, scope: anyio.CancelScope) -> None:
+        machine = self._machine
+        stream: anyio.abc.ByteStream | None = None
+        with scope:
+            try:
+                try:
+                    with anyio.fail_after(self._connect_timeout):
+                        if self._ssl is None:
+                            stream = await anyio.connect_tcp(host, port)
+                        else:
+                            stream = await anyio.connect_tcp(
+                                host,
+                                port,
+                                ssl_context=self._ssl,
+                                # Brokers may close without a TLS close_notify.
+                                tls_standard_compatible=False,
+                            )
+                except (OSError, TimeoutError, anyio.BrokenResourceError, ssl.SSLError) as exc:
+                    if self._scopes.get(node) is scope:
+                        del self._scopes[node]
+                        machine.connection_failed(node, now=anyio.current_time(), error=exc)
+                        self.wake()
+                    return
+                self._streams[node] = stream
+                machine.connection_made(node, now=anyio.current_time())
+                self.wake()
+                await self._read(node, stream, scope)
+            finally:
+                if stream is not None:
+                    if self._streams.get(node) is stream:
+                        del self._streams[node]
+                    await anyio.aclose_forcefully(stream)
+
+    async def _read(
+        self, node: NodeId, stream: anyio.abc.ByteStream, scope: anyio.CancelScope
+    ) -> None:
+        machine = self._machine
+        while True:
+            error: BaseException | None = None
+            try:
+                data = await stream.receive(_READ_SIZE)
+            except anyio.EndOfStream:
+                data = b""
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                data, error = b"", exc
+            if self._scopes.get(node) is not scope:
+                return  # the machine asked to close this node; it knows
+            if error is not None:
+                self._stop_node(node)
+                machine.connection_lost(node, now=anyio.current_time(), error=error)
+            else:
+                if not data:
+                    self._stop_node(node)
+                machine.receive_data(node, data, now=anyio.current_time())
+            self.wake()
+            if not data:
+                return

@@ -1,0 +1,22 @@
+"""kafkastate for trio users.
+
+:func:`open_producer` here *is* :func:`kafkastate.anyio.open_producer`: the anyio
+implementation, which runs natively on trio (trio's clock, cancellation and
+``trio.Cancelled``, its ``MockClock`` included). It is re-exported so trio code reads
+naturally::
+
+    import trio
+    from kafkastate.trio import open_producer
+
+    async def main() -> None:
+        async with open_producer("localhost:9092") as producer:
+            await producer.send("events", b"hello")
+
+    trio.run(main)
+"""
+
+from __future__ import annotations
+
+from kafkastate.anyio import Delivery, Producer, RecordMetadata, open_producer
+
+__all__ = ["Delivery", "Producer", "RecordMetadata", "open_producer"]
