@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import ssl
-import time
 import uuid
 from typing import Any
 
@@ -26,6 +25,8 @@ from kafkastate.errors import KafkaConfigurationError, KafkaTimeoutError
 
 kafka = pytest.importorskip("kafka")
 
+from tests.readback import consume  # noqa: E402 (after the importorskip)
+
 
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
@@ -37,27 +38,6 @@ def _topic(bootstrap: str, partitions: int = 3) -> str:
     with BlockingAdmin(bootstrap) as admin:
         admin.create_topics([NewTopic(name=name, num_partitions=partitions)])
     return name
-
-
-def _consume(bootstrap: str, topic: str, expected: int, timeout: float = 20.0) -> list[Any]:
-    consumer = kafka.KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        consumer_timeout_ms=2000,
-    )
-    out: list[Any] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(out) < expected and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
-                out.extend(records)
-        for records in consumer.poll(timeout_ms=300).values():  # duplicates?
-            out.extend(records)
-    finally:
-        consumer.close()
-    return out
 
 
 def _sockets_to(port: int) -> int:
@@ -131,7 +111,7 @@ async def test_open_producer_round_trip(kafka_cluster: Any) -> None:
         per_partition.setdefault(m.partition, []).append(m.offset)
     for offsets in per_partition.values():
         assert offsets == list(range(len(offsets)))  # dense, in send order
-    records = _consume(bootstrap, topic, n)
+    records = consume(bootstrap, topic, n)
     assert len(records) == n
     _check_against_log(metas, records, topic)
 
@@ -146,7 +126,7 @@ async def test_clean_exit_delivers_lingering_records(kafka_cluster: Any) -> None
             assert not any(d.done() for d in deliveries)
     metas = [d.result() for d in deliveries]
     assert [m.offset for m in metas] == list(range(5))
-    _check_against_log(metas, _consume(bootstrap, topic, 5), topic)
+    _check_against_log(metas, consume(bootstrap, topic, 5), topic)
 
 
 @pytest.mark.anyio
@@ -160,7 +140,7 @@ async def test_ssl(kafka_cluster: Any) -> None:
     ) as producer:
         meta = await producer.send(topic, b"v0")
     assert (meta.partition, meta.offset) == (0, 0)
-    _check_against_log([meta], _consume(kafka_cluster.bootstrap, topic, 1), topic)
+    _check_against_log([meta], consume(kafka_cluster.bootstrap, topic, 1), topic)
 
 
 @pytest.mark.anyio
@@ -179,7 +159,7 @@ async def test_cancelled_send_does_not_lose_the_driver(kafka_cluster: Any) -> No
                 tg.cancel_scope.deadline = anyio.current_time() + 0.01  # cancel them too
             third = await producer.send(topic, b"v3")
             await producer.flush()
-    records = _consume(bootstrap, topic, 4)
+    records = consume(bootstrap, topic, 4)
     # cancelling a wait never withdraws the record: all four are in the log
     assert sorted(r.value for r in records) == [b"v0", b"v1", b"v2", b"v3"]
     assert third.offset == 3
@@ -207,7 +187,7 @@ async def test_exception_aborts_and_closes_sockets(kafka_cluster: Any) -> None:
     with pytest.raises(ProducerClosedError):
         pending.result()
     assert _sockets_to(port) == before
-    assert [r.value for r in _consume(bootstrap, topic, 1, timeout=3)] == [b"v0"]
+    assert [r.value for r in consume(bootstrap, topic, 1, timeout=3)] == [b"v0"]
 
 
 @pytest.mark.anyio
@@ -292,7 +272,7 @@ def test_aiokafka_producer(kafka_cluster: Any) -> None:
         return metas
 
     metas = asyncio.run(main())
-    records = _consume(bootstrap, topic, 51)
+    records = consume(bootstrap, topic, 51)
     by_place = {(r.partition, r.offset): r for r in records}
     assert len(by_place) == 51
     for i, meta in enumerate(metas[:50]):

@@ -25,6 +25,8 @@ pytestmark = pytest.mark.integration
 
 kafka = pytest.importorskip("kafka")
 
+from tests.readback import consume  # noqa: E402 (after the importorskip)
+
 
 def _producer(bootstrap: str, **acc: Any) -> BlockingProducer:
     config = ProducerConfig(
@@ -47,28 +49,6 @@ def _producer(bootstrap: str, **acc: Any) -> BlockingProducer:
     return BlockingProducer(config, max_block=30.0)
 
 
-def _consume(bootstrap: str, topic: str, expected: int, timeout: float = 20.0) -> list[Any]:
-    consumer = kafka.KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        consumer_timeout_ms=2000,
-    )
-    out: list[Any] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(out) < expected and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
-                out.extend(records)
-        # a little more, to catch duplicates
-        for records in consumer.poll(timeout_ms=500).values():
-            out.extend(records)
-    finally:
-        consumer.close()
-    return out
-
-
 @pytest.mark.parametrize("codec", list(Compression))
 def test_produce_and_read_back(kafka_cluster: Any, codec: Compression) -> None:
     topic = f"prod-{codec.name.lower()}-{uuid.uuid4().hex[:6]}"
@@ -84,7 +64,7 @@ def test_produce_and_read_back(kafka_cluster: Any, codec: Compression) -> None:
         assert producer.machine.producer_id >= 0  # idempotence on by default
         outcomes = [producer.outcomes[rid] for rid in ids]
     assert all(isinstance(o, tuple) for o in outcomes), outcomes[:3]
-    records = _consume(kafka_cluster.bootstrap, topic, n)
+    records = consume(kafka_cluster.bootstrap, topic, n)
     values = [r.value for r in records]
     assert sorted(values) == sorted(f"v{i}".encode() for i in range(n))  # exactly once
     by_partition: dict[int, list[int]] = {}
@@ -135,6 +115,6 @@ def test_idempotent_through_leader_kill(kafka_cluster3: Any) -> None:
         outcomes = [producer.outcomes[rid] for rid in ids]
     failed = [o for o in outcomes if not isinstance(o, tuple)]
     assert failed == []
-    records = _consume(kafka_cluster3.bootstrap, topic, n, timeout=40)
+    records = consume(kafka_cluster3.bootstrap, topic, n, timeout=40)
     values = [int(r.value) for r in records]
     assert values == list(range(n))  # nothing lost, nothing twice, in order

@@ -25,6 +25,8 @@ from kafkastate.sync import FutureRecordMetadata, KafkaProducer, RecordMetadata,
 
 kafka = pytest.importorskip("kafka")
 
+from tests.readback import consume  # noqa: E402 (after the importorskip)
+
 FAST: dict[str, Any] = {"reconnect_backoff_max_ms": 500, "request_timeout_ms": 10000}
 
 
@@ -47,25 +49,6 @@ def _topic(bootstrap: str, partitions: int = 3, **configs: str) -> str:
     with BlockingAdmin(bootstrap) as admin:
         admin.create_topics([NewTopic(name=name, num_partitions=partitions, configs=configs)])
     return name
-
-
-def _consume(bootstrap: str, topic: str, expected: int, timeout: float = 20.0) -> list[Any]:
-    consumer = kafka.KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        consumer_timeout_ms=2000,
-    )
-    out: list[Any] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(out) < expected and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
-                out.extend(records)
-    finally:
-        consumer.close()
-    return out
 
 
 # --------------------------------------------------------------------------- options
@@ -170,7 +153,7 @@ def test_produce_keyed_and_unkeyed_read_back(kafka_cluster: Any) -> None:
         assert meta.serialized_value_size == len(f"v{i}")
         assert meta.serialized_key_size == (len(f"k{i % 7}") if i % 2 else -1)
         assert meta.serialized_header_size == 1 + len(str(i))
-    records = _consume(bootstrap, topic, n)
+    records = consume(bootstrap, topic, n)
     assert len(records) == n
     where = {(r.partition, r.offset): r for r in records}
     for i, meta in enumerate(metas):
@@ -329,4 +312,4 @@ def test_acks_zero_and_threads(kafka_cluster: Any) -> None:
             t.join()
         producer.flush(timeout=30)
         assert all(f.get().offset == -1 for f in futures)
-    assert len(_consume(kafka_cluster.bootstrap, topic, 100)) == 100
+    assert len(consume(kafka_cluster.bootstrap, topic, 100)) == 100
