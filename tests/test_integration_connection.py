@@ -158,7 +158,7 @@ def test_oauthbearer_token(kafka_cluster: Any) -> None:
 def test_reauthentication_keeps_connection_alive(mechanism: str) -> None:
     """KIP-368: with connections.max.reauth.ms set, the broker drops a connection whose
     session expired; ours re-authenticates in time and keeps serving requests."""
-    overrides = {"connections.max.reauth.ms": "2500"}
+    overrides = {"connections.max.reauth.ms": "4000"}
     with KafkaCluster.start(sasl=True, config_overrides=overrides) as cluster:
         assert cluster.sasl is not None and cluster.sasl_bootstrap is not None
         host, port = _first(cluster.sasl_bootstrap)
@@ -171,10 +171,10 @@ def test_reauthentication_keeps_connection_alive(mechanism: str) -> None:
         with BlockingConnection.open(host, port, config=config, timeout=20) as conn:
             assert conn.versions is not None
             request = metadata_request(conn.versions, None)
-            deadline = time.monotonic() + 8.0
+            deadline = time.monotonic() + 10.0
             answered = 0
             while time.monotonic() < deadline:
                 assert conn.request(request, timeout=10).brokers
                 answered += 1
                 time.sleep(0.25)
-            assert answered >= 20
+            assert answered >= 25  # the session expired twice meanwhile
