@@ -18,7 +18,6 @@ import collections
 import contextlib
 import logging
 import random
-import selectors
 import socket
 import ssl
 import threading
@@ -28,7 +27,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from kafkastate.adapters.blocking import IOMachine, SocketLoop
+from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core.client import CloseRequested, ConnectRequested, MetadataUpdated
 from kafkastate.core.producer.accumulator import (
     BufferFullError,
@@ -142,40 +141,6 @@ _Command = _Send | _Flush | _Partitions | _Metrics | _Close
 # ---------------------------------------------------------------------------------- loop
 
 
-class _WakeableLoop(SocketLoop):
-    """A SocketLoop whose :meth:`poll` also returns when ``waker`` is readable.
-
-    The waker is registered in SocketLoop's selector with ``data=None``: SocketLoop's
-    ``poll`` finds no node socket for it and skips it; the thread drains it afterwards.
-    (A public ``SocketLoop`` hook for an extra readable would remove the two private
-    attributes used here.)
-    """
-
-    def __init__(
-        self,
-        machine: IOMachine,
-        *,
-        waker: socket.socket,
-        ssl_context: ssl.SSLContext | None,
-        connect_timeout: float,
-    ) -> None:
-        super().__init__(machine, ssl_context=ssl_context, connect_timeout=connect_timeout)
-        self._machine_io = machine
-        self._selector.register(waker, selectors.EVENT_READ, data=None)
-
-    def poll(self, deadline: float | None) -> None:
-        """Wait for sockets, the waker, the machine's deadline or ``deadline``; feed."""
-        if self._socks:
-            super().poll(deadline)
-            return
-        # No broker socket: SocketLoop would sleep in short steps; wait on the waker alone.
-        machine = self._machine_io
-        now = time.monotonic()
-        wakes = [t for t in (machine.get_timer(), deadline) if t is not None]
-        self._selector.select(max(0.0, min(wakes) - now) if wakes else None)
-        machine.handle_timer(now=time.monotonic())
-
-
 class ProducerThread:
     """Runs a ProducerMachine on its own thread; other threads send it commands.
 
@@ -192,7 +157,7 @@ class ProducerThread:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        self._loop = _WakeableLoop(
+        self._loop = SocketLoop(
             self._machine,
             waker=self._wake_r,
             ssl_context=ssl_context,

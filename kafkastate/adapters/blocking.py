@@ -248,6 +248,8 @@ class SocketLoop:
         machine: a Client, a ProducerMachine... anything with the Client's IO surface.
         ssl_context: TLS for every connection, or None for plaintext.
         connect_timeout: seconds for TCP connect plus TLS handshake.
+        waker: a socket whose readability also ends :meth:`poll` (another thread writes
+            to its peer to hand the loop a command); the caller drains it.
     """
 
     def __init__(
@@ -256,12 +258,16 @@ class SocketLoop:
         *,
         ssl_context: ssl.SSLContext | None = None,
         connect_timeout: float = 10.0,
+        waker: socket.socket | None = None,
     ) -> None:
         self._machine = machine
         self._ssl = ssl_context
         self._connect_timeout = connect_timeout
         self._selector = selectors.DefaultSelector()
         self._socks: dict[NodeId, socket.socket] = {}
+        self._has_waker = waker is not None
+        if waker is not None:
+            self._selector.register(waker, selectors.EVENT_READ, data=None)
 
     def open(self, node: NodeId, host: str, port: int) -> None:
         """Connect a socket for ``node`` and report the outcome to the machine."""
@@ -304,12 +310,14 @@ class SocketLoop:
         now = time.monotonic()
         wakes = [t for t in (machine.get_timer(), deadline) if t is not None]
         wait = max(0.0, min(wakes) - now) if wakes else None
-        if self._socks:
+        if self._socks or self._has_waker:
             ready = self._selector.select(wait)
         else:
             time.sleep(0.05 if wait is None else min(wait, 0.05))
             ready = []
         for key, _mask in ready:
+            if key.data is None:
+                continue  # the waker: its owner drains it
             node = NodeId(key.data)
             sock = self._socks.get(node)
             if sock is None:
