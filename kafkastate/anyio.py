@@ -29,6 +29,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final
 
 import anyio
+import anyio.lowlevel
 import attrs
 
 from kafkastate.adapters._async_driver import AsyncDriver
@@ -92,13 +93,17 @@ class Delivery:
     the outcome, untouched.
     """
 
+    __slots__ = ("_ack", "_callbacks", "_done", "_error", "_result", "record_id")
+
     def __init__(self, record_id: RecordId) -> None:
         self.record_id: Final = record_id
         """The machine's id for the record."""
-        self._done = anyio.Event()
+        # Made only for a waiter: most deliveries are resolved before anyone awaits them.
+        self._done: anyio.Event | None = None
         self._result: RecordMetadata | None = None
+        self._ack: tuple[str, int, int, int, int] | None = None  # made into _result on demand
         self._error: KafkaError | None = None
-        self._callbacks: list[Callable[[Delivery], None]] = []
+        self._callbacks: list[Callable[[Delivery], None]] | None = None
 
     def done(self) -> bool:
         """Whether the record has its outcome.
@@ -106,7 +111,7 @@ class Delivery:
         Returns:
             True once acknowledged or failed.
         """
-        return self._done.is_set()
+        return self._ack is not None or self._error is not None
 
     def result(self) -> RecordMetadata:
         """The outcome, without waiting.
@@ -121,7 +126,16 @@ class Delivery:
         if self._error is not None:
             raise self._error
         if self._result is None:
-            raise RuntimeError(f"record {self.record_id} has no outcome yet")
+            if self._ack is None:
+                raise RuntimeError(f"record {self.record_id} has no outcome yet")
+            topic, partition, offset, timestamp, timestamp_type = self._ack
+            self._result = RecordMetadata(
+                topic=topic,
+                partition=partition,
+                offset=offset,
+                timestamp=timestamp,
+                timestamp_type=timestamp_type,
+            )
         return self._result
 
     async def wait(self) -> RecordMetadata:
@@ -133,7 +147,10 @@ class Delivery:
         Raises:
             KafkaError: the record failed (delivery timeout, a broker error, an abort...).
         """
-        await self._done.wait()
+        if not self.done():
+            if self._done is None:
+                self._done = anyio.Event()
+            await self._done.wait()
         return self.result()
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
@@ -147,15 +164,21 @@ class Delivery:
         """
         if self.done():
             callback(self)
+        elif self._callbacks is None:
+            self._callbacks = [callback]
         else:
             self._callbacks.append(callback)
 
-    def _resolve(self, result: RecordMetadata | None, error: KafkaError | None) -> None:
-        self._result, self._error = result, error
-        self._done.set()
-        callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback(self)
+    def _resolve(
+        self, ack: tuple[str, int, int, int, int] | None, error: KafkaError | None
+    ) -> None:
+        self._ack, self._error = ack, error
+        if self._done is not None:
+            self._done.set()
+        callbacks, self._callbacks = self._callbacks, None
+        if callbacks:
+            for callback in callbacks:
+                callback(self)
 
 
 class Producer:
@@ -238,35 +261,47 @@ class Producer:
             KafkaError: the record was refused for good (too large, producer closed or
                 failed...).
         """
-        driver = self._running()
+        driver = self._driver
+        if driver is None:
+            driver = self._running()  # raises
+        machine = self.machine
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-        deadline = driver.now() + self._max_block
+        deadline: float | None = None
         while True:
             changed = self._changed
+            steps = machine.steps
+            now = driver.now()
             try:
-                rid = self.machine.send(
+                rid = machine.send(
                     topic,
                     value=value,
                     key=key,
                     partition=partition,
                     timestamp_ms=ts,
                     headers=headers,
-                    now=driver.now(),
+                    now=now,
                 )
             except KafkaError as exc:
                 if not exc.retriable:
                     raise
                 driver.wake()  # the machine may have asked for metadata
-                if driver.now() >= deadline:
+                if deadline is None:
+                    deadline = now + self._max_block
+                if now >= deadline:
                     raise KafkaTimeoutError(
                         f"send waited {self._max_block:g} s (max_block_ms): {exc}"
                     ) from exc
-                with anyio.move_on_after(deadline - driver.now()):
+                with anyio.move_on_after(deadline - now):
                     await changed.wait()
                 continue
             delivery = Delivery(rid)
             self._deliveries[rid] = delivery
-            driver.wake()
+            if machine.steps != steps:
+                # A batch opened or filled up: let the pump see it, and send full batches
+                # while this task goes on appending. Appending to a batch with room changes
+                # nothing the pump would act on, so it does not cost a wake-up.
+                driver.wake()
+                await anyio.lowlevel.cancel_shielded_checkpoint()  # appended: no Cancelled
             return delivery
 
     async def flush(self) -> None:
@@ -344,17 +379,11 @@ class Producer:
         match event:
             case RecordsAcknowledged(topic=topic, partition=partition):
                 ts_type = 1 if event.log_append_time >= 0 else 0
+                pop = self._deliveries.pop
                 for rid, offset, ts in event.results():
-                    delivery = self._deliveries.pop(rid, None)
+                    delivery = pop(rid, None)
                     if delivery is not None:
-                        meta = RecordMetadata(
-                            topic=topic,
-                            partition=partition,
-                            offset=offset,
-                            timestamp=ts,
-                            timestamp_type=ts_type,
-                        )
-                        delivery._resolve(meta, None)
+                        delivery._resolve((topic, partition, offset, ts, ts_type), None)
                 return
             case RecordsFailed(record_ids=rids, error=error):
                 for rid in rids:

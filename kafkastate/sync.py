@@ -123,7 +123,6 @@ class FutureRecordMetadata:
         "_callbacks",
         "_errbacks",
         "_event",
-        "_lock",
         "_sizes",
         "exception",
         "is_done",
@@ -138,10 +137,11 @@ class FutureRecordMetadata:
         self.exception: BaseException | None = None
         """The error once failed."""
         self._sizes = sizes
-        self._lock = threading.Lock()
-        self._event = threading.Event()
-        self._callbacks: list[Callable[[RecordMetadata], Any]] = []
-        self._errbacks: list[Callable[[BaseException], Any]] = []
+        # Made on demand, under _FUTURES_LOCK: most futures are never waited on or given
+        # a callback, and a threading.Event per record costs more than the record.
+        self._event: threading.Event | None = None
+        self._callbacks: list[Callable[[RecordMetadata], Any]] | None = None
+        self._errbacks: list[Callable[[BaseException], Any]] | None = None
 
     def succeeded(self) -> bool:
         """Returns:
@@ -168,8 +168,10 @@ class FutureRecordMetadata:
             This future, for chaining.
         """
         f = functools.partial(fn, *args, **kwargs) if args or kwargs else fn
-        with self._lock:
+        with _FUTURES_LOCK:
             if not self.is_done:
+                if self._callbacks is None:
+                    self._callbacks = []
                 self._callbacks.append(f)
                 return self
         if self.exception is None:
@@ -187,8 +189,10 @@ class FutureRecordMetadata:
             This future, for chaining.
         """
         f = functools.partial(fn, *args, **kwargs) if args or kwargs else fn
-        with self._lock:
+        with _FUTURES_LOCK:
             if not self.is_done:
+                if self._errbacks is None:
+                    self._errbacks = []
                 self._errbacks.append(f)
                 return self
         if self.exception is not None:
@@ -217,8 +221,13 @@ class FutureRecordMetadata:
             KafkaTimeoutError: ``timeout`` passed first.
             KafkaError: the record failed with this error.
         """
-        if not self._event.wait(timeout):
-            raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
+        if not self.is_done:
+            with _FUTURES_LOCK:
+                event = self._event
+                if event is None and not self.is_done:
+                    event = self._event = threading.Event()
+            if event is not None and not event.wait(timeout):
+                raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
         if self.exception is not None:
             raise self.exception
         assert self.value is not None
@@ -239,23 +248,34 @@ class FutureRecordMetadata:
             value_size,
             header_size,
         )
-        with self._lock:
+        with _FUTURES_LOCK:
             self.value = metadata
             self.is_done = True
-            callbacks, self._callbacks, self._errbacks = self._callbacks, [], []
-        self._event.set()
-        for f in callbacks:
-            _call(f, metadata)
+            callbacks, event = self._callbacks, self._event
+            self._callbacks = self._errbacks = None
+        if event is not None:
+            event.set()
+        if callbacks:
+            for f in callbacks:
+                _call(f, metadata)
 
     def record_failed(self, error: BaseException) -> None:
         """Complete with ``error`` and run the errbacks (IO thread)."""
-        with self._lock:
+        with _FUTURES_LOCK:
             self.exception = error
             self.is_done = True
-            errbacks, self._callbacks, self._errbacks = self._errbacks, [], []
-        self._event.set()
-        for f in errbacks:
-            _call(f, error)
+            errbacks, event = self._errbacks, self._event
+            self._callbacks = self._errbacks = None
+        if event is not None:
+            event.set()
+        if errbacks:
+            for f in errbacks:
+                _call(f, error)
+
+
+_FUTURES_LOCK: Final = threading.Lock()
+"""Guards every future's completion against callback registration and waiters (one lock
+for all: held for a few attribute writes, never while user code runs)."""
 
 
 def _call(fn: Callable[[Any], Any], arg: Any) -> None:

@@ -442,6 +442,25 @@ def test_linger_deadline_is_exact_and_batches_fill() -> None:
     assert ack.base_offset == 0 and len(ack.record_ids) == 2
 
 
+def test_appending_to_a_batch_with_room_does_not_step() -> None:
+    # The hot path: only a new batch (a new linger deadline) or a full one makes the
+    # machine re-examine its state, and drivers use `steps` to skip needless wake-ups.
+    peer = started(linger=0.25, batch_size=200)
+    peer.now = 1.0
+    before = peer.m.steps
+    peer.send(b"a" * 10)
+    opened = peer.m.steps
+    assert opened > before
+    timer = peer.m.get_timer()
+    peer.now = 1.1
+    peer.m.send("t", value=b"b" * 10, partition=0, timestamp_ms=TS, now=peer.now)
+    assert peer.m.steps == opened and peer.m.get_timer() == timer
+    while peer.m.steps == opened:  # fill the batch: the append that fills it steps
+        peer.m.send("t", value=b"c" * 10, partition=0, timestamp_ms=TS, now=peer.now)
+    peer.pump()
+    assert len(peer.produces()) == 1  # the full batch went out before its linger
+
+
 def test_retriable_error_retries_with_the_same_sequence() -> None:
     peer = started()
     ids = peer.topic_ids()

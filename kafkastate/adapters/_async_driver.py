@@ -21,6 +21,7 @@ asyncio, ``trio.current_time()`` on trio), so trio's ``MockClock`` works (STYLE.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import ssl
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.abc
+import sniffio
 
 from kafkastate.adapters.blocking import IOMachine
 from kafkastate.core.client import CloseRequested, ConnectRequested
@@ -77,6 +79,9 @@ class AsyncDriver:
         self._scopes: dict[NodeId, anyio.CancelScope] = {}
         self._wakeup: anyio.Event | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+        self.now: Callable[[], float] = anyio.current_time
+        """The clock the machine is driven with: ``anyio.current_time`` (while running,
+        the event loop's own clock function, without anyio's per-call lookup)."""
 
     @property
     def connected_nodes(self) -> frozenset[NodeId]:
@@ -88,14 +93,11 @@ class AsyncDriver:
         if self._wakeup is not None:
             self._wakeup.set()
 
-    def now(self) -> float:
-        """The clock the machine is driven with: ``anyio.current_time()``."""
-        return anyio.current_time()
-
     async def __aenter__(self) -> AsyncDriver:
         if self._tg is not None:
             raise RuntimeError("this driver is already running")
         self._wakeup = anyio.Event()
+        self.now = _event_loop_clock()
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
@@ -131,7 +133,7 @@ class AsyncDriver:
         while True:
             # A fresh event before looking at the machine: a wake() from here on is not lost.
             self._wakeup = wakeup = anyio.Event()
-            machine.handle_timer(now=anyio.current_time())
+            machine.handle_timer(now=self.now())
             self._process_events()
             await self._write()
             deadline = machine.get_timer()
@@ -160,7 +162,7 @@ class AsyncDriver:
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
                 if self._streams.get(node) is stream:
                     self._stop_node(node)
-                    machine.connection_lost(node, now=anyio.current_time(), error=exc)
+                    machine.connection_lost(node, now=self.now(), error=exc)
                     self.wake()
 
     # ------------------------------------------------------------------ per node
@@ -198,11 +200,11 @@ class AsyncDriver:
                 except (OSError, TimeoutError, anyio.BrokenResourceError, ssl.SSLError) as exc:
                     if self._scopes.get(node) is scope:
                         del self._scopes[node]
-                        machine.connection_failed(node, now=anyio.current_time(), error=exc)
+                        machine.connection_failed(node, now=self.now(), error=exc)
                         self.wake()
                     return
                 self._streams[node] = stream
-                machine.connection_made(node, now=anyio.current_time())
+                machine.connection_made(node, now=self.now())
                 self.wake()
                 await self._read(node, stream, scope)
             finally:
@@ -227,11 +229,23 @@ class AsyncDriver:
                 return  # the machine asked to close this node; it knows
             if error is not None:
                 self._stop_node(node)
-                machine.connection_lost(node, now=anyio.current_time(), error=error)
+                machine.connection_lost(node, now=self.now(), error=error)
             else:
                 if not data:
                     self._stop_node(node)
-                machine.receive_data(node, data, now=anyio.current_time())
+                machine.receive_data(node, data, now=self.now())
             self.wake()
             if not data:
                 return
+
+
+def _event_loop_clock() -> Callable[[], float]:
+    """``anyio.current_time`` without its per-call backend lookup (it is on the hot path)."""
+    library = sniffio.current_async_library()
+    if library == "asyncio":
+        return asyncio.get_running_loop().time
+    if library == "trio":
+        import trio  # noqa: PLC0415 -- only when running on trio
+
+        return trio.current_time
+    return anyio.current_time

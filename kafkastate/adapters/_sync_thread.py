@@ -1,11 +1,15 @@
 """The IO thread behind :class:`kafkastate.sync.KafkaProducer`.
 
-One thread per producer owns the :class:`~kafkastate.core.producer.producer.ProducerMachine`
-and a :class:`~kafkastate.adapters.blocking.SocketLoop`; nothing else touches the machine.
-User threads hand it commands through a deque and wake it through a socketpair whose
-reading end sits in the loop's selector. The loop is the usual one (STYLE.md §12): run the
-queued commands, drain events into futures and replies, write, wait for a socket, the
-waker, the machine's deadline or a caller's ``max_block`` deadline, feed, repeat.
+One thread per producer runs the :class:`~kafkastate.core.producer.producer.ProducerMachine`
+and a :class:`~kafkastate.adapters.blocking.SocketLoop`. One lock guards the machine: the IO
+thread holds it for everything except the wait in ``select``, and ``send`` from a user
+thread takes it to append its record directly -- the common case costs no thread switch.
+The IO thread is woken (a socketpair whose reading end sits in the selector) only when the
+append changed what it must do (the machine's :attr:`~ProducerMachine.steps` moved: a batch
+opened or filled), or for the other commands, which go through a deque. The loop is the
+usual one (STYLE.md §12): run the queued commands, drain events into futures and replies,
+write, wait for a socket, the waker, the machine's deadline or a caller's ``max_block``
+deadline, feed, repeat.
 
 The only decision made here is *waiting*: a record refused with a retriable error
 (metadata pending, unknown topic, buffer full) is tried again after every turn of the loop
@@ -135,7 +139,7 @@ class _Close:
     reply: Reply
 
 
-_Command = _Send | _Flush | _Partitions | _Metrics | _Close
+_Command = _Flush | _Partitions | _Metrics | _Close
 
 
 # ---------------------------------------------------------------------------------- loop
@@ -163,7 +167,9 @@ class ProducerThread:
             ssl_context=ssl_context,
             connect_timeout=config.client.socket_connection_setup_timeout,
         )
-        self._lock = threading.Lock()
+        # Guards the machine and everything below. Reentrant: callbacks run on the IO
+        # thread, which holds it, and may send.
+        self._lock = threading.RLock()
         self._accepting = True
         self._commands: collections.deque[_Command] = collections.deque()
         self._sinks: dict[RecordId, RecordSink] = {}
@@ -213,26 +219,52 @@ class ProducerThread:
             KafkaError: a non-retriable refusal (MessageTooLargeError...).
         """
         inline = self.on_io_thread
-        cmd = _Send(
-            topic=topic,
-            value=value,
-            key=key,
-            headers=headers,
-            partition=partition,
-            timestamp_ms=timestamp_ms,
-            sink=sink,
-            deadline=time.monotonic() + max_block,
-            max_block=max_block,
-            reply=None if inline else Reply(),
-        )
-        if inline:
-            if self._finished or self._close is not None:
+        machine = self._machine
+        with self._lock:
+            if not self._accepting or self._finished or self._close is not None:
                 raise IllegalStateError("KafkaProducer already closed")
-            if not self._try_send(cmd, time.monotonic(), raise_refusal=True):
-                self._waiting_sends.append(cmd)
-            return
-        assert cmd.reply is not None
-        self._call(cmd, cmd.reply, None)
+            if not self._waiting_sends:  # else FIFO: wait behind them
+                steps = machine.steps
+                try:
+                    rid = machine.send(
+                        topic,
+                        value=value,
+                        key=key,
+                        partition=partition,
+                        timestamp_ms=timestamp_ms,
+                        headers=headers,
+                        now=time.monotonic(),
+                    )
+                except KafkaError as exc:
+                    if not exc.retriable:
+                        self._counts["refused"] += 1
+                        raise
+                else:
+                    self._counts["sent"] += 1
+                    self._sinks[rid] = sink
+                    if machine.steps != steps and not inline:
+                        self._wake()
+                    return
+            # Metadata or buffer memory is missing: the IO thread retries on every turn.
+            cmd = _Send(
+                topic=topic,
+                value=value,
+                key=key,
+                headers=headers,
+                partition=partition,
+                timestamp_ms=timestamp_ms,
+                sink=sink,
+                deadline=time.monotonic() + max_block,
+                max_block=max_block,
+                reply=None if inline else Reply(),
+            )
+            self._waiting_sends.append(cmd)
+        if cmd.reply is None:
+            return  # a callback cannot wait; the sink gets the outcome
+        self._wake()
+        cmd.reply.wait(None)  # the IO thread answers by cmd.deadline
+        if cmd.reply.error is not None:
+            raise cmd.reply.error
 
     def flush(self, timeout: float | None) -> None:
         """Block until every record sent before has its outcome.
@@ -332,34 +364,34 @@ class ProducerThread:
     # ------------------------------------------------------------------ IO side
 
     def _run(self) -> None:
+        lock, loop = self._lock, self._loop
         try:
-            while not self._finished:
-                now = time.monotonic()
-                self._take_commands(now)
-                self._retry_waiting(now)
-                self._handle_events()
-                self._loop.flush()
-                self._handle_events()
-                if self._finished:
-                    break
-                self._loop.poll(self._deadline())
-                self._drain_waker()
+            while True:
+                with lock:
+                    now = time.monotonic()
+                    self._take_commands(now)
+                    self._retry_waiting(now)
+                    self._handle_events()
+                    loop.flush()
+                    self._handle_events()
+                    if self._finished:
+                        break
+                    wakes = [t for t in (self._machine.get_timer(), self._deadline()) if t]
+                ready = loop.select(min(wakes) if wakes else None)  # sends may run now
+                with lock:
+                    self._drain_waker()
+                    loop.feed(ready)
         except BaseException as exc:
             log.exception("the producer IO thread failed")
             self._crash = exc
         finally:
-            self._shutdown()
+            with lock:
+                self._shutdown()
 
     def _take_commands(self, now: float) -> None:
         while self._commands:
             cmd = self._commands.popleft()
             match cmd:
-                case _Send():
-                    if self._close is not None:
-                        assert cmd.reply is not None
-                        cmd.reply.fail(IllegalStateError("KafkaProducer already closed"))
-                    elif self._waiting_sends or not self._try_send(cmd, now):
-                        self._waiting_sends.append(cmd)  # behind earlier waiting records
                 case _Flush(reply=reply):
                     self._flushes[self._machine.flush(now=now)] = reply
                 case _Partitions():
@@ -377,7 +409,7 @@ class ProducerThread:
                     ):
                         self._close.deadline = cmd.deadline
 
-    def _try_send(self, cmd: _Send, now: float, *, raise_refusal: bool = False) -> bool:
+    def _try_send(self, cmd: _Send, now: float) -> bool:
         """Try to append; return False if it must wait (retriable refusal)."""
         try:
             rid = self._machine.send(
@@ -403,12 +435,7 @@ class ProducerThread:
             else:
                 self._counts["refused"] += 1
                 error = exc
-            if cmd.reply is not None:
-                cmd.reply.fail(error)
-            elif raise_refusal:
-                raise error from None
-            else:
-                _complete(cmd.sink.record_failed, error)
+            self._refuse(cmd, error)
             return True
         self._counts["sent"] += 1
         self._sinks[rid] = cmd.sink
@@ -523,8 +550,7 @@ class ProducerThread:
         }
 
     def _shutdown(self) -> None:
-        with self._lock:
-            self._accepting = False
+        self._accepting = False
         machine = self._machine
         if not self._finished:  # crashed: give every record an outcome
             try:
@@ -538,10 +564,10 @@ class ProducerThread:
         for sink in self._sinks.values():
             _complete(sink.record_failed, error)
         self._sinks.clear()
-        for cmd in [*self._waiting_sends, *self._commands_left()]:
-            if isinstance(cmd, _Send):
-                self._refuse(cmd, IllegalStateError("KafkaProducer already closed"))
-            elif isinstance(cmd, _Close):
+        for waiting in self._waiting_sends:
+            self._refuse(waiting, IllegalStateError("KafkaProducer already closed"))
+        for cmd in self._commands_left():
+            if isinstance(cmd, _Close):
                 self._close_replies.append(cmd.reply)
             elif isinstance(cmd, _Metrics):
                 cmd.reply.set(dict(self._final_metrics))

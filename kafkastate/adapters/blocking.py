@@ -306,19 +306,32 @@ class SocketLoop:
     def poll(self, deadline: float | None) -> None:
         """Wait for readable sockets, the machine's deadline or ``deadline``; feed the
         machine what arrived, then run its timers."""
-        machine = self._machine
-        now = time.monotonic()
-        wakes = [t for t in (machine.get_timer(), deadline) if t is not None]
-        wait = max(0.0, min(wakes) - now) if wakes else None
-        if self._socks or self._has_waker:
-            ready = self._selector.select(wait)
-        else:
+        wakes = [t for t in (self._machine.get_timer(), deadline) if t is not None]
+        self.feed(self.select(min(wakes) if wakes else None))
+
+    def select(self, until: float | None) -> list[int | None]:
+        """Wait, touching no machine state, until a socket or the waker is readable or
+        ``until`` (a ``time.monotonic()`` deadline; None: no limit) passes.
+
+        Another thread may use the machine meanwhile (``KafkaProducer.send`` does).
+
+        Returns:
+            The readable nodes (None for the waker), for :meth:`feed`.
+        """
+        wait = None if until is None else max(0.0, until - time.monotonic())
+        if not self._socks and not self._has_waker:
             time.sleep(0.05 if wait is None else min(wait, 0.05))
-            ready = []
-        for key, _mask in ready:
-            if key.data is None:
+            return []
+        return [key.data for key, _mask in self._selector.select(wait)]
+
+    def feed(self, ready: list[int | None]) -> None:
+        """Read the sockets :meth:`select` found readable, give the machine what arrived,
+        then run its timers."""
+        machine = self._machine
+        for data_key in ready:
+            if data_key is None:
                 continue  # the waker: its owner drains it
-            node = NodeId(key.data)
+            node = NodeId(data_key)
             sock = self._socks.get(node)
             if sock is None:
                 continue

@@ -524,6 +524,22 @@ class ProducerBatch:
 # ------------------------------------------------------------------------------ accumulator
 
 
+def _check_append_arguments(topic: object, partition: object, timestamp_ms: object) -> None:
+    """The slow path of :meth:`Accumulator.append`'s checks: name what is wrong."""
+    if not isinstance(topic, str) or not topic:
+        raise KafkaConfigurationError(f"topic must be a non-empty str, got {topic!r}")
+    if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+        raise KafkaConfigurationError(f"partition must be an int >= 0, got {partition!r}")
+    if (
+        isinstance(timestamp_ms, bool)
+        or not isinstance(timestamp_ms, int)
+        or not 0 <= timestamp_ms <= _MAX_TIMESTAMP
+    ):
+        raise KafkaConfigurationError(
+            f"timestamp_ms must be an int in 0..2**63-1, got {timestamp_ms!r}"
+        )
+
+
 def _check_bytes(what: str, data: object) -> None:
     if data is not None and not isinstance(data, bytes | bytearray | memoryview):
         raise KafkaConfigurationError(
@@ -560,6 +576,7 @@ class Accumulator:
         self._closed = False
         self._next_record = 0
         self._next_batch = 0
+        self._readiness_changed = False
         self._next_flush = 0
         self._outstanding = 0
         self._flushes: dict[FlushId, list[int]] = {}  # id -> [mark, records still pending]
@@ -681,18 +698,15 @@ class Accumulator:
         """
         if self._closed:
             raise IllegalStateError("append after the accumulator was closed")
-        if not isinstance(topic, str) or not topic:
-            raise KafkaConfigurationError(f"topic must be a non-empty str, got {topic!r}")
-        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
-            raise KafkaConfigurationError(f"partition must be an int >= 0, got {partition!r}")
-        if (
-            isinstance(timestamp_ms, bool)
-            or not isinstance(timestamp_ms, int)
-            or not 0 <= timestamp_ms <= _MAX_TIMESTAMP
+        if not (
+            type(topic) is str
+            and topic
+            and type(partition) is int
+            and partition >= 0
+            and type(timestamp_ms) is int
+            and 0 <= timestamp_ms <= _MAX_TIMESTAMP
         ):
-            raise KafkaConfigurationError(
-                f"timestamp_ms must be an int in 0..2**63-1, got {timestamp_ms!r}"
-            )
+            _check_append_arguments(topic, partition, timestamp_ms)
         # (the builder would take a str value and fail only when the batch is built)
         if key is not None and type(key) is not bytes:
             _check_bytes("key", key)
@@ -754,12 +768,27 @@ class Accumulator:
             if last is not None:
                 last._accepting = False
             dq.append(batch)
+            self._readiness_changed = True  # a new linger deadline
         self._next_record += 1
         self._used += grown
         self._outstanding += 1
+        if not batch._accepting:
+            self._readiness_changed = True  # full: sendable now
         if sticky and self._partitioner is not None:
             self._partitioner.on_append(topic, partition, grown, batch_full=not batch._accepting)
         return rid
+
+    def take_readiness_changed(self) -> bool:
+        """Whether an :meth:`append` since the last call opened a batch or filled one.
+
+        Appending to an open batch that still has room changes no deadline, so the owner
+        need not look at :meth:`ready` again; anything else may. The flag is cleared.
+
+        Returns:
+            True if readiness must be recomputed.
+        """
+        changed, self._readiness_changed = self._readiness_changed, False
+        return changed
 
     def ready(
         self, cluster: ClusterMetadata, *, now: float, muted: Container[_TP] = ()

@@ -138,6 +138,9 @@ class PartitionerError(KafkaError):
 class _Sticky:
     partition: int
     produced: int = 0
+    # The metadata snapshot in which ``partition`` was last seen with a leader: while it is
+    # still the current one, nothing needs checking again (the hot path of keyless sends).
+    checked_in: ClusterMetadata | None = None
 
 
 class Partitioner:
@@ -211,7 +214,11 @@ class Partitioner:
                 :class:`~kafkastate.errors.TopicAuthorizationFailedError`).
             PartitionerError: the custom partitioner raised or returned an invalid value.
         """
-        if explicit is not None and (
+        if explicit is None and key is None and self._custom is None:
+            s = self._sticky.get(topic)
+            if s is not None and s.checked_in is cluster:
+                return s.partition
+        elif explicit is not None and (
             isinstance(explicit, bool) or not isinstance(explicit, int) or explicit < 0
         ):
             raise KafkaConfigurationError(
@@ -284,6 +291,7 @@ class Partitioner:
         s = self._sticky.get(topic)
         if s is not None and s.partition in partitions:
             if cluster.leader_for(topic, s.partition) is not None:
+                s.checked_in = cluster
                 return s.partition
             available = self._available(topic, partitions, cluster)
             if not available:
@@ -292,7 +300,8 @@ class Partitioner:
             available = self._available(topic, partitions, cluster)
         pool = available or list(partitions)
         chosen = pool[self._rng.randrange(len(pool))]
-        self._sticky[topic] = _Sticky(partition=chosen)
+        checked = cluster if cluster.leader_for(topic, chosen) is not None else None
+        self._sticky[topic] = _Sticky(partition=chosen, checked_in=checked)
         return chosen
 
     def _call_custom(

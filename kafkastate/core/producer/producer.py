@@ -393,6 +393,8 @@ class ProducerMachine:
         self._next_ready_at: float | None = None
         self._kick_at: float | None = None
         self._now = 0.0
+        self._tracked: set[str] = set()  # topics handed to the metadata
+        self._steps = 0
 
     # ---------------------------------------------------------------- queries
 
@@ -425,6 +427,17 @@ class ProducerMachine:
     def producer_epoch(self) -> int:
         """The producer epoch, -1 before InitProducerId or without idempotence."""
         return -1 if self._idem is None else self._idem.producer_epoch
+
+    @property
+    def steps(self) -> int:
+        """How many times the machine has re-examined its state; it only grows.
+
+        A cheap change detector for drivers: :meth:`send` appending to a batch that has
+        room changes no output and no deadline, and leaves this unchanged. If it changed
+        across a command, the driver should look at :meth:`data_to_send`,
+        :meth:`next_event` and :meth:`get_timer` again.
+        """
+        return self._steps
 
     # --------------------------------------------------------------- commands
 
@@ -465,21 +478,26 @@ class ProducerMachine:
             LocalProtocolError: the producer is closing or closed.
             KafkaError: the producer failed fatally (the error of its ProducerFailed).
         """
-        if self._state is ProducerState.FAILED and self._fatal is not None:
-            raise self._fatal
         if self._state is not ProducerState.OPEN:
+            if self._state is ProducerState.FAILED and self._fatal is not None:
+                raise self._fatal
             raise LocalProtocolError(f"send on a producer that is {self._state.name}")
         if not isinstance(topic, str) or not topic:
             raise KafkaConfigurationError(f"topic must be a non-empty str, got {topic!r}")
-        metadata = self._client.metadata
-        metadata.add_topics([topic])
+        if topic not in self._tracked:
+            self._client.metadata.add_topics([topic])
+            self._tracked.add(topic)
         cluster = self._client.cluster
         if topic not in cluster.topics:
             raise MetadataPendingError(topic)
-        key_bytes = None if key is None else bytes(key)
-        chosen = self._partitioner.partition(topic, key_bytes, cluster, explicit=partition)
-        sticky = key is None and partition is None and self._partitioner.custom is None
-        rid = self._acc.append(
+        if key is None:
+            chosen = self._partitioner.partition(topic, None, cluster, explicit=partition)
+            sticky = partition is None and self._partitioner.custom is None
+        else:
+            chosen = self._partitioner.partition(topic, bytes(key), cluster, explicit=partition)
+            sticky = False
+        acc = self._acc
+        rid = acc.append(
             topic,
             chosen,
             timestamp_ms=timestamp_ms,
@@ -489,8 +507,12 @@ class ProducerMachine:
             now=now,
             sticky=sticky,
         )
-        self._partitions[(topic, chosen)] = None
-        self._step(now)
+        if acc.take_readiness_changed():
+            # A new batch (a new linger deadline; maybe a new partition) or a full one.
+            self._partitions[(topic, chosen)] = None
+            self._step(now)
+        elif now > self._now:
+            self._now = now
         return rid
 
     def track_topics(self, topics: Sequence[str]) -> None:
@@ -631,6 +653,7 @@ class ProducerMachine:
         self._events.append(event)
 
     def _step(self, now: float) -> None:
+        self._steps += 1
         self._now = max(self._now, now)
         if self._state is ProducerState.CLOSED:
             return

@@ -351,7 +351,7 @@ def estimate_record_size_upper_bound(
         An upper bound on :func:`record_size` for any deltas.
     """
     body = 1 + 10 + 5 + _bytes_field_size(key) + _bytes_field_size(value)
-    body += _headers_size(headers)
+    body += _headers_size(headers) if headers else 1
     return _varint_size(body) + body
 
 
