@@ -45,6 +45,7 @@ from kafkastate.core.producer.accumulator import (
     RecordsAcknowledged,
     RecordsFailed,
 )
+from kafkastate.core.producer.partitioner import CustomPartitioner
 from kafkastate.core.producer.producer import (
     ProducerClosed,
     ProducerConfig,
@@ -53,9 +54,23 @@ from kafkastate.core.producer.producer import (
     ProducerState,
 )
 from kafkastate.core.protocol.compression import Compression
-from kafkastate.errors import KafkaConfigurationError, KafkaError, KafkaTimeoutError
+from kafkastate.core.protocol.records import RecordBatchBuilder
+from kafkastate.errors import (
+    KafkaConfigurationError,
+    KafkaError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+)
 
-__all__ = ["Delivery", "Producer", "RecordMetadata", "build_producer_config", "open_producer"]
+__all__ = [
+    "BatchBuilder",
+    "BatchRecord",
+    "Delivery",
+    "Producer",
+    "RecordMetadata",
+    "build_producer_config",
+    "open_producer",
+]
 
 Headers = Sequence[tuple[str, bytes | None]]
 
@@ -181,6 +196,120 @@ class Delivery:
                 callback(self)
 
 
+@attrs.frozen(kw_only=True)
+class BatchRecord:
+    """What :meth:`BatchBuilder.append` says about an appended record (aiokafka's fields)."""
+
+    offset: int
+    """The offset delta within the batch (0 for the first record)."""
+    timestamp: int
+    """The record's timestamp in ms."""
+    size: int
+    """How many bytes the record takes in the batch (uncompressed)."""
+    crc: None = None
+    """Always None: v2 batches have one CRC for the whole batch."""
+
+
+class BatchBuilder:
+    """Records for one :meth:`Producer.send_batch` call: one record batch, one partition.
+
+    Made by ``create_batch()``; fill it with :meth:`append` until that returns None (the
+    batch reached its size), then hand it to ``send_batch``. The records keep their order
+    and get consecutive offsets; no other record joins their batch.
+
+    Args:
+        batch_size: the size in bytes past which :meth:`append` refuses records (the first
+            record is always taken).
+        key_serializer: turns a key into bytes, or None.
+        value_serializer: turns a value into bytes, or None.
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        *,
+        key_serializer: Callable[[Any], bytes | None] | None = None,
+        value_serializer: Callable[[Any], bytes | None] | None = None,
+    ) -> None:
+        self._limit = batch_size
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._builder = RecordBatchBuilder()
+        self._records: list[tuple[int, bytes | None, bytes | None, tuple[Any, ...]]] = []
+        self._closed = False
+
+    def append(
+        self,
+        *,
+        timestamp: int | None,
+        key: Any,
+        value: Any,
+        headers: Headers | None = None,
+    ) -> BatchRecord | None:
+        """Add a record, if the batch has room and is open.
+
+        Args:
+            timestamp: create time in ms since the epoch; None for now.
+            key: the key (through the key serializer, if any).
+            value: the value (through the value serializer, if any).
+            headers: ``(key, value)`` pairs.
+
+        Returns:
+            Where the record sits in the batch, or None if the batch is closed or full
+            (a full batch closes itself).
+
+        Raises:
+            KafkaConfigurationError: a key, value or header of the wrong type (a
+                ValueError).
+        """
+        if self._closed:
+            return None
+        key_bytes = key if self._key_serializer is None else self._key_serializer(key)
+        value_bytes = value if self._value_serializer is None else self._value_serializer(value)
+        ts = int(time.time() * 1000) if timestamp is None else timestamp
+        hdrs = tuple(headers) if headers else ()
+        for what, data in (("key", key_bytes), ("value", value_bytes)):
+            if data is not None and not isinstance(data, bytes | bytearray | memoryview):
+                raise KafkaConfigurationError(
+                    f"batch record {what} must be bytes or None, not {type(data).__name__}"
+                )
+        if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+            raise KafkaConfigurationError(f"timestamp must be ms >= 0 or None, got {ts!r}")
+        builder = self._builder
+        if self._records and not builder.has_room_for(
+            ts, key_bytes, value_bytes, hdrs, limit=self._limit
+        ):
+            self._closed = True
+            return None
+        before = builder.size_in_bytes()
+        try:
+            builder.append(ts, key_bytes, value_bytes, hdrs)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise KafkaConfigurationError(f"invalid batch record headers: {exc}") from None
+        self._records.append((ts, key_bytes, value_bytes, hdrs))
+        return BatchRecord(
+            offset=len(self._records) - 1, timestamp=ts, size=builder.size_in_bytes() - before
+        )
+
+    def close(self) -> None:
+        """Refuse further records (closing twice is harmless)."""
+        self._closed = True
+
+    def record_count(self) -> int:
+        """Returns:
+        How many records were appended."""
+        return len(self._records)
+
+    def size(self) -> int:
+        """Returns:
+        The batch's size in bytes, uncompressed."""
+        return self._builder.size_in_bytes()
+
+    def _take(self) -> list[tuple[int, bytes | None, bytes | None, tuple[Any, ...]]]:
+        self._closed = True
+        return self._records
+
+
 class Producer:
     """Sends records through a running :class:`AsyncDriver`; made by :func:`open_producer`.
 
@@ -304,6 +433,87 @@ class Producer:
                 await anyio.lowlevel.cancel_shielded_checkpoint()  # appended: no Cancelled
             return delivery
 
+    def create_batch(
+        self,
+        *,
+        key_serializer: Callable[[Any], bytes | None] | None = None,
+        value_serializer: Callable[[Any], bytes | None] | None = None,
+    ) -> BatchBuilder:
+        """An empty :class:`BatchBuilder` of ``batch_size`` bytes for :meth:`send_batch`.
+
+        Args:
+            key_serializer: turns keys into bytes, or None.
+            value_serializer: turns values into bytes, or None.
+
+        Returns:
+            The builder.
+        """
+        return BatchBuilder(
+            self.machine.config.accumulator.batch_size,
+            key_serializer=key_serializer,
+            value_serializer=value_serializer,
+        )
+
+    async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> Delivery:
+        """Append ``batch``'s records to ``partition`` as one record batch of their own;
+        wait only for metadata or buffer room.
+
+        Args:
+            batch: the filled builder (closed by this call).
+            topic: the topic.
+            partition: the partition.
+
+        Returns:
+            A :class:`Delivery` for the whole batch: the first record's metadata (its
+            offset is the batch's base offset) once every record is written, or the first
+            error.
+
+        Raises:
+            KafkaTimeoutError: ``max_block_ms`` passed while the batch was refused.
+            KafkaError: the batch was refused for good (too large, empty, closed producer).
+        """
+        driver = self._running()
+        records = batch._take()
+        deadline: float | None = None
+        while True:
+            changed = self._changed
+            now = driver.now()
+            try:
+                rids = self.machine.send_batch(topic, partition, records, now=now)
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                driver.wake()
+                deadline = now + self._max_block if deadline is None else deadline
+                if now >= deadline:
+                    raise KafkaTimeoutError(
+                        f"send_batch waited {self._max_block:g} s (max_block_ms): {exc}"
+                    ) from exc
+                with anyio.move_on_after(deadline - now):
+                    await changed.wait()
+                continue
+            break
+        whole = Delivery(rids[0])
+        left = len(rids)
+
+        def one_done(delivery: Delivery) -> None:
+            nonlocal left
+            left -= 1
+            if whole.done():
+                return
+            if delivery._error is not None:
+                whole._resolve(None, delivery._error)
+            elif left == 0:
+                first = parts[0]
+                whole._resolve(first._ack, first._error)
+
+        parts = [Delivery(rid) for rid in rids]
+        for part in parts:
+            self._deliveries[part.record_id] = part
+            part.add_done_callback(one_done)
+        driver.wake()
+        return whole
+
     async def flush(self) -> None:
         """Send everything now (no linger) and wait until every earlier record has its
         outcome. Cancelling the wait does not cancel the flush.
@@ -316,6 +526,32 @@ class Producer:
         done = self._flushes[fid] = anyio.Event()
         driver.wake()
         await done.wait()
+
+    async def wait_for_cluster(self, timeout: float) -> None:
+        """Wait until a bootstrap server answered a Metadata request (aiokafka's
+        ``start()`` and kafka-python's constructor do this; :func:`open_producer` does not).
+
+        Args:
+            timeout: seconds.
+
+        Raises:
+            NoBrokersAvailable: no bootstrap server answered in time (a
+                KafkaConnectionError).
+        """
+        driver = self._running()
+        client = self.machine.client
+        if client.cluster.brokers:
+            return
+        client.request_metadata_update()
+        driver.wake()
+        with anyio.move_on_after(timeout):
+            while not client.cluster.brokers:
+                await self._changed.wait()
+            return
+        servers = ", ".join(f"{h}:{p}" for h, p in self.machine.config.client.bootstrap_servers)
+        raise NoBrokersAvailable(
+            f"no bootstrap server answered within {timeout * 1000:g} ms ({servers})"
+        )
 
     async def partitions_for(self, topic: str) -> frozenset[int]:
         """The partitions of ``topic``, waiting for its metadata up to ``max_block_ms``.
@@ -430,6 +666,7 @@ def build_producer_config(
     sasl_mechanism: str | None = None,
     sasl_plain_username: str | None = None,
     sasl_plain_password: str | None = None,
+    partitioner: CustomPartitioner | None = None,
 ) -> tuple[ProducerConfig, ssl.SSLContext | None]:
     """Build a :class:`ProducerConfig` (and the TLS context) from kafka-python/aiokafka
     style options. See :func:`open_producer` for their meaning.
@@ -441,6 +678,11 @@ def build_producer_config(
         KafkaConfigurationError: an option has a bad value or options contradict each other
             (a ValueError).
     """
+    if partitioner is not None and not callable(partitioner):
+        raise KafkaConfigurationError(
+            "partitioner must be a callable (key_bytes, all_partitions, available_partitions)"
+            f" -> partition, got {partitioner!r}"
+        )
     if compression_type not in _COMPRESSION:
         raise KafkaConfigurationError(
             f"compression_type must be one of gzip, snappy, lz4, zstd or None, "
@@ -505,6 +747,7 @@ def build_producer_config(
             ),
             acks=acks,
             enable_idempotence=enable_idempotence,
+            partitioner=partitioner,
         )
     except KafkaConfigurationError:
         raise
@@ -537,6 +780,7 @@ async def open_producer(
     sasl_mechanism: str | None = None,
     sasl_plain_username: str | None = None,
     sasl_plain_password: str | None = None,
+    partitioner: CustomPartitioner | None = None,
 ) -> AsyncIterator[Producer]:
     """Run a producer for the duration of an ``async with`` block (asyncio or trio).
 
@@ -568,6 +812,9 @@ async def open_producer(
         sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512`` (default PLAIN).
         sasl_plain_username: SASL user.
         sasl_plain_password: SASL password.
+        partitioner: a callable ``(key_bytes, all_partitions, available_partitions) ->
+            partition`` (aiokafka's signature) for records without an explicit partition;
+            None for the Java client's default (murmur2 of the key, else uniform sticky).
 
     Yields:
         The running :class:`Producer`.
@@ -600,6 +847,7 @@ async def open_producer(
         sasl_mechanism=sasl_mechanism,
         sasl_plain_username=sasl_plain_username,
         sasl_plain_password=sasl_plain_password,
+        partitioner=partitioner,
     )
     machine = ProducerMachine(config, rng=random.SystemRandom())
     producer = Producer(machine, max_block=max_block_ms / 1000)

@@ -5,10 +5,10 @@ background task that :meth:`AIOKafkaProducer.start` creates and
 :meth:`AIOKafkaProducer.stop` ends. anyio users on asyncio can use
 :func:`open_producer` directly; it is re-exported here.
 
-Differences from aiokafka: ``start()`` does not contact the cluster (a broker that cannot be
-reached shows up as a ``KafkaTimeoutError`` from the first ``send`` after ``max_block_ms``);
-options aiokafka has and kafkastate does not (transactions, custom partitioners, Kerberos,
-OAuth providers, ``api_version``) raise ``TypeError`` naming them.
+As in aiokafka, ``start()`` waits for a bootstrap server to answer (up to
+``request_timeout_ms``) and raises ``KafkaConnectionError`` (``NoBrokersAvailable``) if none
+does. Options aiokafka has and kafkastate does not (transactions, Kerberos, OAuth token
+providers, ``api_version``) raise ``TypeError`` naming them.
 """
 
 from __future__ import annotations
@@ -20,21 +20,28 @@ from types import TracebackType
 from typing import Any, Final
 
 from kafkastate.anyio import (
+    BatchBuilder,
     Delivery,
     Producer,
     RecordMetadata,
     build_producer_config,
     open_producer,
 )
+from kafkastate.core.producer.partitioner import CustomPartitioner
 from kafkastate.errors import KafkaError
 
-__all__ = ["AIOKafkaProducer", "RecordMetadata", "open_producer"]
+__all__ = [
+    "AIOKafkaProducer",
+    "BatchBuilder",
+    "Producer",
+    "RecordMetadata",
+    "open_producer",
+]
 
 _UNSUPPORTED: Final = frozenset(
     {
         "loop",
         "api_version",
-        "partitioner",
         "transactional_id",
         "transaction_timeout_ms",
         "sasl_kerberos_service_name",
@@ -73,6 +80,8 @@ class AIOKafkaProducer:
         sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
         sasl_plain_username: SASL user.
         sasl_plain_password: SASL password.
+        partitioner: ``(key_bytes, all_partitions, available_partitions) -> partition``;
+            None for the Java default (murmur2 by key, uniform sticky without one).
         unsupported: aiokafka options kafkastate does not implement.
 
     Raises:
@@ -104,6 +113,7 @@ class AIOKafkaProducer:
         sasl_mechanism: str = "PLAIN",
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
+        partitioner: CustomPartitioner | None = None,
         **unsupported: Any,
     ) -> None:
         if unsupported:
@@ -137,6 +147,7 @@ class AIOKafkaProducer:
             "sasl_mechanism": sasl_mechanism if sasl else None,
             "sasl_plain_username": sasl_plain_username,
             "sasl_plain_password": sasl_plain_password,
+            "partitioner": partitioner,
         }
         self._bootstrap = bootstrap_servers
         # Validate now, as aiokafka does, so a bad option fails before start().
@@ -149,9 +160,12 @@ class AIOKafkaProducer:
         self._producer: Producer | None = None
 
     async def start(self) -> None:
-        """Start the background task that owns the connections.
+        """Start the background task that owns the connections and wait for a bootstrap
+        server to answer.
 
         Raises:
+            NoBrokersAvailable: no bootstrap server answered within ``request_timeout_ms``
+                (a KafkaConnectionError, as aiokafka raises).
             RuntimeError: already started.
         """
         if self._task is not None:
@@ -271,6 +285,44 @@ class AIOKafkaProducer:
         future = await self.send(topic, value, key, partition, timestamp_ms, headers)
         return await future
 
+    def create_batch(self) -> BatchBuilder:
+        """An empty :class:`~kafkastate.anyio.BatchBuilder` for :meth:`send_batch`, with
+        this producer's serializers and ``max_batch_size``.
+
+        Returns:
+            The builder.
+
+        Raises:
+            RuntimeError: the producer is not started.
+        """
+        return self._running().create_batch(
+            key_serializer=self._key_serializer, value_serializer=self._value_serializer
+        )
+
+    async def send_batch(
+        self, batch: BatchBuilder, topic: str, *, partition: int
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue ``batch``'s records as one record batch for ``partition``.
+
+        Args:
+            batch: from :meth:`create_batch`.
+            topic: the topic.
+            partition: the partition.
+
+        Returns:
+            A future resolving to the first record's metadata (the batch's base offset)
+            once the whole batch is written, or failing with its error.
+
+        Raises:
+            KafkaTimeoutError: ``max_block_ms`` passed while the batch was refused.
+            KafkaError: the batch was refused for good.
+            RuntimeError: the producer is not started.
+        """
+        delivery = await self._running().send_batch(batch, topic, partition=partition)
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        delivery.add_done_callback(lambda d: _settle(future, d))
+        return future
+
     async def flush(self) -> None:
         """Send everything now and wait until every earlier record has its outcome.
 
@@ -303,6 +355,7 @@ class AIOKafkaProducer:
         async with open_producer(
             self._bootstrap, max_block_ms=self._max_block_ms, **self._options
         ) as producer:
+            await producer.wait_for_cluster(self._options["request_timeout_ms"] / 1000)
             ready.set_result(producer)
             await stopping.wait()
 

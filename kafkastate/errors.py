@@ -66,6 +66,11 @@ class KafkaConnectionError(KafkaError):
     retriable = True
 
 
+class NoBrokersAvailable(KafkaConnectionError):
+    """No bootstrap server answered in time (kafka-python's name; aiokafka raises a
+    KafkaConnectionError, which this is)."""
+
+
 class KafkaTimeoutError(KafkaError):
     """A local deadline passed (request timeout, max block time…); the message says which."""
 

@@ -519,13 +519,18 @@ class KafkaProducer:
         sasl_plain_password: SASL password.
         transactional_id: must be None (transactions are not implemented yet).
         transaction_timeout_ms: accepted for compatibility.
-        api_version: accepted and ignored: versions are negotiated with ApiVersions.
+        api_version: versions are negotiated with ApiVersions whatever this says; as in
+            kafka-python, when None the constructor waits for a bootstrap server.
+        api_version_auto_timeout_ms: how long the constructor waits for a bootstrap server
+            to answer (only when ``api_version`` is None) before NoBrokersAvailable.
         metrics_enabled: accepted and ignored: :meth:`metrics` is always available.
 
     Raises:
         TypeError: an unknown keyword argument.
         KafkaConfigurationError: an invalid value, or a kafka-python option this
             producer does not implement; the message names the option.
+        NoBrokersAvailable: no bootstrap server answered within
+            ``api_version_auto_timeout_ms`` (a KafkaConnectionError).
     """
 
     def __init__(
@@ -568,6 +573,7 @@ class KafkaProducer:
         transactional_id: str | None = None,
         transaction_timeout_ms: float = 60000,
         api_version: Any = None,
+        api_version_auto_timeout_ms: float = 2000,
         metrics_enabled: bool = True,
         **unsupported: Any,
     ) -> None:
@@ -584,6 +590,7 @@ class KafkaProducer:
         self._key_serializer = _serializer("key_serializer", key_serializer)
         self._value_serializer = _serializer("value_serializer", value_serializer)
         self._max_block = _ms("max_block_ms", max_block_ms)
+        bootstrap_wait = _ms("api_version_auto_timeout_ms", api_version_auto_timeout_ms)
         tls = _ssl_context(options)
         self.config: ProducerConfig = config
         """The core configuration built from the options."""
@@ -595,6 +602,12 @@ class KafkaProducer:
         self._closed = False
         self._close_lock = threading.Lock()
         self._io.start()
+        if api_version is None:
+            try:
+                self._io.wait_for_cluster(bootstrap_wait)
+            except BaseException:
+                self.close(timeout=0)
+                raise
 
     def send(  # noqa: PLR0917 -- kafka-python's positional signature
         self,

@@ -812,3 +812,33 @@ def test_sticky_appends_move_the_partitioner_on() -> None:
     for _ in range(50):
         add(acc, partition=sticky)
     assert partitioner.sticky_partition("t") == sticky
+
+
+def test_append_batch_is_its_own_batch_all_or_nothing() -> None:
+    acc = make(batch_size=1000, buffer_memory=3000, max_request_size=2500)
+    before = add(acc)  # an open batch: the appended batch must come after it
+    ts = 1_700_000_000_000
+    recs = [(ts + i, None, b"x" * 150, [("h", b"1")]) for i in range(10)]  # > batch.size
+    ids = acc.append_batch("t", 0, recs, now=0.0)
+    assert ids == list(range(before + 1, before + 11))
+    assert acc.take_readiness_changed()
+    first, own = acc.queued_batches("t", 0)
+    assert not first.is_open and not own.is_open  # neither takes more records
+    assert own.record_ids == tuple(ids) and own.size_in_bytes > 1000
+    after = add(acc)
+    assert after == ids[-1] + 1 and len(acc.queued_batches("t", 0)) == 3
+    decoded = decode(own)
+    assert [r.timestamp for r in decoded.records()] == [ts + i for i in range(10)]
+    assert [r.headers for r in decoded.records()] == [(("h", b"1"),)] * 10
+    used, outstanding = acc.buffer_used, acc.outstanding_records
+    with pytest.raises(BufferFullError):
+        acc.append_batch("t", 1, recs, now=0.0)
+    with pytest.raises(MessageTooLargeError, match="max_request_size"):
+        acc.append_batch("t", 1, recs * 2, now=0.0)
+    with pytest.raises(KafkaConfigurationError, match="at least one"):
+        acc.append_batch("t", 1, [], now=0.0)
+    with pytest.raises(KafkaConfigurationError, match="value"):
+        acc.append_batch("t", 1, [(ts, None, "str", ())], now=0.0)  # type: ignore[list-item]
+    # nothing of the refused batches was kept, and ids are not skipped
+    assert (acc.buffer_used, acc.outstanding_records) == (used, outstanding)
+    assert add(acc, 1) == after + 1

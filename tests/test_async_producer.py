@@ -21,7 +21,12 @@ from kafkastate.adapters.blocking import BlockingAdmin, NewTopic
 from kafkastate.anyio import Delivery, RecordMetadata, open_producer
 from kafkastate.asyncio import AIOKafkaProducer
 from kafkastate.core.producer.producer import ProducerClosedError
-from kafkastate.errors import KafkaConfigurationError, KafkaTimeoutError
+from kafkastate.errors import (
+    KafkaConfigurationError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    MessageTooLargeError,
+)
 
 kafka = pytest.importorskip("kafka")
 
@@ -292,3 +297,82 @@ def test_aiokafka_producer_bad_options() -> None:
         AIOKafkaProducer(bootstrap_servers="localhost:9092", compression_type="brotli")
     with pytest.raises(KafkaConfigurationError, match="acks"):
         AIOKafkaProducer(bootstrap_servers="localhost:9092", acks="some")
+
+
+def test_aiokafka_batches_and_custom_partitioner(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap)
+    calls: list[tuple[bytes | None, list[int], list[int]]] = []
+
+    def last_partition(key: bytes | None, all_parts: list[int], available: list[int]) -> int:
+        calls.append((key, all_parts, available))
+        return all_parts[-1]
+
+    async def main() -> tuple[RecordMetadata, RecordMetadata, int, list[int]]:
+        async with AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            partitioner=last_partition,
+            value_serializer=lambda v: v.encode(),
+            max_batch_size=300,
+        ) as producer:
+            batch = producer.create_batch()
+            sizes = []
+            for i in range(100):
+                meta = batch.append(key=None, value=f"v{i:02}", timestamp=None, headers=None)
+                if meta is None:
+                    break  # full: it closed itself
+                assert meta.offset == i and meta.crc is None
+                sizes.append(meta.size)
+            count = batch.record_count()
+            assert 1 < count < 100 and batch.size() <= 300
+            assert batch.append(key=None, value="late", timestamp=None) is None
+            future = await producer.send_batch(batch, topic, partition=1)
+            first = await future
+            keyed = await producer.send_and_wait(topic, "k", key=b"key")
+            return first, keyed, count, sizes
+
+    first, keyed, count, sizes = asyncio.run(main())
+    assert first.partition == 1 and all(s > 0 for s in sizes)
+    assert keyed.partition == 2 and calls == [(b"key", [0, 1, 2], [0, 1, 2])]
+    records = consume(bootstrap, topic, count + 1)
+    batch_records = sorted((r for r in records if r.partition == 1), key=lambda r: r.offset)
+    assert [r.value for r in batch_records] == [f"v{i:02}".encode() for i in range(count)]
+    assert [r.offset for r in batch_records] == list(range(first.offset, first.offset + count))
+
+
+def test_send_batch_errors_are_typed(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=1)
+
+    async def main() -> None:
+        async with open_producer(bootstrap, max_request_size=2000, max_block_ms=2000) as p:
+            empty = p.create_batch()
+            with pytest.raises(KafkaConfigurationError, match="at least one record"):
+                await p.send_batch(empty, topic, partition=0)
+            big = p.create_batch()
+            assert big.append(timestamp=None, key=None, value=b"x" * 5000) is not None
+            with pytest.raises(MessageTooLargeError, match="max_request_size"):
+                await p.send_batch(big, topic, partition=0)
+            bad = p.create_batch()
+            with pytest.raises(KafkaConfigurationError, match="value"):
+                bad.append(timestamp=None, key=None, value="not bytes")
+            with pytest.raises(KafkaTimeoutError, match="max_block_ms"):
+                ok = p.create_batch()
+                ok.append(timestamp=None, key=None, value=b"v")
+                await p.send_batch(ok, topic, partition=7)  # no such partition
+            # the producer is still usable
+            assert (await p.send(topic, b"after")).partition == 0
+
+    anyio.run(main, backend="trio")
+
+
+def test_aiokafka_start_fails_without_a_broker() -> None:
+    async def main() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers="127.0.0.1:1", request_timeout_ms=300)
+        with pytest.raises(KafkaConnectionError, match=r"127\.0\.0\.1:1"):
+            await producer.start()
+        with pytest.raises(RuntimeError, match="not started"):
+            await producer.send("t", b"v")
+        await producer.stop()  # harmless
+
+    asyncio.run(asyncio.wait_for(main(), 10))

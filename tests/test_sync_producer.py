@@ -18,8 +18,10 @@ from kafkastate.core.protocol.requests import NewTopic
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
+    KafkaConnectionError,
     KafkaTimeoutError,
     MessageTooLargeError,
+    NoBrokersAvailable,
 )
 from kafkastate.sync import FutureRecordMetadata, KafkaProducer, RecordMetadata, TopicPartition
 
@@ -94,8 +96,22 @@ def test_unknown_option_is_a_type_error() -> None:
         KafkaProducer(linger_msec=5)
 
 
+def test_no_broker_fails_the_constructor_like_kafka_python() -> None:
+    before = len(_io_threads())
+    started = time.monotonic()
+    with pytest.raises(NoBrokersAvailable, match=r"127\.0\.0\.1:1"):
+        KafkaProducer(bootstrap_servers="127.0.0.1:1", api_version_auto_timeout_ms=300, **FAST)
+    assert 0.25 < time.monotonic() - started < 5
+    assert issubclass(NoBrokersAvailable, KafkaConnectionError)
+    deadline = time.monotonic() + 5
+    while len(_io_threads()) > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(_io_threads()) == before  # the IO thread did not leak
+
+
 def test_close_twice_and_send_after_close_without_broker() -> None:
-    producer = KafkaProducer(bootstrap_servers="127.0.0.1:1", **FAST)
+    # An explicit api_version skips the bootstrap wait, as in kafka-python.
+    producer = KafkaProducer(bootstrap_servers="127.0.0.1:1", api_version=(4, 0), **FAST)
     assert len(_io_threads()) >= 1
     producer.close(timeout=5)
     producer.close()
@@ -107,7 +123,7 @@ def test_close_twice_and_send_after_close_without_broker() -> None:
 
 
 def test_send_validates_arguments() -> None:
-    with KafkaProducer(bootstrap_servers="127.0.0.1:1", **FAST) as producer:
+    with KafkaProducer(bootstrap_servers="127.0.0.1:1", api_version=(4, 0), **FAST) as producer:
         with pytest.raises(KafkaConfigurationError, match="key or value"):
             producer.send("t")
         with pytest.raises(TypeError, match="headers"):

@@ -50,7 +50,12 @@ from kafkastate.core.producer.producer import (
     ProducerIdAssigned,
     ProducerMachine,
 )
-from kafkastate.errors import IllegalStateError, KafkaError, KafkaTimeoutError
+from kafkastate.errors import (
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+)
 
 __all__ = ["ProducerThread", "RecordSink", "Reply"]
 
@@ -122,7 +127,7 @@ class _Flush:
 
 @attrs.define(slots=True, eq=False)
 class _Partitions:
-    topic: str
+    topic: str | None  # None: bootstrap, wait for any broker
     deadline: float
     max_block: float
     reply: Reply
@@ -305,6 +310,18 @@ class ProducerThread:
         result: set[int] = self._call(cmd, reply, None)
         return result
 
+    def wait_for_cluster(self, timeout: float) -> None:
+        """Wait until a bootstrap server answered a Metadata request.
+
+        Raises:
+            NoBrokersAvailable: none did within ``timeout`` seconds.
+        """
+        reply = Reply()
+        cmd = _Partitions(
+            topic=None, deadline=time.monotonic() + timeout, max_block=timeout, reply=reply
+        )
+        self._call(cmd, reply, None)
+
     def metrics(self) -> dict[str, float]:
         """A snapshot of counters and gauges (see :meth:`KafkaProducer.metrics`)."""
         if self.on_io_thread:
@@ -394,8 +411,11 @@ class ProducerThread:
             match cmd:
                 case _Flush(reply=reply):
                     self._flushes[self._machine.flush(now=now)] = reply
-                case _Partitions():
-                    self._machine.track_topics([cmd.topic])
+                case _Partitions(topic=None):
+                    self._machine.client.request_metadata_update()
+                    self._waiting_partitions.append(cmd)
+                case _Partitions(topic=str(topic)):
+                    self._machine.track_topics([topic])
                     self._waiting_partitions.append(cmd)
                 case _Metrics(reply=reply):
                     reply.set(self._snapshot())
@@ -460,9 +480,20 @@ class ProducerThread:
             cluster = self._machine.client.cluster
             still: list[_Partitions] = []
             for p in self._waiting_partitions:
-                known = cluster.partitions_for(p.topic)
+                known: tuple[int, ...] | None
+                if p.topic is None:
+                    known = tuple(cluster.brokers) or None
+                else:
+                    known = cluster.partitions_for(p.topic)
                 if known is not None:
                     p.reply.set(set(known))
+                elif now >= p.deadline and p.topic is None:
+                    p.reply.fail(
+                        NoBrokersAvailable(
+                            f"no bootstrap server answered within {p.max_block * 1000:g} ms "
+                            f"({_bootstrap_text(self._machine)})"
+                        )
+                    )
                 elif now >= p.deadline:
                     p.reply.fail(
                         KafkaTimeoutError(
@@ -588,6 +619,11 @@ class ProducerThread:
         left = list(self._commands)
         self._commands.clear()
         return left
+
+
+def _bootstrap_text(machine: ProducerMachine) -> str:
+    servers = machine.config.client.bootstrap_servers
+    return ", ".join(f"{host}:{port}" for host, port in servers)
 
 
 def _waiting_for(error: KafkaError) -> str:

@@ -58,6 +58,7 @@ from __future__ import annotations
 import bisect
 import enum
 import random
+import sys
 from collections import deque
 from collections.abc import Container, Sequence
 from typing import Any, Final, NewType
@@ -777,6 +778,93 @@ class Accumulator:
         if sticky and self._partitioner is not None:
             self._partitioner.on_append(topic, partition, grown, batch_full=not batch._accepting)
         return rid
+
+    def append_batch(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[tuple[int, Buffer | None, Buffer | None, HeadersIn]],
+        *,
+        now: float,
+    ) -> list[RecordId]:
+        """Add records as one batch of their own (aiokafka's ``send_batch``).
+
+        The batch takes no other record and is sent as it is, whatever ``batch.size`` says
+        (it is only split if the broker answers MESSAGE_TOO_LARGE). All or nothing: on an
+        error nothing was appended.
+
+        Args:
+            topic: the topic.
+            partition: the partition.
+            records: ``(timestamp_ms, key, value, headers)`` per record, in offset order.
+            now: the driver's clock.
+
+        Returns:
+            The records' ids, in order.
+
+        Raises:
+            BufferFullError: no room in ``buffer.memory`` now.
+            MessageTooLargeError: the batch exceeds ``max.request.size`` or
+                ``buffer.memory``.
+            KafkaConfigurationError: no records, or an argument has the wrong type.
+            IllegalStateError: the accumulator is closed.
+        """
+        if self._closed:
+            raise IllegalStateError("append after the accumulator was closed")
+        if not records:
+            raise KafkaConfigurationError("a batch needs at least one record")
+        cfg = self.config
+        batch = ProducerBatch(
+            topic=topic,
+            partition=partition,
+            created=now,
+            compression=cfg.compression,
+            compression_level=cfg.compression_level,
+            owner=self,
+            serial=self._next_batch,
+        )
+        first = self._next_record
+        for i, (timestamp_ms, key, value, headers) in enumerate(records):
+            _check_append_arguments(topic, partition, timestamp_ms)
+            _check_bytes("key", key)
+            _check_bytes("value", value)
+            try:
+                hdrs = tuple(headers) if headers else ()
+                batch._append(RecordId(first + i), (timestamp_ms, key, value, hdrs), sys.maxsize)
+            except (TypeError, AttributeError, ValueError) as exc:
+                raise KafkaConfigurationError(f"invalid record {i} of the batch: {exc}") from None
+        size = batch._size
+        if size > cfg.max_request_size or size > cfg.buffer_memory:
+            if size > cfg.max_request_size:
+                limit, name = cfg.max_request_size, "max_request_size (max.request.size)"
+            else:
+                limit, name = cfg.buffer_memory, "buffer_memory (buffer.memory)"
+            raise MessageTooLargeError(
+                f"the batch is {size} bytes, larger than {name} = {limit}",
+                topic=topic,
+                partition=partition,
+            )
+        if self._used + size > cfg.buffer_memory:
+            self._blocked = True
+            raise BufferFullError(
+                needed=size,
+                available=cfg.buffer_memory - self._used,
+                buffer_memory=cfg.buffer_memory,
+            )
+        batch._accepting = False  # its own batch: nothing else joins it
+        tp = (topic, partition)
+        dq = self._queues.get(tp)
+        if dq is None:
+            dq = self._queues[tp] = deque()
+        if dq and dq[-1]._accepting:
+            dq[-1]._accepting = False  # keep offsets in append order
+        dq.append(batch)
+        self._next_batch += 1
+        self._next_record += len(records)
+        self._used += size
+        self._outstanding += len(records)
+        self._readiness_changed = True
+        return list(batch._ids)
 
     def take_readiness_changed(self) -> bool:
         """Whether an :meth:`append` since the last call opened a batch or filled one.

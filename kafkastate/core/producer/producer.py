@@ -515,6 +515,63 @@ class ProducerMachine:
             self._now = now
         return rid
 
+    def send_batch(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[
+            tuple[
+                int,
+                bytes | bytearray | memoryview | None,
+                bytes | bytearray | memoryview | None,
+                Sequence[tuple[str, bytes | bytearray | memoryview | None]],
+            ]
+        ],
+        *,
+        now: float,
+    ) -> list[RecordId]:
+        """Append records as one batch of their own, to one partition (aiokafka's
+        ``send_batch``): they get consecutive offsets and no other record joins them.
+
+        Args:
+            topic: the topic.
+            partition: the partition (required: a batch is never partitioned).
+            records: ``(timestamp_ms, key, value, headers)`` per record, in order.
+            now: the driver's clock.
+
+        Returns:
+            The records' ids, in order; each is named by a RecordsAcknowledged or
+            RecordsFailed.
+
+        Raises:
+            MetadataPendingError, UnknownTopicOrPartitionError, BufferFullError: retriable,
+                as for :meth:`send`.
+            MessageTooLargeError: the batch can never fit a request.
+            KafkaConfigurationError: no records or a bad argument.
+            LocalProtocolError: the producer is closing or closed.
+            KafkaError: the producer failed fatally.
+        """
+        if self._state is not ProducerState.OPEN:
+            if self._state is ProducerState.FAILED and self._fatal is not None:
+                raise self._fatal
+            raise LocalProtocolError(f"send_batch on a producer that is {self._state.name}")
+        if not isinstance(topic, str) or not topic:
+            raise KafkaConfigurationError(f"topic must be a non-empty str, got {topic!r}")
+        if partition is None:
+            raise KafkaConfigurationError("send_batch needs an explicit partition")
+        if topic not in self._tracked:
+            self._client.metadata.add_topics([topic])
+            self._tracked.add(topic)
+        cluster = self._client.cluster
+        if topic not in cluster.topics:
+            raise MetadataPendingError(topic)
+        chosen = self._partitioner.partition(topic, None, cluster, explicit=partition)
+        rids = self._acc.append_batch(topic, chosen, records, now=now)
+        self._acc.take_readiness_changed()
+        self._partitions[(topic, chosen)] = None
+        self._step(now)
+        return rids
+
     def track_topics(self, topics: Sequence[str]) -> None:
         """Fetch metadata for ``topics`` ahead of their first :meth:`send`.
 
