@@ -8,22 +8,33 @@ Run with ``./ks demo``. It starts a local Apache Kafka broker through the harnes
 2. authenticates over SASL/SCRAM-SHA-512 on the broker's SASL listener;
 3. creates a topic, produces one record batch per compression codec (encoded by
    kafkastate's own record-batch code) and fetches everything back, decoding it;
-4. deletes the topic and stops the broker.
+4. produces keyed records to a 3-partition topic through the three producer APIs --
+   asyncio (``AIOKafkaProducer``, aiokafka's interface), trio (``open_producer``) and
+   blocking (``KafkaProducer``, kafka-python's interface), idempotent with lz4 -- and
+   fetches them back per partition;
+5. deletes the topics and stops the broker.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 import uuid
 
+import trio
+
 from kafkastate.adapters.blocking import BlockingAdmin
+from kafkastate.anyio import Producer
+from kafkastate.asyncio import AIOKafkaProducer
 from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.protocol.compression import Compression
 from kafkastate.core.protocol.records import RecordBatchBuilder, iter_batches
 from kafkastate.core.protocol.requests import NewTopic
 from kafkastate.core.protocol.versions import ApiKey, api_name
+from kafkastate.sync import KafkaProducer
 from kafkastate.testing import KafkaCluster
+from kafkastate.trio import open_producer as trio_open_producer
 
 
 def main() -> int:
@@ -82,8 +93,65 @@ def run(cluster: KafkaCluster) -> None:
                     seen += 1
                 offset = batch.next_offset
         print(f"fetched {seen} records back (high watermark {high_watermark})")
-        admin.delete_topics([topic])
-        print(f"deleted topic {topic!r}")
+
+        produced = f"{topic}-apis"
+        admin.create_topics([NewTopic(name=produced, num_partitions=3)])
+        print(f"created topic {produced!r} with 3 partitions")
+        produce_with_every_api(cluster.bootstrap, produced)
+        by_partition: dict[int, list[bytes]] = {}
+        for partition in range(3):
+            offset, high_watermark = 0, 1
+            while offset < high_watermark:
+                data, high_watermark = admin.fetch(produced, partition, offset)
+                for batch in iter_batches(data):
+                    for record in batch:
+                        assert record.key is not None
+                        by_partition.setdefault(partition, []).append(record.key)
+                    offset = batch.next_offset
+        for partition, keys in sorted(by_partition.items()):
+            print(f"  partition {partition}: {b' '.join(keys).decode()}")
+        total = sum(len(keys) for keys in by_partition.values())
+        print(f"fetched {total} records back: each key in one partition, in send order")
+        admin.delete_topics([topic, produced])
+        print(f"deleted topics {topic!r} and {produced!r}")
+
+
+def produce_with_every_api(bootstrap: str, topic: str) -> None:
+    """Three runtimes, one producer core: the same keys land in the same partitions."""
+    keys = [f"user-{n}" for n in range(4)]
+
+    async def with_asyncio() -> None:
+        async with AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            enable_idempotence=True,
+            compression_type="lz4",
+            key_serializer=str.encode,
+            value_serializer=str.encode,
+        ) as producer:
+            for key in keys:
+                meta = await producer.send_and_wait(topic, f"hello from asyncio to {key}", key)
+                print(f"asyncio: {key} -> partition {meta.partition} offset {meta.offset}")
+
+    async def with_trio() -> None:
+        async with (
+            trio_open_producer(bootstrap, compression_type="lz4") as producer,
+            trio.open_nursery() as nursery,  # four sends in flight at once
+        ):
+            for key in keys:
+                nursery.start_soon(send_one, producer, key)
+
+    async def send_one(producer: Producer, key: str) -> None:
+        value = f"hello from trio to {key}".encode()
+        meta = await producer.send(topic, value, key.encode())
+        print(f"trio:    {key} -> partition {meta.partition} offset {meta.offset}")
+
+    asyncio.run(with_asyncio())
+    trio.run(with_trio)
+    with KafkaProducer(bootstrap_servers=bootstrap, acks="all", compression_type="lz4") as producer:
+        futures = [(key, producer.send(topic, b"hello from sync", key.encode())) for key in keys]
+        for key, future in futures:
+            meta = future.get(timeout=30)
+            print(f"sync:    {key} -> partition {meta.partition} offset {meta.offset}")
 
 
 if __name__ == "__main__":
