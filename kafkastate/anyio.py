@@ -48,6 +48,7 @@ from kafkastate.core.producer.accumulator import (
 from kafkastate.core.producer.partitioner import CustomPartitioner
 from kafkastate.core.producer.producer import (
     ProducerClosed,
+    ProducerClosedError,
     ProducerConfig,
     ProducerFailed,
     ProducerMachine,
@@ -611,6 +612,22 @@ class Producer:
     def _attach(self, driver: AsyncDriver | None) -> None:
         self._driver = driver
 
+    def _release_waiters(self) -> None:
+        """The driver is gone: nothing can resolve what is still waiting. Normally nothing
+        is (close and abort give every record its outcome); after a crash of the driver,
+        fail the rest rather than leave a waiter -- a task outside the block, such as an
+        AIOKafkaProducer user's -- hanging."""
+        error = ProducerClosedError("the producer stopped before the record had an outcome")
+        deliveries, self._deliveries = self._deliveries, {}
+        for delivery in deliveries.values():
+            if not delivery.done():
+                delivery._resolve(None, error)
+        for done in self._flushes.values():
+            done.set()
+        self._flushes.clear()
+        self._closed.set()
+        self._changed.set()
+
     def _handle_event(self, event: Any) -> None:
         match event:
             case RecordsAcknowledged(topic=topic, partition=partition):
@@ -857,14 +874,17 @@ async def open_producer(
         ssl_context=tls,
         connect_timeout=config.client.socket_connection_setup_timeout,
     )
-    async with driver:
-        producer._attach(driver)
-        clean = False
-        try:
-            yield producer
-            await producer.aclose()
-            clean = True
-        finally:
-            if not clean:
-                producer.abort()
-            producer._attach(None)
+    try:
+        async with driver:
+            producer._attach(driver)
+            clean = False
+            try:
+                yield producer
+                await producer.aclose()
+                clean = True
+            finally:
+                if not clean:
+                    producer.abort()
+                producer._attach(None)
+    finally:
+        producer._release_waiters()

@@ -376,3 +376,35 @@ def test_aiokafka_start_fails_without_a_broker() -> None:
         await producer.stop()  # harmless
 
     asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_a_crashed_driver_fails_waiters_instead_of_hanging(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=1)
+
+    async def main() -> BaseException | None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=60_000)
+        await producer.start()
+        pending = await producer.send(topic, b"lingering")
+        inner = producer._producer
+        assert inner is not None and inner._driver is not None
+
+        def broken(*, now: float) -> None:
+            raise _Boom("a bug in the machine")
+
+        inner.machine.handle_timer = broken  # type: ignore[method-assign]
+        inner.machine.abort = broken  # type: ignore[method-assign]  # no orderly outcome
+        inner._driver.wake()
+        with pytest.raises(ProducerClosedError):
+            await asyncio.wait_for(pending, 10)
+        try:
+            await asyncio.wait_for(producer.stop(), 10)
+        except BaseException as exc:  # the crash surfaces here
+            return exc
+        return None
+
+    crash = asyncio.run(main())
+    assert crash is not None
+    assert isinstance(crash, _Boom) or (
+        isinstance(crash, BaseExceptionGroup) and crash.subgroup(_Boom) is not None
+    )

@@ -13,7 +13,10 @@ Tasks, all in one task group owned by the ``async with`` block (nothing starts i
   machine's ``get_timer()`` deadline or a :meth:`AsyncDriver.wake`;
 * one task per node: connect (``anyio.connect_tcp``, TLS if asked), report
   ``connection_made``/``connection_failed``, then read and feed ``receive_data`` until EOF, an
-  error, or the machine's CloseRequested cancels it.
+  error, or the machine's CloseRequested cancels it;
+* one writer per connected node: the pump only appends the machine's bytes to the node's
+  outbox, so a broker that reads slowly (a full socket buffer) holds up its own writer,
+  never the pump or the other nodes.
 
 ``now`` is always ``anyio.current_time()``: the event loop's clock (``loop.time()`` on
 asyncio, ``trio.current_time()`` on trio), so trio's ``MockClock`` works (STYLE.md §5).
@@ -47,6 +50,16 @@ class EventMachine(IOMachine, Protocol):
     def next_event(self) -> Any: ...
 
 
+class _Outbox:
+    """Bytes waiting to be written to one node, and the writer's wake-up."""
+
+    __slots__ = ("data", "ready")
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.ready = anyio.Event()
+
+
 class AsyncDriver:
     """The sockets, timers and wake-ups of one core machine, as anyio tasks.
 
@@ -76,6 +89,7 @@ class AsyncDriver:
         self._ssl = ssl_context
         self._connect_timeout = connect_timeout
         self._streams: dict[NodeId, anyio.abc.ByteStream] = {}
+        self._outboxes: dict[NodeId, _Outbox] = {}
         self._scopes: dict[NodeId, anyio.CancelScope] = {}
         self._wakeup: anyio.Event | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -135,7 +149,7 @@ class AsyncDriver:
             self._wakeup = wakeup = anyio.Event()
             machine.handle_timer(now=self.now())
             self._process_events()
-            await self._write()
+            self._write()
             deadline = machine.get_timer()
             with anyio.CancelScope(deadline=math.inf if deadline is None else deadline):
                 await wakeup.wait()
@@ -151,19 +165,14 @@ class AsyncDriver:
                 case _:
                     self._on_event(event)
 
-    async def _write(self) -> None:
-        machine = self._machine
-        for node, data in machine.data_to_send():
-            stream = self._streams.get(node)
-            if stream is None:
+    def _write(self) -> None:
+        outboxes = self._outboxes
+        for node, data in self._machine.data_to_send():
+            box = outboxes.get(node)
+            if box is None:
                 continue  # closed meanwhile; the machine has been or will be told
-            try:
-                await stream.send(data)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
-                if self._streams.get(node) is stream:
-                    self._stop_node(node)
-                    machine.connection_lost(node, now=self.now(), error=exc)
-                    self.wake()
+            box.data += data
+            box.ready.set()
 
     # ------------------------------------------------------------------ per node
 
@@ -176,6 +185,7 @@ class AsyncDriver:
 
     def _stop_node(self, node: NodeId) -> None:
         self._streams.pop(node, None)
+        self._outboxes.pop(node, None)
         scope = self._scopes.pop(node, None)
         if scope is not None:
             scope.cancel()
@@ -204,14 +214,35 @@ class AsyncDriver:
                         self.wake()
                     return
                 self._streams[node] = stream
+                box = self._outboxes[node] = _Outbox()
                 machine.connection_made(node, now=self.now())
                 self.wake()
-                await self._read(node, stream, scope)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._write_node, node, stream, box)
+                    await self._read(node, stream, scope)
+                    tg.cancel_scope.cancel()
             finally:
                 if stream is not None:
                     if self._streams.get(node) is stream:
                         del self._streams[node]
+                        self._outboxes.pop(node, None)
                     await anyio.aclose_forcefully(stream)
+
+    async def _write_node(self, node: NodeId, stream: anyio.abc.ByteStream, box: _Outbox) -> None:
+        while True:
+            await box.ready.wait()
+            box.ready = anyio.Event()  # before taking the data: a later append sets the new one
+            while box.data:
+                data = bytes(box.data)
+                box.data.clear()
+                try:
+                    await stream.send(data)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+                    if self._streams.get(node) is stream:
+                        self._stop_node(node)
+                        self._machine.connection_lost(node, now=self.now(), error=exc)
+                        self.wake()
+                    return
 
     async def _read(
         self, node: NodeId, stream: anyio.abc.ByteStream, scope: anyio.CancelScope
