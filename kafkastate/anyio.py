@@ -26,7 +26,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import Any, Final, Protocol, cast
 
 import anyio
 import anyio.lowlevel
@@ -311,6 +311,17 @@ class BatchBuilder:
         return self._records
 
 
+class _Sink(Protocol):
+    """Where the producer reports one record's outcome: a :class:`Delivery`, or an
+    adapter's own future holder (``kafkastate.asyncio``)."""
+
+    def done(self) -> bool: ...
+
+    def _resolve(
+        self, ack: tuple[str, int, int, int, int] | None, error: KafkaError | None
+    ) -> None: ...
+
+
 class Producer:
     """Sends records through a running :class:`AsyncDriver`; made by :func:`open_producer`.
 
@@ -324,7 +335,7 @@ class Producer:
         """The sans-IO machine (metadata, producer id, state)."""
         self._max_block = max_block
         self._driver: AsyncDriver | None = None
-        self._deliveries: dict[RecordId, Delivery] = {}
+        self._deliveries: dict[RecordId, _Sink] = {}
         self._flushes: dict[FlushId, anyio.Event] = {}
         self._changed = anyio.Event()  # set and replaced when a refused send may now pass
         self._closed = anyio.Event()
@@ -391,6 +402,20 @@ class Producer:
             KafkaError: the record was refused for good (too large, producer closed or
                 failed...).
         """
+        delivery = await self._append(topic, value, key, partition, timestamp_ms, headers, None)
+        return cast(Delivery, delivery)
+
+    async def _append(  # noqa: PLR0917 -- internal, positional for speed
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        headers: Headers,
+        sink: _Sink | None,
+    ) -> _Sink:
+        """:meth:`enqueue`, reporting the outcome to ``sink`` (None: a new Delivery)."""
         driver = self._driver
         if driver is None:
             driver = self._running()  # raises
@@ -424,15 +449,16 @@ class Producer:
                 with anyio.move_on_after(deadline - now):
                     await changed.wait()
                 continue
-            delivery = Delivery(rid)
-            self._deliveries[rid] = delivery
+            if sink is None:
+                sink = Delivery(rid)
+            self._deliveries[rid] = sink  # before any await: acks=0 completes at once
             if machine.steps != steps:
                 # A batch opened or filled up: let the pump see it, and send full batches
                 # while this task goes on appending. Appending to a batch with room changes
                 # nothing the pump would act on, so it does not cost a wake-up.
                 driver.wake()
                 await anyio.lowlevel.cancel_shielded_checkpoint()  # appended: no Cancelled
-            return delivery
+            return sink
 
     def create_batch(
         self,

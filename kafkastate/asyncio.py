@@ -241,19 +241,21 @@ class AIOKafkaProducer:
             KafkaError: the record was refused for good.
             RuntimeError: the producer is not started.
         """
-        producer = self._running()
+        producer = self._producer
+        if producer is None:
+            producer = self._running()  # raises
         key_bytes = key if self._key_serializer is None else self._key_serializer(key)
         value_bytes = value if self._value_serializer is None else self._value_serializer(value)
-        delivery = await producer.enqueue(
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        await producer._append(
             topic,
             value_bytes,
             key_bytes,
-            partition=partition,
-            timestamp_ms=timestamp_ms,
-            headers=headers or (),
+            partition,
+            timestamp_ms,
+            headers or (),
+            _FutureSink(future),
         )
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        delivery.add_done_callback(lambda d: _settle(future, d))
         return future
 
     async def send_and_wait(  # noqa: PLR0917 -- aiokafka's positional signature
@@ -358,6 +360,39 @@ class AIOKafkaProducer:
             await producer.wait_for_cluster(self._options["request_timeout_ms"] / 1000)
             ready.set_result(producer)
             await stopping.wait()
+
+
+class _FutureSink:
+    """Resolves one send()'s asyncio future straight from the producer's events."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future[RecordMetadata]) -> None:
+        self.future = future
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def _resolve(
+        self, ack: tuple[str, int, int, int, int] | None, error: KafkaError | None
+    ) -> None:
+        future = self.future
+        if future.done():
+            return  # cancelled by its owner
+        if error is not None:
+            future.set_exception(error)
+            return
+        assert ack is not None
+        topic, partition, offset, timestamp, timestamp_type = ack
+        future.set_result(
+            RecordMetadata(
+                topic=topic,
+                partition=partition,
+                offset=offset,
+                timestamp=timestamp,
+                timestamp_type=timestamp_type,
+            )
+        )
 
 
 def _settle(future: asyncio.Future[RecordMetadata], delivery: Delivery) -> None:

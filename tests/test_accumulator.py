@@ -842,3 +842,18 @@ def test_append_batch_is_its_own_batch_all_or_nothing() -> None:
     # nothing of the refused batches was kept, and ids are not skipped
     assert (acc.buffer_used, acc.outstanding_records) == (used, outstanding)
     assert add(acc, 1) == after + 1
+
+
+def test_inlined_size_bound_matches_the_codec() -> None:
+    # append() inlines the bound for a keyless, headerless small value; it must agree
+    # with the codec's function everywhere it is used, or batches could overflow.
+    from kafkastate.core.producer.accumulator import (  # noqa: PLC0415
+        _SMALL_VALUE,
+        _small_value_upper_bound,
+    )
+    from kafkastate.core.protocol.records import (  # noqa: PLC0415
+        estimate_record_size_upper_bound,
+    )
+
+    for n in range(_SMALL_VALUE):
+        assert _small_value_upper_bound(n) == estimate_record_size_upper_bound(None, b"x" * n)

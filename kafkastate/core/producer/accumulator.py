@@ -525,6 +525,17 @@ class ProducerBatch:
 # ------------------------------------------------------------------------------ accumulator
 
 
+_SMALL_VALUE: Final = 8000
+
+
+def _small_value_upper_bound(n: int) -> int:
+    """``estimate_record_size_upper_bound(None, value, ())`` for ``len(value) = n < 8000``:
+    1 attributes + 10 timestamp delta + 5 offset delta + 1 null key + the value's length
+    varint (1 byte below 64, else 2) and bytes + 1 header count, then the length prefix."""
+    body = 19 + n if n < 64 else 20 + n
+    return body + (1 if body < 64 else 2)
+
+
 def _check_append_arguments(topic: object, partition: object, timestamp_ms: object) -> None:
     """The slow path of :meth:`Accumulator.append`'s checks: name what is wrong."""
     if not isinstance(topic, str) or not topic:
@@ -570,6 +581,7 @@ class Accumulator:
         self._partitioner = partitioner
         # A batch may never outgrow a request; one record larger than batch.size gets its own.
         self._batch_limit = min(config.batch_size, config.max_request_size)
+        self._max_alone = min(config.max_request_size, config.buffer_memory)
         self._queues: dict[_TP, deque[ProducerBatch]] = {}
         self._in_flight: dict[int, ProducerBatch] = {}
         self._used = 0
@@ -714,13 +726,16 @@ class Accumulator:
         if value is not None and type(value) is not bytes:
             _check_bytes("value", value)
         hdrs = tuple(headers) if headers else ()
-        try:
-            upper = estimate_record_size_upper_bound(key, value, hdrs)
-        except (TypeError, AttributeError, ValueError) as exc:
-            raise KafkaConfigurationError(f"invalid record headers: {exc}") from None
+        if key is None and not hdrs and type(value) is bytes and len(value) < _SMALL_VALUE:
+            upper = _small_value_upper_bound(len(value))  # the common case, inlined
+        else:
+            try:
+                upper = estimate_record_size_upper_bound(key, value, hdrs)
+            except (TypeError, AttributeError, ValueError) as exc:
+                raise KafkaConfigurationError(f"invalid record headers: {exc}") from None
         cfg = self.config
         alone = RECORD_BATCH_OVERHEAD + upper  # the batch it would need on its own
-        if alone > cfg.max_request_size or alone > cfg.buffer_memory:
+        if alone > self._max_alone:
             if alone > cfg.max_request_size:
                 limit, name = cfg.max_request_size, "max_request_size (max.request.size)"
             else:
