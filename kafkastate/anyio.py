@@ -32,7 +32,9 @@ import anyio
 import anyio.lowlevel
 import attrs
 
+from kafkastate._anyio_consumer import Consumer, open_consumer
 from kafkastate.adapters._async_driver import AsyncDriver
+from kafkastate.adapters._common import no_brokers_error
 from kafkastate.core.client import ClientConfig, MetadataUpdated
 from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.metadata import MetadataConfig
@@ -60,16 +62,17 @@ from kafkastate.errors import (
     KafkaConfigurationError,
     KafkaError,
     KafkaTimeoutError,
-    NoBrokersAvailable,
 )
 
 __all__ = [
     "BatchBuilder",
+    "Consumer",
     "BatchRecord",
     "Delivery",
     "Producer",
     "RecordMetadata",
     "build_producer_config",
+    "open_consumer",
     "open_producer",
 ]
 
@@ -575,10 +578,7 @@ class Producer:
             while not client.cluster.brokers:
                 await self._changed.wait()
             return
-        servers = ", ".join(f"{h}:{p}" for h, p in self.machine.config.client.bootstrap_servers)
-        raise NoBrokersAvailable(
-            f"no bootstrap server answered within {timeout * 1000:g} ms ({servers})"
-        )
+        raise no_brokers_error(self.machine.client, timeout)
 
     async def partitions_for(self, topic: str) -> frozenset[int]:
         """The partitions of ``topic``, waiting for its metadata up to ``max_block_ms``.
@@ -710,6 +710,7 @@ def build_producer_config(
     sasl_plain_username: str | None = None,
     sasl_plain_password: str | None = None,
     partitioner: CustomPartitioner | None = None,
+    allow_auto_create_topics: bool = True,
 ) -> tuple[ProducerConfig, ssl.SSLContext | None]:
     """Build a :class:`ProducerConfig` (and the TLS context) from kafka-python/aiokafka
     style options. See :func:`open_producer` for their meaning.
@@ -775,6 +776,7 @@ def build_producer_config(
                 metadata=MetadataConfig(
                     metadata_max_age=metadata_max_age_ms / 1000,
                     retry_backoff=retry_backoff_ms / 1000,
+                    allow_auto_topic_creation=bool(allow_auto_create_topics),
                 ),
                 connections_max_idle=connections_max_idle_ms / 1000,
             ),
@@ -824,6 +826,7 @@ async def open_producer(
     sasl_plain_username: str | None = None,
     sasl_plain_password: str | None = None,
     partitioner: CustomPartitioner | None = None,
+    allow_auto_create_topics: bool = True,
 ) -> AsyncIterator[Producer]:
     """Run a producer for the duration of an ``async with`` block (asyncio or trio).
 
@@ -858,6 +861,8 @@ async def open_producer(
         partitioner: a callable ``(key_bytes, all_partitions, available_partitions) ->
             partition`` (aiokafka's signature) for records without an explicit partition;
             None for the Java client's default (murmur2 of the key, else uniform sticky).
+        allow_auto_create_topics: ``allow.auto.create.topics``: metadata requests let the
+            broker create a missing topic (if its ``auto.create.topics.enable`` allows).
 
     Yields:
         The running :class:`Producer`.
@@ -891,6 +896,7 @@ async def open_producer(
         sasl_plain_username=sasl_plain_username,
         sasl_plain_password=sasl_plain_password,
         partitioner=partitioner,
+        allow_auto_create_topics=allow_auto_create_topics,
     )
     machine = ProducerMachine(config, rng=random.SystemRandom())
     producer = Producer(machine, max_block=max_block_ms / 1000)

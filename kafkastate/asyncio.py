@@ -82,6 +82,8 @@ class AIOKafkaProducer:
         sasl_plain_password: SASL password.
         partitioner: ``(key_bytes, all_partitions, available_partitions) -> partition``;
             None for the Java default (murmur2 by key, uniform sticky without one).
+        allow_auto_create_topics: let metadata requests create a missing topic, as
+            aiokafka's do (not in aiokafka; True).
         unsupported: aiokafka options kafkastate does not implement.
 
     Raises:
@@ -114,6 +116,7 @@ class AIOKafkaProducer:
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
         partitioner: CustomPartitioner | None = None,
+        allow_auto_create_topics: bool = True,
         **unsupported: Any,
     ) -> None:
         if unsupported:
@@ -148,6 +151,7 @@ class AIOKafkaProducer:
             "sasl_plain_username": sasl_plain_username,
             "sasl_plain_password": sasl_plain_password,
             "partitioner": partitioner,
+            "allow_auto_create_topics": allow_auto_create_topics,
         }
         self._bootstrap = bootstrap_servers
         # Validate now, as aiokafka does, so a bad option fails before start().

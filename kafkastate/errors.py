@@ -21,6 +21,12 @@ __all__ = [
     "KafkaError",
     "KafkaTimeoutError",
     "LocalProtocolError",
+    "MessageSizeTooLargeError",
+    "NoBrokersAvailable",
+    "NoOffsetForPartitionError",
+    "PartitionerError",
+    "ProducerClosedError",
+    "RecordTooLargeError",
     "RemoteProtocolError",
     "UnknownBrokerError",
     "UnsupportedCodecError",
@@ -66,15 +72,43 @@ class KafkaConnectionError(KafkaError):
     retriable = True
 
 
-class NoBrokersAvailable(KafkaConnectionError):
-    """No bootstrap server answered in time (kafka-python's name; aiokafka raises a
-    KafkaConnectionError, which this is)."""
-
-
 class KafkaTimeoutError(KafkaError):
     """A local deadline passed (request timeout, max block time…); the message says which."""
 
     retriable = True
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """A partition has no valid position (no committed offset, or it is out of range) and
+    ``auto_offset_reset`` is ``"none"``; seek to choose one."""
+
+
+class RecordTooLargeError(KafkaError):
+    """A fetched record batch is larger than the fetch limits allow the broker to send
+    (``max_partition_fetch_bytes`` / ``fetch_max_bytes``); raise the limits."""
+
+
+class NoBrokersAvailable(KafkaConnectionError, KafkaTimeoutError):
+    """No bootstrap server answered in time: kafka-python 2's name; aiokafka raises a
+    KafkaConnectionError and kafka-python 3 a KafkaTimeoutError, and this is both."""
+
+
+class ProducerClosedError(KafkaError):
+    """The producer was closed or aborted before the record had an outcome (aiokafka's
+    ``ProducerClosed``)."""
+
+
+class PartitionerError(KafkaError):
+    """A custom partitioner raised, or returned something that is not one of the topic's
+    partitions. The record is refused; the message names the partitioner and the value,
+    and a raised exception is kept as ``__cause__``."""
+
+    def __init__(self, message: str, *, partitioner: object, topic: str) -> None:
+        super().__init__(message)
+        self.partitioner = partitioner
+        """The partitioner that misbehaved."""
+        self.topic = topic
+        """The record's topic."""
 
 
 class AuthenticationFailedError(KafkaError):
@@ -145,7 +179,10 @@ def error_for_code(code: int) -> type[BrokerResponseError]:
 
 # One class per broker error code, importable from here (``kafkastate.errors.NotCoordinatorError``).
 from kafkastate._error_codes import *  # noqa: E402, F403
-from kafkastate._error_codes import BY_CODE  # noqa: E402
+from kafkastate._error_codes import BY_CODE, MessageTooLargeError  # noqa: E402
 from kafkastate._error_codes import __all__ as _code_names  # noqa: E402
 
 __all__ += _code_names  # noqa: PLE0605
+
+MessageSizeTooLargeError = MessageTooLargeError
+"""aiokafka's and kafka-python's name for :class:`MessageTooLargeError`."""

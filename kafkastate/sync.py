@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, NamedTuple, Self
 
+from kafkastate._sync_consumer import KafkaConsumer
 from kafkastate.adapters._sync_thread import ProducerThread
 from kafkastate.core.client import ClientConfig
 from kafkastate.core.connection import ConnectionConfig
@@ -34,8 +35,17 @@ from kafkastate.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from kafkastate.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
-__all__ = ["FutureRecordMetadata", "KafkaProducer", "RecordMetadata", "TopicPartition"]
+__all__ = [
+    "ConsumerRecord",
+    "FutureRecordMetadata",
+    "KafkaConsumer",
+    "KafkaProducer",
+    "OffsetAndMetadata",
+    "RecordMetadata",
+    "TopicPartition",
+]
 
 log = logging.getLogger("kafkastate.sync")
 
@@ -60,7 +70,6 @@ _UNSUPPORTED: Final = frozenset(
         "socket_options",
         "ssl_crlfile",
         "ssl_ciphers",
-        "bootstrap_timeout_ms",
         "metric_reporters",
         "metrics_num_samples",
         "metrics_sample_window_ms",
@@ -76,15 +85,6 @@ _UNSUPPORTED: Final = frozenset(
 )
 
 Serializer = Callable[[str, list[tuple[str, bytes]], Any], Any]
-
-
-class TopicPartition(NamedTuple):
-    """A topic and a partition (equal to kafka-python's ``TopicPartition``)."""
-
-    topic: str
-    """The topic."""
-    partition: int
-    """The partition."""
 
 
 class RecordMetadata(NamedTuple):
@@ -521,16 +521,20 @@ class KafkaProducer:
         transaction_timeout_ms: accepted for compatibility.
         api_version: versions are negotiated with ApiVersions whatever this says; as in
             kafka-python, when None the constructor waits for a bootstrap server.
-        api_version_auto_timeout_ms: how long the constructor waits for a bootstrap server
-            to answer (only when ``api_version`` is None) before NoBrokersAvailable.
+        bootstrap_timeout_ms: how long the constructor waits for a bootstrap server to
+            answer (only when ``api_version`` is None) before NoBrokersAvailable
+            (kafka-python 3; 30 s).
+        api_version_auto_timeout_ms: kafka-python 2's name for the same wait; wins when
+            given.
         metrics_enabled: accepted and ignored: :meth:`metrics` is always available.
 
     Raises:
         TypeError: an unknown keyword argument.
         KafkaConfigurationError: an invalid value, or a kafka-python option this
             producer does not implement; the message names the option.
-        NoBrokersAvailable: no bootstrap server answered within
-            ``api_version_auto_timeout_ms`` (a KafkaConnectionError).
+        NoBrokersAvailable: no bootstrap server answered within ``bootstrap_timeout_ms``
+            (a KafkaConnectionError and a KafkaTimeoutError).
+        AuthenticationFailedError: the bootstrap server refused the SASL credentials.
     """
 
     def __init__(
@@ -573,7 +577,8 @@ class KafkaProducer:
         transactional_id: str | None = None,
         transaction_timeout_ms: float = 60000,
         api_version: Any = None,
-        api_version_auto_timeout_ms: float = 2000,
+        bootstrap_timeout_ms: float = 30000,
+        api_version_auto_timeout_ms: float | None = None,
         metrics_enabled: bool = True,
         **unsupported: Any,
     ) -> None:
@@ -590,7 +595,10 @@ class KafkaProducer:
         self._key_serializer = _serializer("key_serializer", key_serializer)
         self._value_serializer = _serializer("value_serializer", value_serializer)
         self._max_block = _ms("max_block_ms", max_block_ms)
-        bootstrap_wait = _ms("api_version_auto_timeout_ms", api_version_auto_timeout_ms)
+        if api_version_auto_timeout_ms is not None:  # kafka-python 2's name for it
+            bootstrap_wait = _ms("api_version_auto_timeout_ms", api_version_auto_timeout_ms)
+        else:
+            bootstrap_wait = _ms("bootstrap_timeout_ms", bootstrap_timeout_ms)
         tls = _ssl_context(options)
         self.config: ProducerConfig = config
         """The core configuration built from the options."""
@@ -606,7 +614,7 @@ class KafkaProducer:
             try:
                 self._io.wait_for_cluster(bootstrap_wait)
             except BaseException:
-                self.close(timeout=0)
+                self.close(timeout=1.0)  # nothing is pending: the IO thread ends at once
                 raise
 
     def send(  # noqa: PLR0917 -- kafka-python's positional signature

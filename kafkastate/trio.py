@@ -17,6 +17,13 @@ naturally::
 
 from __future__ import annotations
 
-from kafkastate.anyio import Delivery, Producer, RecordMetadata, open_producer
+from kafkastate.anyio import (
+    Consumer,
+    Delivery,
+    Producer,
+    RecordMetadata,
+    open_consumer,
+    open_producer,
+)
 
-__all__ = ["Delivery", "Producer", "RecordMetadata", "open_producer"]
+__all__ = ["Consumer", "Delivery", "Producer", "RecordMetadata", "open_consumer", "open_producer"]

@@ -22,6 +22,7 @@ from kafkastate.anyio import Delivery, RecordMetadata, open_producer
 from kafkastate.asyncio import AIOKafkaProducer
 from kafkastate.core.producer.producer import ProducerClosedError
 from kafkastate.errors import (
+    AuthenticationFailedError,
     KafkaConfigurationError,
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -215,11 +216,21 @@ async def test_cancellation_aborts(kafka_cluster: Any) -> None:
 
 @pytest.mark.anyio
 async def test_max_block_times_out_on_a_missing_topic(kafka_cluster: Any) -> None:
-    async with open_producer(kafka_cluster.bootstrap, max_block_ms=300) as producer:
+    async with open_producer(
+        kafka_cluster.bootstrap, max_block_ms=300, allow_auto_create_topics=False
+    ) as producer:
         start = anyio.current_time()
         with pytest.raises(KafkaTimeoutError, match="max_block"):
             await producer.send(f"missing-{uuid.uuid4().hex[:8]}", b"x")
         assert 0.3 <= anyio.current_time() - start < 5
+
+
+@pytest.mark.anyio
+async def test_a_missing_topic_is_created_by_default_like_java(kafka_cluster: Any) -> None:
+    topic = f"auto-{uuid.uuid4().hex[:8]}"
+    async with open_producer(kafka_cluster.bootstrap, max_block_ms=20_000) as producer:
+        meta = await producer.send(topic, b"first")
+    assert meta.topic == topic and meta.offset == 0
 
 
 def test_unknown_option_is_a_type_error() -> None:
@@ -408,3 +419,37 @@ def test_a_crashed_driver_fails_waiters_instead_of_hanging(kafka_cluster: Any) -
     assert isinstance(crash, _Boom) or (
         isinstance(crash, BaseExceptionGroup) and crash.subgroup(_Boom) is not None
     )
+
+
+def test_wrong_sasl_password_is_an_authentication_error(kafka_cluster: Any) -> None:
+    if kafka_cluster.sasl is None or kafka_cluster.sasl_bootstrap is None:
+        pytest.skip("the cluster has no SASL listener")
+
+    async def main() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=kafka_cluster.sasl_bootstrap,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="SCRAM-SHA-256",
+            sasl_plain_username=kafka_cluster.sasl.username,
+            sasl_plain_password="wrong",
+            request_timeout_ms=2000,
+        )
+        with pytest.raises(AuthenticationFailedError):
+            await producer.start()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"sasl_mechanism": "GSSAPI"}, "GSSAPI"),
+        ({"sasl_mechanism": "PLAIN"}, "username and a password"),
+        ({"sasl_mechanism": "OAUTHBEARER"}, "token"),
+    ],
+)
+def test_sasl_options_are_checked_up_front(options: dict[str, Any], match: str) -> None:
+    with pytest.raises(KafkaConfigurationError, match=match):
+        AIOKafkaProducer(
+            bootstrap_servers="localhost:9092", security_protocol="SASL_PLAINTEXT", **options
+        )

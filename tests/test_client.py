@@ -136,7 +136,7 @@ def test_any_node_request_prefers_ready_real_brokers() -> None:
 
 def test_backoff_is_exponential_with_jitter_and_capped() -> None:
     client, _ = bootstrapped(reconnect_backoff=0.1, reconnect_backoff_max=0.5)
-    client.send(_md_factory, now=10.0, node_id=NodeId(1), timeout=1000.0)
+    rid = client.send(_md_factory, now=10.0, node_id=NodeId(1), timeout=1000.0)
     drain(client)
     now = 10.0
     waits = []
@@ -144,7 +144,12 @@ def test_backoff_is_exponential_with_jitter_and_capped() -> None:
         client.connection_failed(NodeId(1), now=now, error=OSError("refused"))
         events = drain(client)
         assert any(isinstance(e, NodeDisconnected) for e in events)
+        # What waited for the connection fails at once, retriable (Java never queues
+        # behind a dead connection); metadata is refreshed to find where to go instead.
+        (failed,) = [e for e in events if isinstance(e, RequestFailed)]
+        assert failed.request_id == rid and failed.error.retriable
         assert client.node_state(NodeId(1)) is NodeState.BACKOFF
+        rid = client.send(_md_factory, now=now, node_id=NodeId(1), timeout=1000.0)
         timer = client.get_timer()
         assert timer is not None
         waits.append(timer - now)
@@ -196,15 +201,28 @@ def test_authentication_failure_fails_queued_requests_at_once() -> None:
     assert client.metadata.in_flight
 
 
-def test_queued_request_times_out_when_node_unreachable() -> None:
+def test_queued_request_fails_with_its_connection_attempt() -> None:
     client, _ = bootstrapped(socket_connection_setup_timeout=2.0)
-    rid = client.send(_md_factory, now=5.0, node_id=NodeId(1), timeout=3.0)
+    rid = client.send(_md_factory, now=5.0, node_id=NodeId(1), timeout=30.0)
     drain(client)
     client.handle_timer(now=7.0)  # connect attempt timed out
     events = drain(client)
     assert CloseRequested(node_id=NodeId(1)) in events
     assert any(isinstance(e, NodeDisconnected) for e in events)
-    client.handle_timer(now=8.0)
+    failed = [e for e in events if isinstance(e, RequestFailed)]
+    assert [f.request_id for f in failed] == [rid]  # at once, not at its 30 s deadline
+    assert isinstance(failed[0].error, KafkaTimeoutError) and failed[0].error.retriable
+    assert "connecting to node 1" in str(failed[0].error)
+    assert client.metadata.update_due(7.0) or client.metadata.in_flight  # look again
+
+
+def test_queued_request_times_out_while_the_node_backs_off() -> None:
+    client, _ = bootstrapped(reconnect_backoff=5.0, reconnect_backoff_max=5.0)
+    client.send(_md_factory, now=5.0, node_id=NodeId(1), timeout=30.0)
+    client.connection_failed(NodeId(1), now=5.0, error=OSError("refused"))
+    drain(client)
+    rid = client.send(_md_factory, now=5.0, node_id=NodeId(1), timeout=1.0)
+    client.handle_timer(now=6.0)  # still backing off: the request's own deadline passes
     failed = [e for e in drain(client) if isinstance(e, RequestFailed)]
     assert [f.request_id for f in failed] == [rid]
     assert isinstance(failed[0].error, KafkaTimeoutError)

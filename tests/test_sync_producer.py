@@ -16,6 +16,7 @@ from kafkastate.adapters.blocking import BlockingAdmin
 from kafkastate.core.producer import default_partition
 from kafkastate.core.protocol.requests import NewTopic
 from kafkastate.errors import (
+    AuthenticationFailedError,
     IllegalStateError,
     KafkaConfigurationError,
     KafkaConnectionError,
@@ -329,3 +330,26 @@ def test_acks_zero_and_threads(kafka_cluster: Any) -> None:
         producer.flush(timeout=30)
         assert all(f.get().offset == -1 for f in futures)
     assert len(consume(kafka_cluster.bootstrap, topic, 100)) == 100
+
+
+def test_wrong_sasl_password_fails_the_constructor_typed(kafka_cluster: Any) -> None:
+    if kafka_cluster.sasl is None or kafka_cluster.sasl_bootstrap is None:
+        pytest.skip("the cluster has no SASL listener")
+    started = time.monotonic()
+    with pytest.raises(AuthenticationFailedError):
+        KafkaProducer(
+            bootstrap_servers=kafka_cluster.sasl_bootstrap,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="SCRAM-SHA-512",
+            sasl_plain_username=kafka_cluster.sasl.username,
+            sasl_plain_password="wrong",
+            bootstrap_timeout_ms=1500,
+        )
+    assert time.monotonic() - started < 10
+
+
+def test_bootstrap_timeout_ms_is_kafka_python_3s_name() -> None:
+    started = time.monotonic()
+    with pytest.raises(KafkaTimeoutError, match="1:1"):  # NoBrokersAvailable is one
+        KafkaProducer(bootstrap_servers="127.0.0.1:1", bootstrap_timeout_ms=300, **FAST)
+    assert 0.25 < time.monotonic() - started < 5

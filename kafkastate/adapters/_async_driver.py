@@ -27,13 +27,13 @@ from __future__ import annotations
 import asyncio
 import math
 import ssl
+import sys
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
 import anyio
 import anyio.abc
-import sniffio
 
 from kafkastate.adapters.blocking import IOMachine
 from kafkastate.core.client import CloseRequested, ConnectRequested
@@ -272,11 +272,12 @@ class AsyncDriver:
 
 def _event_loop_clock() -> Callable[[], float]:
     """``anyio.current_time`` without its per-call backend lookup (it is on the hot path)."""
-    library = sniffio.current_async_library()
-    if library == "asyncio":
+    try:
         return asyncio.get_running_loop().time
-    if library == "trio":
-        import trio  # noqa: PLC0415 -- only when running on trio
-
-        return trio.current_time
+    except RuntimeError:  # not on asyncio
+        pass
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        current_time: Callable[[], float] = trio.current_time
+        return current_time
     return anyio.current_time

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from kafkastate.adapters._common import no_brokers_error
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core.client import CloseRequested, ConnectRequested, MetadataUpdated
 from kafkastate.core.producer.accumulator import (
@@ -54,7 +55,6 @@ from kafkastate.errors import (
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
-    NoBrokersAvailable,
 )
 
 __all__ = ["ProducerThread", "RecordSink", "Reply"]
@@ -488,12 +488,7 @@ class ProducerThread:
                 if known is not None:
                     p.reply.set(set(known))
                 elif now >= p.deadline and p.topic is None:
-                    p.reply.fail(
-                        NoBrokersAvailable(
-                            f"no bootstrap server answered within {p.max_block * 1000:g} ms "
-                            f"({_bootstrap_text(self._machine)})"
-                        )
-                    )
+                    p.reply.fail(no_brokers_error(self._machine.client, p.max_block))
                 elif now >= p.deadline:
                     p.reply.fail(
                         KafkaTimeoutError(
@@ -619,11 +614,6 @@ class ProducerThread:
         left = list(self._commands)
         self._commands.clear()
         return left
-
-
-def _bootstrap_text(machine: ProducerMachine) -> str:
-    servers = machine.config.client.bootstrap_servers
-    return ", ".join(f"{host}:{port}" for host, port in servers)
 
 
 def _waiting_for(error: KafkaError) -> str:

@@ -297,6 +297,7 @@ class Client:
         self._out: list[tuple[NodeId, bytes]] = []
         self._next_request_id = 0
         self._closed = False
+        self._last_connection_error: KafkaError | None = None
 
     # ---------------------------------------------------------------- queries
 
@@ -309,6 +310,12 @@ class Client:
     def metadata(self) -> Metadata:
         """The metadata machine (topics of interest, refresh requests)."""
         return self._metadata
+
+    @property
+    def last_connection_error(self) -> KafkaError | None:
+        """Why the last connection to any node failed or ended (None after a success):
+        what to tell a user waiting for a cluster that does not answer."""
+        return self._last_connection_error
 
     def node_state(self, node_id: NodeId) -> NodeState | None:
         """The state of a node's connection, or None for an unknown node."""
@@ -673,6 +680,7 @@ class Client:
                 case conn_events.ConnectionReady():
                     node.state = NodeState.READY
                     node.failures = 0
+                    self._last_connection_error = None
                 case conn_events.ResponseReceived(correlation_id=cid, response=response):
                     req = node.sent.pop(cid, None)
                     if req is not None:
@@ -705,7 +713,17 @@ class Client:
         node.backoff_until = now + backoff
         node.state = NodeState.BACKOFF
         self._events.append(NodeDisconnected(node_id=node.node_id, error=error))
+        if error is not None:
+            self._last_connection_error = error
         if isinstance(error, AuthenticationFailedError):
+            self._fail_queue(node.queue, error, node.node_id)
+        elif node.node_id >= 0 and error is not None:
+            # Java NetworkClient: a broker that went away may no longer lead what we
+            # send it, so look again (DefaultMetadataUpdater.handleServerDisconnect); and
+            # what waited for this connection fails now, retriable, instead of at its
+            # deadline -- its owner re-routes it with the new metadata (a producer batch
+            # to the new leader).
+            self._metadata.request_update()
             self._fail_queue(node.queue, error, node.node_id)
 
     def _request_completed(self, req: _Request, node: _Node, response: Any, now: float) -> None:

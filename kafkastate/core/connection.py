@@ -61,6 +61,7 @@ from kafkastate.core.protocol.versions import (
 from kafkastate.core.sasl import SaslMechanism, make_mechanism
 from kafkastate.errors import (
     AuthenticationFailedError,
+    KafkaConfigurationError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -141,6 +142,17 @@ def _software(_inst: object, attr: attrs.Attribute[Any], value: str) -> None:
         )
 
 
+_SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+
+def _sasl_mechanism(_inst: object, _attr: attrs.Attribute[Any], value: str | None) -> None:
+    if value is not None and value not in _SASL_MECHANISMS:
+        raise KafkaConfigurationError(
+            f"sasl_mechanism must be one of {', '.join(_SASL_MECHANISMS)}, got {value!r} "
+            "(GSSAPI/Kerberos is not supported)"
+        )
+
+
 @attrs.frozen(kw_only=True)
 class ConnectionConfig:
     """Settings of one broker connection. Durations are float seconds."""
@@ -157,7 +169,7 @@ class ConnectionConfig:
         default=__version__.replace("+", "-"), validator=_software
     )
     """KIP-511 ``client.software.version``."""
-    sasl_mechanism: str | None = None
+    sasl_mechanism: str | None = attrs.field(default=None, validator=_sasl_mechanism)
     """``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``, ``OAUTHBEARER`` or None (no SASL)."""
     sasl_username: str | None = None
     """Username for PLAIN and SCRAM (aiokafka: ``sasl_plain_username``)."""
@@ -169,6 +181,21 @@ class ConnectionConfig:
     """SASL extensions for OAUTHBEARER (KIP-342)."""
     max_frame_size: int = attrs.field(default=DEFAULT_MAX_FRAME_SIZE, validator=_positive)
     """Largest response accepted, in bytes; larger is treated as corrupt input."""
+
+    def __attrs_post_init__(self) -> None:
+        mechanism = self.sasl_mechanism
+        if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") and (
+            self.sasl_username is None or self.sasl_password is None
+        ):
+            raise KafkaConfigurationError(
+                f"sasl_mechanism {mechanism} needs a username and a password "
+                "(sasl_plain_username / sasl_plain_password)"
+            )
+        if mechanism == "OAUTHBEARER" and not self.sasl_oauth_token:
+            raise KafkaConfigurationError(
+                "sasl_mechanism OAUTHBEARER needs a token (sasl_oauth_token); "
+                "kafkastate does not fetch tokens itself"
+            )
 
 
 @attrs.frozen(kw_only=True)

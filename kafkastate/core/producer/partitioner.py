@@ -47,7 +47,7 @@ import attrs
 from kafkastate.core.metadata import ClusterMetadata
 from kafkastate.errors import (
     KafkaConfigurationError,
-    KafkaError,
+    PartitionerError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
@@ -119,19 +119,6 @@ def default_partition(key: bytes | bytearray | memoryview, num_partitions: int) 
     if num_partitions <= 0:
         raise KafkaConfigurationError(f"num_partitions must be > 0, got {num_partitions}")
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
-
-
-class PartitionerError(KafkaError):
-    """A custom partitioner raised, or returned something that is not one of the topic's
-    partitions. The record is refused; the message names the partitioner and the value,
-    and a raised exception is kept as ``__cause__``."""
-
-    def __init__(self, message: str, *, partitioner: object, topic: str) -> None:
-        super().__init__(message)
-        self.partitioner = partitioner
-        """The partitioner that misbehaved."""
-        self.topic = topic
-        """The record's topic."""
 
 
 @attrs.define(slots=True)

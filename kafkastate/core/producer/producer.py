@@ -117,6 +117,7 @@ from kafkastate.errors import (
     KafkaError,
     KafkaTimeoutError,
     LocalProtocolError,
+    ProducerClosedError,
     RemoteProtocolError,
     error_for_code,
 )
@@ -173,10 +174,6 @@ class MetadataPendingError(KafkaError):
         super().__init__(f"no metadata for topic {topic!r} yet; a refresh was requested")
         self.topic = topic
         """The topic."""
-
-
-class ProducerClosedError(KafkaError):
-    """The producer was closed or aborted before the record had an outcome."""
 
 
 # ---------------------------------------------------------------------------------- config

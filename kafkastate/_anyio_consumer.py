@@ -1,0 +1,731 @@
+"""The anyio consumer: ``async with open_consumer(...) as consumer`` on asyncio or trio.
+
+The :class:`Consumer` gives commands to a
+:class:`~kafkastate.core.consumer.fetcher.FetcherMachine`; an
+:class:`~kafkastate.adapters._async_driver.AsyncDriver` does the IO in the task group the
+``async with`` block owns. Fetching runs in the background: records are prefetched per
+partition while the application works, and :meth:`Consumer.getmany` hands out what is there
+(or waits for the first data up to its timeout).
+
+Without a ``group_id`` the consumer either reads the partitions it is given
+(:meth:`Consumer.assign`) or, given topics, reads every partition of them and picks up
+partitions added later (aiokafka's behaviour without a group). Group membership (issue:
+consumer groups) will drive the same machine.
+"""
+
+from __future__ import annotations
+
+import random
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import anyio
+
+from kafkastate.adapters._async_driver import AsyncDriver
+from kafkastate.core.client import ClientConfig, MetadataUpdated
+from kafkastate.core.connection import ConnectionConfig
+from kafkastate.core.consumer.fetcher import (
+    EARLIEST,
+    LATEST,
+    CommittedOffsets,
+    FetcherConfig,
+    FetcherMachine,
+    OffsetsCommitted,
+    OffsetsListed,
+    PositionsResolved,
+    PositionState,
+    RecordsFetched,
+)
+from kafkastate.core.metadata import MetadataConfig
+from kafkastate.core.protocol.records import Record
+from kafkastate.errors import (
+    IllegalStateError,
+    KafkaConfigurationError,
+    KafkaTimeoutError,
+)
+from kafkastate.structs import (
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
+
+__all__ = ["Consumer", "build_fetcher_config", "open_consumer"]
+
+Deserializer = Callable[[bytes | None], Any]
+_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def to_consumer_records(
+    runs: list[tuple[tuple[str, int], list[Record], int]],
+    key_deserializer: Deserializer | None,
+    value_deserializer: Deserializer | None,
+) -> dict[TopicPartition, list[ConsumerRecord]]:
+    """Turn the machine's record runs into :class:`ConsumerRecord` lists per partition."""
+    out: dict[TopicPartition, list[ConsumerRecord]] = {}
+    for (topic, partition), records, epoch in runs:
+        tp = TopicPartition(topic, partition)
+        bucket = out.get(tp)
+        if bucket is None:
+            bucket = out[tp] = []
+        append = bucket.append
+        for r in records:
+            key, value, headers = r.key, r.value, r.headers
+            append(
+                ConsumerRecord(
+                    topic,
+                    partition,
+                    epoch,
+                    r.offset,
+                    r.timestamp,
+                    int(r.timestamp_type),
+                    key if key_deserializer is None else key_deserializer(key),
+                    value if value_deserializer is None else value_deserializer(value),
+                    list(headers),
+                    None,
+                    -1 if key is None else len(key),
+                    -1 if value is None else len(value),
+                    sum(len(k) + (0 if v is None else len(v)) for k, v in headers)
+                    if headers
+                    else -1,
+                )
+            )
+    return out
+
+
+class Consumer:
+    """Reads records through a running :class:`AsyncDriver`; made by :func:`open_consumer`.
+
+    Args:
+        machine: the fetcher machine.
+        key_deserializer: turns key bytes into the record's key, or None.
+        value_deserializer: turns value bytes into the record's value, or None.
+        max_poll_records: default record limit of :meth:`getmany` and iteration.
+        request_timeout: seconds an offset query may take before KafkaTimeoutError.
+    """
+
+    def __init__(
+        self,
+        machine: FetcherMachine,
+        *,
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
+        max_poll_records: int | None = None,
+        request_timeout: float = 30.0,
+    ) -> None:
+        self.machine: Final = machine
+        """The sans-IO machine."""
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self._max_records = max_poll_records if max_poll_records is not None else 500
+        self._timeout = request_timeout
+        self._driver: AsyncDriver | None = None
+        self._data = anyio.Event()  # set when records arrive; replaced after each wait
+        self._changed = anyio.Event()  # set on metadata and answers
+        self._answers: dict[int, Any] = {}
+        self._subscribed: tuple[str, ...] = ()
+        self._buffer: list[ConsumerRecord] = []  # for iteration and getone
+        self._last_poll: dict[TopicPartition, float] = {}
+
+    # ----------------------------------------------------------- assignment
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Read exactly these partitions (replacing any assignment or subscription).
+
+        Raises:
+            KafkaConfigurationError: a malformed partition.
+        """
+        driver = self._running()
+        self._subscribed = ()
+        self.machine.assign([(tp[0], tp[1]) for tp in partitions], now=driver.now())
+        self._buffer.clear()
+        driver.wake()
+
+    def subscribe(self, topics: Sequence[str]) -> None:
+        """Read every partition of ``topics``, including partitions added later (without a
+        group; with one, group membership will assign them).
+
+        Raises:
+            KafkaConfigurationError: an empty or malformed topic list.
+        """
+        if (
+            isinstance(topics, str)
+            or not topics
+            or not all(isinstance(t, str) and t for t in topics)
+        ):
+            raise KafkaConfigurationError(f"topics must be a list of topic names, got {topics!r}")
+        driver = self._running()
+        self._subscribed = tuple(dict.fromkeys(topics))
+        self.machine.client.metadata.add_topics(self._subscribed)
+        self.machine.client.request_metadata_update()
+        self._follow_subscription()
+        driver.wake()
+
+    def subscription(self) -> frozenset[str]:
+        """The subscribed topics (empty with a manual assignment)."""
+        return frozenset(self._subscribed)
+
+    def unsubscribe(self) -> None:
+        """Drop the subscription and the assignment."""
+        driver = self._running()
+        self._subscribed = ()
+        self.machine.assign((), now=driver.now())
+        self._buffer.clear()
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions being read."""
+        return frozenset(TopicPartition(*tp) for tp in self.machine.assignment())
+
+    # -------------------------------------------------------------- reading
+
+    async def getmany(
+        self,
+        *partitions: tuple[str, int],
+        timeout_ms: float = 0,
+        max_records: int | None = None,
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records fetched so far, waiting up to ``timeout_ms`` for the first ones.
+
+        Args:
+            partitions: only these partitions (default: all assigned).
+            timeout_ms: how long to wait when nothing is there yet.
+            max_records: at most this many (default ``max_poll_records``).
+
+        Returns:
+            Records per partition, each list in offset order; empty on timeout.
+
+        Raises:
+            KafkaError: a partition failed (NoOffsetForPartitionError, an authorization
+                error, corrupt data, RecordTooLargeError...).
+        """
+        driver = self._running()
+        limit = self._max_records if max_records is None else max_records
+        if limit < 1:
+            raise KafkaConfigurationError(f"max_records must be >= 1, got {limit!r}")
+        if self._buffer:
+            return self._from_buffer(partitions, limit)
+        deadline = driver.now() + timeout_ms / 1000
+        while True:
+            data = self._data
+            out = self._poll(partitions, limit, driver)
+            if out or driver.now() >= deadline:
+                return out
+            with anyio.move_on_after(deadline - driver.now()):
+                await data.wait()
+
+    async def getone(self, *partitions: tuple[str, int]) -> ConsumerRecord:
+        """The next record (of these partitions), waiting as long as it takes.
+
+        Raises:
+            KafkaError: a partition failed.
+        """
+        wanted = {TopicPartition(*tp) for tp in partitions}
+        while True:
+            for i, record in enumerate(self._buffer):
+                if not wanted or (record.topic, record.partition) in wanted:
+                    return self._buffer.pop(i)
+            batch = await self.getmany(*partitions, timeout_ms=60_000)
+            for records in batch.values():
+                self._buffer.extend(records)
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        return await self.getone()
+
+    def _poll(
+        self, partitions: Sequence[tuple[str, int]], limit: int, driver: AsyncDriver
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        machine = self.machine
+        now = driver.now()
+        if partitions:
+            wanted = {(tp[0], tp[1]) for tp in partitions}
+            others = [tp for tp in machine.assignment() if tp not in wanted]
+            paused = set(machine.paused())
+            machine.pause(others)
+            try:
+                runs = machine.poll(limit, now=now)
+            finally:
+                machine.resume([tp for tp in others if tp not in paused], now=now)
+        else:
+            runs = machine.poll(limit, now=now)
+        driver.wake()  # drained partitions are fetched again at once
+        if not runs:
+            return {}
+        wall = time.time()
+        for (topic, partition), _records, _epoch in runs:
+            self._last_poll[TopicPartition(topic, partition)] = wall
+        return to_consumer_records(runs, self._key_deserializer, self._value_deserializer)
+
+    def _from_buffer(
+        self, partitions: Sequence[tuple[str, int]], limit: int
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        wanted = {TopicPartition(*tp) for tp in partitions}
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        keep: list[ConsumerRecord] = []
+        for record in self._buffer:
+            tp = TopicPartition(record.topic, record.partition)
+            if limit and (not wanted or tp in wanted):
+                out.setdefault(tp, []).append(record)
+                limit -= 1
+            else:
+                keep.append(record)
+        self._buffer = keep
+        return out
+
+    # ------------------------------------------------------------ positions
+
+    def seek(self, partition: tuple[str, int], offset: int) -> None:
+        """Read ``partition`` from ``offset`` next.
+
+        Raises:
+            IllegalStateError: the partition is not assigned.
+            KafkaConfigurationError: a negative offset.
+        """
+        driver = self._running()
+        self._drop_buffered([partition])
+        self.machine.seek(self._assigned(partition), offset, now=driver.now())
+        driver.wake()
+
+    async def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
+        """Read from the log start (all assigned partitions if none given)."""
+        self._seek_to(partitions, EARLIEST)
+
+    async def seek_to_end(self, *partitions: tuple[str, int]) -> None:
+        """Read only records written from now on (all assigned if none given)."""
+        self._seek_to(partitions, LATEST)
+
+    async def seek_to_committed(self, *partitions: tuple[str, int]) -> None:
+        """Go back to the group's committed offsets (all assigned if none given)."""
+        driver = self._running()
+        tps = self._targets(partitions)
+        self._drop_buffered(tps)
+        self.machine.seek_to_committed(tps, now=driver.now())
+        driver.wake()
+
+    def _seek_to(self, partitions: Sequence[tuple[str, int]], timestamp: int) -> None:
+        driver = self._running()
+        tps = self._targets(partitions)
+        self._drop_buffered(tps)
+        self.machine.seek_to(tps, timestamp, now=driver.now())
+        driver.wake()
+
+    async def position(self, partition: tuple[str, int]) -> int:
+        """The offset of the next record to be returned, waiting while it is being looked
+        up (committed offset or reset) up to ``request_timeout_ms``.
+
+        Raises:
+            IllegalStateError: not assigned.
+            KafkaTimeoutError: no position in time.
+            KafkaError: the lookup failed (NoOffsetForPartitionError...).
+        """
+        driver = self._running()
+        tp = self._assigned(partition)
+        buffered = [r.offset for r in self._buffer if (r.topic, r.partition) == tp]
+        if buffered:
+            return buffered[0]
+        deadline = driver.now() + self._timeout
+        while True:
+            changed = self._changed
+            state = self.machine.position_state(tp)
+            if state is PositionState.FETCHING:
+                position = self.machine.position(tp)
+                assert position is not None
+                return position
+            if state is PositionState.FAILED:
+                self.machine.poll(0, now=driver.now())  # raises the partition's error
+            if driver.now() >= deadline:
+                raise KafkaTimeoutError(f"no position for {tp[0]}-{tp[1]} in {self._timeout:g} s")
+            with anyio.move_on_after(deadline - driver.now()):
+                await changed.wait()
+
+    def highwater(self, partition: tuple[str, int]) -> int | None:
+        """The high watermark of the last fetch, or None before one."""
+        return self.machine.highwater(self._assigned(partition))
+
+    def last_stable_offset(self, partition: tuple[str, int]) -> int | None:
+        """The last stable offset of the last fetch, or None before one."""
+        return self.machine.last_stable_offset(self._assigned(partition))
+
+    def last_poll_timestamp(self, partition: tuple[str, int]) -> int | None:
+        """When records of ``partition`` were last handed out (ms since the epoch)."""
+        self._assigned(partition)
+        wall = self._last_poll.get(TopicPartition(*partition))
+        return None if wall is None else int(wall * 1000)
+
+    def pause(self, *partitions: tuple[str, int]) -> None:
+        """Stop fetching and returning records of these partitions."""
+        self.machine.pause([self._assigned(tp) for tp in partitions])
+
+    def resume(self, *partitions: tuple[str, int]) -> None:
+        """Undo :meth:`pause`."""
+        driver = self._running()
+        self.machine.resume([self._assigned(tp) for tp in partitions], now=driver.now())
+        driver.wake()
+
+    def paused(self) -> frozenset[TopicPartition]:
+        """The paused partitions."""
+        return frozenset(TopicPartition(*tp) for tp in self.machine.paused())
+
+    # -------------------------------------------------------- offset queries
+
+    async def beginning_offsets(
+        self, partitions: Iterable[tuple[str, int]]
+    ) -> dict[TopicPartition, int]:
+        """The log start offset of each partition."""
+        found = await self._list({(tp[0], tp[1]): EARLIEST for tp in partitions})
+        return {tp: o.offset for tp, o in found.items()}
+
+    async def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
+        """The log end offset of each partition (the LSO with read_committed)."""
+        found = await self._list({(tp[0], tp[1]): LATEST for tp in partitions})
+        return {tp: o.offset for tp, o in found.items()}
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[tuple[str, int], int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The first offset at or after each timestamp (ms); None where there is none.
+
+        Raises:
+            KafkaConfigurationError: a negative timestamp.
+            KafkaTimeoutError: no answer within ``request_timeout_ms``.
+        """
+        for tp, ts in timestamps.items():
+            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+                raise KafkaConfigurationError(f"timestamp for {tp} must be ms >= 0, got {ts!r}")
+        found = await self._list({(tp[0], tp[1]): ts for tp, ts in timestamps.items()})
+        out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+        for tp, o in found.items():
+            epoch = None if o.leader_epoch < 0 else o.leader_epoch
+            out[tp] = None if o.offset < 0 else OffsetAndTimestamp(o.offset, o.timestamp, epoch)
+        return out
+
+    async def committed(self, partition: tuple[str, int]) -> int | None:
+        """The group's committed offset for ``partition``, or None.
+
+        Raises:
+            IllegalStateError: no group_id.
+        """
+        found = await self.committed_offsets([partition])
+        meta = found.get(TopicPartition(*partition))
+        return None if meta is None else meta.offset
+
+    async def committed_offsets(
+        self, partitions: Iterable[tuple[str, int]]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets (None where nothing is committed)."""
+        driver = self._running()
+        if self.machine.config.group_id is None:
+            raise IllegalStateError("committed offsets need a group_id")
+        qid = self.machine.fetch_committed([(tp[0], tp[1]) for tp in partitions], now=driver.now())
+        answer = await self._answer(qid)
+        assert isinstance(answer, CommittedOffsets)
+        if answer.error is not None:
+            raise answer.error
+        return {
+            TopicPartition(*tp): None if v is None else OffsetAndMetadata(v[0], v[1] or "")
+            for tp, v in answer.offsets.items()
+        }
+
+    async def commit(
+        self, offsets: Mapping[tuple[str, int], int | OffsetAndMetadata] | None = None
+    ) -> None:
+        """Commit offsets for the group: by default every assigned partition's position.
+
+        Raises:
+            IllegalStateError: no group_id.
+            KafkaError: the commit failed (the broker's error).
+        """
+        driver = self._running()
+        if self.machine.config.group_id is None:
+            raise IllegalStateError("commit needs a group_id")
+        if offsets is None:
+            offsets = {}
+            for tp in self.machine.assignment():
+                position = self.machine.position(tp)
+                if position is not None:
+                    offsets[tp] = position
+        plain: dict[tuple[str, int], int | tuple[int, str]] = {}
+        for tp, value in offsets.items():
+            if isinstance(value, OffsetAndMetadata):
+                plain[(tp[0], tp[1])] = (value.offset, value.metadata)
+            else:
+                plain[(tp[0], tp[1])] = value
+        if not plain:
+            return
+        qid = self.machine.commit(plain, now=driver.now())
+        answer = await self._answer(qid)
+        assert isinstance(answer, OffsetsCommitted)
+        if answer.error is not None:
+            raise answer.error
+
+    # ------------------------------------------------------------- metadata
+
+    async def topics(self) -> frozenset[str]:
+        """Every topic in the cluster (asks the cluster once)."""
+        driver = self._running()
+        metadata = self.machine.client.metadata
+        metadata.set_topics(None)
+        self.machine.client.request_metadata_update()
+        driver.wake()
+        try:
+            await self._wait_metadata(lambda: True)
+            return frozenset(self.machine.client.cluster.topics)
+        finally:
+            metadata.set_topics(self._interesting())
+
+    async def partitions_for_topic(self, topic: str) -> frozenset[int] | None:
+        """The partitions of ``topic``, or None if it does not exist."""
+        driver = self._running()
+        client = self.machine.client
+        client.metadata.add_topics([topic])
+        client.request_metadata_update()
+        driver.wake()
+        await self._wait_metadata(lambda: topic in client.cluster.topics)
+        found = client.cluster.partitions_for(topic)
+        return None if found is None else frozenset(found)
+
+    # ------------------------------------------------------------- plumbing
+
+    def _interesting(self) -> list[str]:
+        topics = dict.fromkeys(self._subscribed)
+        topics.update(dict.fromkeys(t for t, _ in self.machine.assignment()))
+        return list(topics)
+
+    async def _wait_metadata(self, ready: Callable[[], bool]) -> None:
+        driver = self._running()
+        deadline = driver.now() + self._timeout
+        seen = self.machine.client.cluster
+        while self.machine.client.cluster is seen or not ready():
+            changed = self._changed
+            if driver.now() >= deadline:
+                raise KafkaTimeoutError(f"no metadata within {self._timeout:g} s")
+            with anyio.move_on_after(deadline - driver.now()):
+                await changed.wait()
+
+    async def _list(self, timestamps: dict[tuple[str, int], int]) -> dict[TopicPartition, Any]:
+        driver = self._running()
+        qid = self.machine.list_offsets(timestamps, now=driver.now())
+        answer = await self._answer(qid)
+        assert isinstance(answer, OffsetsListed)
+        if answer.error is not None:
+            raise answer.error
+        return {TopicPartition(*tp): o for tp, o in answer.offsets.items()}
+
+    async def _answer(self, qid: int) -> Any:
+        driver = self._running()
+        driver.wake()
+        deadline = driver.now() + self._timeout
+        while qid not in self._answers:
+            changed = self._changed
+            if driver.now() >= deadline:
+                raise KafkaTimeoutError(
+                    f"no answer within {self._timeout:g} s (request_timeout_ms)"
+                )
+            with anyio.move_on_after(deadline - driver.now()):
+                await changed.wait()
+        return self._answers.pop(qid)
+
+    def _targets(self, partitions: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+        if not partitions:
+            return list(self.machine.assignment())
+        return [self._assigned(tp) for tp in partitions]
+
+    def _assigned(self, partition: tuple[str, int]) -> tuple[str, int]:
+        tp = (partition[0], partition[1])
+        if tp not in self.machine.assignment():
+            raise IllegalStateError(f"partition {tp[0]}-{tp[1]} is not assigned")
+        return tp
+
+    def _drop_buffered(self, partitions: Iterable[tuple[str, int]]) -> None:
+        gone = {(tp[0], tp[1]) for tp in partitions}
+        self._buffer = [r for r in self._buffer if (r.topic, r.partition) not in gone]
+
+    def _running(self) -> AsyncDriver:
+        if self._driver is None:
+            raise RuntimeError("the consumer is not running: use `async with open_consumer(...)`")
+        return self._driver
+
+    def _attach(self, driver: AsyncDriver | None) -> None:
+        self._driver = driver
+
+    def _follow_subscription(self) -> None:
+        """Without a group, a subscription means every partition of the topics."""
+        if not self._subscribed or self._driver is None:
+            return
+        cluster = self.machine.client.cluster
+        wanted: list[tuple[str, int]] = []
+        for topic in self._subscribed:
+            wanted.extend((topic, p) for p in cluster.partitions_for(topic) or ())
+        if set(wanted) != set(self.machine.assignment()):
+            self.machine.assign(wanted, now=self._driver.now())
+
+    def _handle_event(self, event: Any) -> None:
+        match event:
+            case RecordsFetched():
+                self._data.set()
+                self._data = anyio.Event()
+            case (
+                OffsetsListed(query_id=qid)
+                | CommittedOffsets(query_id=qid)
+                | OffsetsCommitted(query_id=qid)
+            ):
+                self._answers[qid] = event
+            case MetadataUpdated():
+                self._follow_subscription()
+            case PositionsResolved():
+                pass
+            case _:
+                return
+        self._changed.set()
+        self._changed = anyio.Event()
+
+
+def build_fetcher_config(
+    bootstrap_servers: str | Sequence[str],
+    *,
+    client_id: str | None = "kafkastate",
+    group_id: str | None = None,
+    auto_offset_reset: str = "latest",
+    isolation_level: str = "read_uncommitted",
+    fetch_min_bytes: int = 1,
+    fetch_max_wait_ms: float = 500,
+    fetch_max_bytes: int = 52_428_800,
+    max_partition_fetch_bytes: int = 1_048_576,
+    check_crcs: bool = True,
+    client_rack: str | None = None,
+    request_timeout_ms: float = 30000,
+    retry_backoff_ms: float = 100,
+    metadata_max_age_ms: float = 300000,
+    connections_max_idle_ms: float = 540000,
+    security_protocol: str = "PLAINTEXT",
+    ssl_context: ssl.SSLContext | None = None,
+    sasl_mechanism: str | None = None,
+    sasl_plain_username: str | None = None,
+    sasl_plain_password: str | None = None,
+) -> tuple[FetcherConfig, ssl.SSLContext | None]:
+    """Build a :class:`FetcherConfig` (and the TLS context) from aiokafka/kafka-python
+    style options; see :func:`open_consumer`.
+
+    Raises:
+        KafkaConfigurationError: a bad option value (a ValueError).
+    """
+    if security_protocol not in _PROTOCOLS:
+        raise KafkaConfigurationError(
+            f"security_protocol must be one of {', '.join(_PROTOCOLS)}, got {security_protocol!r}"
+        )
+    tls = security_protocol.endswith("SSL")
+    if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+        raise KafkaConfigurationError(f"ssl_context must be an ssl.SSLContext, got {ssl_context!r}")
+    if ssl_context is not None and not tls:
+        raise KafkaConfigurationError(
+            f"ssl_context given but security_protocol is {security_protocol!r}; use 'SSL'"
+        )
+    if tls and ssl_context is None:
+        ssl_context = ssl.create_default_context()
+    sasl = security_protocol.startswith("SASL")
+    if sasl and sasl_mechanism is None:
+        sasl_mechanism = "PLAIN"
+    for name, value in (
+        ("fetch_max_wait_ms", fetch_max_wait_ms),
+        ("request_timeout_ms", request_timeout_ms),
+        ("retry_backoff_ms", retry_backoff_ms),
+        ("metadata_max_age_ms", metadata_max_age_ms),
+        ("connections_max_idle_ms", connections_max_idle_ms),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise KafkaConfigurationError(f"{name} must be a number of ms >= 0, got {value!r}")
+    try:
+        config = FetcherConfig(
+            client=ClientConfig(
+                bootstrap_servers=bootstrap_servers,
+                connection=ConnectionConfig(
+                    client_id=client_id,
+                    request_timeout=request_timeout_ms / 1000,
+                    sasl_mechanism=sasl_mechanism if sasl else None,
+                    sasl_username=sasl_plain_username,
+                    sasl_password=sasl_plain_password,
+                ),
+                metadata=MetadataConfig(
+                    metadata_max_age=metadata_max_age_ms / 1000,
+                    retry_backoff=retry_backoff_ms / 1000,
+                ),
+                connections_max_idle=connections_max_idle_ms / 1000,
+            ),
+            group_id=group_id,
+            auto_offset_reset=auto_offset_reset,
+            isolation_level=isolation_level,
+            fetch_min_bytes=fetch_min_bytes,
+            fetch_max_wait=fetch_max_wait_ms / 1000,
+            fetch_max_bytes=fetch_max_bytes,
+            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            check_crcs=check_crcs,
+            client_rack=client_rack or "",
+            retry_backoff=retry_backoff_ms / 1000,
+        )
+    except KafkaConfigurationError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise KafkaConfigurationError(str(exc)) from exc
+    return config, ssl_context
+
+
+@asynccontextmanager
+async def open_consumer(
+    *topics: str,
+    bootstrap_servers: str | Sequence[str] = "localhost",
+    key_deserializer: Deserializer | None = None,
+    value_deserializer: Deserializer | None = None,
+    max_poll_records: int | None = None,
+    **options: Any,
+) -> AsyncIterator[Consumer]:
+    """Run a consumer for the duration of an ``async with`` block (asyncio or trio).
+
+    Args:
+        topics: topics to read every partition of (or call :meth:`Consumer.assign`).
+        bootstrap_servers: ``"host[:port],..."`` or a list of such strings.
+        key_deserializer: bytes -> key, or None.
+        value_deserializer: bytes -> value, or None.
+        max_poll_records: default record limit per :meth:`Consumer.getmany`.
+        options: :func:`build_fetcher_config` options (``group_id``,
+            ``auto_offset_reset``, ``isolation_level``, ``fetch_*``, TLS, SASL...).
+
+    Yields:
+        The running :class:`Consumer`.
+
+    Raises:
+        KafkaConfigurationError: a bad option.
+        TypeError: an unknown option.
+    """
+    config, tls = build_fetcher_config(bootstrap_servers, **options)
+    machine = FetcherMachine(config, rng=random.SystemRandom())
+    consumer = Consumer(
+        machine,
+        key_deserializer=key_deserializer,
+        value_deserializer=value_deserializer,
+        max_poll_records=max_poll_records,
+        request_timeout=config.client.connection.request_timeout,
+    )
+    driver = AsyncDriver(
+        machine,
+        on_event=consumer._handle_event,
+        ssl_context=tls,
+        connect_timeout=config.client.socket_connection_setup_timeout,
+    )
+    try:
+        async with driver:
+            consumer._attach(driver)
+            try:
+                if topics:
+                    consumer.subscribe(list(topics))
+                yield consumer
+            finally:
+                machine.close()
+                consumer._attach(None)
+    finally:
+        consumer._data.set()
+        consumer._changed.set()

@@ -1,0 +1,594 @@
+"""The blocking consumer behind :class:`kafkastate.sync.KafkaConsumer`.
+
+Like kafka-python's, it does its IO in the caller's thread: :meth:`KafkaConsumer.poll` (and
+every call that needs an answer from the cluster) runs a
+:class:`~kafkastate.adapters.blocking.SocketLoop` around the
+:class:`~kafkastate.core.consumer.fetcher.FetcherMachine` until it has what it needs or its
+timeout passes. Between calls nothing runs: data prefetched before the application came back
+waits in the machine, and the next poll fetches again. No thread, no lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+from kafkastate._anyio_consumer import build_fetcher_config, to_consumer_records
+from kafkastate.adapters.blocking import SocketLoop
+from kafkastate.core.client import CloseRequested, ConnectRequested, MetadataUpdated
+from kafkastate.core.consumer.fetcher import (
+    EARLIEST,
+    LATEST,
+    CommittedOffsets,
+    FetcherMachine,
+    OffsetsCommitted,
+    OffsetsListed,
+    PositionState,
+)
+from kafkastate.errors import (
+    IllegalStateError,
+    KafkaConfigurationError,
+    KafkaTimeoutError,
+)
+from kafkastate.structs import (
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
+
+__all__ = ["KafkaConsumer"]
+
+log = logging.getLogger("kafkastate.sync")
+
+_UNSUPPORTED: Final = frozenset(
+    {
+        "partition_assignment_strategy",
+        "session_timeout_ms",
+        "heartbeat_interval_ms",
+        "max_poll_interval_ms",
+        "group_instance_id",
+        "leave_group_on_close",
+        "exclude_internal_topics",
+        "sasl_kerberos_service_name",
+        "sasl_kerberos_domain_name",
+        "sasl_oauth_token_provider",
+        "selector",
+        "metric_reporters",
+        "socks5_proxy",
+        "kafka_client",
+    }
+)
+
+
+class KafkaConsumer:
+    """kafka-python's ``KafkaConsumer``, on kafkastate's fetcher (without group membership
+    yet: give partitions with :meth:`assign`, or topics to read all their partitions).
+
+    Args:
+        topics: topics to read every partition of (or call :meth:`assign`).
+        bootstrap_servers: ``"host[:port]"`` or a list of them.
+        client_id: ``client.id``.
+        group_id: where committed offsets are read and written; None for none.
+        key_deserializer: bytes -> key.
+        value_deserializer: bytes -> value.
+        auto_offset_reset: ``"earliest"``, ``"latest"`` or ``"none"``.
+        enable_auto_commit: commit positions every ``auto_commit_interval_ms`` from
+            :meth:`poll` and on :meth:`close` (needs a ``group_id``).
+        auto_commit_interval_ms: the auto-commit period.
+        fetch_min_bytes: ``fetch.min.bytes``.
+        fetch_max_wait_ms: ``fetch.max.wait.ms``.
+        fetch_max_bytes: ``fetch.max.bytes``.
+        max_partition_fetch_bytes: ``max.partition.fetch.bytes``.
+        max_poll_records: records per :meth:`poll` at most.
+        request_timeout_ms: ``request.timeout.ms``; also how long offset queries wait.
+        retry_backoff_ms: ``retry.backoff.ms``.
+        metadata_max_age_ms: ``metadata.max.age.ms``.
+        connections_max_idle_ms: ``connections.max.idle.ms``.
+        check_crcs: ``check.crcs``.
+        isolation_level: ``"read_uncommitted"`` or ``"read_committed"``.
+        consumer_timeout_ms: iteration stops after this long without a record
+            (default: never).
+        client_rack: ``client.rack`` (KIP-392).
+        security_protocol: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
+        ssl_context: TLS settings.
+        sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
+        sasl_plain_username: SASL user.
+        sasl_plain_password: SASL password.
+        api_version: accepted and ignored (versions are negotiated).
+        unsupported: kafka-python options for group membership and others not implemented.
+
+    Raises:
+        KafkaConfigurationError: a bad or unsupported option (a ValueError).
+        TypeError: an unknown option.
+    """
+
+    def __init__(
+        self,
+        *topics: str,
+        bootstrap_servers: str | Sequence[str] = "localhost",
+        client_id: str = "kafkastate",
+        group_id: str | None = None,
+        key_deserializer: Callable[[bytes | None], Any] | None = None,
+        value_deserializer: Callable[[bytes | None], Any] | None = None,
+        auto_offset_reset: str = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: float = 5000,
+        fetch_min_bytes: int = 1,
+        fetch_max_wait_ms: float = 500,
+        fetch_max_bytes: int = 52_428_800,
+        max_partition_fetch_bytes: int = 1_048_576,
+        max_poll_records: int = 500,
+        request_timeout_ms: float = 30000,
+        retry_backoff_ms: float = 100,
+        metadata_max_age_ms: float = 300000,
+        connections_max_idle_ms: float = 540000,
+        check_crcs: bool = True,
+        isolation_level: str = "read_uncommitted",
+        consumer_timeout_ms: float = float("inf"),
+        client_rack: str | None = None,
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: Any = None,
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
+        api_version: Any = None,
+        **unsupported: Any,
+    ) -> None:
+        self._loop: SocketLoop | None = None
+        for name in sorted(unsupported):
+            if name in _UNSUPPORTED:
+                raise KafkaConfigurationError(
+                    f"{name}: a kafka-python option kafkastate's KafkaConsumer does not "
+                    "support yet (consumer groups come later)"
+                )
+            raise TypeError(f"KafkaConsumer() got an unexpected keyword argument {name!r}")
+        if (
+            isinstance(max_poll_records, bool)
+            or not isinstance(max_poll_records, int)
+            or (max_poll_records < 1)
+        ):
+            raise KafkaConfigurationError(
+                f"max_poll_records must be an int >= 1, got {max_poll_records!r}"
+            )
+        config, tls = build_fetcher_config(
+            bootstrap_servers,
+            client_id=client_id,
+            group_id=group_id,
+            auto_offset_reset=auto_offset_reset,
+            isolation_level=isolation_level,
+            fetch_min_bytes=fetch_min_bytes,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            fetch_max_bytes=fetch_max_bytes,
+            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            check_crcs=check_crcs,
+            client_rack=client_rack,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            connections_max_idle_ms=connections_max_idle_ms,
+            security_protocol=security_protocol,
+            ssl_context=ssl_context,
+            sasl_mechanism=sasl_mechanism,
+            sasl_plain_username=sasl_plain_username,
+            sasl_plain_password=sasl_plain_password,
+        )
+        self._machine = FetcherMachine(config, rng=random.SystemRandom())
+        self._loop = SocketLoop(
+            self._machine,
+            ssl_context=tls,
+            connect_timeout=config.client.socket_connection_setup_timeout,
+        )
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self._max_records = max_poll_records
+        self._timeout = request_timeout_ms / 1000
+        self._consumer_timeout = consumer_timeout_ms / 1000
+        self._auto_commit = enable_auto_commit and group_id is not None
+        self._auto_commit_interval = auto_commit_interval_ms / 1000
+        self._next_auto_commit = time.monotonic() + self._auto_commit_interval
+        self._answers: dict[int, Any] = {}
+        self._subscribed: tuple[str, ...] = ()
+        self._iterator: Iterator[ConsumerRecord] | None = None
+        self._closed = False
+        if topics:
+            self.subscribe(list(topics))
+
+    # ------------------------------------------------------------ assignment
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Read exactly these partitions (a manual assignment)."""
+        self._open()
+        self._subscribed = ()
+        self._machine.assign([(tp[0], tp[1]) for tp in partitions], now=time.monotonic())
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions being read."""
+        return {TopicPartition(*tp) for tp in self._machine.assignment()}
+
+    def subscribe(self, topics: Sequence[str] = (), pattern: str | None = None) -> None:
+        """Read every partition of ``topics`` (partitions added later included).
+
+        Raises:
+            KafkaConfigurationError: a pattern (needs consumer groups) or bad topics.
+        """
+        self._open()
+        if pattern is not None:
+            raise KafkaConfigurationError("subscribe(pattern=...) needs consumer groups")
+        if (
+            isinstance(topics, str)
+            or not topics
+            or not all(isinstance(t, str) and t for t in topics)
+        ):
+            raise KafkaConfigurationError(f"topics must be a list of topic names, got {topics!r}")
+        self._subscribed = tuple(dict.fromkeys(topics))
+        self._machine.client.metadata.add_topics(self._subscribed)
+        self._machine.client.request_metadata_update()
+        self._follow_subscription()
+
+    def subscription(self) -> set[str]:
+        """The subscribed topics."""
+        return set(self._subscribed)
+
+    def unsubscribe(self) -> None:
+        """Drop the subscription and the assignment."""
+        self._open()
+        self._subscribed = ()
+        self._machine.assign((), now=time.monotonic())
+
+    # -------------------------------------------------------------- reading
+
+    def poll(
+        self, timeout_ms: float = 0, max_records: int | None = None, update_offsets: bool = True
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Fetch records, waiting up to ``timeout_ms`` for the first ones.
+
+        Returns:
+            Records per partition; empty if none came in time.
+
+        Raises:
+            KafkaError: a partition failed (NoOffsetForPartitionError...).
+        """
+        self._open()
+        limit = self._max_records if max_records is None else max_records
+        deadline = time.monotonic() + timeout_ms / 1000
+        machine = self._machine
+        while True:
+            self._maybe_auto_commit()
+            runs = machine.poll(limit, now=time.monotonic())
+            if runs:
+                return to_consumer_records(runs, self._key_deserializer, self._value_deserializer)
+            if time.monotonic() >= deadline:
+                return {}
+            self._turn(deadline)
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        if self._iterator is None:
+            self._iterator = self._records()
+        return next(self._iterator)
+
+    def _records(self) -> Iterator[ConsumerRecord]:
+        while True:
+            batch = self.poll(timeout_ms=min(self._consumer_timeout, 3600.0) * 1000)
+            if not batch:
+                if self._consumer_timeout != float("inf"):
+                    self._iterator = None
+                    return
+                continue
+            for records in batch.values():
+                yield from records
+
+    # ------------------------------------------------------------ positions
+
+    def seek(self, partition: tuple[str, int], offset: int) -> None:
+        """Read ``partition`` from ``offset`` next."""
+        self._open()
+        self._machine.seek(self._assigned(partition), offset, now=time.monotonic())
+
+    def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
+        """Read from the log start (every assigned partition if none given)."""
+        self._open()
+        self._machine.seek_to(self._targets(partitions), EARLIEST, now=time.monotonic())
+
+    def seek_to_end(self, *partitions: tuple[str, int]) -> None:
+        """Read only what is written from now on (every assigned partition if none given)."""
+        self._open()
+        self._machine.seek_to(self._targets(partitions), LATEST, now=time.monotonic())
+
+    def position(self, partition: tuple[str, int], timeout_ms: float | None = None) -> int:
+        """The offset of the next record :meth:`poll` returns, looking it up if needed.
+
+        Raises:
+            KafkaTimeoutError: no position within ``timeout_ms`` (default
+                ``request_timeout_ms``).
+        """
+        self._open()
+        tp = self._assigned(partition)
+        wait = self._timeout if timeout_ms is None else timeout_ms / 1000
+        deadline = time.monotonic() + wait
+        while True:
+            state = self._machine.position_state(tp)
+            if state is PositionState.FETCHING:
+                position = self._machine.position(tp)
+                assert position is not None
+                return position
+            if state is PositionState.FAILED:
+                self._machine.poll(0, now=time.monotonic())  # raises its error
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(f"no position for {tp[0]}-{tp[1]} within {wait:g} s")
+            self._turn(deadline)
+
+    def highwater(self, partition: tuple[str, int]) -> int | None:
+        """The high watermark of the last fetch, or None before one."""
+        return self._machine.highwater(self._assigned(partition))
+
+    def pause(self, *partitions: tuple[str, int]) -> None:
+        """Stop fetching and returning these partitions' records."""
+        self._machine.pause([self._assigned(tp) for tp in partitions])
+
+    def resume(self, *partitions: tuple[str, int]) -> None:
+        """Undo :meth:`pause`."""
+        self._machine.resume([self._assigned(tp) for tp in partitions], now=time.monotonic())
+
+    def paused(self) -> set[TopicPartition]:
+        """The paused partitions."""
+        return {TopicPartition(*tp) for tp in self._machine.paused()}
+
+    # -------------------------------------------------------- offset queries
+
+    def beginning_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
+        """The log start offset of each partition."""
+        found = self._list({(tp[0], tp[1]): EARLIEST for tp in partitions})
+        return {tp: o.offset for tp, o in found.items()}
+
+    def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
+        """The log end offset of each partition (the LSO with read_committed)."""
+        found = self._list({(tp[0], tp[1]): LATEST for tp in partitions})
+        return {tp: o.offset for tp, o in found.items()}
+
+    def offsets_for_times(
+        self, timestamps: Mapping[tuple[str, int], int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The first offset at or after each timestamp (ms), or None where there is none."""
+        for tp, ts in timestamps.items():
+            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+                raise KafkaConfigurationError(f"timestamp for {tp} must be ms >= 0, got {ts!r}")
+        found = self._list({(tp[0], tp[1]): ts for tp, ts in timestamps.items()})
+        out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+        for tp, o in found.items():
+            epoch = None if o.leader_epoch < 0 else o.leader_epoch
+            out[tp] = None if o.offset < 0 else OffsetAndTimestamp(o.offset, o.timestamp, epoch)
+        return out
+
+    def committed(self, partition: tuple[str, int], metadata: bool = False) -> Any:
+        """The group's committed offset (or OffsetAndMetadata with ``metadata=True``)."""
+        self._open()
+        if self._machine.config.group_id is None:
+            raise IllegalStateError("committed offsets need a group_id")
+        qid = self._machine.fetch_committed([(partition[0], partition[1])], now=time.monotonic())
+        answer = self._answer(qid)
+        assert isinstance(answer, CommittedOffsets)
+        if answer.error is not None:
+            raise answer.error
+        value = answer.offsets.get((partition[0], partition[1]))
+        if value is None:
+            return None
+        return OffsetAndMetadata(value[0], value[1] or "") if metadata else value[0]
+
+    def commit(self, offsets: Mapping[tuple[str, int], Any] | None = None) -> None:
+        """Commit offsets (default: every assigned partition's position) and wait.
+
+        Raises:
+            IllegalStateError: no group_id.
+            KafkaError: the commit failed.
+        """
+        qid = self._start_commit(offsets)
+        if qid is None:
+            return
+        answer = self._answer(qid)
+        assert isinstance(answer, OffsetsCommitted)
+        if answer.error is not None:
+            raise answer.error
+
+    def commit_async(
+        self,
+        offsets: Mapping[tuple[str, int], Any] | None = None,
+        callback: Callable[[dict[TopicPartition, Any], Any], Any] | None = None,
+    ) -> None:
+        """Start a commit; ``callback(offsets, result)`` runs from a later :meth:`poll`
+        (``result`` is None or the error), as in kafka-python."""
+        qid = self._start_commit(offsets)
+        if qid is not None and callback is not None:
+            self._answers[qid] = callback
+
+    def _start_commit(self, offsets: Mapping[tuple[str, int], Any] | None) -> int | None:
+        self._open()
+        if self._machine.config.group_id is None:
+            raise IllegalStateError("commit needs a group_id")
+        plain: dict[tuple[str, int], int | tuple[int, str]] = {}
+        if offsets is None:
+            for tp in self._machine.assignment():
+                position = self._machine.position(tp)
+                if position is not None:
+                    plain[tp] = position
+        else:
+            for tp, value in offsets.items():
+                if isinstance(value, OffsetAndMetadata):
+                    plain[(tp[0], tp[1])] = (value.offset, value.metadata)
+                else:
+                    plain[(tp[0], tp[1])] = value
+        if not plain:
+            return None
+        return self._machine.commit(plain, now=time.monotonic())
+
+    # ------------------------------------------------------------- metadata
+
+    def topics(self) -> set[str]:
+        """Every topic in the cluster."""
+        self._open()
+        metadata = self._machine.client.metadata
+        metadata.set_topics(None)
+        self._machine.client.request_metadata_update()
+        try:
+            self._wait_metadata(lambda: True)
+            return set(self._machine.client.cluster.topics)
+        finally:
+            metadata.set_topics(self._interesting())
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        """The partitions of ``topic``, or None if it does not exist."""
+        self._open()
+        client = self._machine.client
+        client.metadata.add_topics([topic])
+        client.request_metadata_update()
+        self._wait_metadata(lambda: topic in client.cluster.topics)
+        found = client.cluster.partitions_for(topic)
+        return None if found is None else set(found)
+
+    # -------------------------------------------------------------- closing
+
+    def close(self, autocommit: bool = True) -> None:
+        """Commit (with auto-commit on) and close the connections. Twice is harmless."""
+        if self._closed:
+            return
+        try:
+            if autocommit and self._auto_commit:
+                self.commit()
+        finally:
+            self._closed = True
+            self._machine.close()
+            self._handle_events()
+            if self._loop is not None:
+                self._loop.close()
+
+    def __enter__(self) -> KafkaConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """A few gauges (kafka-python's shape: a dict of groups)."""
+        assigned = self._machine.assignment()
+        return {
+            "consumer-fetch-manager-metrics": {
+                "assigned-partitions": len(assigned),
+                "paused-partitions": len(self._machine.paused()),
+            }
+        }
+
+    # ------------------------------------------------------------- plumbing
+
+    def _open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("KafkaConsumer is closed")
+
+    def _turn(self, deadline: float | None) -> None:
+        """One turn of the IO loop: handle events, write, wait for data or ``deadline``."""
+        loop = self._loop
+        assert loop is not None
+        self._handle_events()
+        loop.flush()
+        loop.poll(deadline)
+        self._handle_events()
+        loop.flush()
+
+    def _handle_events(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        machine = self._machine
+        while (event := machine.next_event()) is not None:
+            match event:
+                case ConnectRequested(node_id=node, host=host, port=port):
+                    loop.open(node, host, port)
+                case CloseRequested(node_id=node):
+                    loop.forget(node)
+                case MetadataUpdated():
+                    self._follow_subscription()
+                case OffsetsCommitted(query_id=qid) if callable(self._answers.get(qid)):
+                    callback = self._answers.pop(qid)
+                    offsets = {TopicPartition(*tp): o for tp, o in event.offsets.items()}
+                    try:
+                        callback(offsets, event.error)
+                    except Exception:  # a user callback: logged, never fatal
+                        log.exception("a commit callback raised")
+                case (
+                    OffsetsListed(query_id=qid)
+                    | CommittedOffsets(query_id=qid)
+                    | OffsetsCommitted(query_id=qid)
+                ):
+                    self._answers[qid] = event
+                case _:
+                    pass
+
+    def _answer(self, qid: int) -> Any:
+        deadline = time.monotonic() + self._timeout
+        while qid not in self._answers or callable(self._answers[qid]):
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(
+                    f"no answer within {self._timeout:g} s (request_timeout_ms)"
+                )
+            self._turn(deadline)
+        return self._answers.pop(qid)
+
+    def _list(self, timestamps: dict[tuple[str, int], int]) -> dict[TopicPartition, Any]:
+        self._open()
+        qid = self._machine.list_offsets(timestamps, now=time.monotonic())
+        answer = self._answer(qid)
+        assert isinstance(answer, OffsetsListed)
+        if answer.error is not None:
+            raise answer.error
+        return {TopicPartition(*tp): o for tp, o in answer.offsets.items()}
+
+    def _wait_metadata(self, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + self._timeout
+        seen = self._machine.client.cluster
+        while self._machine.client.cluster is seen or not ready():
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(f"no metadata within {self._timeout:g} s")
+            self._turn(deadline)
+
+    def _maybe_auto_commit(self) -> None:
+        if not self._auto_commit or time.monotonic() < self._next_auto_commit:
+            return
+        self._next_auto_commit = time.monotonic() + self._auto_commit_interval
+        qid = self._start_commit(None)
+        if qid is not None:
+            self._answers[qid] = _log_auto_commit
+
+    def _interesting(self) -> list[str]:
+        topics = dict.fromkeys(self._subscribed)
+        topics.update(dict.fromkeys(t for t, _ in self._machine.assignment()))
+        return list(topics)
+
+    def _targets(self, partitions: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+        if not partitions:
+            return list(self._machine.assignment())
+        return [self._assigned(tp) for tp in partitions]
+
+    def _assigned(self, partition: tuple[str, int]) -> tuple[str, int]:
+        tp = (partition[0], partition[1])
+        if tp not in self._machine.assignment():
+            raise IllegalStateError(f"partition {tp[0]}-{tp[1]} is not assigned")
+        return tp
+
+    def _follow_subscription(self) -> None:
+        if not self._subscribed:
+            return
+        cluster = self._machine.client.cluster
+        wanted: list[tuple[str, int]] = []
+        for topic in self._subscribed:
+            wanted.extend((topic, p) for p in cluster.partitions_for(topic) or ())
+        if set(wanted) != set(self._machine.assignment()):
+            self._machine.assign(wanted, now=time.monotonic())
+
+
+def _log_auto_commit(offsets: dict[TopicPartition, Any], error: Any) -> None:
+    if error is not None:
+        log.warning("auto-commit of %s failed: %s", offsets, error)

@@ -1,0 +1,1371 @@
+"""FetcherMachine: the sans-IO consumer without groups -- positions, offsets and fetching.
+
+Theory of operation
+-------------------
+The machine owns a :class:`~kafkastate.core.client.Client` and exposes its IO surface
+unchanged, like the producer. Partitions are assigned by the application (``assign``);
+group membership comes later and drives the same ``assign``. Each assigned partition is in
+one :class:`PositionState`:
+
+* ``AWAIT_COMMITTED`` -- a ``group_id`` is set and no position is known: the committed
+  offset is asked for (FindCoordinator, then OffsetFetch). A committed offset becomes the
+  position; none (-1) falls through to the reset policy.
+* ``AWAIT_RESET`` -- the position comes from ListOffsets with the partition's reset
+  strategy (earliest = -2, latest = -1, or a timestamp for ``seek_to_timestamp``).
+  ``auto_offset_reset="none"`` instead parks the partition in ``FAILED`` with a
+  :class:`~kafkastate.errors.NoOffsetForPartitionError` that :meth:`poll` raises.
+* ``FETCHING`` -- the position is known; the partition is fetched from its leader (or the
+  preferred read replica the leader named, KIP-392) whenever it is not paused and has no
+  fetched data waiting for the application (aiokafka's per-partition prefetch: a partition
+  drained by :meth:`poll` is fetched again at once).
+
+One Fetch request per node is in flight at a time, built from that node's incremental fetch
+session (KIP-227, :mod:`kafkastate.core.consumer.fetch_session`). A partition's data is kept
+as it arrived (:class:`_Completed`) and decoded only when :meth:`poll` reaches it; data
+fetched for a position that has since moved (a seek) is dropped.
+
+Per-partition fetch errors, as the Java fetcher handles them: NOT_LEADER_OR_FOLLOWER,
+FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR,
+OFFSET_NOT_AVAILABLE -> refresh metadata and fetch again; OFFSET_OUT_OF_RANGE -> reset by
+policy (``none``: fail the partition); authorization errors and anything else -> the
+partition is FAILED with the typed error, raised by the next :meth:`poll` and cleared by
+a seek.
+
+read_committed (KIP-98): the broker stops the data at the last stable offset and lists the
+aborted transactions that overlap it; batches of a producer from its aborted transaction's
+first offset up to its ABORT marker are skipped. Control batches never reach the
+application, but the position moves past them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import random
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+from kafkastate.core.client import (
+    Client,
+    ClientConfig,
+    CloseRequested,
+    ConnectRequested,
+    MetadataUpdated,
+    NodeDisconnected,
+    RequestCompleted,
+    RequestFailed,
+    RequestId,
+)
+from kafkastate.core.consumer.fetch_session import (
+    FetchSession,
+    PartitionFetchState,
+    fetch_request_from_session,
+)
+from kafkastate.core.metadata import NodeId
+from kafkastate.core.protocol.records import Batch, ControlRecordType, Record, iter_batches
+from kafkastate.core.protocol.requests import build, nested_type
+from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
+from kafkastate.errors import (
+    KafkaConfigurationError,
+    KafkaError,
+    LocalProtocolError,
+    NoOffsetForPartitionError,
+    RecordTooLargeError,
+    error_for_code,
+)
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "CommittedOffsets",
+    "FetcherConfig",
+    "FetcherEvent",
+    "FetcherMachine",
+    "ListedOffset",
+    "OffsetsCommitted",
+    "OffsetsListed",
+    "PositionState",
+    "PositionsResolved",
+    "RecordsFetched",
+    "TopicPartition",
+]
+
+TopicPartition = tuple[str, int]
+"""``(topic, partition)``."""
+
+EARLIEST: Final = -2
+"""ListOffsets timestamp for the log start offset."""
+LATEST: Final = -1
+"""ListOffsets timestamp for the log end (high watermark, or LSO for read_committed)."""
+
+_RESETS: Final = {"earliest": EARLIEST, "latest": LATEST, "none": None}
+
+# Fetch errors after which the partition is fetched again once metadata was refreshed.
+_REFRESH_CODES: Final = frozenset(
+    {
+        6,  # NOT_LEADER_OR_FOLLOWER
+        3,  # UNKNOWN_TOPIC_OR_PARTITION
+        56,  # KAFKA_STORAGE_ERROR
+        74,  # FENCED_LEADER_EPOCH
+        75,  # UNKNOWN_LEADER_EPOCH
+        78,  # OFFSET_NOT_AVAILABLE
+        100,  # UNKNOWN_TOPIC_ID
+        106,  # INCONSISTENT_TOPIC_ID
+        5,  # LEADER_NOT_AVAILABLE
+        9,  # REPLICA_NOT_AVAILABLE
+    }
+)
+_OFFSET_OUT_OF_RANGE: Final = 1
+# FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH: the session handles them.
+_SESSION_ERRORS: Final = frozenset({70, 71})
+# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: look again.
+_COORDINATOR_MOVED: Final = frozenset({14, 15, 16})
+
+
+def _positive(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise KafkaConfigurationError(f"{attr.name} must be a number >= 0, got {value!r}")
+
+
+def _positive_int(_inst: object, attr: attrs.Attribute[Any], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise KafkaConfigurationError(f"{attr.name} must be an int >= 1, got {value!r}")
+
+
+def _reset_name(_inst: object, _attr: attrs.Attribute[Any], value: str) -> None:
+    if value not in _RESETS:
+        raise KafkaConfigurationError(
+            f"auto_offset_reset must be 'earliest', 'latest' or 'none', got {value!r}"
+        )
+
+
+def _isolation(_inst: object, _attr: attrs.Attribute[Any], value: str) -> None:
+    if value not in ("read_uncommitted", "read_committed"):
+        raise KafkaConfigurationError(
+            f"isolation_level must be 'read_uncommitted' or 'read_committed', got {value!r}"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class FetcherConfig:
+    """Settings of a :class:`FetcherMachine`. Durations are float seconds."""
+
+    client: ClientConfig
+    """Connections and metadata."""
+    group_id: str | None = None
+    """``group.id``: where committed offsets are read and written; None for none."""
+    auto_offset_reset: str = attrs.field(default="latest", validator=_reset_name)
+    """``auto.offset.reset``: ``earliest``, ``latest`` or ``none``."""
+    isolation_level: str = attrs.field(default="read_uncommitted", validator=_isolation)
+    """``isolation.level``."""
+    fetch_min_bytes: int = attrs.field(default=1, validator=_positive_int)
+    """``fetch.min.bytes``."""
+    fetch_max_wait: float = attrs.field(default=0.5, validator=_positive)
+    """``fetch.max.wait.ms``: how long the broker may hold a Fetch for min bytes."""
+    fetch_max_bytes: int = attrs.field(default=52_428_800, validator=_positive_int)
+    """``fetch.max.bytes``: the response size limit (a first batch larger than it is
+    still returned: the broker always makes progress)."""
+    max_partition_fetch_bytes: int = attrs.field(default=1_048_576, validator=_positive_int)
+    """``max.partition.fetch.bytes`` (same progress rule, per partition)."""
+    check_crcs: bool = True
+    """``check.crcs``: verify each batch's CRC32C."""
+    client_rack: str = ""
+    """``client.rack`` (KIP-392): lets the leader name a closer replica to fetch from."""
+    retry_backoff: float = attrs.field(default=0.1, validator=_positive)
+    """``retry.backoff.ms``: wait after a failed Fetch / ListOffsets / OffsetFetch."""
+    use_fetch_sessions: bool = True
+    """Incremental fetch sessions (KIP-227); False sends full sessionless fetches."""
+
+    @property
+    def read_committed(self) -> bool:
+        """Whether ``isolation_level`` is read_committed."""
+        return self.isolation_level == "read_committed"
+
+
+# ------------------------------------------------------------------------------- events
+
+
+@attrs.frozen(kw_only=True)
+class RecordsFetched:
+    """Data arrived for these partitions: :meth:`FetcherMachine.poll` has records (or an
+    error) to hand out."""
+
+    partitions: tuple[TopicPartition, ...]
+    """The partitions with new data, in response order."""
+
+
+@attrs.frozen(kw_only=True)
+class PositionsResolved:
+    """Looking up positions (committed offsets, resets) ended for these partitions: each
+    is now FETCHING, FAILED, or waiting to try again."""
+
+    partitions: tuple[TopicPartition, ...]
+    """The partitions whose lookup ended."""
+
+
+@attrs.frozen(kw_only=True)
+class ListedOffset:
+    """One partition's answer to a ListOffsets query."""
+
+    offset: int
+    """The offset (-1: none, e.g. no record at or after the timestamp)."""
+    timestamp: int
+    """The record's timestamp for a timestamp query, else -1."""
+    leader_epoch: int
+    """The leader epoch of that offset, -1 if unknown."""
+
+
+@attrs.frozen(kw_only=True)
+class OffsetsListed:
+    """The outcome of :meth:`FetcherMachine.list_offsets`."""
+
+    query_id: int
+    """The id ``list_offsets`` returned."""
+    offsets: Mapping[TopicPartition, ListedOffset]
+    """Per partition; absent if the query failed."""
+    error: KafkaError | None
+    """The first error that made the query fail, or None."""
+
+
+@attrs.frozen(kw_only=True)
+class CommittedOffsets:
+    """The outcome of :meth:`FetcherMachine.fetch_committed`."""
+
+    query_id: int
+    """The id ``fetch_committed`` returned."""
+    offsets: Mapping[TopicPartition, tuple[int, str | None] | None]
+    """Per partition: ``(offset, metadata)``, or None if the group committed nothing."""
+    error: KafkaError | None
+    """Why the query failed, or None."""
+
+
+@attrs.frozen(kw_only=True)
+class OffsetsCommitted:
+    """The outcome of :meth:`FetcherMachine.commit`."""
+
+    query_id: int
+    """The id ``commit`` returned."""
+    offsets: Mapping[TopicPartition, int]
+    """What was committed."""
+    error: KafkaError | None
+    """Why the commit failed (the first partition error), or None."""
+
+
+FetcherEvent = (
+    ConnectRequested
+    | CloseRequested
+    | MetadataUpdated
+    | RecordsFetched
+    | PositionsResolved
+    | OffsetsListed
+    | CommittedOffsets
+    | OffsetsCommitted
+)
+
+
+# ---------------------------------------------------------------------- partition state
+
+
+class PositionState(enum.Enum):
+    """Where an assigned partition's position stands."""
+
+    AWAIT_COMMITTED = "await_committed"
+    """Waiting for the group's committed offset."""
+    AWAIT_RESET = "await_reset"
+    """Waiting for ListOffsets by the reset strategy."""
+    FETCHING = "fetching"
+    """The position is known; fetched when not paused."""
+    FAILED = "failed"
+    """An error the application must see (raised by ``poll``); a seek clears it."""
+
+
+@attrs.define(slots=True)
+class _Partition:
+    state: PositionState
+    position: int = -1
+    position_epoch: int = -1  # leader epoch of the record before the position (KIP-320)
+    reset_to: int | None = None  # ListOffsets timestamp while AWAIT_RESET
+    paused: bool = False
+    error: KafkaError | None = None
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    last_fetch_at: float | None = None  # when data last arrived for it (driver clock)
+    in_flight: bool = False  # a Fetch, ListOffsets or OffsetFetch names it
+    backoff_until: float = 0.0
+    read_replica: NodeId | None = None
+
+
+@attrs.define(slots=True)
+class _Completed:
+    """One partition's data from one Fetch response, decoded lazily by ``poll``."""
+
+    tp: TopicPartition
+    fetch_offset: int
+    records: bytes
+    aborted: list[tuple[int, int]]  # (first_offset, producer_id), sorted
+    batches: Any = None  # iterator over decoded batches, made on first poll
+    pending: deque[Record] = attrs.field(factory=deque)  # decoded, not yet handed out
+    aborted_producers: set[int] = attrs.field(factory=set)
+    next_offset: int = -1  # the position after everything consumed so far
+    leader_epoch: int = -1
+
+
+@attrs.define(slots=True)
+class _Query:
+    kind: str  # "list", "committed", "commit"
+    query_id: int
+    partitions: dict[TopicPartition, Any]  # timestamp / None / (offset, metadata)
+    results: dict[TopicPartition, Any] = attrs.field(factory=dict)
+    outstanding: int = 0  # requests in flight for it
+    error: KafkaError | None = None
+    retry_at: float | None = None
+    internal: bool = False  # a position reset, not the application's
+
+
+# --------------------------------------------------------------------------- the machine
+
+
+class FetcherMachine:
+    """The sans-IO fetcher: positions, offset queries and Fetch sessions over a Client.
+
+    Args:
+        config: the settings.
+        rng: seeded randomness (backoff jitter, node choice).
+    """
+
+    def __init__(self, config: FetcherConfig, *, rng: random.Random) -> None:
+        self.config = config
+        self._client = Client(config.client, rng=rng, topics=())
+        self._parts: dict[TopicPartition, _Partition] = {}
+        self._completed: dict[TopicPartition, _Completed] = {}
+        self._sessions: dict[NodeId, FetchSession] = {}
+        self._fetching: dict[RequestId, tuple[NodeId, dict[TopicPartition, int]]] = {}
+        self._node_busy: set[NodeId] = set()
+        self._node_backoff: dict[NodeId, float] = {}
+        self._queries: dict[int, _Query] = {}
+        self._query_requests: dict[RequestId, tuple[int, str, list[TopicPartition]]] = {}
+        self._query_topic_ids: dict[RequestId, dict[Any, str]] = {}
+        self._next_query = 0
+        self._coordinator: NodeId | None = None
+        self._coordinator_rid: RequestId | None = None
+        self._coordinator_retry_at = 0.0
+        self._events: deque[FetcherEvent] = deque()
+        self._now = 0.0
+        self._closed = False
+
+    # ---------------------------------------------------------------- queries
+
+    @property
+    def client(self) -> Client:
+        """The Client (metadata, connections)."""
+        return self._client
+
+    def assignment(self) -> tuple[TopicPartition, ...]:
+        """The assigned partitions, in assignment order."""
+        return tuple(self._parts)
+
+    def position(self, tp: TopicPartition) -> int | None:
+        """The offset of the next record :meth:`poll` returns, or None while unknown.
+
+        Raises:
+            LocalProtocolError: ``tp`` is not assigned.
+        """
+        p = self._part(tp)
+        return p.position if p.state is PositionState.FETCHING else None
+
+    def position_state(self, tp: TopicPartition) -> PositionState:
+        """How ``tp``'s position stands.
+
+        Raises:
+            LocalProtocolError: ``tp`` is not assigned.
+        """
+        return self._part(tp).state
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        """The high watermark the last Fetch reported, or None before one."""
+        p = self._part(tp)
+        return None if p.high_watermark < 0 else p.high_watermark
+
+    def last_stable_offset(self, tp: TopicPartition) -> int | None:
+        """The last stable offset the last Fetch reported, or None before one."""
+        p = self._part(tp)
+        return None if p.last_stable_offset < 0 else p.last_stable_offset
+
+    def last_fetch_time(self, tp: TopicPartition) -> float | None:
+        """When data (possibly empty) last arrived for ``tp``, on the driver's clock."""
+        return self._part(tp).last_fetch_at
+
+    def paused(self) -> tuple[TopicPartition, ...]:
+        """The paused partitions."""
+        return tuple(tp for tp, p in self._parts.items() if p.paused)
+
+    def has_records(self) -> bool:
+        """Whether :meth:`poll` would return something (records or an error) now."""
+        if any(p.state is PositionState.FAILED for p in self._parts.values()):
+            return True
+        return any(
+            not self._parts[tp].paused and (c.pending or c.batches is None or c.records)
+            for tp, c in self._completed.items()
+        )
+
+    # --------------------------------------------------------------- commands
+
+    def assign(self, partitions: Iterable[TopicPartition], *, now: float) -> None:
+        """Replace the assignment. Kept partitions keep their position; new ones look for
+        one (committed offset with a group, else the reset policy).
+
+        Raises:
+            KafkaConfigurationError: a malformed ``(topic, partition)``.
+        """
+        wanted: dict[TopicPartition, None] = {}
+        for tp in partitions:
+            if (
+                not isinstance(tp, tuple)
+                or len(tp) != 2
+                or not isinstance(tp[0], str)
+                or not tp[0]
+                or isinstance(tp[1], bool)
+                or not isinstance(tp[1], int)
+                or tp[1] < 0
+            ):
+                raise KafkaConfigurationError(
+                    f"a partition must be a (topic: str, partition: int >= 0) pair, got {tp!r}"
+                )
+            wanted[(tp[0], tp[1])] = None
+        for tp in list(self._parts):
+            if tp not in wanted:
+                del self._parts[tp]
+                self._completed.pop(tp, None)
+        for tp in wanted:
+            if tp not in self._parts:
+                self._parts[tp] = self._fresh_partition()
+        self._client.metadata.add_topics(sorted({t for t, _ in wanted}))
+        self._step(now)
+
+    def seek(self, tp: TopicPartition, offset: int, *, now: float) -> None:
+        """Fetch ``tp`` from ``offset`` next.
+
+        Raises:
+            LocalProtocolError: ``tp`` is not assigned.
+            KafkaConfigurationError: ``offset`` is not an int >= 0.
+        """
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise KafkaConfigurationError(f"offset must be an int >= 0, got {offset!r}")
+        p = self._part(tp)
+        p.state, p.position, p.position_epoch, p.error = PositionState.FETCHING, offset, -1, None
+        p.reset_to = None
+        self._completed.pop(tp, None)
+        self._step(now)
+
+    def seek_to(self, tps: Iterable[TopicPartition], timestamp: int, *, now: float) -> None:
+        """Reset positions with ListOffsets: :data:`EARLIEST`, :data:`LATEST`, or a
+        timestamp in ms (the first record at or after it; the end if there is none).
+
+        Raises:
+            LocalProtocolError: a partition is not assigned.
+        """
+        for tp in tps:
+            p = self._part(tp)
+            p.state, p.reset_to, p.error = PositionState.AWAIT_RESET, timestamp, None
+            self._completed.pop(tp, None)
+        self._step(now)
+
+    def seek_to_committed(self, tps: Iterable[TopicPartition], *, now: float) -> None:
+        """Move positions to the group's committed offsets (the reset policy where there
+        are none).
+
+        Raises:
+            LocalProtocolError: a partition is not assigned, or there is no group_id.
+        """
+        if self.config.group_id is None:
+            raise LocalProtocolError("seek_to_committed needs a group_id")
+        for tp in tps:
+            p = self._part(tp)
+            p.state, p.error = PositionState.AWAIT_COMMITTED, None
+            self._completed.pop(tp, None)
+        self._step(now)
+
+    def pause(self, tps: Iterable[TopicPartition]) -> None:
+        """Stop fetching these partitions and handing out their records (data already
+        fetched is kept for when they are resumed)."""
+        for tp in tps:
+            self._part(tp).paused = True
+
+    def resume(self, tps: Iterable[TopicPartition], *, now: float) -> None:
+        """Undo :meth:`pause`."""
+        for tp in tps:
+            self._part(tp).paused = False
+        self._step(now)
+
+    def poll(
+        self, max_records: int, *, now: float
+    ) -> list[tuple[TopicPartition, list[Record], int]]:
+        """Hand out up to ``max_records`` fetched records and advance the positions.
+
+        Partitions take turns (one partition's run of records, then the next), so a busy
+        partition does not starve the others.
+
+        Returns:
+            ``(partition, records, leader_epoch)`` runs, each run in offset order.
+
+        Raises:
+            KafkaError: a partition FAILED (no offset and reset policy ``none``, an
+                authorization error, corrupt data...): the first such error. The partition
+                stays FAILED until a seek.
+        """
+        for part in self._parts.values():
+            if part.state is PositionState.FAILED and part.error is not None and not part.paused:
+                raise part.error
+        out: list[tuple[TopicPartition, list[Record], int]] = []
+        left = max_records
+        drained: list[TopicPartition] = []
+        for tp in list(self._completed):
+            if left <= 0:
+                break
+            p = self._parts.get(tp)
+            if p is None or p.paused:
+                continue
+            done = self._completed[tp]
+            try:
+                records = self._take(done, p, left)
+            except KafkaError as exc:
+                del self._completed[tp]
+                p.state, p.error = PositionState.FAILED, exc
+                if out:
+                    break  # hand out what we have; the error comes next time
+                raise
+            if records:
+                out.append((tp, records, done.leader_epoch))
+                left -= len(records)
+            if not done.pending and done.batches is False:
+                drained.append(tp)
+        for tp in drained:
+            self._completed.pop(tp, None)
+        if drained:
+            self._step(now)
+        return out
+
+    def list_offsets(self, timestamps: Mapping[TopicPartition, int], *, now: float) -> int:
+        """Ask the leaders for offsets by timestamp (:data:`EARLIEST`, :data:`LATEST`, or
+        ms). :class:`OffsetsListed` answers with the returned id.
+
+        Raises:
+            KafkaConfigurationError: a malformed partition or timestamp.
+        """
+        for tp, ts in timestamps.items():
+            if isinstance(ts, bool) or not isinstance(ts, int) or ts < -2:
+                raise KafkaConfigurationError(f"timestamp for {tp} must be an int, got {ts!r}")
+        self._client.metadata.add_topics(sorted({t for t, _ in timestamps}))
+        qid = self._new_query("list", dict(timestamps))
+        self._step(now)
+        return qid
+
+    def fetch_committed(self, tps: Iterable[TopicPartition], *, now: float) -> int:
+        """Ask the group coordinator for committed offsets; :class:`CommittedOffsets`
+        answers.
+
+        Raises:
+            LocalProtocolError: no group_id.
+        """
+        if self.config.group_id is None:
+            raise LocalProtocolError("committed offsets need a group_id")
+        qid = self._new_query("committed", dict.fromkeys(tps))
+        self._step(now)
+        return qid
+
+    def commit(
+        self,
+        offsets: Mapping[TopicPartition, int | tuple[int, str]],
+        *,
+        now: float,
+        generation: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+    ) -> int:
+        """Commit offsets for the group (OffsetCommit); :class:`OffsetsCommitted` answers.
+        Without a generation (-1) the broker accepts the commit only while the group has
+        no active members -- the manual-assignment case.
+
+        Raises:
+            LocalProtocolError: no group_id.
+            KafkaConfigurationError: a malformed offset.
+        """
+        if self.config.group_id is None:
+            raise LocalProtocolError("commit needs a group_id")
+        parts: dict[TopicPartition, Any] = {}
+        for tp, value in offsets.items():
+            offset, meta = value if isinstance(value, tuple) else (value, "")
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise KafkaConfigurationError(f"offset for {tp} must be an int >= 0")
+            parts[tp] = (offset, meta, generation, member_id, group_instance_id)
+        qid = self._new_query("commit", parts)
+        self._step(now)
+        return qid
+
+    def close(self) -> None:
+        """Close every connection; outstanding queries fail."""
+        if self._closed:
+            return
+        self._closed = True
+        self._client.close()
+        self._pull_client(self._now)
+
+    # ------------------------------------------------------------ IO inputs
+
+    def connection_made(self, node_id: NodeId, *, now: float) -> None:
+        """The adapter's socket to ``node_id`` is connected."""
+        self._client.connection_made(node_id, now=now)
+        self._step(now)
+
+    def connection_failed(
+        self, node_id: NodeId, *, now: float, error: BaseException | None = None
+    ) -> None:
+        """The adapter could not connect to ``node_id``."""
+        self._client.connection_failed(node_id, now=now, error=error)
+        self._step(now)
+
+    def connection_lost(
+        self, node_id: NodeId, *, now: float, error: BaseException | None = None
+    ) -> None:
+        """The adapter's socket to ``node_id`` closed or failed."""
+        self._client.connection_lost(node_id, now=now, error=error)
+        self._step(now)
+
+    def receive_data(self, node_id: NodeId, data: bytes, *, now: float) -> None:
+        """Bytes read from ``node_id``'s socket (``b""`` = EOF)."""
+        self._client.receive_data(node_id, data, now=now)
+        self._step(now)
+
+    def handle_timer(self, *, now: float) -> None:
+        """Run everything whose deadline passed. Safe to call early or twice."""
+        if self._closed:
+            return
+        self._client.handle_timer(now=now)
+        self._step(now)
+
+    # ----------------------------------------------------------- IO outputs
+
+    def data_to_send(self) -> list[tuple[NodeId, bytes]]:
+        """``(node, bytes)`` to write, in order; clears the buffer."""
+        return self._client.data_to_send()
+
+    def next_event(self) -> FetcherEvent | None:
+        """The next event, or None."""
+        return self._events.popleft() if self._events else None
+
+    def get_timer(self) -> float | None:
+        """The earliest deadline at which :meth:`handle_timer` must run, or None."""
+        if self._closed:
+            return None
+        times = [t for t in (self._client.get_timer(),) if t is not None]
+        now = self._now
+        times.extend(t for t in self._node_backoff.values() if t > now)
+        times.extend(p.backoff_until for p in self._parts.values() if p.backoff_until > now)
+        times.extend(
+            q.retry_at
+            for q in self._queries.values()
+            if q.retry_at is not None and q.retry_at > now
+        )
+        if self._coordinator_retry_at > now:
+            times.append(self._coordinator_retry_at)
+        return min(times) if times else None
+
+    # ------------------------------------------------------------- internals
+
+    def _part(self, tp: TopicPartition) -> _Partition:
+        p = self._parts.get(tp)
+        if p is None:
+            raise LocalProtocolError(f"partition {tp[0]}-{tp[1]} is not assigned")
+        return p
+
+    def _fresh_partition(self) -> _Partition:
+        if self.config.group_id is not None:
+            return _Partition(state=PositionState.AWAIT_COMMITTED)
+        return self._reset_partition()
+
+    def _reset_partition(self) -> _Partition:
+        p = _Partition(state=PositionState.AWAIT_RESET)
+        self._apply_policy(p, None)
+        return p
+
+    def _apply_policy(self, p: _Partition, tp: TopicPartition | None) -> None:
+        """No valid position: reset by ``auto_offset_reset`` or fail (``none``)."""
+        ts = _RESETS[self.config.auto_offset_reset]
+        if ts is None:
+            where = "" if tp is None else f" {tp[0]}-{tp[1]}"
+            p.state = PositionState.FAILED
+            p.error = NoOffsetForPartitionError(
+                f"no valid offset for partition{where} and auto_offset_reset is 'none'"
+            )
+        else:
+            p.state, p.reset_to = PositionState.AWAIT_RESET, ts
+
+    def _new_query(self, kind: str, partitions: dict[TopicPartition, Any]) -> int:
+        qid = self._next_query
+        self._next_query += 1
+        self._queries[qid] = _Query(kind=kind, query_id=qid, partitions=partitions)
+        return qid
+
+    def _step(self, now: float) -> None:
+        self._now = max(self._now, now)
+        if self._closed:
+            return
+        for _ in range(4):
+            self._pull_client(now)
+            self._positions(now)
+            self._run_queries(now)
+            self._send_fetches(now)
+            self._pull_client(now)
+            due = self._client.get_timer()
+            if due is None or due > now:
+                break
+            self._client.handle_timer(now=now)
+
+    def _pull_client(self, now: float) -> None:
+        client = self._client
+        while (event := client.next_event()) is not None:
+            match event:
+                case ConnectRequested() | CloseRequested() | MetadataUpdated():
+                    self._events.append(event)
+                case RequestCompleted(request_id=rid, node_id=node, response=response):
+                    self._on_response(rid, node, response, now)
+                case RequestFailed(request_id=rid, error=error):
+                    self._on_failure(rid, error, now)
+                case NodeDisconnected(node_id=node):
+                    session = self._sessions.get(node)
+                    if session is not None:
+                        session.handle_error()
+
+    # -- positions: committed offsets and resets become internal queries
+
+    def _positions(self, now: float) -> None:
+        committed: list[TopicPartition] = []
+        resets: dict[TopicPartition, int] = {}
+        for tp, p in self._parts.items():
+            if p.in_flight or p.backoff_until > now:
+                continue
+            if p.state is PositionState.AWAIT_COMMITTED:
+                committed.append(tp)
+            elif p.state is PositionState.AWAIT_RESET and p.reset_to is not None:
+                resets[tp] = p.reset_to
+        if committed:
+            qid = self._new_query("committed", dict.fromkeys(committed))
+            self._queries[qid].internal = True
+            for tp in committed:
+                self._parts[tp].in_flight = True
+        if resets:
+            qid = self._new_query("list", resets)
+            self._queries[qid].internal = True
+            for tp in resets:
+                self._parts[tp].in_flight = True
+
+    def _finish_internal(self, q: _Query, now: float) -> None:
+        self._events.append(PositionsResolved(partitions=tuple(q.partitions)))
+        for tp in q.partitions:
+            p = self._parts.get(tp)
+            if p is None:
+                continue
+            p.in_flight = False
+            result = q.results.get(tp)
+            if q.kind == "committed" and p.state is PositionState.AWAIT_COMMITTED:
+                if result is not None:
+                    p.state, p.position, p.position_epoch = PositionState.FETCHING, result[0], -1
+                elif q.error is not None:
+                    p.backoff_until = now + self.config.retry_backoff
+                else:
+                    self._apply_policy(p, tp)
+            elif q.kind == "list" and p.state is PositionState.AWAIT_RESET:
+                if isinstance(result, ListedOffset) and result.offset >= 0:
+                    p.state, p.position = PositionState.FETCHING, result.offset
+                    p.position_epoch, p.reset_to = result.leader_epoch, None
+                else:
+                    p.backoff_until = now + self.config.retry_backoff
+
+    # -- offset queries (ListOffsets to leaders; OffsetFetch / OffsetCommit to the coordinator)
+
+    def _run_queries(self, now: float) -> None:
+        for q in list(self._queries.values()):
+            if q.outstanding or (q.retry_at is not None and q.retry_at > now):
+                continue
+            if q.kind == "list":
+                self._send_list(q, now)
+            else:
+                self._send_group(q, now)
+
+    def _complete_query(self, q: _Query, now: float) -> None:
+        del self._queries[q.query_id]
+        if q.internal:
+            self._finish_internal(q, now)
+            return
+        if q.kind == "list":
+            offsets = {tp: r for tp, r in q.results.items() if isinstance(r, ListedOffset)}
+            self._events.append(OffsetsListed(query_id=q.query_id, offsets=offsets, error=q.error))
+        elif q.kind == "committed":
+            self._events.append(
+                CommittedOffsets(query_id=q.query_id, offsets=dict(q.results), error=q.error)
+            )
+        else:
+            committed = {tp: v[0] for tp, v in q.partitions.items()}
+            self._events.append(
+                OffsetsCommitted(query_id=q.query_id, offsets=committed, error=q.error)
+            )
+
+    def _send_list(self, q: _Query, now: float) -> None:
+        cluster = self._client.cluster
+        by_leader: dict[NodeId, dict[TopicPartition, int]] = {}
+        waiting = False
+        for tp, ts in q.partitions.items():
+            if tp in q.results:
+                continue
+            topic = cluster.topics.get(tp[0])
+            if topic is not None and topic.error_code not in (0, 3, 5):
+                q.error = error_for_code(topic.error_code)(f"metadata for topic {tp[0]!r}")
+                q.results[tp] = None
+                continue
+            leader = cluster.leader_for(*tp)
+            if leader is None:
+                waiting = True
+                continue
+            by_leader.setdefault(leader, {})[tp] = ts
+        if waiting:
+            self._client.metadata.add_topics(sorted({t for t, _ in q.partitions}))
+            self._client.request_metadata_update()
+        if not by_leader and not waiting:
+            self._complete_query(q, now)
+            return
+        isolation = 1 if self.config.read_committed else 0
+        for node, parts in by_leader.items():
+
+            def factory(versions: ApiVersionTable, parts: dict[TopicPartition, int] = parts) -> Any:
+                return _list_offsets_request(versions, parts, isolation)
+
+            rid = self._client.send(factory, now=now, node_id=node)
+            self._query_requests[rid] = (q.query_id, "list", list(parts))
+            q.outstanding += 1
+        if waiting and not by_leader:
+            q.retry_at = now + self.config.retry_backoff
+
+    def _send_group(self, q: _Query, now: float) -> None:
+        coordinator = self._find_coordinator(now)
+        if coordinator is None:
+            return
+        group = self.config.group_id
+        assert group is not None  # checked by the commands
+        # OffsetFetch/OffsetCommit v10+ name topics by id: know them before asking.
+        cluster = self._client.cluster
+        names = sorted({topic for topic, _ in q.partitions})
+        missing = [n for n in names if n not in cluster.topics]
+        if missing:
+            self._client.metadata.add_topics(missing)
+            self._client.request_metadata_update()
+            q.retry_at = now + self.config.retry_backoff
+            return
+        ids = {n: cluster.topics[n].topic_id for n in names}
+        if q.kind == "committed":
+            tps = list(q.partitions)
+
+            def factory(versions: ApiVersionTable) -> Any:
+                return _offset_fetch_request(versions, group, tps, ids)
+
+        else:
+            parts = dict(q.partitions)
+
+            def factory(versions: ApiVersionTable) -> Any:
+                return _offset_commit_request(versions, group, parts, ids)
+
+        rid = self._client.send(factory, now=now, node_id=coordinator)
+        self._query_requests[rid] = (q.query_id, q.kind, list(q.partitions))
+        self._query_topic_ids[rid] = {tid: n for n, tid in ids.items() if tid is not None}
+        q.outstanding += 1
+
+    def _find_coordinator(self, now: float) -> NodeId | None:
+        if self._coordinator is not None:
+            if self._client.node_state(self._coordinator) is not None:
+                return self._coordinator
+            self._coordinator = None
+        if self._coordinator_rid is not None or self._coordinator_retry_at > now:
+            return None
+        group = self.config.group_id
+        assert group is not None
+
+        def factory(versions: ApiVersionTable) -> Any:
+            return _find_coordinator_request(versions, group)
+
+        self._coordinator_rid = self._client.send(factory, now=now)
+        return None
+
+    def _on_coordinator(self, response: Any, now: float) -> None:
+        self._coordinator_rid = None
+        coordinators = getattr(response, "coordinators", None)
+        found = coordinators[0] if coordinators else response  # v4+: one per key
+        code = int(found.error_code)
+        if code != 0:
+            self._coordinator_retry_at = now + self.config.retry_backoff
+            if code not in _COORDINATOR_MOVED:
+                error = error_for_code(code)(f"FindCoordinator for group {self.config.group_id!r}")
+                for q in list(self._queries.values()):
+                    if q.kind != "list" and not q.outstanding:
+                        q.error = error
+                        self._complete_query(q, now)
+            return
+        node = NodeId(int(found.node_id))
+        if self._client.node_state(node) is None:
+            # Not in metadata yet: the next refresh adds it.
+            self._client.request_metadata_update()
+            self._coordinator_retry_at = now + self.config.retry_backoff
+            return
+        self._coordinator = node
+
+    def _on_query_response(
+        self,
+        query: tuple[int, str, list[TopicPartition]],
+        response: Any,
+        now: float,
+        names_by_id: Mapping[Any, str],
+    ) -> None:
+        qid, kind, _tps = query
+        q = self._queries.get(qid)
+        if q is None:
+            return
+        q.outstanding -= 1
+        retry = False
+        if kind == "list":
+            for t in response.topics:
+                for part in t.partitions:
+                    tp = (str(t.name), int(part.partition_index))
+                    if tp not in q.partitions:
+                        continue
+                    code = int(part.error_code)
+                    if code == 0:
+                        q.results[tp] = ListedOffset(
+                            offset=int(part.offset),
+                            timestamp=int(getattr(part, "timestamp", -1)),
+                            leader_epoch=int(getattr(part, "leader_epoch", -1)),
+                        )
+                    elif error_for_code(code).retriable:
+                        retry = True
+                        self._client.request_metadata_update()
+                    else:
+                        q.error = q.error or error_for_code(code)(
+                            f"ListOffsets for {tp[0]}-{tp[1]}", topic=tp[0], partition=tp[1]
+                        )
+                        q.results[tp] = None
+        elif kind == "committed":
+            groups = getattr(response, "groups", None)
+            if groups:
+                group = groups[0]
+                topics, top_code = group.topics, int(group.error_code)
+            else:
+                topics, top_code = response.topics, int(getattr(response, "error_code", 0))
+            if top_code in _COORDINATOR_MOVED:
+                self._coordinator = None
+                retry = True
+            elif top_code != 0:
+                q.error = error_for_code(top_code)(f"OffsetFetch for {self.config.group_id!r}")
+            else:
+                for t in topics:
+                    name = _topic_name(t, names_by_id)
+                    for part in t.partitions:
+                        tp = (name, int(part.partition_index))
+                        code = int(part.error_code)
+                        if code != 0:
+                            if error_for_code(code).retriable:
+                                retry = True
+                            else:
+                                q.error = q.error or error_for_code(code)(
+                                    f"OffsetFetch for {tp[0]}-{tp[1]}"
+                                )
+                            continue
+                        offset = int(part.committed_offset)
+                        q.results[tp] = None if offset < 0 else (offset, part.metadata)
+                for tp in q.partitions:
+                    q.results.setdefault(tp, None)
+        else:
+            for t in response.topics:
+                name = _topic_name(t, names_by_id)
+                for part in t.partitions:
+                    code = int(part.error_code)
+                    if code in _COORDINATOR_MOVED:
+                        self._coordinator = None
+                        retry = True
+                    elif code != 0:
+                        q.error = q.error or error_for_code(code)(
+                            f"OffsetCommit for {name}-{part.partition_index}",
+                            topic=name,
+                            partition=int(part.partition_index),
+                        )
+        if q.outstanding:
+            return
+        if retry and q.error is None:
+            q.retry_at = now + self.config.retry_backoff
+            return
+        self._complete_query(q, now)
+
+    def _on_query_failure(
+        self, query: tuple[int, str, list[TopicPartition]], error: KafkaError, now: float
+    ) -> None:
+        qid, kind, _tps = query
+        q = self._queries.get(qid)
+        if q is None:
+            return
+        q.outstanding -= 1
+        if kind != "list":
+            self._coordinator = None
+        if error.retriable:
+            if not q.outstanding:
+                q.retry_at = now + self.config.retry_backoff
+            return
+        q.error = q.error or error
+        if not q.outstanding:
+            self._complete_query(q, now)
+
+    # -- fetching
+
+    def _fetchable(self, now: float) -> dict[NodeId, dict[TopicPartition, PartitionFetchState]]:
+        cluster = self._client.cluster
+        out: dict[NodeId, dict[TopicPartition, PartitionFetchState]] = {}
+        limit = self.config.max_partition_fetch_bytes
+        for tp, p in self._parts.items():
+            if (
+                p.state is not PositionState.FETCHING
+                or p.paused
+                or p.in_flight
+                or p.backoff_until > now
+                or tp in self._completed
+            ):
+                continue
+            topic = cluster.topics.get(tp[0])
+            leader = cluster.leader_for(*tp)
+            if topic is None or leader is None:
+                self._client.request_metadata_update()
+                continue
+            node = p.read_replica if p.read_replica is not None else leader
+            if self._client.node_state(node) is None:
+                p.read_replica = None
+                node = leader
+            meta = topic.partitions.get(tp[1])
+            out.setdefault(node, {})[tp] = PartitionFetchState(
+                topic=tp[0],
+                topic_id=topic.topic_id,
+                partition=tp[1],
+                fetch_offset=p.position,
+                log_start_offset=-1,
+                current_leader_epoch=-1 if meta is None else meta.leader_epoch,
+                partition_max_bytes=limit,
+            )
+        return out
+
+    def _send_fetches(self, now: float) -> None:
+        cfg = self.config
+        for node, parts in self._fetchable(now).items():
+            if node in self._node_busy or self._node_backoff.get(node, 0.0) > now:
+                continue
+            session = self._sessions.get(node)
+            if session is None:
+                session = FetchSession(sessionless=not cfg.use_fetch_sessions)
+                self._sessions[node] = session
+            data = session.build(parts)
+
+            def factory(versions: ApiVersionTable, data: Any = data) -> Any:
+                return fetch_request_from_session(
+                    versions,
+                    data,
+                    max_wait=cfg.fetch_max_wait,
+                    min_bytes=cfg.fetch_min_bytes,
+                    max_bytes=cfg.fetch_max_bytes,
+                    isolation_level=1 if cfg.read_committed else 0,
+                    rack_id=cfg.client_rack,
+                )
+
+            timeout = self._client.config.connection.request_timeout + cfg.fetch_max_wait
+            rid = self._client.send(factory, now=now, node_id=node, timeout=timeout)
+            self._fetching[rid] = (node, {tp: st.fetch_offset for tp, st in parts.items()})
+            self._node_busy.add(node)
+            for tp in parts:
+                self._parts[tp].in_flight = True
+
+    def _on_fetch_response(
+        self, node: NodeId, offsets: dict[TopicPartition, int], response: Any, now: float
+    ) -> None:
+        session = self._sessions.get(node)
+        code = int(getattr(response, "error_code", 0))
+        if session is not None:
+            session.handle_response(code, int(getattr(response, "session_id", 0)))
+        for tp in offsets:
+            p = self._parts.get(tp)
+            if p is not None:
+                p.in_flight = False
+        if code != 0:
+            if code not in _SESSION_ERRORS:
+                self._node_backoff[node] = now + self.config.retry_backoff
+            return
+        ids = {t.topic_id: name for name, t in self._client.cluster.topics.items()}
+        arrived: list[TopicPartition] = []
+        for t in response.responses:
+            name = getattr(t, "topic", None)
+            if name is None:
+                name = ids.get(getattr(t, "topic_id", None))
+            if name is None:
+                continue
+            for part in t.partitions:
+                tp = (str(name), int(part.partition_index))
+                p = self._parts.get(tp)
+                if p is None or tp not in offsets or p.position != offsets[tp]:
+                    continue  # unassigned or seeked meanwhile: stale data
+                if p.state is not PositionState.FETCHING:
+                    continue
+                if self._on_partition_data(tp, p, part, offsets[tp], now):
+                    arrived.append(tp)
+        if arrived:
+            self._events.append(RecordsFetched(partitions=tuple(arrived)))
+
+    def _on_partition_data(
+        self, tp: TopicPartition, p: _Partition, part: Any, fetch_offset: int, now: float
+    ) -> bool:
+        code = int(part.error_code)
+        p.last_fetch_at = now
+        if code == 0:
+            p.high_watermark = int(part.high_watermark)
+            lso = int(getattr(part, "last_stable_offset", -1))
+            p.last_stable_offset = lso
+            p.log_start_offset = int(getattr(part, "log_start_offset", -1))
+            replica = int(getattr(part, "preferred_read_replica", -1))
+            p.read_replica = NodeId(replica) if replica >= 0 else None
+            records = part.records
+            data = b"" if records is None else bytes(records)
+            if not data:
+                return False
+            aborted = sorted(
+                (int(a.first_offset), int(a.producer_id))
+                for a in (getattr(part, "aborted_transactions", None) or ())
+            )
+            self._completed[tp] = _Completed(
+                tp=tp,
+                fetch_offset=fetch_offset,
+                records=data,
+                aborted=aborted,
+                next_offset=fetch_offset,
+            )
+            return True
+        if code == _OFFSET_OUT_OF_RANGE:
+            self._apply_policy(p, tp)
+            return p.state is PositionState.FAILED
+        if code in _REFRESH_CODES:
+            p.read_replica = None
+            p.backoff_until = now + self.config.retry_backoff
+            self._client.request_metadata_update()
+            return False
+        p.state = PositionState.FAILED
+        p.error = error_for_code(code)(
+            f"Fetch for {tp[0]}-{tp[1]} at offset {fetch_offset}", topic=tp[0], partition=tp[1]
+        )
+        return True
+
+    def _take(self, done: _Completed, p: _Partition, limit: int) -> list[Record]:
+        """Up to ``limit`` records from ``done``, skipping what the application must not
+        see; advances the position."""
+        out: list[Record] = []
+        if done.batches is None:
+            done.batches = iter_batches(done.records, check_crcs=self.config.check_crcs)
+        read_committed = self.config.read_committed
+        while len(out) < limit:
+            if done.pending:
+                record = done.pending.popleft()
+                out.append(record)
+                p.position = record.offset + 1
+                continue
+            if done.batches is False:
+                break
+            batch: Batch | None = next(done.batches, None)
+            if batch is None:
+                done.batches = False
+                if not out and p.position == done.fetch_offset and done.records:
+                    self._check_progress(done, p)
+                break
+            if batch.next_offset <= p.position:
+                continue  # before the position (a compressed batch's head, a re-fetch)
+            done.leader_epoch = batch.partition_leader_epoch
+            if batch.is_control:
+                marker = batch.marker
+                if marker is not None and marker.type is ControlRecordType.ABORT:
+                    done.aborted_producers.discard(batch.producer_id)
+                p.position = max(p.position, batch.next_offset)
+                continue
+            if read_committed and batch.is_transactional:
+                pid = batch.producer_id
+                while done.aborted and done.aborted[0][0] <= batch.last_offset:
+                    done.aborted_producers.add(done.aborted.pop(0)[1])
+                if pid in done.aborted_producers:
+                    p.position = max(p.position, batch.next_offset)
+                    continue
+            position = p.position
+            done.pending.extend(r for r in batch.records() if r.offset >= position)
+            if not done.pending:
+                p.position = max(p.position, batch.next_offset)
+        p.position_epoch = done.leader_epoch
+        return out
+
+    def _check_progress(self, done: _Completed, p: _Partition) -> None:
+        """Data arrived but not one whole batch at the position: the first batch is larger
+        than the fetch limits and the broker could not send it (very old brokers; since
+        KIP-74 they always do)."""
+        raise RecordTooLargeError(
+            f"the batch at offset {p.position} of {done.tp[0]}-{done.tp[1]} is larger than "
+            f"max_partition_fetch_bytes ({self.config.max_partition_fetch_bytes}) / "
+            f"fetch_max_bytes ({self.config.fetch_max_bytes}) and the broker sent only "
+            f"{len(done.records)} bytes of it"
+        )
+
+    # -- responses
+
+    def _on_response(self, rid: RequestId, node: NodeId, response: Any, now: float) -> None:
+        fetch = self._fetching.pop(rid, None)
+        if fetch is not None:
+            self._node_busy.discard(fetch[0])
+            self._on_fetch_response(fetch[0], fetch[1], response, now)
+            return
+        query = self._query_requests.pop(rid, None)
+        if query is not None:
+            names_by_id = self._query_topic_ids.pop(rid, {})
+            self._on_query_response(query, response, now, names_by_id)
+            return
+        if rid == self._coordinator_rid:
+            self._on_coordinator(response, now)
+
+    def _on_failure(self, rid: RequestId, error: KafkaError, now: float) -> None:
+        fetch = self._fetching.pop(rid, None)
+        if fetch is not None:
+            node, offsets = fetch
+            self._node_busy.discard(node)
+            session = self._sessions.get(node)
+            if session is not None:
+                session.handle_error()
+            self._node_backoff[node] = now + self.config.retry_backoff
+            for tp in offsets:
+                p = self._parts.get(tp)
+                if p is not None:
+                    p.in_flight = False
+                    p.read_replica = None
+            self._client.request_metadata_update()
+            return
+        query = self._query_requests.pop(rid, None)
+        if query is not None:
+            self._query_topic_ids.pop(rid, None)
+            self._on_query_failure(query, error, now)
+            return
+        if rid == self._coordinator_rid:
+            self._coordinator_rid = None
+            self._coordinator_retry_at = now + self.config.retry_backoff
+
+
+# ------------------------------------------------------------------------------ requests
+
+
+def _list_offsets_request(
+    versions: ApiVersionTable, parts: Mapping[TopicPartition, int], isolation: int
+) -> Any:
+    cls = versions.request_type(ApiKey.LIST_OFFSETS)
+    topic_cls = nested_type(cls, "ListOffsetsTopic")
+    part_cls = nested_type(cls, "ListOffsetsPartition")
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), ts in parts.items():
+        by_topic.setdefault(topic, []).append(
+            build(part_cls, partition_index=partition, current_leader_epoch=-1, timestamp=ts)
+        )
+    return build(
+        cls,
+        replica_id=-1,
+        isolation_level=isolation,
+        topics=tuple(build(topic_cls, name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+        timeout=_timedelta_ms(30_000),
+    )
+
+
+def _find_coordinator_request(versions: ApiVersionTable, group: str) -> Any:
+    cls = versions.request_type(ApiKey.FIND_COORDINATOR)
+    return build(cls, key=group, key_type=0, coordinator_keys=(group,))
+
+
+def _topic_name(entry: Any, names_by_id: Mapping[Any, str]) -> str:
+    """A response topic's name: given (up to v9) or looked up by its id (v10+)."""
+    name = getattr(entry, "name", None)
+    if name is None:
+        name = names_by_id.get(getattr(entry, "topic_id", None), "")
+    return str(name)
+
+
+def _offset_fetch_request(
+    versions: ApiVersionTable,
+    group: str,
+    tps: Sequence[TopicPartition],
+    ids: Mapping[str, Any],
+) -> Any:
+    cls = versions.request_type(ApiKey.OFFSET_FETCH)
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in tps:
+        by_topic.setdefault(topic, []).append(partition)
+    try:
+        group_cls = nested_type(cls, "OffsetFetchRequestGroup")
+    except (KeyError, LookupError, AttributeError, TypeError):
+        group_cls = None
+    if group_cls is not None:
+        topic_cls = nested_type(cls, "OffsetFetchRequestTopics")
+        topics = tuple(
+            build(topic_cls, name=t, topic_id=ids.get(t), partition_indexes=tuple(ps))
+            for t, ps in by_topic.items()
+        )
+        group_entry = build(
+            group_cls, group_id=group, member_id=None, member_epoch=-1, topics=topics
+        )
+        return build(cls, groups=(group_entry,), require_stable=True)
+    topic_cls = nested_type(cls, "OffsetFetchRequestTopic")
+    topics = tuple(
+        build(topic_cls, name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items()
+    )
+    return build(cls, group_id=group, topics=topics, require_stable=True)
+
+
+def _offset_commit_request(
+    versions: ApiVersionTable,
+    group: str,
+    parts: Mapping[TopicPartition, Any],
+    ids: Mapping[str, Any],
+) -> Any:
+    cls = versions.request_type(ApiKey.OFFSET_COMMIT)
+    topic_cls = nested_type(cls, "OffsetCommitRequestTopic")
+    part_cls = nested_type(cls, "OffsetCommitRequestPartition")
+    by_topic: dict[str, list[Any]] = {}
+    generation, member_id, instance_id = -1, "", None
+    for (topic, partition), (offset, meta, gen, member, instance) in parts.items():
+        generation, member_id, instance_id = gen, member, instance
+        by_topic.setdefault(topic, []).append(
+            build(
+                part_cls,
+                partition_index=partition,
+                committed_offset=offset,
+                committed_leader_epoch=-1,
+                committed_metadata=meta,
+                commit_timestamp=-1,
+            )
+        )
+    return build(
+        cls,
+        group_id=group,
+        generation_id_or_member_epoch=generation,
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=instance_id,
+        retention_time=_timedelta_ms(-1),
+        topics=tuple(
+            build(topic_cls, name=t, topic_id=ids.get(t), partitions=tuple(ps))
+            for t, ps in by_topic.items()
+        ),
+    )
+
+
+def _timedelta_ms(ms: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=ms)

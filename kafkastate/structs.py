@@ -1,0 +1,73 @@
+"""Plain value types shared by every API: partitions, offsets, consumed records.
+
+They are ``NamedTuple``s, as in kafka-python (``kafka.structs``), so they compare equal to
+its tuples, hash, unpack, and cost a tuple to make; aiokafka's attribute names are the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+__all__ = ["ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp", "TopicPartition"]
+
+
+class TopicPartition(NamedTuple):
+    """A topic and a partition (kafka-python's and aiokafka's ``TopicPartition``)."""
+
+    topic: str
+    """The topic."""
+    partition: int
+    """The partition."""
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset (the next record to read) and its metadata string."""
+
+    offset: int
+    """The offset."""
+    metadata: str = ""
+    """Free text stored with the commit."""
+    leader_epoch: int = -1
+    """The leader epoch of the last consumed record, -1 if unknown."""
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """The answer of ``offsets_for_times`` for one partition."""
+
+    offset: int
+    """The first offset whose timestamp is at or after the one asked for."""
+    timestamp: int
+    """That record's timestamp in ms."""
+    leader_epoch: int | None = None
+    """Its leader epoch, when the broker says."""
+
+
+class ConsumerRecord(NamedTuple):
+    """One consumed record (kafka-python's field order; aiokafka's field names)."""
+
+    topic: str
+    """The topic."""
+    partition: int
+    """The partition."""
+    leader_epoch: int
+    """The leader epoch of the batch it came in, -1 if unknown."""
+    offset: int
+    """Its offset."""
+    timestamp: int
+    """Its timestamp in ms (create or log-append time, see ``timestamp_type``)."""
+    timestamp_type: int
+    """0 for CreateTime, 1 for LogAppendTime."""
+    key: Any
+    """The key, deserialized if a key deserializer was given."""
+    value: Any
+    """The value, deserialized if a value deserializer was given."""
+    headers: list[tuple[str, bytes | None]]
+    """``(key, value)`` pairs."""
+    checksum: None
+    """Always None (v2 batches have one CRC per batch)."""
+    serialized_key_size: int
+    """Size of the key in bytes, -1 if null."""
+    serialized_value_size: int
+    """Size of the value in bytes, -1 if null."""
+    serialized_header_size: int
+    """Size of the headers in bytes, -1 if none."""

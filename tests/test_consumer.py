@@ -1,0 +1,255 @@
+"""The consumer (fetcher, positions, offsets) against a real broker, on the blocking and the
+anyio (asyncio and trio) adapters. Records are written with kafka-python, an independent
+client, so a bug shared by our producer and consumer cannot hide."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from kafkastate.adapters.blocking import BlockingAdmin
+from kafkastate.anyio import open_consumer
+from kafkastate.core.protocol.requests import NewTopic
+from kafkastate.errors import (
+    IllegalStateError,
+    KafkaConfigurationError,
+    NoOffsetForPartitionError,
+)
+from kafkastate.structs import OffsetAndMetadata, TopicPartition
+from kafkastate.sync import KafkaConsumer
+
+kafka = pytest.importorskip("kafka")
+
+pytestmark = pytest.mark.integration
+
+CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
+
+
+def _topic(bootstrap: str, partitions: int = 3) -> str:
+    name = f"consume-{uuid.uuid4().hex[:10]}"
+    with BlockingAdmin(bootstrap) as admin:
+        admin.create_topics([NewTopic(name=name, num_partitions=partitions)])
+    return name
+
+
+def _produce(
+    bootstrap: str, topic: str, count: int, *, codec: str | None = None, partitions: int = 3
+) -> list[tuple[int, bytes, bytes, list[tuple[str, bytes]]]]:
+    """Write ``count`` records round-robin over the partitions; return what was written as
+    (partition, key, value, headers) in send order."""
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, compression_type=codec)
+    written = []
+    for i in range(count):
+        partition = i % partitions
+        key, value = f"k{i}".encode(), f"value-{i}".encode() * 3
+        headers = [("n", str(i).encode())]
+        producer.send(topic, value=value, key=key, headers=headers, partition=partition)
+        written.append((partition, key, value, headers))
+    producer.flush(30)
+    producer.close()
+    return written
+
+
+def _by_partition(written: list[Any]) -> dict[int, list[tuple[bytes, bytes]]]:
+    out: dict[int, list[tuple[bytes, bytes]]] = {}
+    for partition, key, value, _headers in written:
+        out.setdefault(partition, []).append((key, value))
+    return out
+
+
+def _drain_sync(consumer: KafkaConsumer, expected: int, limit: float = 30) -> list[Any]:
+    got: list[Any] = []
+    deadline = time.monotonic() + limit
+    while len(got) < expected and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            got.extend(records)
+    got.extend(r for rs in consumer.poll(timeout_ms=300).values() for r in rs)  # no extras
+    return got
+
+
+# ------------------------------------------------------------------------------ blocking
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_sync_round_trip_every_codec(kafka_cluster: Any, codec: str | None) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap)
+    written = _produce(bootstrap, topic, 90, codec=codec)
+    with KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        got = _drain_sync(c, 90)
+        assert c.assignment() == {TopicPartition(topic, p) for p in range(3)}
+    assert len(got) == 90
+    per: dict[int, list[Any]] = {}
+    for record in got:
+        per.setdefault(record.partition, []).append(record)
+    for partition, records in per.items():
+        assert [r.offset for r in records] == list(range(len(records)))  # in order, no gaps
+        assert [(r.key, r.value) for r in records] == _by_partition(written)[partition]
+        assert all(r.headers == [("n", r.key[1:])] for r in records)
+        assert all(r.serialized_value_size == len(r.value) for r in records)
+
+
+def test_sync_assign_seek_position_and_offset_queries(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=1)
+    before = int(time.time() * 1000)
+    _produce(bootstrap, topic, 20, partitions=1)
+    tp = TopicPartition(topic, 0)
+    with KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        value_deserializer=lambda v: v.decode(),
+        max_poll_records=5,
+    ) as c:
+        c.assign([tp])
+        assert c.position(tp) == 20  # latest by default
+        assert c.beginning_offsets([tp]) == {tp: 0}
+        assert c.end_offsets([tp]) == {tp: 20}
+        found = c.offsets_for_times({tp: before})[tp]
+        assert found is not None and found.offset == 0 and found.timestamp >= before
+        assert c.offsets_for_times({tp: int(time.time() * 1000) + 60_000}) == {tp: None}
+        c.seek(tp, 7)
+        batch = c.poll(timeout_ms=10_000)
+        assert [r.offset for r in batch[tp]] == [7, 8, 9, 10, 11]  # max_poll_records
+        assert batch[tp][0].value == "value-7" * 3
+        assert c.position(tp) == 12
+        assert c.highwater(tp) == 20
+        c.seek_to_beginning()
+        assert c.position(tp) == 0
+        c.pause(tp)
+        assert c.poll(timeout_ms=300) == {} and c.paused() == {tp}
+        c.resume(tp)
+        assert [r.offset for r in c.poll(timeout_ms=10_000)[tp]][:1] == [0]
+        c.seek_to_end(tp)
+        assert c.position(tp) == 20
+        with pytest.raises(IllegalStateError, match="not assigned"):
+            c.seek(TopicPartition(topic, 5), 0)
+        with pytest.raises(KafkaConfigurationError):
+            c.seek(tp, -3)
+
+
+def test_sync_reset_none_and_commits(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=2)
+    _produce(bootstrap, topic, 10, partitions=2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    with KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="none",
+        enable_auto_commit=False,  # the polls below move positions; commit by hand only
+    ) as c:
+        c.assign(tps)
+        with pytest.raises(NoOffsetForPartitionError):
+            c.poll(timeout_ms=10_000)
+        assert c.committed(tps[0]) is None
+        c.seek(tps[0], 2)
+        c.seek(tps[1], 4)
+        c.commit({tps[0]: OffsetAndMetadata(3, "three")})
+        assert c.committed(tps[0], metadata=True) == OffsetAndMetadata(3, "three")
+        results: list[Any] = []
+        c.commit_async({tps[1]: 4}, callback=lambda offsets, error: results.append(error))
+        deadline = time.monotonic() + 10
+        while not results and time.monotonic() < deadline:
+            c.poll(timeout_ms=100)
+        assert results == [None]
+    # A new consumer of the group starts from the committed offsets.
+    with KafkaConsumer(bootstrap_servers=bootstrap, group_id=group) as again:
+        again.assign(tps)
+        assert again.position(tps[0]) == 3 and again.position(tps[1]) == 4
+        got = _drain_sync(again, 3)
+        assert sorted((r.partition, r.offset) for r in got) == [(0, 3), (0, 4), (1, 4)]
+
+
+def test_sync_iteration_stops_after_consumer_timeout(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=1)
+    _produce(bootstrap, topic, 4, partitions=1)
+    with KafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=800
+    ) as c:
+        started = time.monotonic()
+        assert [r.offset for r in c] == [0, 1, 2, 3]
+        assert time.monotonic() - started < 15
+
+
+# ---------------------------------------------------------------------------- anyio/trio
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_async_round_trip_and_iteration(kafka_cluster: Any, backend: str) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap)
+    written = _produce(bootstrap, topic, 60, codec="lz4")
+
+    async def main() -> list[Any]:
+        got: list[Any] = []
+        async with open_consumer(
+            topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest"
+        ) as consumer:
+            with anyio.fail_after(30):
+                while len(got) < 50:
+                    batch = await consumer.getmany(timeout_ms=1000, max_records=10)
+                    assert sum(len(rs) for rs in batch.values()) <= 10
+                    for records in batch.values():
+                        got.extend(records)
+                async for record in consumer:  # the rest, one by one
+                    got.append(record)
+                    if len(got) == 60:
+                        break
+            assert await consumer.getmany(timeout_ms=300) == {}
+            positions = {p: await consumer.position((topic, p)) for p in range(3)}
+            assert positions == {0: 20, 1: 20, 2: 20}
+        return got
+
+    got = anyio.run(main, backend=backend)
+    per: dict[int, list[tuple[bytes, bytes]]] = {}
+    for record in sorted(got, key=lambda r: (r.partition, r.offset)):
+        per.setdefault(record.partition, []).append((record.key, record.value))
+    assert per == _by_partition(written)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_async_offsets_and_commit(kafka_cluster: Any, backend: str) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=1)
+    _produce(bootstrap, topic, 10, partitions=1)
+    tp = TopicPartition(topic, 0)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        async with open_consumer(bootstrap_servers=bootstrap, group_id=group) as consumer:
+            consumer.assign([tp])
+            assert await consumer.beginning_offsets([tp]) == {tp: 0}
+            assert await consumer.end_offsets([tp]) == {tp: 10}
+            assert await consumer.committed(tp) is None
+            assert await consumer.position(tp) == 10  # no commit: latest
+            consumer.seek(tp, 6)
+            records = (await consumer.getmany(timeout_ms=10_000))[tp]
+            assert records[0].offset == 6
+            await consumer.commit()
+            assert await consumer.committed(tp) == records[-1].offset + 1
+            assert await consumer.partitions_for_topic(topic) == frozenset({0})
+            assert topic in await consumer.topics()
+
+    anyio.run(main, backend=backend)
+
+
+def test_bad_consumer_options_are_typed() -> None:
+    bad: list[Callable[[], Any]] = [
+        lambda: KafkaConsumer(bootstrap_servers="localhost:1", auto_offset_reset="first"),
+        lambda: KafkaConsumer(bootstrap_servers="localhost:1", isolation_level="dirty"),
+        lambda: KafkaConsumer(bootstrap_servers="localhost:1", max_poll_records=0),
+    ]
+    for make in bad:
+        with pytest.raises(KafkaConfigurationError):
+            make()
+    with pytest.raises(TypeError, match="bogus"):
+        KafkaConsumer(bootstrap_servers="localhost:1", bogus=1)
+    with pytest.raises(KafkaConfigurationError, match="session_timeout_ms"):
+        KafkaConsumer(bootstrap_servers="localhost:1", session_timeout_ms=10_000)
