@@ -15,6 +15,7 @@ consumer groups) will drive the same machine.
 
 from __future__ import annotations
 
+import logging
 import random
 import ssl
 import time
@@ -44,6 +45,7 @@ from kafkastate.core.protocol.records import Record
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
+    KafkaError,
     KafkaTimeoutError,
 )
 from kafkastate.structs import (
@@ -54,6 +56,8 @@ from kafkastate.structs import (
 )
 
 __all__ = ["Consumer", "build_fetcher_config", "open_consumer"]
+
+log = logging.getLogger("kafkastate.consumer")
 
 Deserializer = Callable[[bytes | None], Any]
 _PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -681,6 +685,8 @@ async def open_consumer(
     key_deserializer: Deserializer | None = None,
     value_deserializer: Deserializer | None = None,
     max_poll_records: int | None = None,
+    enable_auto_commit: bool = False,
+    auto_commit_interval_ms: float = 5000,
     **options: Any,
 ) -> AsyncIterator[Consumer]:
     """Run a consumer for the duration of an ``async with`` block (asyncio or trio).
@@ -691,6 +697,9 @@ async def open_consumer(
         key_deserializer: bytes -> key, or None.
         value_deserializer: bytes -> value, or None.
         max_poll_records: default record limit per :meth:`Consumer.getmany`.
+        enable_auto_commit: with a ``group_id``, commit the positions every
+            ``auto_commit_interval_ms`` and when the block exits normally.
+        auto_commit_interval_ms: the auto-commit period.
         options: :func:`build_fetcher_config` options (``group_id``,
             ``auto_offset_reset``, ``isolation_level``, ``fetch_*``, TLS, SASL...).
 
@@ -702,6 +711,8 @@ async def open_consumer(
         TypeError: an unknown option.
     """
     config, tls = build_fetcher_config(bootstrap_servers, **options)
+    if enable_auto_commit and config.group_id is None:
+        enable_auto_commit = False  # nothing to commit to (aiokafka ignores it too)
     machine = FetcherMachine(config, rng=random.SystemRandom())
     consumer = Consumer(
         machine,
@@ -717,15 +728,29 @@ async def open_consumer(
         connect_timeout=config.client.socket_connection_setup_timeout,
     )
     try:
-        async with driver:
+        async with driver, anyio.create_task_group() as tg:
             consumer._attach(driver)
             try:
                 if topics:
                     consumer.subscribe(list(topics))
+                if enable_auto_commit:
+                    tg.start_soon(_auto_commit, consumer, auto_commit_interval_ms / 1000)
                 yield consumer
+                if enable_auto_commit:
+                    await consumer.commit()
             finally:
+                tg.cancel_scope.cancel()
                 machine.close()
                 consumer._attach(None)
     finally:
         consumer._data.set()
         consumer._changed.set()
+
+
+async def _auto_commit(consumer: Consumer, interval: float) -> None:
+    while True:
+        await anyio.sleep(interval)
+        try:
+            await consumer.commit()
+        except KafkaError as exc:  # the next period tries again, as the Java client does
+            log.warning("auto-commit failed: %s", exc)

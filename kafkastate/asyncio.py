@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final
 
+from kafkastate._anyio_consumer import Consumer, build_fetcher_config, open_consumer
 from kafkastate.anyio import (
     BatchBuilder,
     Delivery,
@@ -28,13 +29,18 @@ from kafkastate.anyio import (
     open_producer,
 )
 from kafkastate.core.producer.partitioner import CustomPartitioner
-from kafkastate.errors import KafkaError
+from kafkastate.errors import IllegalStateError, KafkaError
+from kafkastate.structs import ConsumerRecord, OffsetAndTimestamp, TopicPartition
 
 __all__ = [
+    "AIOKafkaConsumer",
     "AIOKafkaProducer",
+    "ConsumerRecord",
     "BatchBuilder",
     "Producer",
     "RecordMetadata",
+    "TopicPartition",
+    "open_consumer",
     "open_producer",
 ]
 
@@ -406,3 +412,331 @@ def _settle(future: asyncio.Future[RecordMetadata], delivery: Delivery) -> None:
         future.set_result(delivery.result())
     except KafkaError as exc:
         future.set_exception(exc)
+
+
+_CONSUMER_UNSUPPORTED: Final = frozenset(
+    {
+        "loop",
+        "api_version",
+        "partition_assignment_strategy",
+        "max_poll_interval_ms",
+        "rebalance_timeout_ms",
+        "session_timeout_ms",
+        "heartbeat_interval_ms",
+        "exclude_internal_topics",
+        "group_instance_id",
+        "sasl_kerberos_service_name",
+        "sasl_kerberos_domain_name",
+        "sasl_oauth_token_provider",
+    }
+)
+
+
+class AIOKafkaConsumer:
+    """An asyncio consumer with aiokafka's interface, without group membership yet.
+
+    Give partitions with :meth:`assign`, or topics (here or in :meth:`subscribe`) to read
+    every partition of them -- aiokafka's behaviour without a ``group_id``. With a
+    ``group_id``, committed offsets are read and written for the assigned partitions.
+    Options of aiokafka's group protocol raise ``TypeError`` naming them.
+
+    Args:
+        topics: topics to read every partition of.
+        bootstrap_servers: ``"host[:port],..."`` or a list of such strings.
+        client_id: ``client.id``.
+        group_id: where offsets are committed; None for none.
+        key_deserializer: bytes -> key.
+        value_deserializer: bytes -> value.
+        fetch_max_wait_ms: ``fetch.max.wait.ms``.
+        fetch_max_bytes: ``fetch.max.bytes``.
+        fetch_min_bytes: ``fetch.min.bytes``.
+        max_partition_fetch_bytes: ``max.partition.fetch.bytes``.
+        request_timeout_ms: ``request.timeout.ms``.
+        retry_backoff_ms: ``retry.backoff.ms``.
+        auto_offset_reset: ``"earliest"``, ``"latest"`` or ``"none"``.
+        enable_auto_commit: commit positions periodically and on stop (with a group_id).
+        auto_commit_interval_ms: the auto-commit period.
+        check_crcs: ``check.crcs``.
+        metadata_max_age_ms: ``metadata.max.age.ms``.
+        max_poll_records: records per ``getmany`` at most (None: no limit but 500).
+        connections_max_idle_ms: ``connections.max.idle.ms``.
+        isolation_level: ``"read_uncommitted"`` or ``"read_committed"``.
+        consumer_timeout_ms: accepted for compatibility (the fetcher never sleeps idle).
+        client_rack: ``client.rack`` (KIP-392).
+        security_protocol: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
+        ssl_context: TLS settings.
+        sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
+        sasl_plain_username: SASL user.
+        sasl_plain_password: SASL password.
+        unsupported: aiokafka options kafkastate does not implement yet.
+
+    Raises:
+        TypeError: an unsupported or unknown option.
+        KafkaConfigurationError: a bad option value (a ValueError).
+    """
+
+    def __init__(
+        self,
+        *topics: str,
+        bootstrap_servers: str | Sequence[str] = "localhost",
+        client_id: str | None = "kafkastate",
+        group_id: str | None = None,
+        key_deserializer: Callable[[bytes | None], Any] | None = None,
+        value_deserializer: Callable[[bytes | None], Any] | None = None,
+        fetch_max_wait_ms: float = 500,
+        fetch_max_bytes: int = 52_428_800,
+        fetch_min_bytes: int = 1,
+        max_partition_fetch_bytes: int = 1_048_576,
+        request_timeout_ms: float = 40000,
+        retry_backoff_ms: float = 100,
+        auto_offset_reset: str = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: float = 5000,
+        check_crcs: bool = True,
+        metadata_max_age_ms: float = 300000,
+        max_poll_records: int | None = None,
+        connections_max_idle_ms: float = 540000,
+        isolation_level: str = "read_uncommitted",
+        consumer_timeout_ms: float = 200,
+        client_rack: str | None = None,
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        sasl_mechanism: str = "PLAIN",
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
+        **unsupported: Any,
+    ) -> None:
+        if unsupported:
+            names = sorted(unsupported)
+            known = [n for n in names if n in _CONSUMER_UNSUPPORTED]
+            unknown = [n for n in names if n not in _CONSUMER_UNSUPPORTED]
+            parts = []
+            if known:
+                parts.append(f"aiokafka option(s) not supported by kafkastate: {', '.join(known)}")
+            if unknown:
+                parts.append(f"unknown option(s): {', '.join(unknown)}")
+            raise TypeError("AIOKafkaConsumer: " + "; ".join(parts))
+        sasl = security_protocol.startswith("SASL")
+        self._options: dict[str, Any] = {
+            "client_id": client_id,
+            "group_id": group_id,
+            "auto_offset_reset": auto_offset_reset,
+            "isolation_level": isolation_level,
+            "fetch_min_bytes": fetch_min_bytes,
+            "fetch_max_wait_ms": fetch_max_wait_ms,
+            "fetch_max_bytes": fetch_max_bytes,
+            "max_partition_fetch_bytes": max_partition_fetch_bytes,
+            "check_crcs": check_crcs,
+            "client_rack": client_rack,
+            "request_timeout_ms": request_timeout_ms,
+            "retry_backoff_ms": retry_backoff_ms,
+            "metadata_max_age_ms": metadata_max_age_ms,
+            "connections_max_idle_ms": connections_max_idle_ms,
+            "security_protocol": security_protocol,
+            "ssl_context": ssl_context,
+            "sasl_mechanism": sasl_mechanism if sasl else None,
+            "sasl_plain_username": sasl_plain_username,
+            "sasl_plain_password": sasl_plain_password,
+        }
+        build_fetcher_config(bootstrap_servers, **self._options)  # validate now
+        self._bootstrap = bootstrap_servers
+        self._topics = topics
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self._max_poll_records = max_poll_records
+        self._auto_commit = enable_auto_commit
+        self._auto_commit_interval = auto_commit_interval_ms
+        self._task: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Event | None = None
+        self._consumer: Consumer | None = None
+
+    async def start(self) -> None:
+        """Start the background task that owns the connections, and subscribe to the
+        topics given to the constructor.
+
+        Raises:
+            RuntimeError: already started.
+        """
+        if self._task is not None:
+            raise RuntimeError("AIOKafkaConsumer.start() was already called")
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[Consumer] = loop.create_future()
+        self._stopping = asyncio.Event()
+        self._task = task = loop.create_task(self._run(ready, self._stopping))
+        waiting: set[asyncio.Future[Any]] = {ready, task}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.done():
+            self._task = None
+            task.result()
+            raise RuntimeError("the consumer task ended before it started")
+        self._consumer = ready.result()
+
+    async def stop(self) -> None:
+        """Commit (with auto-commit on) and close the connections."""
+        task, stopping = self._task, self._stopping
+        if task is None or stopping is None:
+            return
+        stopping.set()
+        try:
+            await task
+        finally:
+            self._task = None
+            self._consumer = None
+
+    async def __aenter__(self) -> AIOKafkaConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    def _running(self) -> Consumer:
+        if self._consumer is None:
+            raise IllegalStateError("AIOKafkaConsumer is not started: call `await start()`")
+        return self._consumer
+
+    async def _run(self, ready: asyncio.Future[Consumer], stopping: asyncio.Event) -> None:
+        async with open_consumer(
+            *self._topics,
+            bootstrap_servers=self._bootstrap,
+            key_deserializer=self._key_deserializer,
+            value_deserializer=self._value_deserializer,
+            max_poll_records=self._max_poll_records,
+            enable_auto_commit=self._auto_commit,
+            auto_commit_interval_ms=self._auto_commit_interval,
+            **self._options,
+        ) as consumer:
+            ready.set_result(consumer)
+            await stopping.wait()
+
+    # The rest delegates to kafkastate.anyio.Consumer.
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Read exactly these partitions."""
+        self._running().assign(partitions)
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions being read."""
+        return set(self._running().assignment())
+
+    def subscribe(
+        self, topics: Sequence[str] = (), pattern: str | None = None, listener: Any = None
+    ) -> None:
+        """Read every partition of ``topics``.
+
+        Raises:
+            IllegalStateError: a pattern or a rebalance listener (they need groups).
+        """
+        if pattern is not None or listener is not None:
+            raise IllegalStateError("subscribe(pattern=, listener=) needs consumer groups")
+        self._running().subscribe(list(topics))
+
+    def subscription(self) -> set[str]:
+        """The subscribed topics."""
+        return set(self._running().subscription())
+
+    def unsubscribe(self) -> None:
+        """Drop the subscription and the assignment."""
+        self._running().unsubscribe()
+
+    async def getone(self, *partitions: tuple[str, int]) -> ConsumerRecord:
+        """The next record (of these partitions)."""
+        return await self._running().getone(*partitions)
+
+    async def getmany(
+        self, *partitions: tuple[str, int], timeout_ms: float = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Fetched records per partition, waiting up to ``timeout_ms`` for the first."""
+        return await self._running().getmany(
+            *partitions, timeout_ms=timeout_ms, max_records=max_records
+        )
+
+    def __aiter__(self) -> AIOKafkaConsumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        if self._consumer is None:
+            raise StopAsyncIteration  # stopped: aiokafka ends the iteration too
+        return await self._consumer.getone()
+
+    def seek(self, partition: tuple[str, int], offset: int) -> None:
+        """Read ``partition`` from ``offset`` next."""
+        self._running().seek(partition, offset)
+
+    async def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
+        """Read from the log start."""
+        await self._running().seek_to_beginning(*partitions)
+
+    async def seek_to_end(self, *partitions: tuple[str, int]) -> None:
+        """Read only new records."""
+        await self._running().seek_to_end(*partitions)
+
+    async def seek_to_committed(self, *partitions: tuple[str, int]) -> None:
+        """Go back to the committed offsets."""
+        await self._running().seek_to_committed(*partitions)
+
+    async def position(self, partition: tuple[str, int]) -> int:
+        """The offset of the next record to be returned."""
+        return await self._running().position(partition)
+
+    async def committed(self, partition: tuple[str, int]) -> int | None:
+        """The group's committed offset, or None."""
+        return await self._running().committed(partition)
+
+    async def commit(self, offsets: Mapping[tuple[str, int], Any] | None = None) -> None:
+        """Commit offsets (default: the positions of every assigned partition)."""
+        await self._running().commit(offsets)
+
+    def highwater(self, partition: tuple[str, int]) -> int | None:
+        """The high watermark of the last fetch."""
+        return self._running().highwater(partition)
+
+    def last_stable_offset(self, partition: tuple[str, int]) -> int | None:
+        """The last stable offset of the last fetch."""
+        return self._running().last_stable_offset(partition)
+
+    def last_poll_timestamp(self, partition: tuple[str, int]) -> int | None:
+        """When records of ``partition`` were last returned (ms since the epoch)."""
+        return self._running().last_poll_timestamp(partition)
+
+    def pause(self, *partitions: tuple[str, int]) -> None:
+        """Stop fetching these partitions."""
+        self._running().pause(*partitions)
+
+    def resume(self, *partitions: tuple[str, int]) -> None:
+        """Undo :meth:`pause`."""
+        self._running().resume(*partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        """The paused partitions."""
+        return set(self._running().paused())
+
+    async def beginning_offsets(
+        self, partitions: Iterable[tuple[str, int]]
+    ) -> dict[TopicPartition, int]:
+        """The log start offsets."""
+        return await self._running().beginning_offsets(partitions)
+
+    async def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
+        """The log end offsets."""
+        return await self._running().end_offsets(partitions)
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[tuple[str, int], int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The first offsets at or after the timestamps (ms)."""
+        return await self._running().offsets_for_times(timestamps)
+
+    async def topics(self) -> set[str]:
+        """Every topic in the cluster."""
+        return set(await self._running().topics())
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        """The partitions of ``topic`` from the metadata at hand (aiokafka: no request)."""
+        found = self._running().machine.client.cluster.partitions_for(topic)
+        return None if found is None else set(found)

@@ -253,3 +253,57 @@ def test_bad_consumer_options_are_typed() -> None:
         KafkaConsumer(bootstrap_servers="localhost:1", bogus=1)
     with pytest.raises(KafkaConfigurationError, match="session_timeout_ms"):
         KafkaConsumer(bootstrap_servers="localhost:1", session_timeout_ms=10_000)
+
+
+def test_aiokafka_consumer(kafka_cluster: Any) -> None:
+    import asyncio  # noqa: PLC0415
+
+    from kafkastate.asyncio import AIOKafkaConsumer  # noqa: PLC0415
+
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=2)
+    written = _produce(bootstrap, topic, 20, partitions=2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> list[Any]:
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            value_deserializer=lambda v: v.decode(),
+        )
+        with pytest.raises(IllegalStateError, match="not started"):
+            consumer.assignment()
+        await consumer.start()
+        got: list[Any] = []
+        try:
+            async with asyncio.timeout(30):
+                async for record in consumer:
+                    got.append(record)
+                    if len(got) == 20:
+                        break
+            assert consumer.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+            assert consumer.partitions_for_topic(topic) == {0, 1}
+            assert await consumer.end_offsets([TopicPartition(topic, 0)]) == {
+                TopicPartition(topic, 0): 10
+            }
+        finally:
+            await consumer.stop()  # auto-commit on stop
+        async with AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group) as again:
+            again.assign([TopicPartition(topic, 0)])
+            assert await again.committed(TopicPartition(topic, 0)) == 10
+        return got
+
+    got = asyncio.run(main())
+    assert sorted((r.partition, r.offset) for r in got) == [
+        (p, o) for p in (0, 1) for o in range(10)
+    ]
+    assert {r.value for r in got} == {v.decode() for _p, _k, v, _h in written}
+
+
+def test_aiokafka_consumer_refuses_group_protocol_options() -> None:
+    from kafkastate.asyncio import AIOKafkaConsumer  # noqa: PLC0415
+
+    with pytest.raises(TypeError, match="session_timeout_ms"):
+        AIOKafkaConsumer("t", bootstrap_servers="localhost:1", session_timeout_ms=1000)
