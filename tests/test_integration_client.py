@@ -33,19 +33,26 @@ def _client(bootstrap: str, topic: str) -> BlockingClient:
 
 
 def _produce_to_leader(client: BlockingClient, topic: str, value: bytes) -> int:
-    cluster = client.client.cluster
-    leader = cluster.leader_for(topic, 0)
-    assert leader is not None
-    topic_id = cluster.topics[topic].topic_id
     builder = RecordBatchBuilder()
     builder.append(int(time.time() * 1000), None, value)
     batch = builder.build()
+    # A partition created a moment ago may answer NOT_LEADER_OR_FOLLOWER until its leader
+    # has finished becoming one: a raw request is retried as a client would.
+    for _ in range(50):
+        cluster = client.client.cluster
+        leader = cluster.leader_for(topic, 0)
+        assert leader is not None
+        topic_id = cluster.topics[topic].topic_id
 
-    def factory(versions: ApiVersionTable) -> Any:
-        return produce_request(versions, {(topic, topic_id, 0): batch}, acks=-1, timeout=10)
+        def factory(versions: ApiVersionTable, topic_id: Any = topic_id) -> Any:
+            return produce_request(versions, {(topic, topic_id, 0): batch}, acks=-1, timeout=10)
 
-    done = client.request(factory, node_id=leader)
-    part = done.response.responses[0].partition_responses[0]
+        done = client.request(factory, node_id=leader)
+        part = done.response.responses[0].partition_responses[0]
+        if int(part.error_code) != 6:  # NOT_LEADER_OR_FOLLOWER
+            break
+        time.sleep(0.1)
+        client.wait_for_metadata()
     assert int(part.error_code) == 0, part
     return int(part.base_offset)
 
