@@ -234,7 +234,6 @@ def fetch_request_from_session(
     cls = versions.request_type(ApiKey.FETCH)
     topic_cls = nested_type(cls, "FetchTopic")
     part_cls = nested_type(cls, "FetchPartition")
-    forgotten_cls = nested_type(cls, "ForgottenTopic")
     topics = tuple(
         build(topic_cls, topic=name, topic_id=tid, partitions=tuple(parts))
         for (name, tid), parts in _group(
@@ -250,10 +249,13 @@ def fetch_request_from_session(
             ),
         )
     )
-    forgotten = tuple(
-        build(forgotten_cls, topic=name, topic_id=tid, partitions=tuple(parts))
-        for (name, tid), parts in _group(data.to_forget, lambda s: s.partition)
-    )
+    forgotten: tuple[Any, ...] = ()
+    if data.to_forget:  # only in incremental requests, so v7+ (sessions) has the type
+        forgotten_cls = nested_type(cls, "ForgottenTopic")
+        forgotten = tuple(
+            build(forgotten_cls, topic=name, topic_id=tid, partitions=tuple(parts))
+            for (name, tid), parts in _group(data.to_forget, lambda s: s.partition)
+        )
     return build(
         cls,
         replica_id=-1,
