@@ -442,7 +442,7 @@ class FetcherMachine:
                 self._completed.pop(tp, None)
         for tp in wanted:
             if tp not in self._parts:
-                self._parts[tp] = self._fresh_partition()
+                self._parts[tp] = self._fresh_partition(tp)
         self._client.metadata.add_topics(sorted({t for t, _ in wanted}))
         self._step(now)
 
@@ -682,24 +682,20 @@ class FetcherMachine:
             raise LocalProtocolError(f"partition {tp[0]}-{tp[1]} is not assigned")
         return p
 
-    def _fresh_partition(self) -> _Partition:
+    def _fresh_partition(self, tp: TopicPartition) -> _Partition:
         if self.config.group_id is not None:
             return _Partition(state=PositionState.AWAIT_COMMITTED)
-        return self._reset_partition()
-
-    def _reset_partition(self) -> _Partition:
         p = _Partition(state=PositionState.AWAIT_RESET)
-        self._apply_policy(p, None)
+        self._apply_policy(p, tp)
         return p
 
-    def _apply_policy(self, p: _Partition, tp: TopicPartition | None) -> None:
+    def _apply_policy(self, p: _Partition, tp: TopicPartition) -> None:
         """No valid position: reset by ``auto_offset_reset`` or fail (``none``)."""
         ts = _RESETS[self.config.auto_offset_reset]
         if ts is None:
-            where = "" if tp is None else f" {tp[0]}-{tp[1]}"
             p.state = PositionState.FAILED
             p.error = NoOffsetForPartitionError(
-                f"no valid offset for partition{where} and auto_offset_reset is 'none'"
+                f"no valid offset for partition {tp[0]}-{tp[1]} and auto_offset_reset is 'none'"
             )
         else:
             p.state, p.reset_to = PositionState.AWAIT_RESET, ts
