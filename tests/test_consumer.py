@@ -307,3 +307,69 @@ def test_aiokafka_consumer_refuses_group_protocol_options() -> None:
 
     with pytest.raises(TypeError, match="session_timeout_ms"):
         AIOKafkaConsumer("t", bootstrap_servers="localhost:1", session_timeout_ms=1000)
+
+
+@pytest.mark.parametrize("adapter", ["sync", "trio"])
+def test_read_committed_hides_aborted_transactions(kafka_cluster: Any, adapter: str) -> None:
+    # The transactions are written by kafka-python (an independent client) until
+    # kafkastate's own transactional producer exists.
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=1)
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=bootstrap, transactional_id=f"tx-{uuid.uuid4().hex[:8]}"
+    )
+    producer.init_transactions()
+    producer.begin_transaction()
+    for i in range(3):
+        producer.send(topic, f"committed-{i}".encode(), partition=0)
+    producer.commit_transaction()
+    producer.begin_transaction()
+    for i in range(3):
+        producer.send(topic, f"aborted-{i}".encode(), partition=0)
+    producer.flush()
+    producer.abort_transaction()
+    producer.begin_transaction()
+    producer.send(topic, b"committed-last", partition=0)
+    producer.commit_transaction()
+    producer.close()
+    expected_committed = [b"committed-0", b"committed-1", b"committed-2", b"committed-last"]
+
+    def read(isolation: str, count: int) -> list[bytes]:
+        if adapter == "sync":
+            with KafkaConsumer(
+                topic,
+                bootstrap_servers=bootstrap,
+                auto_offset_reset="earliest",
+                isolation_level=isolation,
+            ) as c:
+                return [r.value for r in _drain_sync(c, count)]
+
+        async def main() -> list[bytes]:
+            got: list[bytes] = []
+            async with open_consumer(
+                topic,
+                bootstrap_servers=bootstrap,
+                auto_offset_reset="earliest",
+                isolation_level=isolation,
+            ) as consumer:
+                with anyio.move_on_after(20):
+                    while len(got) < count:
+                        batch = await consumer.getmany(timeout_ms=1000)
+                        got.extend(r.value for rs in batch.values() for r in rs)
+                batch = await consumer.getmany(timeout_ms=500)
+                got.extend(r.value for rs in batch.values() for r in rs)
+            return got
+
+        return anyio.run(main, backend="trio")
+
+    assert read("read_committed", 4) == expected_committed
+    everything = read("read_uncommitted", 7)
+    assert everything == [
+        b"committed-0",
+        b"committed-1",
+        b"committed-2",
+        b"aborted-0",
+        b"aborted-1",
+        b"aborted-2",
+        b"committed-last",
+    ]
