@@ -26,8 +26,8 @@ from typing import Any, Final
 import anyio
 
 from kafkastate.adapters._async_driver import AsyncDriver
-from kafkastate.core.client import ClientConfig, MetadataUpdated
-from kafkastate.core.connection import ConnectionConfig
+from kafkastate.adapters._common import build_client_config, check_ms
+from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.consumer.fetcher import (
     EARLIEST,
     LATEST,
@@ -40,7 +40,6 @@ from kafkastate.core.consumer.fetcher import (
     PositionState,
     RecordsFetched,
 )
-from kafkastate.core.metadata import MetadataConfig
 from kafkastate.core.protocol.records import Record
 from kafkastate.errors import (
     IllegalStateError,
@@ -60,7 +59,6 @@ __all__ = ["Consumer", "build_fetcher_config", "open_consumer"]
 log = logging.getLogger("kafkastate.consumer")
 
 Deserializer = Callable[[bytes | None], Any]
-_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 def to_consumer_records(
@@ -618,48 +616,23 @@ def build_fetcher_config(
     Raises:
         KafkaConfigurationError: a bad option value (a ValueError).
     """
-    if security_protocol not in _PROTOCOLS:
-        raise KafkaConfigurationError(
-            f"security_protocol must be one of {', '.join(_PROTOCOLS)}, got {security_protocol!r}"
-        )
-    tls = security_protocol.endswith("SSL")
-    if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
-        raise KafkaConfigurationError(f"ssl_context must be an ssl.SSLContext, got {ssl_context!r}")
-    if ssl_context is not None and not tls:
-        raise KafkaConfigurationError(
-            f"ssl_context given but security_protocol is {security_protocol!r}; use 'SSL'"
-        )
-    if tls and ssl_context is None:
-        ssl_context = ssl.create_default_context()
-    sasl = security_protocol.startswith("SASL")
-    if sasl and sasl_mechanism is None:
-        sasl_mechanism = "PLAIN"
-    for name, value in (
-        ("fetch_max_wait_ms", fetch_max_wait_ms),
-        ("request_timeout_ms", request_timeout_ms),
-        ("retry_backoff_ms", retry_backoff_ms),
-        ("metadata_max_age_ms", metadata_max_age_ms),
-        ("connections_max_idle_ms", connections_max_idle_ms),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise KafkaConfigurationError(f"{name} must be a number of ms >= 0, got {value!r}")
+    check_ms(fetch_max_wait_ms=fetch_max_wait_ms)
+    client, ssl_context = build_client_config(
+        bootstrap_servers,
+        client_id=client_id,
+        request_timeout_ms=request_timeout_ms,
+        retry_backoff_ms=retry_backoff_ms,
+        metadata_max_age_ms=metadata_max_age_ms,
+        connections_max_idle_ms=connections_max_idle_ms,
+        security_protocol=security_protocol,
+        ssl_context=ssl_context,
+        sasl_mechanism=sasl_mechanism,
+        sasl_plain_username=sasl_plain_username,
+        sasl_plain_password=sasl_plain_password,
+    )
     try:
         config = FetcherConfig(
-            client=ClientConfig(
-                bootstrap_servers=bootstrap_servers,
-                connection=ConnectionConfig(
-                    client_id=client_id,
-                    request_timeout=request_timeout_ms / 1000,
-                    sasl_mechanism=sasl_mechanism if sasl else None,
-                    sasl_username=sasl_plain_username,
-                    sasl_password=sasl_plain_password,
-                ),
-                metadata=MetadataConfig(
-                    metadata_max_age=metadata_max_age_ms / 1000,
-                    retry_backoff=retry_backoff_ms / 1000,
-                ),
-                connections_max_idle=connections_max_idle_ms / 1000,
-            ),
+            client=client,
             group_id=group_id,
             auto_offset_reset=auto_offset_reset,
             isolation_level=isolation_level,

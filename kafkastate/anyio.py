@@ -34,10 +34,8 @@ import attrs
 
 from kafkastate._anyio_consumer import Consumer, open_consumer
 from kafkastate.adapters._async_driver import AsyncDriver
-from kafkastate.adapters._common import no_brokers_error
-from kafkastate.core.client import ClientConfig, MetadataUpdated
-from kafkastate.core.connection import ConnectionConfig
-from kafkastate.core.metadata import MetadataConfig
+from kafkastate.adapters._common import build_client_config, check_ms, no_brokers_error
+from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.producer.accumulator import (
     AccumulatorConfig,
     BufferSpaceFreed,
@@ -86,7 +84,6 @@ _COMPRESSION: Final = {
     "lz4": Compression.LZ4,
     "zstd": Compression.ZSTD,
 }
-_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 @attrs.frozen(kw_only=True)
@@ -732,54 +729,24 @@ def build_producer_config(
             f"compression_type must be one of gzip, snappy, lz4, zstd or None, "
             f"got {compression_type!r}"
         )
-    if security_protocol not in _PROTOCOLS:
-        raise KafkaConfigurationError(
-            f"security_protocol must be one of {', '.join(_PROTOCOLS)}, got {security_protocol!r}"
-        )
-    tls = security_protocol.endswith("SSL")
-    if ssl_context is not None and not tls:
-        raise KafkaConfigurationError(
-            f"ssl_context given but security_protocol is {security_protocol!r}; use 'SSL'"
-        )
-    if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
-        raise KafkaConfigurationError(f"ssl_context must be an ssl.SSLContext, got {ssl_context!r}")
-    if tls and ssl_context is None:
-        ssl_context = ssl.create_default_context()
-    sasl = security_protocol.startswith("SASL")
-    if sasl and sasl_mechanism is None:
-        sasl_mechanism = "PLAIN"
-    if not sasl and sasl_mechanism is not None:
-        raise KafkaConfigurationError(
-            f"sasl_mechanism given but security_protocol is {security_protocol!r}"
-        )
-    for name, value in (
-        ("linger_ms", linger_ms),
-        ("request_timeout_ms", request_timeout_ms),
-        ("delivery_timeout_ms", delivery_timeout_ms),
-        ("retry_backoff_ms", retry_backoff_ms),
-        ("metadata_max_age_ms", metadata_max_age_ms),
-        ("connections_max_idle_ms", connections_max_idle_ms),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise KafkaConfigurationError(f"{name} must be a number of ms >= 0, got {value!r}")
+    check_ms(linger_ms=linger_ms, delivery_timeout_ms=delivery_timeout_ms)
+    client, ssl_context = build_client_config(
+        bootstrap_servers,
+        client_id=client_id,
+        request_timeout_ms=request_timeout_ms,
+        retry_backoff_ms=retry_backoff_ms,
+        metadata_max_age_ms=metadata_max_age_ms,
+        connections_max_idle_ms=connections_max_idle_ms,
+        security_protocol=security_protocol,
+        ssl_context=ssl_context,
+        sasl_mechanism=sasl_mechanism,
+        sasl_plain_username=sasl_plain_username,
+        sasl_plain_password=sasl_plain_password,
+        allow_auto_create_topics=allow_auto_create_topics,
+    )
     try:
         config = ProducerConfig(
-            client=ClientConfig(
-                bootstrap_servers=bootstrap_servers,
-                connection=ConnectionConfig(
-                    client_id=client_id,
-                    request_timeout=request_timeout_ms / 1000,
-                    sasl_mechanism=sasl_mechanism if sasl else None,
-                    sasl_username=sasl_plain_username,
-                    sasl_password=sasl_plain_password,
-                ),
-                metadata=MetadataConfig(
-                    metadata_max_age=metadata_max_age_ms / 1000,
-                    retry_backoff=retry_backoff_ms / 1000,
-                    allow_auto_topic_creation=bool(allow_auto_create_topics),
-                ),
-                connections_max_idle=connections_max_idle_ms / 1000,
-            ),
+            client=client,
             accumulator=AccumulatorConfig(
                 batch_size=batch_size,
                 linger=linger_ms / 1000,

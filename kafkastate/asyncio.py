@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from kafkastate._anyio_consumer import Consumer, build_fetcher_config, open_consumer
 from kafkastate.anyio import (
@@ -44,6 +44,8 @@ __all__ = [
     "open_producer",
 ]
 
+_T = TypeVar("_T")
+
 _UNSUPPORTED: Final = frozenset(
     {
         "loop",
@@ -55,6 +57,54 @@ _UNSUPPORTED: Final = frozenset(
         "sasl_oauth_token_provider",
     }
 )
+
+
+class _Background(Generic[_T]):
+    """The task an asyncio API object runs its anyio context manager in: started by
+    ``start()``, told to leave the block by ``stop()``, which waits for it."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+        self._task: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Event | None = None
+
+    async def start(
+        self, run: Callable[[asyncio.Future[_T], asyncio.Event], Coroutine[Any, Any, None]]
+    ) -> _T:
+        """Run ``run(ready, stopping)`` in a task; return what it puts in ``ready``.
+
+        Raises:
+            RuntimeError: already started, or the task ended before it was ready.
+            BaseException: what ended the task before it was ready.
+        """
+        if self._task is not None:
+            raise RuntimeError(f"{self._what}.start() was already called")
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[_T] = loop.create_future()
+        self._stopping = asyncio.Event()
+        self._task = task = loop.create_task(run(ready, self._stopping))
+        try:
+            waiting: set[asyncio.Future[Any]] = {ready, task}
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            task.cancel()
+            raise
+        if not ready.done():
+            self._task = None
+            task.result()  # raises what stopped it
+            raise RuntimeError(f"the {self._what} task ended before it started")
+        return ready.result()
+
+    async def stop(self) -> None:
+        """Let the task leave its block and wait for it (nothing if not started)."""
+        task, stopping = self._task, self._stopping
+        if task is None or stopping is None:
+            return
+        stopping.set()
+        try:
+            await task
+        finally:
+            self._task = None
 
 
 class AIOKafkaProducer:
@@ -165,8 +215,7 @@ class AIOKafkaProducer:
         self._max_block_ms = request_timeout_ms if max_block_ms is None else max_block_ms
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
-        self._task: asyncio.Task[None] | None = None
-        self._stopping: asyncio.Event | None = None
+        self._background: _Background[Producer] = _Background("AIOKafkaProducer")
         self._producer: Producer | None = None
 
     async def start(self) -> None:
@@ -178,37 +227,16 @@ class AIOKafkaProducer:
                 (a KafkaConnectionError, as aiokafka raises).
             RuntimeError: already started.
         """
-        if self._task is not None:
-            raise RuntimeError("AIOKafkaProducer.start() was already called")
-        loop = asyncio.get_running_loop()
-        ready: asyncio.Future[Producer] = loop.create_future()
-        self._stopping = asyncio.Event()
-        self._task = task = loop.create_task(self._run(ready, self._stopping))
-        try:
-            waiting: set[asyncio.Future[Any]] = {ready, task}
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:
-            task.cancel()
-            raise
-        if not ready.done():
-            self._task = None
-            task.result()  # raises what stopped it
-            raise RuntimeError("the producer task ended before it started")
-        self._producer = ready.result()
+        self._producer = await self._background.start(self._run)
 
     async def stop(self) -> None:
         """Deliver what is pending, close the connections, end the background task.
 
         Cancelling ``stop()`` aborts: pending records fail with ProducerClosedError.
         """
-        task, stopping = self._task, self._stopping
-        if task is None or stopping is None:
-            return
-        stopping.set()
         try:
-            await task
+            await self._background.stop()
         finally:
-            self._task = None
             self._producer = None
 
     async def __aenter__(self) -> AIOKafkaProducer:
@@ -546,8 +574,7 @@ class AIOKafkaConsumer:
         self._max_poll_records = max_poll_records
         self._auto_commit = enable_auto_commit
         self._auto_commit_interval = auto_commit_interval_ms
-        self._task: asyncio.Task[None] | None = None
-        self._stopping: asyncio.Event | None = None
+        self._background: _Background[Consumer] = _Background("AIOKafkaConsumer")
         self._consumer: Consumer | None = None
 
     async def start(self) -> None:
@@ -557,30 +584,13 @@ class AIOKafkaConsumer:
         Raises:
             RuntimeError: already started.
         """
-        if self._task is not None:
-            raise RuntimeError("AIOKafkaConsumer.start() was already called")
-        loop = asyncio.get_running_loop()
-        ready: asyncio.Future[Consumer] = loop.create_future()
-        self._stopping = asyncio.Event()
-        self._task = task = loop.create_task(self._run(ready, self._stopping))
-        waiting: set[asyncio.Future[Any]] = {ready, task}
-        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        if not ready.done():
-            self._task = None
-            task.result()
-            raise RuntimeError("the consumer task ended before it started")
-        self._consumer = ready.result()
+        self._consumer = await self._background.start(self._run)
 
     async def stop(self) -> None:
         """Commit (with auto-commit on) and close the connections."""
-        task, stopping = self._task, self._stopping
-        if task is None or stopping is None:
-            return
-        stopping.set()
         try:
-            await task
+            await self._background.stop()
         finally:
-            self._task = None
             self._consumer = None
 
     async def __aenter__(self) -> AIOKafkaConsumer:
