@@ -11,7 +11,8 @@ Run with ``./ks demo``. It starts a local Apache Kafka broker through the harnes
 4. produces keyed records to a 3-partition topic through the three producer APIs --
    asyncio (``AIOKafkaProducer``, aiokafka's interface), trio (``open_producer``) and
    blocking (``KafkaProducer``, kafka-python's interface), idempotent with lz4 -- and
-   fetches them back per partition;
+   consumes them back with ``KafkaConsumer`` (kafka-python's) and trio's
+   ``open_consumer``;
 5. deletes the topics and stops the broker.
 """
 
@@ -32,8 +33,9 @@ from kafkastate.core.protocol.compression import Compression
 from kafkastate.core.protocol.records import RecordBatchBuilder, iter_batches
 from kafkastate.core.protocol.requests import NewTopic
 from kafkastate.core.protocol.versions import ApiKey, api_name
-from kafkastate.sync import KafkaProducer
+from kafkastate.sync import KafkaConsumer, KafkaProducer
 from kafkastate.testing import KafkaCluster
+from kafkastate.trio import open_consumer as trio_open_consumer
 from kafkastate.trio import open_producer as trio_open_producer
 
 
@@ -98,20 +100,7 @@ def run(cluster: KafkaCluster) -> None:
         admin.create_topics([NewTopic(name=produced, num_partitions=3)])
         print(f"created topic {produced!r} with 3 partitions")
         produce_with_every_api(cluster.bootstrap, produced)
-        by_partition: dict[int, list[bytes]] = {}
-        for partition in range(3):
-            offset, high_watermark = 0, 1
-            while offset < high_watermark:
-                data, high_watermark = admin.fetch(produced, partition, offset)
-                for batch in iter_batches(data):
-                    for record in batch:
-                        assert record.key is not None
-                        by_partition.setdefault(partition, []).append(record.key)
-                    offset = batch.next_offset
-        for partition, keys in sorted(by_partition.items()):
-            print(f"  partition {partition}: {b' '.join(keys).decode()}")
-        total = sum(len(keys) for keys in by_partition.values())
-        print(f"fetched {total} records back: each key in one partition, in send order")
+        consume_with_every_api(cluster.bootstrap, produced, expected=12)
         admin.delete_topics([topic, produced])
         print(f"deleted topics {topic!r} and {produced!r}")
 
@@ -152,6 +141,38 @@ def produce_with_every_api(bootstrap: str, topic: str) -> None:
         for key, future in futures:
             meta = future.get(timeout=30)
             print(f"sync:    {key} -> partition {meta.partition} offset {meta.offset}")
+
+
+def consume_with_every_api(bootstrap: str, topic: str, *, expected: int) -> None:
+    """Read the records back with the blocking consumer and with trio's."""
+    by_partition: dict[int, list[str]] = {}
+    with KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        key_deserializer=lambda k: k.decode(),
+        consumer_timeout_ms=3000,
+    ) as consumer:
+        for record in consumer:  # stops 3 s after the last record
+            by_partition.setdefault(record.partition, []).append(record.key)
+    for partition, keys in sorted(by_partition.items()):
+        print(f"  partition {partition}: {' '.join(keys)}")
+    total = sum(len(keys) for keys in by_partition.values())
+    print(f"KafkaConsumer read {total} records: each key in one partition, in send order")
+
+    async def with_trio() -> int:
+        count = 0
+        async with trio_open_consumer(
+            topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest"
+        ) as consumer:
+            with trio.move_on_after(20):
+                async for _record in consumer:
+                    count += 1
+                    if count == expected:
+                        break
+        return count
+
+    print(f"trio open_consumer read {trio.run(with_trio)} records")
 
 
 if __name__ == "__main__":
