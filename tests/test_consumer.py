@@ -373,3 +373,49 @@ def test_read_committed_hides_aborted_transactions(kafka_cluster: Any, adapter: 
         b"aborted-2",
         b"committed-last",
     ]
+
+
+def test_consumption_resumes_after_the_leader_is_killed(kafka_cluster3: Any) -> None:
+    if not kafka_cluster3.controllable:
+        pytest.skip("KAFKASTATE_BOOTSTRAP3 names a cluster the harness cannot kill brokers of")
+    bootstrap = kafka_cluster3.bootstrap
+    topic = f"consume3-{uuid.uuid4().hex[:6]}"
+    with BlockingAdmin(bootstrap) as admin:
+        admin.create_topics(
+            [
+                NewTopic(
+                    name=topic,
+                    num_partitions=1,
+                    replication_factor=3,
+                    configs={"min.insync.replicas": "2"},
+                )
+            ]
+        )
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(300):
+        producer.send(topic, str(i).encode(), partition=0)
+    producer.flush(30)
+    tp = TopicPartition(topic, 0)
+    got: list[int] = []
+    with KafkaConsumer(
+        bootstrap_servers=bootstrap, max_poll_records=50, request_timeout_ms=10_000
+    ) as consumer:
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        while len(got) < 100:
+            got.extend(int(r.value) for r in consumer.poll(timeout_ms=1000).get(tp, []))
+        leader = consumer._machine.client.cluster.leader_for(topic, 0)
+        assert leader is not None
+        victim = kafka_cluster3.broker(int(leader))
+        victim.kill()  # SIGKILL: the partition moves to another replica
+        try:
+            for i in range(300, 400):  # more records, written to the new leader
+                producer.send(topic, str(i).encode(), partition=0)
+            producer.flush(60)
+            deadline = time.monotonic() + 60
+            while len(got) < 400 and time.monotonic() < deadline:
+                got.extend(int(r.value) for r in consumer.poll(timeout_ms=1000).get(tp, []))
+        finally:
+            producer.close()
+            victim.restart()
+    assert got == list(range(400))  # nothing skipped, nothing twice, in order
