@@ -419,3 +419,44 @@ def test_consumption_resumes_after_the_leader_is_killed(kafka_cluster3: Any) -> 
             producer.close()
             victim.restart()
     assert got == list(range(400))  # nothing skipped, nothing twice, in order
+
+
+@pytest.mark.parametrize("adapter", ["sync", "trio"])
+def test_deleted_records_reset_by_policy(kafka_cluster: Any, adapter: str) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=1)
+    _produce(bootstrap, topic, 10, partitions=1)
+    tp = TopicPartition(topic, 0)
+    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_records({kafka.TopicPartition(topic, 0): 6})  # log start is now 6
+    finally:
+        admin.close()
+
+    if adapter == "sync":
+        with KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+            c.assign([tp])
+            assert c.beginning_offsets([tp]) == {tp: 6}
+            c.seek(tp, 2)  # deleted: OFFSET_OUT_OF_RANGE, reset to the new log start
+            got = _drain_sync(c, 4)
+            assert [r.offset for r in got] == [6, 7, 8, 9]
+        with KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="none") as strict:
+            strict.assign([tp])
+            strict.seek(tp, 2)
+            with pytest.raises(NoOffsetForPartitionError, match=topic):
+                for _ in range(20):
+                    strict.poll(timeout_ms=500)
+        return
+
+    async def main() -> list[int]:
+        async with open_consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+            c.assign([tp])
+            c.seek(tp, 2)
+            got: list[int] = []
+            with anyio.fail_after(20):
+                while len(got) < 4:
+                    batch = await c.getmany(timeout_ms=1000)
+                    got.extend(r.offset for rs in batch.values() for r in rs)
+            return got
+
+    assert anyio.run(main, backend="trio") == [6, 7, 8, 9]
