@@ -24,7 +24,12 @@ from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.metadata import Metadata, MetadataConfig, NodeId
 from kafkastate.core.protocol.requests import metadata_request
 from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiKey, ApiVersionTable
-from kafkastate.errors import AuthenticationFailedError, KafkaConnectionError, KafkaTimeoutError
+from kafkastate.errors import (
+    AuthenticationFailedError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    LocalProtocolError,
+)
 from tests.peer import (
     api_versions_response,
     metadata_response,
@@ -373,3 +378,19 @@ def test_metadata_in_flight_blocks_second_request() -> None:
     assert md.update_due_at() is None and not md.update_due(100.0)
     md.handle_failure(KafkaTimeoutError("x"))
     assert md.update_due_at() == pytest.approx(0.1)
+
+
+def test_a_separate_connection_to_a_broker_is_its_own_node() -> None:
+    client, _ = bootstrapped()
+    second = client.separate_connection(NodeId(1))
+    assert second == 2**31 - 2 and client.separate_connection(NodeId(1)) == second
+    client.send(_md_factory, now=1.0, node_id=second)
+    (connect,) = drain(client)
+    # same address as broker 1, but a connection of its own
+    assert connect == ConnectRequested(node_id=second, host="10.0.0.1", port=9092)
+    assert client.node_state(NodeId(1)) is NodeState.DISCONNECTED
+    # "any node" requests never pick it
+    client.send(_md_factory, now=1.0)
+    assert all(e.node_id in (1, 2) for e in drain(client) if isinstance(e, ConnectRequested))
+    with pytest.raises(LocalProtocolError, match="second connection"):
+        client.separate_connection(NodeId(-1))  # a bootstrap address is not a broker

@@ -79,6 +79,13 @@ RequestFactory = Callable[[ApiVersionTable], Any]
 _JITTER: Final = 0.2
 
 
+SEPARATE_TOP: Final = 2**31 - 1
+"""Second connections (:meth:`Client.separate_connection`) have ids counting down from
+here, like the Java client's coordinator connection."""
+SEPARATE_BASE: Final = 2**30
+"""Node ids at or above this are second connections, never brokers from metadata."""
+
+
 class NodeState(enum.Enum):
     """Connection state of one node, as the Client sees it."""
 
@@ -362,6 +369,26 @@ class Client:
             raise LocalProtocolError(f"unknown node {node_id}")
         return self._submit(factory, now, node_id, timeout, expect_response, internal=False)
 
+    def separate_connection(self, node_id: NodeId) -> NodeId:
+        """A second connection to broker ``node_id``, under its own id (Java gives the
+        group coordinator one: ``Integer.MAX_VALUE - id``), so that requests sent there
+        do not queue behind a long-polling Fetch on the broker's main connection.
+
+        Returns:
+            The id to send to; the same for the same broker while its address holds.
+
+        Raises:
+            LocalProtocolError: ``node_id`` is not a broker from metadata.
+        """
+        base = self._nodes.get(node_id)
+        if base is None or not 0 <= node_id < SEPARATE_BASE:
+            raise LocalProtocolError(f"no broker {node_id} to open a second connection to")
+        nid = NodeId(SEPARATE_TOP - node_id)
+        node = self._nodes.get(nid)
+        if node is None or (node.host, node.port) != (base.host, base.port) and node.conn is None:
+            self._nodes[nid] = _Node(node_id=nid, host=base.host, port=base.port)
+        return nid
+
     def request_metadata_update(self) -> None:
         """Refresh metadata as soon as the retry backoff allows."""
         self._metadata.request_update()
@@ -562,8 +589,9 @@ class Client:
         return rid
 
     def _candidates(self) -> list[_Node]:
-        """Nodes eligible for 'any node' requests: real brokers once metadata named them."""
-        real = [n for n in self._sorted_nodes() if n.node_id >= 0]
+        """Nodes eligible for 'any node' requests: real brokers once metadata named them
+        (never a second connection made by :meth:`separate_connection`)."""
+        real = [n for n in self._sorted_nodes() if 0 <= n.node_id < SEPARATE_BASE]
         return real or [n for n in self._sorted_nodes() if n.node_id < 0]
 
     def _progress(self, now: float) -> None:

@@ -914,7 +914,8 @@ class FetcherMachine:
             self._client.request_metadata_update()
             self._coordinator_retry_at = now + self.config.retry_backoff
             return
-        self._coordinator = node
+        # Its own connection, as in Java: offset requests do not wait behind a Fetch.
+        self._coordinator = self._client.separate_connection(node)
 
     def _on_query_response(
         self,
