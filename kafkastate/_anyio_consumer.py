@@ -208,7 +208,9 @@ class Consumer:
         if limit < 1:
             raise KafkaConfigurationError(f"max_records must be >= 1, got {limit!r}")
         if self._buffer:
-            return self._from_buffer(partitions, limit)
+            out = self._from_buffer(partitions, limit)
+            if out:
+                return out  # else: what is buffered is for other partitions
         deadline = driver.now() + timeout_ms / 1000
         while True:
             data = self._data

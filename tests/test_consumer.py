@@ -460,3 +460,23 @@ def test_deleted_records_reset_by_policy(kafka_cluster: Any, adapter: str) -> No
             return got
 
     assert anyio.run(main, backend="trio") == [6, 7, 8, 9]
+
+
+def test_getone_for_one_partition_while_another_is_buffered(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=2)
+    _produce(bootstrap, topic, 6, partitions=2)
+
+    async def main() -> list[tuple[int, int]]:
+        async with open_consumer(
+            topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest"
+        ) as consumer:
+            with anyio.fail_after(20):
+                first = await consumer.getone((topic, 0))
+                # the rest of what came with it (both partitions) is buffered; asking for
+                # partition 1 must return its records, not spin on partition 0's
+                second = await consumer.getone((topic, 1))
+                third = await consumer.getone((topic, 1))
+        return [(r.partition, r.offset) for r in (first, second, third)]
+
+    assert anyio.run(main, backend="trio") == [(0, 0), (1, 0), (1, 1)]

@@ -385,7 +385,8 @@ class Client:
             raise LocalProtocolError(f"no broker {node_id} to open a second connection to")
         nid = NodeId(SEPARATE_TOP - node_id)
         node = self._nodes.get(nid)
-        if node is None or (node.host, node.port) != (base.host, base.port) and node.conn is None:
+        moved = node is not None and (node.host, node.port) != (base.host, base.port)
+        if node is None or (moved and node.conn is None):
             self._nodes[nid] = _Node(node_id=nid, host=base.host, port=base.port)
         return nid
 
