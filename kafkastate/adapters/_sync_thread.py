@@ -393,7 +393,8 @@ class ProducerThread:
                     self._handle_events()
                     if self._finished:
                         break
-                    wakes = [t for t in (self._machine.get_timer(), self._deadline()) if t]
+                    times = (self._machine.get_timer(), self._deadline())
+                    wakes = [t for t in times if t is not None]  # 0.0 is a deadline too
                 ready = loop.select(min(wakes) if wakes else None)  # sends may run now
                 with lock:
                     self._drain_waker()
