@@ -224,52 +224,82 @@ class ProducerThread:
             KafkaError: a non-retriable refusal (MessageTooLargeError...).
         """
         inline = self.on_io_thread
-        machine = self._machine
         with self._lock:
             if not self._accepting or self._finished or self._close is not None:
                 raise IllegalStateError("KafkaProducer already closed")
+            woke = None
             if not self._waiting_sends:  # else FIFO: wait behind them
-                steps = machine.steps
-                try:
-                    rid = machine.send(
-                        topic,
-                        value=value,
-                        key=key,
-                        partition=partition,
-                        timestamp_ms=timestamp_ms,
-                        headers=headers,
-                        now=time.monotonic(),
-                    )
-                except KafkaError as exc:
-                    if not exc.retriable:
-                        self._counts["refused"] += 1
-                        raise
-                else:
-                    self._counts["sent"] += 1
-                    self._sinks[rid] = sink
-                    if machine.steps != steps and not inline:
-                        self._wake()
-                    return
-            # Metadata or buffer memory is missing: the IO thread retries on every turn.
-            cmd = _Send(
-                topic=topic,
-                value=value,
-                key=key,
-                headers=headers,
-                partition=partition,
-                timestamp_ms=timestamp_ms,
-                sink=sink,
-                deadline=time.monotonic() + max_block,
-                max_block=max_block,
-                reply=None if inline else Reply(),
-            )
-            self._waiting_sends.append(cmd)
+                woke = self._append_now(
+                    topic, value, key, headers, partition, timestamp_ms, sink, inline
+                )
+            if woke is None:
+                # Metadata or buffer memory is missing: the IO thread retries every turn.
+                cmd = _Send(
+                    topic=topic,
+                    value=value,
+                    key=key,
+                    headers=headers,
+                    partition=partition,
+                    timestamp_ms=timestamp_ms,
+                    sink=sink,
+                    deadline=time.monotonic() + max_block,
+                    max_block=max_block,
+                    reply=None if inline else Reply(),
+                )
+                self._waiting_sends.append(cmd)
+        if woke is not None:
+            if woke:
+                # A batch opened or filled: give the IO thread the GIL now, or a tight send
+                # loop keeps it and records pile up until buffer_memory is full.
+                time.sleep(0)
+            return
         if cmd.reply is None:
             return  # a callback cannot wait; the sink gets the outcome
         self._wake()
         cmd.reply.wait(None)  # the IO thread answers by cmd.deadline
         if cmd.reply.error is not None:
             raise cmd.reply.error
+
+    def _append_now(  # noqa: PLR0917 -- internal, positional for speed
+        self,
+        topic: str,
+        value: bytes | bytearray | memoryview | None,
+        key: bytes | bytearray | memoryview | None,
+        headers: Sequence[tuple[str, bytes | bytearray | memoryview | None]],
+        partition: int | None,
+        timestamp_ms: int,
+        sink: RecordSink,
+        inline: bool,
+    ) -> bool | None:
+        """Append under the lock; None if it must wait (retriable refusal), else whether
+        the IO thread was woken.
+
+        Raises:
+            KafkaError: a refusal that waiting cannot cure.
+        """
+        machine = self._machine
+        steps = machine.steps
+        try:
+            rid = machine.send(
+                topic,
+                value=value,
+                key=key,
+                partition=partition,
+                timestamp_ms=timestamp_ms,
+                headers=headers,
+                now=time.monotonic(),
+            )
+        except KafkaError as exc:
+            if not exc.retriable:
+                self._counts["refused"] += 1
+                raise
+            return None
+        self._counts["sent"] += 1
+        self._sinks[rid] = sink
+        if machine.steps != steps and not inline:
+            self._wake()
+            return True
+        return False
 
     def flush(self, timeout: float | None) -> None:
         """Block until every record sent before has its outcome.
