@@ -59,6 +59,22 @@ _UNSUPPORTED: Final = frozenset(
 )
 
 
+def _refuse_options(owner: str, given: Mapping[str, Any], known: frozenset[str]) -> None:
+    """TypeError naming every option given that kafkastate lacks (``known``: aiokafka
+    options not implemented) or that aiokafka does not have either."""
+    if not given:
+        return
+    names = sorted(given)
+    parts = []
+    lacking = [n for n in names if n in known]
+    unknown = [n for n in names if n not in known]
+    if lacking:
+        parts.append(f"aiokafka option(s) not supported by kafkastate: {', '.join(lacking)}")
+    if unknown:
+        parts.append(f"unknown option(s): {', '.join(unknown)}")
+    raise TypeError(f"{owner}: " + "; ".join(parts))
+
+
 class _Background(Generic[_T]):
     """The task an asyncio API object runs its anyio context manager in: started by
     ``start()``, told to leave the block by ``stop()``, which waits for it."""
@@ -175,16 +191,7 @@ class AIOKafkaProducer:
         allow_auto_create_topics: bool = True,
         **unsupported: Any,
     ) -> None:
-        if unsupported:
-            names = sorted(unsupported)
-            known = [n for n in names if n in _UNSUPPORTED]
-            unknown = [n for n in names if n not in _UNSUPPORTED]
-            parts = []
-            if known:
-                parts.append(f"aiokafka option(s) not supported by kafkastate: {', '.join(known)}")
-            if unknown:
-                parts.append(f"unknown option(s): {', '.join(unknown)}")
-            raise TypeError("AIOKafkaProducer: " + "; ".join(parts))
+        _refuse_options("AIOKafkaProducer", unsupported, _UNSUPPORTED)
         if acks is None:
             acks = "all" if enable_idempotence else 1
         sasl = security_protocol.startswith("SASL")
@@ -534,16 +541,7 @@ class AIOKafkaConsumer:
         sasl_plain_password: str | None = None,
         **unsupported: Any,
     ) -> None:
-        if unsupported:
-            names = sorted(unsupported)
-            known = [n for n in names if n in _CONSUMER_UNSUPPORTED]
-            unknown = [n for n in names if n not in _CONSUMER_UNSUPPORTED]
-            parts = []
-            if known:
-                parts.append(f"aiokafka option(s) not supported by kafkastate: {', '.join(known)}")
-            if unknown:
-                parts.append(f"unknown option(s): {', '.join(unknown)}")
-            raise TypeError("AIOKafkaConsumer: " + "; ".join(parts))
+        _refuse_options("AIOKafkaConsumer", unsupported, _CONSUMER_UNSUPPORTED)
         sasl = security_protocol.startswith("SASL")
         self._options: dict[str, Any] = {
             "client_id": client_id,
