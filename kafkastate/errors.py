@@ -21,6 +21,7 @@ __all__ = [
     "KafkaError",
     "KafkaTimeoutError",
     "LocalProtocolError",
+    "LogTruncationError",
     "MessageSizeTooLargeError",
     "NoBrokersAvailable",
     "NoOffsetForPartitionError",
@@ -81,6 +82,38 @@ class KafkaTimeoutError(KafkaError):
 class NoOffsetForPartitionError(KafkaError):
     """A partition has no valid position (no committed offset, or it is out of range) and
     ``auto_offset_reset`` is ``"none"``; seek to choose one."""
+
+
+class LogTruncationError(KafkaError):
+    """The partition's log was truncated below the consumer's position (an unclean leader
+    election lost records it had read; KIP-320) and ``auto_offset_reset`` is ``"none"``.
+
+    Found by validating the position with OffsetForLeaderEpoch after a leader change. Seek
+    to choose where to go on: :attr:`divergent_offset` is the first offset the new leader's
+    log does not share with what was consumed, when the broker could say.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        divergent_offset: int | None,
+        divergent_epoch: int | None,
+    ) -> None:
+        super().__init__(message)
+        self.topic = topic
+        """The partition's topic."""
+        self.partition = partition
+        """The partition."""
+        self.offset = offset
+        """The position that was found beyond the log."""
+        self.divergent_offset = divergent_offset
+        """The end offset of the position's leader epoch on the new leader (None if unknown)."""
+        self.divergent_epoch = divergent_epoch
+        """The leader epoch of :attr:`divergent_offset` (None if unknown)."""
 
 
 class RecordTooLargeError(KafkaError):

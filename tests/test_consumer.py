@@ -402,6 +402,17 @@ def test_consumption_resumes_after_the_leader_is_killed(kafka_cluster3: Any) -> 
     ) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, 0)
+        # Watch the KIP-320 check the leader change must cause (a real OffsetForLeaderEpoch
+        # round trip): (position, position epoch, end offset the new leader answered).
+        machine = consumer._machine
+        validations: list[tuple[int, int, int]] = []
+        complete = machine._complete_validation
+
+        def watch(tp_: Any, p: Any, request: tuple[int, int, int], part: Any) -> None:
+            validations.append((request[0], request[1], int(part.end_offset)))
+            complete(tp_, p, request, part)
+
+        machine._complete_validation = watch  # type: ignore[method-assign]
         while len(got) < 100:
             got.extend(int(r.value) for r in consumer.poll(timeout_ms=1000).get(tp, []))
         leader = consumer._machine.client.cluster.leader_for(topic, 0)
@@ -419,6 +430,98 @@ def test_consumption_resumes_after_the_leader_is_killed(kafka_cluster3: Any) -> 
             producer.close()
             victim.restart()
     assert got == list(range(400))  # nothing skipped, nothing twice, in order
+    # The position was checked against the new leader's log, which holds everything read.
+    assert validations, "no OffsetForLeaderEpoch after the leader change"
+    position, epoch, end_offset = validations[0]
+    assert 100 <= position <= 300 and epoch >= 0 and end_offset >= position
+
+
+def _compacted_topic(bootstrap: str) -> str:
+    """A compacted topic whose first segment the cleaner has compacted: keys k0-k4 written
+    10 times each (offsets 0-49), then a record that rolls the segment (offset 50).
+    Compaction leaves offsets 45-50."""
+    topic = f"compact-{uuid.uuid4().hex[:8]}"
+    configs = {
+        "cleanup.policy": "compact",
+        "segment.ms": "100",
+        "min.cleanable.dirty.ratio": "0.0001",
+        "min.compaction.lag.ms": "0",
+        "delete.retention.ms": "100",
+    }
+    with BlockingAdmin(bootstrap) as admin:
+        admin.create_topics([NewTopic(name=topic, num_partitions=1, configs=configs)])
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+    for i in range(50):
+        producer.send(topic, key=f"k{i % 5}".encode(), value=f"v{i}".encode(), partition=0)
+        producer.flush(30)  # one batch per record: compaction can drop whole batches
+    time.sleep(0.3)  # past segment.ms: the next append rolls the segment
+    producer.send(topic, key=b"tail", value=b"tail", partition=0)
+    producer.flush(30)
+    producer.close()
+    # Wait for the cleaner (a fresh kafka-python reader each time: independent of ours).
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        reader = kafka.KafkaConsumer(
+            bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=2000
+        )
+        reader.assign([kafka.TopicPartition(topic, 0)])
+        offsets = [r.offset for r in reader]
+        reader.close()
+        if offsets and offsets[0] == 45 and offsets[-1] == 50:
+            return topic
+        time.sleep(0.5)
+    raise AssertionError(f"the log cleaner did not compact {topic} within 60 s: {offsets}")
+
+
+@pytest.mark.parametrize("adapter", ["sync", "trio", "asyncio"])
+def test_a_compacted_topic_reads_across_the_gaps(kafka_cluster: Any, adapter: str) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _compacted_topic(bootstrap)
+    tp = TopicPartition(topic, 0)
+    expected = [(45, b"k0", b"v45"), (46, b"k1", b"v46"), (47, b"k2", b"v47")]
+    expected += [(48, b"k3", b"v48"), (49, b"k4", b"v49"), (50, b"tail", b"tail")]
+
+    if adapter == "sync":
+        with KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+            c.assign([tp])
+            c.seek(tp, 3)  # inside the compacted range: the next record is 45
+            got = [(r.offset, r.key, r.value) for r in _drain_sync(c, 6)]
+            assert c.position(tp) == 51
+    elif adapter == "trio":
+
+        async def main() -> list[tuple[int, bytes, bytes]]:
+            async with open_consumer(
+                bootstrap_servers=bootstrap, auto_offset_reset="earliest"
+            ) as c:
+                c.assign([tp])
+                c.seek(tp, 3)
+                out: list[tuple[int, bytes, bytes]] = []
+                with anyio.fail_after(20):
+                    while len(out) < 6:
+                        batch = await c.getmany(timeout_ms=1000)
+                        out.extend((r.offset, r.key, r.value) for rs in batch.values() for r in rs)
+                    assert await c.position(tp) == 51
+                return out
+
+        got = anyio.run(main, backend="trio")
+    else:
+        from kafkastate.asyncio import AIOKafkaConsumer  # noqa: PLC0415
+
+        async def aio_main() -> list[tuple[int, bytes, bytes]]:
+            c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+            await c.start()
+            try:
+                out: list[tuple[int, bytes, bytes]] = []
+                with anyio.fail_after(20):
+                    while len(out) < 6:
+                        r = await c.getone()
+                        out.append((r.offset, r.key, r.value))
+                return out
+            finally:
+                await c.stop()
+
+        got = anyio.run(aio_main, backend="asyncio")
+    assert got == expected
 
 
 @pytest.mark.parametrize("adapter", ["sync", "trio"])

@@ -4,10 +4,8 @@ InitProducerId."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import random
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +13,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from kafkastate.core.client import ClientConfig, CloseRequested, ConnectRequested
+from kafkastate.core.client import ClientConfig
 from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.metadata import MetadataConfig, NodeId
 from kafkastate.core.producer import (
@@ -52,25 +50,12 @@ from kafkastate.errors import (
     UnsupportedVersionError,
 )
 from tests.peer import (
-    api_versions_response,
-    metadata_response,
-    parse_request,
+    ScriptedCluster,
+    Sent,
     response,
-    response_frame,
-    split_frames,
 )
 
-BROKERS = {1: ("b1", 9092), 2: ("b2", 9092)}
 TS = 1_700_000_000_000
-
-
-@dataclass
-class Sent:
-    """One Produce or InitProducerId request the machine wrote."""
-
-    node: int
-    req: Any  # tests.peer.Received
-    auto: Any = None  # a Metadata/ApiVersions answer held back behind an earlier request
 
 
 @dataclass
@@ -86,124 +71,12 @@ class PartBatch:
     key: Any  # the request key to answer with (name or topic id)
 
 
-class PeerCluster:
-    """A scripted two-broker cluster around one ProducerMachine.
-
-    Connections open as soon as they are requested (unless ``refuse`` names the node);
-    ApiVersions and Metadata are answered at once; Produce and InitProducerId wait in
-    :attr:`pending` for the test.
-    """
-
-    def __init__(
-        self,
-        machine: ProducerMachine,
-        topics: dict[str, dict[int, tuple[int, int]]] | None = None,
-        *,
-        api_ranges: dict[int, tuple[int, int]] | None = None,
-    ) -> None:
-        self.m = machine
-        self.topics = {"t": {0: (1, 0), 1: (2, 0)}} if topics is None else topics
-        self.api_ranges = api_ranges
-        self.now = 0.0
-        self.open: set[int] = set()
-        self.pending: list[Sent] = []
-        self.events: list[Any] = []
-        self.refuse: set[int] = set()
-
-    def topic_ids(self) -> dict[Any, str]:
-        """Topic id -> name, as metadata_response numbers them (sorted names)."""
-        return {uuid.UUID(int=i + 1): n for i, n in enumerate(sorted(self.topics))}
-
-    def pump(self) -> None:
-        """Deliver everything until the machine is quiet."""
-        progress = True
-        while progress:
-            progress = False
-            while (ev := self.m.next_event()) is not None:
-                progress = True
-                if isinstance(ev, ConnectRequested):
-                    # a new socket: whatever the old one carried is gone with it
-                    self.pending = [s for s in self.pending if s.node != ev.node_id]
-                    if ev.node_id in self.refuse:
-                        self.m.connection_failed(ev.node_id, now=self.now, error=OSError("no"))
-                    else:
-                        self.open.add(ev.node_id)
-                        self.m.connection_made(ev.node_id, now=self.now)
-                elif isinstance(ev, CloseRequested):
-                    self.open.discard(ev.node_id)
-                    self.pending = [s for s in self.pending if s.node != ev.node_id]
-                else:
-                    self.events.append(ev)
-            for node, data in self.m.data_to_send():
-                progress = True
-                assert node in self.open, f"bytes for closed node {node}"
-                for frame in split_frames(data):
-                    req = parse_request(frame)
-                    if req.api_key == ApiKey.API_VERSIONS:
-                        body = api_versions_response(req.version, ranges=self.api_ranges)
-                        self._answer_in_order(node, req, body)
-                    elif req.api_key == ApiKey.METADATA:
-                        names = [t.name for t in req.body.topics or ()]
-                        known = {n: p for n, p in self.topics.items() if n in names}
-                        unknown = tuple(n for n in names if n not in self.topics)
-                        body = metadata_response(
-                            req.version, brokers=BROKERS, topics=known, unknown=unknown
-                        )
-                        # topic ids must stay stable: number them over all topics
-                        self._answer_in_order(node, req, self._renumber(body))
-                    else:
-                        self.pending.append(Sent(node, req))
-
-    def _renumber(self, body: Any) -> Any:
-        ids = {n: i for i, n in self.topic_ids().items()}
-        topics = tuple(
-            dataclasses.replace(t, topic_id=ids[t.name]) if t.name in ids else t
-            for t in body.topics
-        )
-        return dataclasses.replace(body, topics=topics)
-
-    def _answer(self, node: int, req: Any, body: Any) -> None:
-        self.m.receive_data(NodeId(node), response_frame(req.correlation_id, body), now=self.now)
-
-    def _answer_in_order(self, node: int, req: Any, body: Any) -> None:
-        # A broker answers in request order on a connection: an automatic answer waits
-        # behind any request of the same connection that the test has not answered yet.
-        if any(s.node == node for s in self.pending):
-            self.pending.append(Sent(node, req, auto=body))
-        else:
-            self._answer(node, req, body)
-
-    def answer(self, sent: Sent, body: Any) -> None:
-        """Answer a pending request, then the automatic answers queued behind it; pump."""
-        self.pending.remove(sent)
-        self._answer(sent.node, sent.req, body)
-        while True:
-            head = next((s for s in self.pending if s.node == sent.node), None)
-            if head is None or head.auto is None:
-                break
-            self.pending.remove(head)
-            self._answer(head.node, head.req, head.auto)
-        self.pump()
-
-    def take(self, api_key: int) -> Sent:
-        """The oldest pending request of that API."""
-        for sent in self.pending:
-            if sent.req.api_key == api_key:
-                return sent
-        raise AssertionError(f"no pending api_key {api_key}: {self.pending}")
+class PeerCluster(ScriptedCluster):
+    """The scripted cluster around one ProducerMachine; tests answer Produce and
+    InitProducerId."""
 
     def produces(self) -> list[Sent]:
         return [s for s in self.pending if s.req.api_key == ApiKey.PRODUCE]
-
-    def advance(self, to: float | None = None) -> None:
-        """Jump to ``to`` (default: the machine's timer) and run the timer."""
-        timer = self.m.get_timer() if to is None else to
-        assert timer is not None
-        self.now = max(self.now, timer)
-        self.m.handle_timer(now=self.now)
-        self.pump()
-        after = self.m.get_timer()
-        assert after is None or after > self.now, f"timer {after} not after {self.now}"
 
     def start(self) -> None:
         """Bootstrap: metadata, and (with idempotence) the InitProducerId answered."""

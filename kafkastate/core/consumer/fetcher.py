@@ -14,6 +14,15 @@ one :class:`PositionState`:
   strategy (earliest = -2, latest = -1, or a timestamp for ``seek_to_timestamp``).
   ``auto_offset_reset="none"`` instead parks the partition in ``FAILED`` with a
   :class:`~kafkastate.errors.NoOffsetForPartitionError` that :meth:`poll` raises.
+* ``AWAIT_VALIDATION`` -- the position carries the leader epoch of the record before it
+  (KIP-320) and the partition's leader changed since the position was known good (or the
+  position is a committed offset with an epoch): OffsetForLeaderEpoch asks the current
+  leader where that epoch ends in its log. At or past the position: fetching goes on. Below
+  it, the log was truncated under the consumer (an unclean leader election): with a reset
+  policy the position moves back to the end offset, where the logs diverge (Java does the
+  same); with ``none`` the partition FAILS with a
+  :class:`~kafkastate.errors.LogTruncationError`. An epoch the leader does not know at all
+  resets by policy. Brokers without OffsetForLeaderEpoch v3 skip the check.
 * ``FETCHING`` -- the position is known; the partition is fetched from its leader (or the
   preferred read replica the leader named, KIP-392) whenever it is not paused and has no
   fetched data waiting for the application (aiokafka's per-partition prefetch: a partition
@@ -72,8 +81,10 @@ from kafkastate.errors import (
     KafkaConfigurationError,
     KafkaError,
     LocalProtocolError,
+    LogTruncationError,
     NoOffsetForPartitionError,
     RecordTooLargeError,
+    UnsupportedVersionError,
     error_for_code,
 )
 
@@ -276,6 +287,8 @@ class PositionState(enum.Enum):
     """Waiting for the group's committed offset."""
     AWAIT_RESET = "await_reset"
     """Waiting for ListOffsets by the reset strategy."""
+    AWAIT_VALIDATION = "await_validation"
+    """Checking the position against the current leader's log (OffsetForLeaderEpoch)."""
     FETCHING = "fetching"
     """The position is known; fetched when not paused."""
     FAILED = "failed"
@@ -287,6 +300,7 @@ class _Partition:
     state: PositionState
     position: int = -1
     position_epoch: int = -1  # leader epoch of the record before the position (KIP-320)
+    leader_epoch: int = -1  # the metadata leader epoch the position is known good under
     reset_to: int | None = None  # ListOffsets timestamp while AWAIT_RESET
     paused: bool = False
     error: KafkaError | None = None
@@ -324,6 +338,7 @@ class _Query:
     error: KafkaError | None = None
     retry_at: float | None = None
     internal: bool = False  # a position reset, not the application's
+    epochs: dict[TopicPartition, int] = attrs.field(factory=dict)  # committed leader epochs
 
 
 # --------------------------------------------------------------------------- the machine
@@ -344,6 +359,8 @@ class FetcherMachine:
         self._completed: dict[TopicPartition, _Completed] = {}
         self._sessions: dict[NodeId, FetchSession] = {}
         self._fetching: dict[RequestId, tuple[NodeId, dict[TopicPartition, int]]] = {}
+        # OffsetForLeaderEpoch in flight: tp -> (position, position epoch, leader epoch)
+        self._validating: dict[RequestId, dict[TopicPartition, tuple[int, int, int]]] = {}
         self._node_busy: set[NodeId] = set()
         self._node_backoff: dict[NodeId, float] = {}
         self._queries: dict[int, _Query] = {}
@@ -457,7 +474,7 @@ class FetcherMachine:
             raise KafkaConfigurationError(f"offset must be an int >= 0, got {offset!r}")
         p = self._part(tp)
         p.state, p.position, p.position_epoch, p.error = PositionState.FETCHING, offset, -1, None
-        p.reset_to = None
+        p.reset_to, p.leader_epoch = None, -1
         self._completed.pop(tp, None)
         self._step(now)
 
@@ -601,7 +618,13 @@ class FetcherMachine:
             offset, meta = value if isinstance(value, tuple) else (value, "")
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
                 raise KafkaConfigurationError(f"offset for {tp} must be an int >= 0")
-            parts[tp] = (offset, meta, generation, member_id, group_instance_id)
+            # Committing the position: its leader epoch goes along (KIP-320), so whoever
+            # resumes from it can validate it.
+            p = self._parts.get(tp)
+            epoch = -1
+            if p is not None and p.state is PositionState.FETCHING and p.position == offset:
+                epoch = p.position_epoch
+            parts[tp] = (offset, meta, generation, member_id, group_instance_id, epoch)
         qid = self._new_query("commit", parts)
         self._step(now)
         return qid
@@ -741,13 +764,20 @@ class FetcherMachine:
     def _positions(self, now: float) -> None:
         committed: list[TopicPartition] = []
         resets: dict[TopicPartition, int] = {}
+        validate: list[TopicPartition] = []
         for tp, p in self._parts.items():
             if p.in_flight or p.backoff_until > now:
                 continue
+            if p.state is PositionState.FETCHING:
+                self._check_leader(tp, p)
             if p.state is PositionState.AWAIT_COMMITTED:
                 committed.append(tp)
             elif p.state is PositionState.AWAIT_RESET and p.reset_to is not None:
                 resets[tp] = p.reset_to
+            elif p.state is PositionState.AWAIT_VALIDATION:
+                validate.append(tp)
+        if validate:
+            self._send_validations(validate, now)
         if committed:
             qid = self._new_query("committed", dict.fromkeys(committed))
             self._queries[qid].internal = True
@@ -769,7 +799,13 @@ class FetcherMachine:
             result = q.results.get(tp)
             if q.kind == "committed" and p.state is PositionState.AWAIT_COMMITTED:
                 if result is not None:
-                    p.state, p.position, p.position_epoch = PositionState.FETCHING, result[0], -1
+                    # A committed offset with a leader epoch is checked against the
+                    # current leader's log before fetching from it (KIP-320).
+                    epoch = q.epochs.get(tp, -1)
+                    p.position, p.position_epoch, p.leader_epoch = result[0], epoch, -1
+                    p.state = (
+                        PositionState.AWAIT_VALIDATION if epoch >= 0 else PositionState.FETCHING
+                    )
                 elif q.error is not None:
                     p.backoff_until = now + self.config.retry_backoff
                 else:
@@ -778,8 +814,146 @@ class FetcherMachine:
                 if isinstance(result, ListedOffset) and result.offset >= 0:
                     p.state, p.position = PositionState.FETCHING, result.offset
                     p.position_epoch, p.reset_to = result.leader_epoch, None
+                    p.leader_epoch = self._leader_epoch(tp)  # fresh from the leader
                 else:
                     p.backoff_until = now + self.config.retry_backoff
+
+    # -- position validation after a leader change (KIP-320)
+
+    def _leader_epoch(self, tp: TopicPartition) -> int:
+        topic = self._client.cluster.topics.get(tp[0])
+        meta = None if topic is None else topic.partitions.get(tp[1])
+        return -1 if meta is None else meta.leader_epoch
+
+    def _check_leader(self, tp: TopicPartition, p: _Partition) -> None:
+        """A FETCHING position whose leader changed is validated if it knows its epoch."""
+        current = self._leader_epoch(tp)
+        if current < 0 or current == p.leader_epoch:
+            return
+        if p.position_epoch < 0:
+            p.leader_epoch = current  # nothing to validate with (a seek to an offset)
+            return
+        p.state = PositionState.AWAIT_VALIDATION
+        p.read_replica = None
+        self._completed.pop(tp, None)  # fetched from the old leader: fetch it again
+
+    def _send_validations(self, tps: list[TopicPartition], now: float) -> None:
+        cluster = self._client.cluster
+        by_leader: dict[NodeId, dict[TopicPartition, tuple[int, int, int]]] = {}
+        for tp in tps:
+            p = self._parts[tp]
+            leader = cluster.leader_for(*tp)
+            current = self._leader_epoch(tp)
+            if leader is None or current < 0:
+                self._client.request_metadata_update()
+                continue
+            by_leader.setdefault(leader, {})[tp] = (p.position, p.position_epoch, current)
+        for node, parts in by_leader.items():
+
+            def factory(
+                versions: ApiVersionTable, parts: dict[TopicPartition, tuple[int, int, int]] = parts
+            ) -> Any:
+                return _offset_for_leader_epoch_request(versions, parts)
+
+            rid = self._client.send(factory, now=now, node_id=node)
+            self._validating[rid] = parts
+            for tp in parts:
+                self._parts[tp].in_flight = True
+
+    def _validation_target(
+        self, tp: TopicPartition, sent: tuple[int, int, int]
+    ) -> _Partition | None:
+        """The partition, if it still waits for the validation that was sent."""
+        p = self._parts.get(tp)
+        if p is None:
+            return None
+        p.in_flight = False
+        if p.state is not PositionState.AWAIT_VALIDATION or (p.position, p.position_epoch) != (
+            sent[0],
+            sent[1],
+        ):
+            return None
+        return p
+
+    def _on_validation(
+        self, sent: dict[TopicPartition, tuple[int, int, int]], response: Any, now: float
+    ) -> None:
+        answered: dict[TopicPartition, Any] = {}
+        for t in response.topics:
+            for part in t.partitions:
+                answered[(str(t.topic), int(part.partition))] = part
+        for tp, request in sent.items():
+            p = self._validation_target(tp, request)
+            if p is None:
+                continue
+            part = answered.get(tp)
+            code = -1 if part is None else int(part.error_code)
+            if code == 0:
+                self._complete_validation(tp, p, request, part)
+            elif part is None or code in _REFRESH_CODES or error_for_code(code).retriable:
+                p.backoff_until = now + self.config.retry_backoff
+                self._client.request_metadata_update()
+            else:
+                p.state = PositionState.FAILED
+                p.error = error_for_code(code)(
+                    f"OffsetForLeaderEpoch for {tp[0]}-{tp[1]}", topic=tp[0], partition=tp[1]
+                )
+        self._events.append(PositionsResolved(partitions=tuple(sent)))
+
+    def _complete_validation(
+        self, tp: TopicPartition, p: _Partition, request: tuple[int, int, int], part: Any
+    ) -> None:
+        position, _epoch, current = request
+        end_offset, end_epoch = int(part.end_offset), int(part.leader_epoch)
+        if end_offset >= 0 and end_epoch >= 0 and end_offset >= position:
+            p.state, p.leader_epoch = PositionState.FETCHING, current
+            return
+        where = f"{tp[0]}-{tp[1]}"
+        if end_offset < 0 or end_epoch < 0:
+            # The leader knows no such epoch: where the logs diverge is unknown.
+            if _RESETS[self.config.auto_offset_reset] is not None:
+                self._apply_policy(p, tp)
+                return
+            message = f"log of {where} truncated below offset {position} (divergence unknown)"
+            divergent: tuple[int | None, int | None] = (None, None)
+        else:
+            if _RESETS[self.config.auto_offset_reset] is not None:
+                p.state, p.position, p.position_epoch = (
+                    PositionState.FETCHING,
+                    end_offset,
+                    end_epoch,
+                )
+                p.leader_epoch = current
+                return
+            message = (
+                f"log of {where} truncated below offset {position}: the leader's log diverges "
+                f"from offset {end_offset} (leader epoch {end_epoch})"
+            )
+            divergent = (end_offset, end_epoch)
+        p.state = PositionState.FAILED
+        p.error = LogTruncationError(
+            message + " and auto_offset_reset is 'none'",
+            topic=tp[0],
+            partition=tp[1],
+            offset=position,
+            divergent_offset=divergent[0],
+            divergent_epoch=divergent[1],
+        )
+
+    def _on_validation_failure(
+        self, sent: dict[TopicPartition, tuple[int, int, int]], error: KafkaError, now: float
+    ) -> None:
+        for tp, request in sent.items():
+            p = self._validation_target(tp, request)
+            if p is None:
+                continue
+            if isinstance(error, UnsupportedVersionError):
+                # No OffsetForLeaderEpoch v3+ on this broker: skip the check, as Java does.
+                p.state, p.leader_epoch = PositionState.FETCHING, request[2]
+            else:
+                p.backoff_until = now + self.config.retry_backoff
+                self._client.request_metadata_update()
+        self._events.append(PositionsResolved(partitions=tuple(sent)))
 
     # -- offset queries (ListOffsets to leaders; OffsetFetch / OffsetCommit to the coordinator)
 
@@ -979,6 +1153,7 @@ class FetcherMachine:
                             continue
                         offset = int(part.committed_offset)
                         q.results[tp] = None if offset < 0 else (offset, part.metadata)
+                        q.epochs[tp] = int(getattr(part, "committed_leader_epoch", -1))
                 for tp in q.partitions:
                     q.results.setdefault(tp, None)
         else:
@@ -1225,6 +1400,10 @@ class FetcherMachine:
             self._node_busy.discard(fetch[0])
             self._on_fetch_response(fetch[0], fetch[1], response, now)
             return
+        sent = self._validating.pop(rid, None)
+        if sent is not None:
+            self._on_validation(sent, response, now)
+            return
         query = self._query_requests.pop(rid, None)
         if query is not None:
             names_by_id = self._query_topic_ids.pop(rid, {})
@@ -1248,6 +1427,10 @@ class FetcherMachine:
                     p.in_flight = False
                     p.read_replica = None
             self._client.request_metadata_update()
+            return
+        sent = self._validating.pop(rid, None)
+        if sent is not None:
+            self._on_validation_failure(sent, error, now)
             return
         query = self._query_requests.pop(rid, None)
         if query is not None:
@@ -1279,6 +1462,25 @@ def _list_offsets_request(
         isolation_level=isolation,
         topics=tuple(build(topic_cls, name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
         timeout=_timedelta_ms(30_000),
+    )
+
+
+def _offset_for_leader_epoch_request(
+    versions: ApiVersionTable, parts: Mapping[TopicPartition, tuple[int, int, int]]
+) -> Any:
+    """Where does each position's epoch end? ``parts``: tp -> (position, epoch, current)."""
+    cls = versions.request_type(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+    topic_cls = nested_type(cls, "OffsetForLeaderTopic")
+    part_cls = nested_type(cls, "OffsetForLeaderPartition")
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), (_position, epoch, current) in parts.items():
+        by_topic.setdefault(topic, []).append(
+            build(part_cls, partition=partition, current_leader_epoch=current, leader_epoch=epoch)
+        )
+    return build(
+        cls,
+        replica_id=-1,
+        topics=tuple(build(topic_cls, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
     )
 
 
@@ -1337,14 +1539,14 @@ def _offset_commit_request(
     part_cls = nested_type(cls, "OffsetCommitRequestPartition")
     by_topic: dict[str, list[Any]] = {}
     generation, member_id, instance_id = -1, "", None
-    for (topic, partition), (offset, meta, gen, member, instance) in parts.items():
+    for (topic, partition), (offset, meta, gen, member, instance, epoch) in parts.items():
         generation, member_id, instance_id = gen, member, instance
         by_topic.setdefault(topic, []).append(
             build(
                 part_cls,
                 partition_index=partition,
                 committed_offset=offset,
-                committed_leader_epoch=-1,
+                committed_leader_epoch=epoch,
                 committed_metadata=meta,
                 commit_timestamp=-1,
             )

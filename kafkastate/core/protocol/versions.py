@@ -47,6 +47,7 @@ class ApiKey:
     CREATE_TOPICS: Final = 19
     DELETE_TOPICS: Final = 20
     INIT_PRODUCER_ID: Final = 22
+    OFFSET_FOR_LEADER_EPOCH: Final = 23
     SASL_AUTHENTICATE: Final = 36
 
 
@@ -56,6 +57,8 @@ CLIENT_OVERRIDES: Final[Mapping[int, tuple[int, int]]] = {
     ApiKey.PRODUCE: (3, 999),
     # Fetch < 4 has no last_stable_offset / aborted transactions (KIP-98).
     ApiKey.FETCH: (4, 999),
+    # OffsetForLeaderEpoch < 3 has no replica_id: a consumer cannot use it (Java needs v3).
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (3, 999),
 }
 
 
