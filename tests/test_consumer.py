@@ -436,6 +436,54 @@ def test_consumption_resumes_after_the_leader_is_killed(kafka_cluster3: Any) -> 
     assert 100 <= position <= 300 and epoch >= 0 and end_offset >= position
 
 
+def test_fetch_from_the_closest_replica(kafka_cluster3: Any) -> None:
+    """KIP-392: the leader names the replica in the consumer's rack, and fetching moves there."""
+    if not kafka_cluster3.controllable:
+        pytest.skip("KAFKASTATE_BOOTSTRAP3 names a cluster whose racks the harness did not set")
+    bootstrap = kafka_cluster3.bootstrap
+    topic = f"rack-{uuid.uuid4().hex[:6]}"
+    with BlockingAdmin(bootstrap) as admin:
+        admin.create_topics([NewTopic(name=topic, num_partitions=1, replication_factor=3)])
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(200):
+        producer.send(topic, str(i).encode(), partition=0)
+    producer.flush(30)
+    producer.close()
+    tp = TopicPartition(topic, 0)
+    with KafkaConsumer(bootstrap_servers=bootstrap, max_poll_records=20) as probe:
+        probe.partitions_for_topic(topic)
+        leader = probe._machine.client.cluster.leader_for(topic, 0)
+    assert leader is not None
+    follower = next(n for n in (1, 2, 3) if n != int(leader))
+    got: list[int] = []
+    with KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        client_rack=f"rack-{follower}",
+        auto_offset_reset="earliest",
+        max_poll_records=20,
+        max_partition_fetch_bytes=1024,  # many small fetches: most after the redirect
+    ) as consumer:
+        machine = consumer._machine
+        served: list[tuple[int, int]] = []  # (node, records bytes) per Fetch answer for tp
+        on_response = machine._on_fetch_response
+
+        def watch(node: Any, offsets: Any, response: Any, now: float) -> None:
+            for t in response.responses:
+                for part in t.partitions:
+                    served.append((int(node), len(part.records or b"")))
+            on_response(node, offsets, response, now)
+
+        machine._on_fetch_response = watch  # type: ignore[method-assign]
+        consumer.assign([tp])
+        deadline = time.monotonic() + 30
+        while len(got) < 200 and time.monotonic() < deadline:
+            got.extend(int(r.value) for r in consumer.poll(timeout_ms=1000).get(tp, []))
+    assert got == list(range(200))
+    from_follower = sum(size for node, size in served if node == follower)
+    from_leader = sum(size for node, size in served if node == int(leader))
+    assert from_follower > from_leader, served  # the first fetch only, from the leader
+
+
 def _compacted_topic(bootstrap: str) -> str:
     """A compacted topic whose first segment the cleaner has compacted: keys k0-k4 written
     10 times each (offsets 0-49), then a record that rolls the segment (offset 50).

@@ -600,7 +600,9 @@ class KafkaCluster:
             timeout: readiness timeout in seconds (default ``$KAFKASTATE_START_TIMEOUT`` or 120).
             heap_mb: ``-Xmx`` per JVM (default 768 for one node, 512 each for more).
             fast_start: C1-only JIT + serial GC (starts ~40 % faster); ``False`` for benchmarks.
-            config_overrides: extra server.properties entries for every node (they win).
+            config_overrides: extra server.properties entries for every node (they win);
+                ``{node_id}`` in a value becomes the node's id (``"broker.rack":
+                "rack-{node_id}"``).
             jvm_options: extra JVM options (also read from ``$KAFKASTATE_JVM_OPTS``).
             detached: do not tie the JVMs' lives to this process (the CLI's ``up``).
 
@@ -696,7 +698,9 @@ class KafkaCluster:
                 voters=voters,
                 sasl=creds,
                 tls=tls,
-                overrides=options.overrides,
+                overrides={
+                    k: v.replace("{node_id}", str(node_id)) for k, v in options.overrides.items()
+                },
             )
             node_dir = root / f"node-{node_id}"
             (node_dir / "logs").mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,12 @@ from ._errors import PrerequisiteError
 __all__ = ["kafka_bootstrap_env", "kafka_cluster", "kafka_cluster3"]
 
 _FIXTURES = ("kafka_cluster", "kafka_cluster3")
+
+RACK_AWARE = {
+    "broker.rack": "rack-{node_id}",
+    "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+}
+"""``kafka_cluster3``'s racks: node N in ``rack-N``, follower fetching by rack (KIP-392)."""
 _STARTED = pytest.StashKey[list[KafkaCluster]]()
 
 
@@ -91,7 +97,7 @@ def _session_cluster(request: pytest.FixtureRequest, brokers: int) -> Iterator[K
             for key in ("SASL_BOOTSTRAP", "SSL_BOOTSTRAP", "SSL_CAFILE"):
                 env.pop(f"KAFKASTATE_{key}", None)
             external = KafkaCluster.from_env(env)
-            cluster = external or KafkaCluster.start(version, brokers)
+            cluster = external or KafkaCluster.start(version, brokers, config_overrides=RACK_AWARE)
     except PrerequisiteError as exc:
         _unavailable(exc)
     config.stash[_STARTED].append(cluster)
@@ -118,6 +124,10 @@ def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
 @pytest.fixture(scope="session")
 def kafka_cluster3(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     """Three combined broker+controller nodes (replication factor 3), started on first use.
+
+    Node N is in rack ``rack-N`` and brokers pick replicas for consumers by rack
+    (:data:`RACK_AWARE`): a consumer with ``client_rack="rack-2"`` is sent to node 2's
+    replica (KIP-392); consumers without a rack read from leaders as usual.
 
     Honours ``KAFKASTATE_BOOTSTRAP3`` (an existing multi-broker cluster, no fault control).
 

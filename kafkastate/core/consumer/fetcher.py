@@ -310,6 +310,7 @@ class _Partition:
     last_fetch_at: float | None = None  # when data last arrived for it (driver clock)
     in_flight: bool = False  # a Fetch, ListOffsets or OffsetFetch names it
     backoff_until: float = 0.0
+    awaits_metadata: bool = False  # not tried again before fresh metadata arrives
     read_replica: NodeId | None = None
 
 
@@ -338,6 +339,7 @@ class _Query:
     error: KafkaError | None = None
     retry_at: float | None = None
     internal: bool = False  # a position reset, not the application's
+    awaits_metadata: bool = False  # retry_at was set only to wait for metadata
     epochs: dict[TopicPartition, int] = attrs.field(factory=dict)  # committed leader epochs
 
 
@@ -370,6 +372,8 @@ class FetcherMachine:
         self._coordinator: NodeId | None = None
         self._coordinator_rid: RequestId | None = None
         self._coordinator_retry_at = 0.0
+        self._coordinator_unknown: NodeId | None = None  # found, not yet in metadata
+        self._metadata_news = False  # metadata arrived during this step's last pull
         self._events: deque[FetcherEvent] = deque()
         self._now = 0.0
         self._closed = False
@@ -738,7 +742,10 @@ class FetcherMachine:
             self._positions(now)
             self._run_queries(now)
             self._send_fetches(now)
+            self._metadata_news = False
             self._pull_client(now)
+            if self._metadata_news:
+                continue  # what waited for this metadata goes now
             due = self._client.get_timer()
             if due is None or due > now:
                 break
@@ -748,7 +755,10 @@ class FetcherMachine:
         client = self._client
         while (event := client.next_event()) is not None:
             match event:
-                case ConnectRequested() | CloseRequested() | MetadataUpdated():
+                case MetadataUpdated():
+                    self._events.append(event)
+                    self._metadata_arrived()
+                case ConnectRequested() | CloseRequested():
                     self._events.append(event)
                 case RequestCompleted(request_id=rid, node_id=node, response=response):
                     self._on_response(rid, node, response, now)
@@ -759,6 +769,25 @@ class FetcherMachine:
                     if session is not None:
                         session.handle_error()
 
+    def _await_metadata(self, p: _Partition) -> None:
+        """Try ``p`` again once fresh metadata arrived (the Metadata machine paces and
+        retries its refreshes; retrying ``p`` before would ask the same stale leader)."""
+        p.awaits_metadata = True
+        self._client.request_metadata_update()
+
+    def _metadata_arrived(self) -> None:
+        """What waited for metadata (not for a backoff after an error) goes on at once."""
+        self._metadata_news = True
+        for q in self._queries.values():
+            if q.awaits_metadata:
+                q.retry_at, q.awaits_metadata = None, False
+        for p in self._parts.values():
+            p.awaits_metadata = False
+        node = self._coordinator_unknown
+        if node is not None and self._client.node_state(node) is not None:
+            self._coordinator_unknown = None
+            self._coordinator = self._client.separate_connection(node)
+
     # -- positions: committed offsets and resets become internal queries
 
     def _positions(self, now: float) -> None:
@@ -766,7 +795,7 @@ class FetcherMachine:
         resets: dict[TopicPartition, int] = {}
         validate: list[TopicPartition] = []
         for tp, p in self._parts.items():
-            if p.in_flight or p.backoff_until > now:
+            if p.in_flight or p.awaits_metadata or p.backoff_until > now:
                 continue
             if p.state is PositionState.FETCHING:
                 self._check_leader(tp, p)
@@ -891,8 +920,7 @@ class FetcherMachine:
             if code == 0:
                 self._complete_validation(tp, p, request, part)
             elif part is None or code in _REFRESH_CODES or error_for_code(code).retriable:
-                p.backoff_until = now + self.config.retry_backoff
-                self._client.request_metadata_update()
+                self._await_metadata(p)
             else:
                 p.state = PositionState.FAILED
                 p.error = error_for_code(code)(
@@ -951,8 +979,7 @@ class FetcherMachine:
                 # No OffsetForLeaderEpoch v3+ on this broker: skip the check, as Java does.
                 p.state, p.leader_epoch = PositionState.FETCHING, request[2]
             else:
-                p.backoff_until = now + self.config.retry_backoff
-                self._client.request_metadata_update()
+                self._await_metadata(p)
         self._events.append(PositionsResolved(partitions=tuple(sent)))
 
     # -- offset queries (ListOffsets to leaders; OffsetFetch / OffsetCommit to the coordinator)
@@ -1017,7 +1044,7 @@ class FetcherMachine:
             self._query_requests[rid] = (q.query_id, "list", list(parts))
             q.outstanding += 1
         if waiting and not by_leader:
-            q.retry_at = now + self.config.retry_backoff
+            q.retry_at, q.awaits_metadata = now + self.config.retry_backoff, True
 
     def _send_group(self, q: _Query, now: float) -> None:
         coordinator = self._find_coordinator(now)
@@ -1032,7 +1059,7 @@ class FetcherMachine:
         if missing:
             self._client.metadata.add_topics(missing)
             self._client.request_metadata_update()
-            q.retry_at = now + self.config.retry_backoff
+            q.retry_at, q.awaits_metadata = now + self.config.retry_backoff, True
             return
         ids = {n: cluster.topics[n].topic_id for n in names}
         if q.kind == "committed":
@@ -1084,10 +1111,12 @@ class FetcherMachine:
             return
         node = NodeId(int(found.node_id))
         if self._client.node_state(node) is None:
-            # Not in metadata yet: the next refresh adds it.
+            # Not in metadata yet: the refresh adds it (or, failing that, ask again later).
             self._client.request_metadata_update()
+            self._coordinator_unknown = node
             self._coordinator_retry_at = now + self.config.retry_backoff
             return
+        self._coordinator_unknown = None
         # Its own connection, as in Java: offset requests do not wait behind a Fetch.
         self._coordinator = self._client.separate_connection(node)
 
@@ -1206,6 +1235,7 @@ class FetcherMachine:
                 p.state is not PositionState.FETCHING
                 or p.paused
                 or p.in_flight
+                or p.awaits_metadata
                 or p.backoff_until > now
                 or tp in self._completed
             ):
@@ -1328,8 +1358,7 @@ class FetcherMachine:
             return p.state is PositionState.FAILED
         if code in _REFRESH_CODES:
             p.read_replica = None
-            p.backoff_until = now + self.config.retry_backoff
-            self._client.request_metadata_update()
+            self._await_metadata(p)
             return False
         p.state = PositionState.FAILED
         p.error = error_for_code(code)(
