@@ -328,3 +328,37 @@ def test_a_committed_offset_with_an_epoch_is_validated_and_commits_carry_the_epo
         for p in t.partitions
     }
     assert epochs == {0: 2, 1: -1}  # t-1 is not assigned: its epoch is unknown
+
+
+# -------------------------------------------------------------- prefetch and deadlines
+
+
+def test_a_partition_is_refetched_as_soon_as_it_is_drained_not_before() -> None:
+    peer = FetcherPeer(auto_offset_reset="earliest", fetch_max_wait=0.5)
+    peer.answer_list(0, epoch=0)
+    sent = peer.take(ApiKey.FETCH)
+    assert sent.req.body.max_wait == datetime.timedelta(milliseconds=500)
+    peer.answer_fetch(batch(0, 4, epoch=0), hw=4)
+    assert not peer.has(ApiKey.FETCH)  # data waits for the application: no prefetch on top
+    runs = peer.m.poll(3, now=peer.now)  # part of it
+    peer.pump()
+    assert [r.offset for _tp, rs, _e in runs for r in rs] == [0, 1, 2]
+    assert not peer.has(ApiKey.FETCH)
+    assert peer.consumed() == [3]  # drained: the next Fetch goes out at once
+    assert peer.fetch_offset() == (1, 4)
+
+
+def test_an_unanswered_fetch_fails_at_request_timeout_plus_max_wait_and_resumes() -> None:
+    peer = FetcherPeer(auto_offset_reset="earliest", fetch_max_wait=0.5)
+    peer.answer_list(0, epoch=0)
+    assert peer.has(ApiKey.FETCH)
+    start = peer.now
+    timer = peer.m.get_timer()
+    # the Client's request timeout is 30 s by default; the broker may hold a Fetch 0.5 s
+    assert timer is not None and timer == pytest.approx(start + 30.5)
+    peer.advance()  # the deadline passes: the connection is dropped, metadata refreshed
+    for _ in range(5):
+        if peer.has(ApiKey.FETCH):
+            break
+        peer.advance()
+    assert peer.fetch_offset() == (1, 0)  # the same position again, from a new connection
