@@ -375,26 +375,27 @@ def test_read_committed_hides_aborted_transactions(kafka_cluster: Any, adapter: 
     ]
 
 
+def _replicated_topic(bootstrap: str, count: int) -> tuple[str, Any]:
+    """A one-partition topic on 3 replicas (min ISR 2) holding values "0".."count-1",
+    written with acks=all by kafka-python; returns it and the still open producer."""
+    topic = f"consume3-{uuid.uuid4().hex[:6]}"
+    configs = {"min.insync.replicas": "2"}
+    with BlockingAdmin(bootstrap) as admin:
+        admin.create_topics(
+            [NewTopic(name=topic, num_partitions=1, replication_factor=3, configs=configs)]
+        )
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(count):
+        producer.send(topic, str(i).encode(), partition=0)
+    producer.flush(30)
+    return topic, producer
+
+
 def test_consumption_resumes_after_the_leader_is_killed(kafka_cluster3: Any) -> None:
     if not kafka_cluster3.controllable:
         pytest.skip("KAFKASTATE_BOOTSTRAP3 names a cluster the harness cannot kill brokers of")
     bootstrap = kafka_cluster3.bootstrap
-    topic = f"consume3-{uuid.uuid4().hex[:6]}"
-    with BlockingAdmin(bootstrap) as admin:
-        admin.create_topics(
-            [
-                NewTopic(
-                    name=topic,
-                    num_partitions=1,
-                    replication_factor=3,
-                    configs={"min.insync.replicas": "2"},
-                )
-            ]
-        )
-    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    for i in range(300):
-        producer.send(topic, str(i).encode(), partition=0)
-    producer.flush(30)
+    topic, producer = _replicated_topic(bootstrap, 300)
     tp = TopicPartition(topic, 0)
     got: list[int] = []
     with KafkaConsumer(
@@ -441,13 +442,7 @@ def test_fetch_from_the_closest_replica(kafka_cluster3: Any) -> None:
     if not kafka_cluster3.controllable:
         pytest.skip("KAFKASTATE_BOOTSTRAP3 names a cluster whose racks the harness did not set")
     bootstrap = kafka_cluster3.bootstrap
-    topic = f"rack-{uuid.uuid4().hex[:6]}"
-    with BlockingAdmin(bootstrap) as admin:
-        admin.create_topics([NewTopic(name=topic, num_partitions=1, replication_factor=3)])
-    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    for i in range(200):
-        producer.send(topic, str(i).encode(), partition=0)
-    producer.flush(30)
+    topic, producer = _replicated_topic(bootstrap, 200)
     producer.close()
     tp = TopicPartition(topic, 0)
     with KafkaConsumer(bootstrap_servers=bootstrap, max_poll_records=20) as probe:
