@@ -51,6 +51,13 @@ def bench_producer(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none")
+def bench_consumer(session: nox.Session) -> None:
+    """End-to-end consumer benchmark against aiokafka, confluent-kafka and kafka-python on
+    a broker the harness starts (``-- --quick`` for a smoke run)."""
+    session.run("python", "bench/bench_consumer.py", *session.posargs)
+
+
+@nox.session(venv_backend="none")
 def docs(session: nox.Session) -> None:
     """Run every Python example embedded in docs/*.md (they must execute)."""
     session.run("python", "-m", "pytest", "tests/test_docs.py", *session.posargs)
