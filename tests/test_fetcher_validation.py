@@ -41,7 +41,7 @@ class FetcherPeer(ScriptedCluster):
     partition is assigned before any metadata: what waits for it (the first ListOffsets,
     the OffsetFetch) must go out as soon as it arrives."""
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, *, partitions: int = 1, **config: Any) -> None:
         cfg = FetcherConfig(
             client=ClientConfig(
                 bootstrap_servers=[("boot", 9092)],
@@ -50,8 +50,9 @@ class FetcherPeer(ScriptedCluster):
             retry_backoff=0.1,
             **config,
         )
-        super().__init__(FetcherMachine(cfg, rng=random.Random(3)), topics={"t": {0: (1, 0)}})
-        self.m.assign([TP], now=0.0)
+        topics = {"t": {i: (1, 0) for i in range(partitions)}}
+        super().__init__(FetcherMachine(cfg, rng=random.Random(3)), topics=topics)
+        self.m.assign([("t", i) for i in range(partitions)], now=0.0)
         self.advance(0.0)  # bootstrap: connect, ApiVersions, Metadata
 
     def move_leader(self, node: int, epoch: int) -> None:
@@ -59,39 +60,56 @@ class FetcherPeer(ScriptedCluster):
         self.topics["t"][0] = (node, epoch)
 
     def answer_list(self, offset: int, *, epoch: int) -> None:
+        """Answer the pending ListOffsets: ``offset`` for every partition it names."""
         sent = self.take(ApiKey.LIST_OFFSETS)
         cls = response_type(ApiKey.LIST_OFFSETS, sent.req.version)
-        part = build(
-            nested_type(cls, "ListOffsetsPartitionResponse"),
-            partition_index=0,
-            error_code=ErrorCode.none,
-            timestamp=-1,
-            offset=offset,
-            leader_epoch=epoch,
+        parts = tuple(
+            build(
+                nested_type(cls, "ListOffsetsPartitionResponse"),
+                partition_index=asked.partition_index,
+                error_code=ErrorCode.none,
+                timestamp=-1,
+                offset=offset,
+                leader_epoch=epoch,
+            )
+            for asked in sent.req.body.topics[0].partitions
         )
-        topic = build(nested_type(cls, "ListOffsetsTopicResponse"), name="t", partitions=(part,))
+        topic = build(nested_type(cls, "ListOffsetsTopicResponse"), name="t", partitions=parts)
         self.answer(sent, build(cls, throttle_time=datetime.timedelta(0), topics=(topic,)))
 
-    def answer_fetch(self, records: bytes = b"", *, code: int = 0, hw: int = 0) -> Sent:
+    def answer_fetch(
+        self,
+        records: bytes = b"",
+        *,
+        code: int = 0,
+        hw: int = 0,
+        more: dict[int, tuple[bytes, int]] | None = None,
+    ) -> Sent:
+        """Answer the pending Fetch: partition 0 gets ``records`` (or ``code``) and high
+        watermark ``hw``; ``more`` maps other partitions to (records, high watermark)."""
         sent = self.take(ApiKey.FETCH)
         cls = response_type(ApiKey.FETCH, sent.req.version)
-        part = build(
-            nested_type(cls, "PartitionData"),
-            partition_index=0,
-            error_code=ErrorCode(code),
-            high_watermark=hw,
-            last_stable_offset=hw,
-            log_start_offset=0,
-            aborted_transactions=(),
-            preferred_read_replica=-1,
-            records=records,
+        answers = {0: (records, hw), **(more or {})}
+        parts = tuple(
+            build(
+                nested_type(cls, "PartitionData"),
+                partition_index=index,
+                error_code=ErrorCode(code if index == 0 else 0),
+                high_watermark=high,
+                last_stable_offset=high,
+                log_start_offset=0,
+                aborted_transactions=(),
+                preferred_read_replica=-1,
+                records=data,
+            )
+            for index, (data, high) in answers.items()
         )
         topic_id = {n: i for i, n in self.topic_ids().items()}["t"]
         topic = build(
             nested_type(cls, "FetchableTopicResponse"),
             topic="t",
             topic_id=topic_id,
-            partitions=(part,),
+            partitions=parts,
         )
         body = build(
             cls,
@@ -362,3 +380,36 @@ def test_an_unanswered_fetch_fails_at_request_timeout_plus_max_wait_and_resumes(
             break
         peer.advance()
     assert peer.fetch_offset() == (1, 0)  # the same position again, from a new connection
+
+
+def test_partitions_at_their_end_wait_while_another_is_drained() -> None:
+    """A Fetch of caught-up partitions alone would be held by the broker for fetch_max_wait
+    while the partition being drained could not be fetched (one Fetch per node)."""
+    peer = FetcherPeer(partitions=2, auto_offset_reset="earliest")
+    peer.answer_list(0, epoch=0)
+    # t-0: everything there is (hw 3); t-1: the first 5 of 10 records
+    peer.answer_fetch(batch(0, 3, epoch=0), hw=3, more={1: (batch(0, 5, epoch=0), 10)})
+    runs = peer.m.poll(4, now=peer.now)  # t-0 drained, t-1 begun
+    peer.pump()
+    assert [(tp, len(rs)) for tp, rs, _e in runs] == [(("t", 0), 3), (("t", 1), 1)]
+    assert not peer.has(ApiKey.FETCH)  # t-0 is at its end and t-1 still has data here
+    runs = peer.m.poll(100, now=peer.now)
+    peer.pump()
+    assert [(tp, len(rs)) for tp, rs, _e in runs] == [(("t", 1), 4)]
+    sent = peer.take(ApiKey.FETCH)  # t-1 drained: one Fetch for both
+    (topic,) = sent.req.body.topics
+    assert sorted((p.partition, p.fetch_offset) for p in topic.partitions) == [(0, 3), (1, 5)]
+
+
+def test_a_paused_partition_holds_nothing_back() -> None:
+    peer = FetcherPeer(partitions=2, auto_offset_reset="earliest")
+    peer.answer_list(0, epoch=0)
+    peer.answer_fetch(batch(0, 3, epoch=0), hw=3, more={1: (batch(0, 5, epoch=0), 10)})
+    peer.m.poll(4, now=peer.now)  # t-0 drained, t-1 begun
+    peer.pump()
+    assert not peer.has(ApiKey.FETCH)
+    peer.m.pause([("t", 1)])  # its data stays buffered, but nobody drains it now
+    peer.pump()
+    sent = peer.take(ApiKey.FETCH)
+    (topic,) = sent.req.body.topics
+    assert [(p.partition, p.fetch_offset) for p in topic.partitions] == [(0, 3)]

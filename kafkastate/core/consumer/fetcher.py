@@ -29,7 +29,10 @@ one :class:`PositionState`:
   drained by :meth:`poll` is fetched again at once).
 
 One Fetch request per node is in flight at a time, built from that node's incremental fetch
-session (KIP-227, :mod:`kafkastate.core.consumer.fetch_session`). A partition's data is kept
+session (KIP-227, :mod:`kafkastate.core.consumer.fetch_session`). A Fetch that would name only
+partitions already at their end waits while another partition of the same node still has data
+for the application: the broker would hold it for ``fetch_max_wait``, and the partition being
+drained, which has more to read, could not be fetched meanwhile. A partition's data is kept
 as it arrived (:class:`_Completed`) and decoded only when :meth:`poll` reaches it; data
 fetched for a position that has since moved (a seek) is dropped.
 
@@ -515,6 +518,8 @@ class FetcherMachine:
         fetched is kept for when they are resumed)."""
         for tp in tps:
             self._part(tp).paused = True
+        # Fetches held back for the sake of these partitions' buffered data go now.
+        self._step(self._now)
 
     def resume(self, tps: Iterable[TopicPartition], *, now: float) -> None:
         """Undo :meth:`pause`."""
@@ -1261,10 +1266,34 @@ class FetcherMachine:
             )
         return out
 
+    def _caught_up(self, tp: TopicPartition) -> bool:
+        """Whether ``tp``'s position is at the end the last Fetch reported."""
+        p = self._parts[tp]
+        end = p.last_stable_offset if self.config.read_committed else p.high_watermark
+        return end >= 0 and p.position >= end
+
+    def _buffered_on(self, node: NodeId) -> bool:
+        """Whether a partition fetched from ``node`` has data the application has not
+        drained yet (and is not paused): it will want fetching as soon as it is drained."""
+        cluster = self._client.cluster
+        for tp in self._completed:
+            p = self._parts.get(tp)
+            if p is None or p.paused:
+                continue
+            source = p.read_replica if p.read_replica is not None else cluster.leader_for(*tp)
+            if source == node:
+                return True
+        return False
+
     def _send_fetches(self, now: float) -> None:
         cfg = self.config
         for node, parts in self._fetchable(now).items():
             if node in self._node_busy or self._node_backoff.get(node, 0.0) > now:
+                continue
+            if all(self._caught_up(tp) for tp in parts) and self._buffered_on(node):
+                # Only partitions at their end: the broker would hold this Fetch for
+                # fetch_max_wait while the partitions being drained, which have more to
+                # read, could not be fetched (one Fetch per node). Ask once they are drained.
                 continue
             session = self._sessions.get(node)
             if session is None:
