@@ -40,7 +40,7 @@ from kafkastate.core.consumer.fetcher import (
     PositionState,
     RecordsFetched,
 )
-from kafkastate.core.protocol.records import Record
+from kafkastate.core.protocol.records import Record, consumer_tuples
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -68,15 +68,13 @@ def to_consumer_records(
 ) -> dict[TopicPartition, list[ConsumerRecord]]:
     """Turn the machine's record runs into :class:`ConsumerRecord` lists per partition."""
     out: dict[TopicPartition, list[ConsumerRecord]] = {}
+    plain = key_deserializer is None and value_deserializer is None
     for (topic, partition), records, epoch in runs:
         tp = TopicPartition(topic, partition)
-        bucket = out.get(tp)
-        if bucket is None:
-            bucket = out[tp] = []
-        append = bucket.append
-        for r in records:
-            key, value, headers = r.key, r.value, r.headers
-            append(
+        if plain:
+            made = consumer_tuples(ConsumerRecord, records, topic, partition, epoch)
+        else:
+            made = [
                 ConsumerRecord(
                     topic,
                     partition,
@@ -84,17 +82,23 @@ def to_consumer_records(
                     r.offset,
                     r.timestamp,
                     int(r.timestamp_type),
-                    key if key_deserializer is None else key_deserializer(key),
-                    value if value_deserializer is None else value_deserializer(value),
-                    list(headers),
+                    r.key if key_deserializer is None else key_deserializer(r.key),
+                    r.value if value_deserializer is None else value_deserializer(r.value),
+                    r.headers,
                     None,
-                    -1 if key is None else len(key),
-                    -1 if value is None else len(value),
-                    sum(len(k) + (0 if v is None else len(v)) for k, v in headers)
-                    if headers
+                    -1 if r.key is None else len(r.key),
+                    -1 if r.value is None else len(r.value),
+                    sum(len(k) + (0 if v is None else len(v)) for k, v in r.headers)
+                    if r.headers
                     else -1,
                 )
-            )
+                for r in records
+            ]
+        bucket = out.get(tp)
+        if bucket is None:
+            out[tp] = made
+        else:
+            bucket.extend(made)
     return out
 
 

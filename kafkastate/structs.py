@@ -6,6 +6,7 @@ its tuples, hash, unpack, and cost a tuple to make; aiokafka's attribute names a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 __all__ = ["ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp", "TopicPartition"]
@@ -61,8 +62,9 @@ class ConsumerRecord(NamedTuple):
     """The key, deserialized if a key deserializer was given."""
     value: Any
     """The value, deserialized if a value deserializer was given."""
-    headers: list[tuple[str, bytes | None]]
-    """``(key, value)`` pairs."""
+    headers: Sequence[tuple[str, bytes | None]]
+    """``(key, value)`` pairs, a tuple (as aiokafka hands them out; kafka-python uses a
+    list)."""
     checksum: None
     """Always None (v2 batches have one CRC per batch)."""
     serialized_key_size: int

@@ -90,7 +90,7 @@ def test_sync_round_trip_every_codec(kafka_cluster: Any, codec: str | None) -> N
     for partition, records in per.items():
         assert [r.offset for r in records] == list(range(len(records)))  # in order, no gaps
         assert [(r.key, r.value) for r in records] == _by_partition(written)[partition]
-        assert all(r.headers == [("n", r.key[1:])] for r in records)
+        assert all(r.headers == (("n", r.key[1:]),) for r in records)
         assert all(r.serialized_value_size == len(r.value) for r in records)
 
 

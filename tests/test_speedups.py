@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import itertools
 import random
 import struct
@@ -731,3 +732,86 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# ------------------------------------------------------------------- consumer records
+
+
+class _Consumer(tuple[Any, ...]):
+    """A 13-field tuple subclass standing for kafkastate.structs.ConsumerRecord."""
+
+    __slots__ = ()
+
+
+@needs_c
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.binary(max_size=20)),
+            st.one_of(st.none(), st.binary(max_size=40)),
+            st.lists(
+                st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=8))),
+                max_size=3,
+            ),
+        ),
+        min_size=1,
+        max_size=20,
+    ),
+    append_time=st.booleans(),
+)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_consumer_tuples_same_in_c_and_python(
+    batches: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    append_time: bool,
+) -> None:
+    builder = RecordBatchBuilder(
+        base_offset=40,
+        timestamp_type=TimestampType.LOG_APPEND_TIME if append_time else TimestampType.CREATE_TIME,
+    )
+    for key, value, headers in batches:
+        builder.append(TS, key, value, headers)
+    (batch,) = iter_batches(builder.build())
+    recs = batch.records()
+
+    def make() -> list[Any]:
+        return records.consumer_tuples(_Consumer, recs, "topic", 3, 9)
+
+    py, c = both(make)
+    assert [type(x) for x in c] == [_Consumer] * len(recs)
+    assert [tuple(x) for x in py] == [tuple(x) for x in c]
+    assert all(type(x[5]) is int for x in c)  # the enum's value, not the enum
+    first = c[0]
+    assert first[:4] == ("topic", 3, 9, 40)
+    key, value, headers = batches[0]
+    assert first[10] == (-1 if key is None else len(key))
+    assert first[11] == (-1 if value is None else len(value))
+    size = sum(len(k) + (0 if v is None else len(v)) for k, v in headers) if headers else -1
+    assert first[12] == size
+
+
+@needs_c
+def test_consumer_tuples_without_headers_are_not_tracked_by_the_gc() -> None:
+    builder = RecordBatchBuilder(base_offset=0)
+    builder.append(TS, b"k", b"v", [])
+    builder.append(TS, None, b"v", [("h", b"x")])
+    (batch,) = iter_batches(builder.build())
+    with codec(True):
+        plain, with_headers = records.consumer_tuples(_Consumer, batch.records(), "t", 0, 0)
+    # Only atomic fields: no cycle can run through it (CPython untracks such tuples itself,
+    # lazily); this spares the cyclic GC walking every record a consumer holds.
+    assert not gc.is_tracked(plain)
+    assert gc.is_tracked(with_headers)
+
+
+@needs_c
+def test_consumer_tuples_refuse_what_is_not_records() -> None:
+    consumer_records = records._speedups.consumer_records
+    with pytest.raises(TypeError, match="tuple subclass"):
+        consumer_records(dict, [], "t", 0, 0)
+    with pytest.raises(TypeError, match="list of records"):
+        consumer_records(_Consumer, (), "t", 0, 0)
+    with pytest.raises(TypeError, match="Record tuples"):
+        consumer_records(_Consumer, [(1, 2)], "t", 0, 0)
+    bad = Record(0, TS, TimestampType.CREATE_TIME, None, None, [("h", b"")])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="headers must be a tuple"):
+        consumer_records(_Consumer, [bad], "t", 0, 0)

@@ -326,7 +326,8 @@ class _Completed:
     records: bytes
     aborted: list[tuple[int, int]]  # (first_offset, producer_id), sorted
     batches: Any = None  # iterator over decoded batches, made on first poll
-    pending: deque[Record] = attrs.field(factory=deque)  # decoded, not yet handed out
+    pending: list[Record] = attrs.field(factory=list)  # the decoded batch being handed out
+    taken: int = 0  # how many of ``pending`` were handed out
     aborted_producers: set[int] = attrs.field(factory=set)
     next_offset: int = -1  # the position after everything consumed so far
     leader_epoch: int = -1
@@ -432,7 +433,8 @@ class FetcherMachine:
         if any(p.state is PositionState.FAILED for p in self._parts.values()):
             return True
         return any(
-            not self._parts[tp].paused and (c.pending or c.batches is None or c.records)
+            not self._parts[tp].paused
+            and (c.taken < len(c.pending) or c.batches is None or c.records)
             for tp, c in self._completed.items()
         )
 
@@ -567,7 +569,7 @@ class FetcherMachine:
             if records:
                 out.append((tp, records, done.leader_epoch))
                 left -= len(records)
-            if not done.pending and done.batches is False:
+            if done.taken >= len(done.pending) and done.batches is False:
                 drained.append(tp)
         for tp in drained:
             self._completed.pop(tp, None)
@@ -1403,10 +1405,14 @@ class FetcherMachine:
             done.batches = iter_batches(done.records, check_crcs=self.config.check_crcs)
         read_committed = self.config.read_committed
         while len(out) < limit:
-            if done.pending:
-                record = done.pending.popleft()
-                out.append(record)
-                p.position = record.offset + 1
+            pending = done.pending
+            if done.taken < len(pending):
+                # Whole runs of a batch at once, not record by record.
+                start = done.taken
+                stop = min(len(pending), start + limit - len(out))
+                out.extend(pending if start == 0 and stop == len(pending) else pending[start:stop])
+                done.taken = stop
+                p.position = pending[stop - 1].offset + 1
                 continue
             if done.batches is False:
                 break
@@ -1433,8 +1439,11 @@ class FetcherMachine:
                     p.position = max(p.position, batch.next_offset)
                     continue
             position = p.position
-            done.pending.extend(r for r in batch.records() if r.offset >= position)
-            if not done.pending:
+            records = batch.records()
+            if batch.base_offset < position:  # the batch began before the position
+                records = [r for r in records if r.offset >= position]
+            done.pending, done.taken = records, 0
+            if not records:
                 p.position = max(p.position, batch.next_offset)
         p.position_epoch = done.leader_epoch
         return out

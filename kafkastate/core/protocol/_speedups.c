@@ -23,6 +23,9 @@
  * arithmetic (headers that are not a list or tuple of 2-tuples, deltas beyond int64) is handed
  * back (None) to the Python code, so both paths write the same bytes and raise the same errors.
  *
+ * consumer_records() is the per-record loop of the adapters' to_consumer_records() without
+ * deserializers: it turns Record tuples into the 13-field ConsumerRecord tuples.
+ *
  * Records are built as tuple.__new__(Record, ...) builds them (tp_alloc, then the six items);
  * from CPython 3.14, whose tuples cache their hash, through the public tuple constructor.
  *
@@ -269,34 +272,34 @@ error:
     return NULL;
 }
 
-/* A Record from six new references (stolen, also on failure). */
+/* An instance of the tuple subclass `type` from n new references (stolen, also on failure). */
 static PyObject *
-new_record(PyObject *items[6])
+new_tuple_of(PyTypeObject *type, PyObject **items, Py_ssize_t n)
 {
 #if PY_VERSION_HEX < 0x030E0000 && !defined(KAFKASTATE_GENERIC_RECORD_NEW)
-    /* What tuple.__new__(Record, items) does (tuple_subtype_new), without the intermediate
+    /* What tuple.__new__(type, items) does (tuple_subtype_new), without the intermediate
      * tuple. From 3.14 a tuple caches its hash in a field tp_alloc leaves at 0, so there we take
      * the public route below (-DKAFKASTATE_GENERIC_RECORD_NEW forces it, to test it). */
-    PyObject *rec = record_type->tp_alloc(record_type, 6);
+    PyObject *rec = type->tp_alloc(type, n);
     if (rec == NULL) {
-        for (int i = 0; i < 6; i++) {
+        for (Py_ssize_t i = 0; i < n; i++) {
             Py_DECREF(items[i]);
         }
         return NULL;
     }
-    for (int i = 0; i < 6; i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         PyTuple_SET_ITEM(rec, i, items[i]);
     }
     return rec;
 #else
-    PyObject *plain = PyTuple_New(6);
+    PyObject *plain = PyTuple_New(n);
     if (plain == NULL) {
-        for (int i = 0; i < 6; i++) {
+        for (Py_ssize_t i = 0; i < n; i++) {
             Py_DECREF(items[i]);
         }
         return NULL;
     }
-    for (int i = 0; i < 6; i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         PyTuple_SET_ITEM(plain, i, items[i]);
     }
     PyObject *args = PyTuple_Pack(1, plain);
@@ -304,10 +307,17 @@ new_record(PyObject *items[6])
     if (args == NULL) {
         return NULL;
     }
-    PyObject *rec = PyTuple_Type.tp_new(record_type, args, NULL);
+    PyObject *rec = PyTuple_Type.tp_new(type, args, NULL);
     Py_DECREF(args);
     return rec;
 #endif
+}
+
+/* A Record from six new references (stolen, also on failure). */
+static PyObject *
+new_record(PyObject *items[6])
+{
+    return new_tuple_of(record_type, items, 6);
 }
 
 static int
@@ -785,6 +795,142 @@ fail:
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* consumer_records                                                                             */
+
+PyDoc_STRVAR(consumer_records_doc,
+"consumer_records(cls, records, topic, partition, leader_epoch, /)\n"
+"--\n"
+"\n"
+"One cls tuple per Record: (topic, partition, leader_epoch, offset, timestamp,\n"
+"int(timestamp_type), key, value, headers, None, key size, value size, header size), the\n"
+"fields of kafkastate.structs.ConsumerRecord, sizes -1 for None (header size: the sum of\n"
+"len(key) + len(value) over the headers, -1 without headers). Records without headers\n"
+"hold only atomic objects and are untracked by the cyclic GC, as CPython does for such\n"
+"tuples. Returns the list.");
+
+#define CONSUMER_RECORD_FIELDS 13
+
+static PyObject *
+consumer_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "consumer_records() takes 5 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *cls = args[0];
+    PyObject *records = args[1];
+    PyObject *topic = args[2];
+    PyObject *partition = args[3];
+    PyObject *epoch = args[4];
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "consumer_records() needs a tuple subclass");
+        return NULL;
+    }
+    if (!PyList_Check(records)) {
+        PyErr_SetString(PyExc_TypeError, "consumer_records() needs a list of records");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)cls;
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    PyObject *last_ts_type = NULL; /* borrowed: the Record's timestamp_type last converted */
+    PyObject *last_ts_int = NULL;  /* owned: its int */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 6) {
+            PyErr_SetString(PyExc_TypeError, "consumer_records() needs Record tuples");
+            goto error;
+        }
+        PyObject *ts_type = PyTuple_GET_ITEM(r, 2);
+        PyObject *key = PyTuple_GET_ITEM(r, 3);
+        PyObject *value = PyTuple_GET_ITEM(r, 4);
+        PyObject *headers = PyTuple_GET_ITEM(r, 5);
+        if (ts_type != last_ts_type) {
+            PyObject *as_int = PyNumber_Long(ts_type); /* IntEnum -> int */
+            if (as_int == NULL) {
+                goto error;
+            }
+            Py_XSETREF(last_ts_int, as_int);
+            last_ts_type = ts_type;
+        }
+        Py_ssize_t key_size = -1, value_size = -1, header_size = -1;
+        if (key != Py_None && (key_size = PyObject_Length(key)) < 0) {
+            goto error;
+        }
+        if (value != Py_None && (value_size = PyObject_Length(value)) < 0) {
+            goto error;
+        }
+        int atomic = 1;
+        if (!PyTuple_Check(headers)) {
+            PyErr_SetString(PyExc_TypeError, "a Record's headers must be a tuple");
+            goto error;
+        }
+        Py_ssize_t nh = PyTuple_GET_SIZE(headers);
+        if (nh > 0) {
+            atomic = 0;
+            header_size = 0;
+            for (Py_ssize_t h = 0; h < nh; h++) {
+                PyObject *pair = PyTuple_GET_ITEM(headers, h);
+                if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+                    PyErr_SetString(PyExc_TypeError, "a header must be a (key, value) tuple");
+                    goto error;
+                }
+                Py_ssize_t klen = PyObject_Length(PyTuple_GET_ITEM(pair, 0));
+                if (klen < 0) {
+                    goto error;
+                }
+                header_size += klen;
+                PyObject *hv = PyTuple_GET_ITEM(pair, 1);
+                if (hv != Py_None) {
+                    Py_ssize_t vlen = PyObject_Length(hv);
+                    if (vlen < 0) {
+                        goto error;
+                    }
+                    header_size += vlen;
+                }
+            }
+        }
+        PyObject *items[CONSUMER_RECORD_FIELDS];
+        items[0] = Py_NewRef(topic);
+        items[1] = Py_NewRef(partition);
+        items[2] = Py_NewRef(epoch);
+        items[3] = Py_NewRef(PyTuple_GET_ITEM(r, 0));
+        items[4] = Py_NewRef(PyTuple_GET_ITEM(r, 1));
+        items[5] = Py_NewRef(last_ts_int);
+        items[6] = Py_NewRef(key);
+        items[7] = Py_NewRef(value);
+        items[8] = Py_NewRef(headers);
+        items[9] = Py_NewRef(Py_None);
+        items[10] = PyLong_FromSsize_t(key_size);
+        items[11] = PyLong_FromSsize_t(value_size);
+        items[12] = PyLong_FromSsize_t(header_size);
+        if (items[10] == NULL || items[11] == NULL || items[12] == NULL) {
+            for (int f = 0; f < CONSUMER_RECORD_FIELDS; f++) {
+                Py_XDECREF(items[f]);
+            }
+            goto error;
+        }
+        PyObject *rec = new_tuple_of(type, items, CONSUMER_RECORD_FIELDS);
+        if (rec == NULL) {
+            goto error;
+        }
+        if (atomic && PyObject_GC_IsTracked(rec)) {
+            PyObject_GC_UnTrack(rec);
+        }
+        PyList_SET_ITEM(out, i, rec);
+    }
+    Py_XDECREF(last_ts_int);
+    return out;
+error:
+    Py_XDECREF(last_ts_int);
+    Py_DECREF(out); /* unset items are NULL, which list deallocation skips */
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* setup                                                                                        */
 
 PyDoc_STRVAR(setup_doc,
@@ -823,6 +969,8 @@ static PyMethodDef speedups_methods[] = {
      parse_records_doc},
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      append_record_doc},
+    {"consumer_records", (PyCFunction)(void (*)(void))consumer_records, METH_FASTCALL,
+     consumer_records_doc},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL, setup_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -1,6 +1,7 @@
 """Type stub for the optional C accelerator ``_speedups.c`` (see records.py)."""
 
 from collections.abc import Sequence
+from typing import Any
 
 from kafkastate.core.protocol.records import Record, TimestampType
 
@@ -25,3 +26,11 @@ def append_record(
     headers: Sequence[tuple[str, bytes | bytearray | memoryview | None]],
     /,
 ) -> int | None: ...
+def consumer_records(
+    cls: type[Any],
+    records: list[Record],
+    topic: str,
+    partition: int,
+    leader_epoch: int,
+    /,
+) -> list[Any]: ...

@@ -42,7 +42,7 @@ import itertools
 import struct
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 import crc32c as _crc32c
 
@@ -54,6 +54,8 @@ from kafkastate.core.protocol.compression import (
     xxh32,
 )
 from kafkastate.errors import CorruptRecordError, KafkaConfigurationError, UnsupportedCodecError
+
+_T = TypeVar("_T")
 
 __all__ = [
     "RECORD_BATCH_OVERHEAD",
@@ -70,6 +72,7 @@ __all__ = [
     "TimestampType",
     "build_control_batch",
     "build_legacy_message_set",
+    "consumer_tuples",
     "estimate_batch_size_upper_bound",
     "estimate_record_size_upper_bound",
     "iter_batches",
@@ -193,9 +196,13 @@ _ParseRecords = Callable[[bytes, int, int, int, int, int, TimestampType, int | N
 _AppendRecord = Callable[
     [list[bytes | Buffer], int, int, Buffer | None, Buffer | None, _HeadersIn], int | None
 ]
+_ConsumerTuples = Callable[[type[Any], list[Record], str, int, int], list[Any]]
 # The switch (set_speedups): None selects the Python code.
 _c_parse_records: _ParseRecords | None = None if _speedups is None else _speedups.parse_records
 _c_append_record: _AppendRecord | None = None if _speedups is None else _speedups.append_record
+_c_consumer_tuples: _ConsumerTuples | None = (
+    None if _speedups is None else _speedups.consumer_records
+)
 
 
 def set_speedups(enabled: bool) -> bool:
@@ -214,10 +221,10 @@ def set_speedups(enabled: bool) -> bool:
     Raises:
         KafkaConfigurationError: ``enabled`` is true but the C accelerator is not built.
     """
-    global _c_parse_records, _c_append_record  # noqa: PLW0603 (the one process-wide switch)
+    global _c_parse_records, _c_append_record, _c_consumer_tuples  # noqa: PLW0603 (the switch)
     previous = _c_parse_records is not None
     if not enabled:
-        _c_parse_records = _c_append_record = None
+        _c_parse_records = _c_append_record = _c_consumer_tuples = None
     elif _speedups is None:
         raise KafkaConfigurationError(
             "the C accelerator kafkastate.core.protocol._speedups is not built"
@@ -225,7 +232,59 @@ def set_speedups(enabled: bool) -> bool:
     else:
         _c_parse_records = _speedups.parse_records
         _c_append_record = _speedups.append_record
+        _c_consumer_tuples = _speedups.consumer_records
     return previous
+
+
+def consumer_tuples(
+    cls: type[_T], records: list[Record], topic: str, partition: int, leader_epoch: int
+) -> list[_T]:
+    """Records as ``cls`` tuples of the consumer-record layout (one call per run of records
+    of one partition; the adapters' hot path, in C where it was built).
+
+    The 13 fields, in order: topic, partition, leader_epoch, offset, timestamp,
+    ``int(timestamp_type)``, key, value, headers (the record's tuple), None (no per-record
+    checksum in v2), key size, value size, header size (the sum of ``len(key) + len(value)``
+    over the headers); a size is -1 for a null key or value and for no headers.
+
+    Args:
+        cls: a tuple subclass with those 13 fields
+            (:class:`kafkastate.structs.ConsumerRecord`).
+        records: decoded records of one partition.
+        topic: their topic.
+        partition: their partition.
+        leader_epoch: the leader epoch of the batch they came in.
+
+    Returns:
+        One ``cls`` per record, in order.
+    """
+    c_tuples = _c_consumer_tuples
+    if c_tuples is not None:
+        return c_tuples(cls, records, topic, partition, leader_epoch)
+    new: Any = tuple.__new__
+    return [
+        new(
+            cls,
+            (
+                topic,
+                partition,
+                leader_epoch,
+                r.offset,
+                r.timestamp,
+                int(r.timestamp_type),
+                r.key,
+                r.value,
+                r.headers,
+                None,
+                -1 if r.key is None else len(r.key),
+                -1 if r.value is None else len(r.value),
+                sum(len(k) + (0 if v is None else len(v)) for k, v in r.headers)
+                if r.headers
+                else -1,
+            ),
+        )
+        for r in records
+    ]
 
 
 def speedups_enabled() -> bool:
