@@ -42,6 +42,7 @@ from kafkastate.core.consumer.fetcher import (
 )
 from kafkastate.core.protocol.records import Record, consumer_tuples
 from kafkastate.errors import (
+    ConsumerStoppedError,
     IllegalStateError,
     KafkaConfigurationError,
     KafkaError,
@@ -223,6 +224,8 @@ class Consumer:
                 return out
             with anyio.move_on_after(deadline - driver.now()):
                 await data.wait()
+            if self._driver is not driver:
+                raise ConsumerStoppedError("the consumer was stopped while waiting for records")
 
     async def getone(self, *partitions: tuple[str, int]) -> ConsumerRecord:
         """The next record (of these partitions), waiting as long as it takes.
@@ -232,8 +235,10 @@ class Consumer:
         """
         wanted = {TopicPartition(*tp) for tp in partitions}
         while True:
+            paused = self._paused_now()
             for i, record in enumerate(self._buffer):
-                if not wanted or (record.topic, record.partition) in wanted:
+                tp = (record.topic, record.partition)
+                if (not wanted or tp in wanted) and tp not in paused:
                     return self._buffer.pop(i)
             batch = await self.getmany(*partitions, timeout_ms=60_000)
             for records in batch.values():
@@ -243,7 +248,16 @@ class Consumer:
         return self
 
     async def __anext__(self) -> ConsumerRecord:
-        return await self.getone()
+        """The next record; iteration ends when the consumer is stopped.
+
+        Raises:
+            StopAsyncIteration: the consumer stopped (the ``async with`` block ended, or
+                ``stop()``).
+        """
+        try:
+            return await self.getone()
+        except ConsumerStoppedError:
+            raise StopAsyncIteration from None
 
     def _poll(
         self, partitions: Sequence[tuple[str, int]], limit: int, driver: AsyncDriver
@@ -273,11 +287,12 @@ class Consumer:
         self, partitions: Sequence[tuple[str, int]], limit: int
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
         wanted = {TopicPartition(*tp) for tp in partitions}
+        paused = self._paused_now()
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         keep: list[ConsumerRecord] = []
         for record in self._buffer:
             tp = TopicPartition(record.topic, record.partition)
-            if limit and (not wanted or tp in wanted):
+            if limit and (not wanted or tp in wanted) and tp not in paused:
                 out.setdefault(tp, []).append(record)
                 limit -= 1
             else:
@@ -452,11 +467,7 @@ class Consumer:
         if self.machine.config.group_id is None:
             raise IllegalStateError("commit needs a group_id")
         if offsets is None:
-            offsets = {}
-            for tp in self.machine.assignment():
-                position = self.machine.position(tp)
-                if position is not None:
-                    offsets[tp] = position
+            offsets = self._consumed()
         plain: dict[tuple[str, int], int | tuple[int, str]] = {}
         for tp, value in offsets.items():
             if isinstance(value, OffsetAndMetadata):
@@ -548,6 +559,25 @@ class Consumer:
         if tp not in self.machine.assignment():
             raise IllegalStateError(f"partition {tp[0]}-{tp[1]} is not assigned")
         return tp
+
+    def _consumed(self) -> dict[tuple[str, int], int]:
+        """Per assigned partition with a known position: the offset after the last record
+        the application was given (records buffered for ``getone`` and iteration are not
+        consumed yet), which is what a commit stores."""
+        first_buffered: dict[tuple[str, int], int] = {}
+        for record in self._buffer:
+            first_buffered.setdefault((record.topic, record.partition), record.offset)
+        out: dict[tuple[str, int], int] = {}
+        for tp in self.machine.assignment():
+            position = first_buffered.get(tp)
+            if position is None:
+                position = self.machine.position(tp)
+            if position is not None:
+                out[tp] = position
+        return out
+
+    def _paused_now(self) -> set[tuple[str, int]]:
+        return set(self.machine.paused())
 
     def _drop_buffered(self, partitions: Iterable[tuple[str, int]]) -> None:
         gone = {(tp[0], tp[1]) for tp in partitions}
@@ -707,18 +737,24 @@ async def open_consumer(
         connect_timeout=config.client.socket_connection_setup_timeout,
     )
     try:
-        async with driver, anyio.create_task_group() as tg:
+        # No task group of our own: the body's exception must come out as it is, not in an
+        # ExceptionGroup (the driver's task group, which runs auto-commit, takes care).
+        async with driver:
             consumer._attach(driver)
             try:
                 if topics:
                     consumer.subscribe(list(topics))
                 if enable_auto_commit:
-                    tg.start_soon(_auto_commit, consumer, auto_commit_interval_ms / 1000)
+                    driver.start_soon(
+                        _auto_commit,
+                        consumer,
+                        auto_commit_interval_ms / 1000,
+                        name="kafkastate auto-commit",
+                    )
                 yield consumer
                 if enable_auto_commit:
                     await consumer.commit()
             finally:
-                tg.cancel_scope.cancel()
                 machine.close()
                 consumer._attach(None)
     finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
@@ -192,7 +193,9 @@ class KafkaConsumer:
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval
         self._answers: dict[int, Any] = {}
         self._subscribed: tuple[str, ...] = ()
-        self._iterator: Iterator[ConsumerRecord] | None = None
+        # Records poll() fetched for iteration and not yet returned by __next__: not
+        # consumed, so position() and commit() do not count them.
+        self._buffer: deque[ConsumerRecord] = deque()
         self._closed = False
         if topics:
             self.subscribe(list(topics))
@@ -203,6 +206,7 @@ class KafkaConsumer:
         """Read exactly these partitions (a manual assignment)."""
         self._open()
         self._subscribed = ()
+        self._buffer.clear()
         self._machine.assign([(tp[0], tp[1]) for tp in partitions], now=time.monotonic())
 
     def assignment(self) -> set[TopicPartition]:
@@ -237,6 +241,7 @@ class KafkaConsumer:
         """Drop the subscription and the assignment."""
         self._open()
         self._subscribed = ()
+        self._buffer.clear()
         self._machine.assign((), now=time.monotonic())
 
     # -------------------------------------------------------------- reading
@@ -254,6 +259,10 @@ class KafkaConsumer:
         """
         self._open()
         limit = self._max_records if max_records is None else max_records
+        if self._buffer:  # fetched for iteration, not returned yet: they come first
+            buffered = self._from_buffer(limit)
+            if buffered:
+                return buffered
         deadline = time.monotonic() + timeout_ms / 1000
         machine = self._machine
         while True:
@@ -269,37 +278,86 @@ class KafkaConsumer:
         return self
 
     def __next__(self) -> ConsumerRecord:
-        if self._iterator is None:
-            self._iterator = self._records()
-        return next(self._iterator)
+        """The next record, one at a time: the position moves past it only now.
 
-    def _records(self) -> Iterator[ConsumerRecord]:
+        Raises:
+            StopIteration: no record came within ``consumer_timeout_ms``, or the consumer is
+                closed (as kafka-python's).
+        """
         while True:
+            if self._closed:
+                raise StopIteration
+            buffer = self._buffer
+            if buffer:
+                paused = set(self._machine.paused())
+                for i, record in enumerate(buffer):
+                    if (record.topic, record.partition) not in paused:
+                        del buffer[i]
+                        return record
             batch = self.poll(timeout_ms=min(self._consumer_timeout, 3600.0) * 1000)
             if not batch:
                 if self._consumer_timeout != float("inf"):
-                    self._iterator = None
-                    return
+                    raise StopIteration
                 continue
             for records in batch.values():
-                yield from records
+                self._buffer.extend(records)
+
+    def _from_buffer(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Up to ``limit`` buffered records of partitions that are not paused."""
+        paused = set(self._machine.paused())
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        keep: deque[ConsumerRecord] = deque()
+        for record in self._buffer:
+            tp = TopicPartition(record.topic, record.partition)
+            if limit and tp not in paused:
+                out.setdefault(tp, []).append(record)
+                limit -= 1
+            else:
+                keep.append(record)
+        self._buffer = keep
+        return out
+
+    def _drop_buffered(self, partitions: Iterable[tuple[str, int]]) -> None:
+        gone = {(tp[0], tp[1]) for tp in partitions}
+        self._buffer = deque(r for r in self._buffer if (r.topic, r.partition) not in gone)
+
+    def _consumed(self) -> dict[tuple[str, int], int]:
+        """Per assigned partition with a known position: the offset after the last record
+        returned to the application (buffered records excluded), what a commit stores."""
+        first_buffered: dict[tuple[str, int], int] = {}
+        for record in self._buffer:
+            first_buffered.setdefault((record.topic, record.partition), record.offset)
+        out: dict[tuple[str, int], int] = {}
+        for tp in self._machine.assignment():
+            position = first_buffered.get(tp)
+            if position is None:
+                position = self._machine.position(tp)
+            if position is not None:
+                out[tp] = position
+        return out
 
     # ------------------------------------------------------------ positions
 
     def seek(self, partition: tuple[str, int], offset: int) -> None:
         """Read ``partition`` from ``offset`` next."""
         self._open()
-        self._machine.seek(self._assigned(partition), offset, now=time.monotonic())
+        tp = self._assigned(partition)
+        self._drop_buffered([tp])
+        self._machine.seek(tp, offset, now=time.monotonic())
 
     def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
         """Read from the log start (every assigned partition if none given)."""
         self._open()
-        self._machine.seek_to(self._targets(partitions), EARLIEST, now=time.monotonic())
+        tps = self._targets(partitions)
+        self._drop_buffered(tps)
+        self._machine.seek_to(tps, EARLIEST, now=time.monotonic())
 
     def seek_to_end(self, *partitions: tuple[str, int]) -> None:
         """Read only what is written from now on (every assigned partition if none given)."""
         self._open()
-        self._machine.seek_to(self._targets(partitions), LATEST, now=time.monotonic())
+        tps = self._targets(partitions)
+        self._drop_buffered(tps)
+        self._machine.seek_to(tps, LATEST, now=time.monotonic())
 
     def position(self, partition: tuple[str, int], timeout_ms: float | None = None) -> int:
         """The offset of the next record :meth:`poll` returns, looking it up if needed.
@@ -310,6 +368,9 @@ class KafkaConsumer:
         """
         self._open()
         tp = self._assigned(partition)
+        for record in self._buffer:  # fetched for iteration, not returned yet
+            if (record.topic, record.partition) == tp:
+                return record.offset
         wait = self._timeout if timeout_ms is None else timeout_ms / 1000
         deadline = time.monotonic() + wait
         while True:
@@ -413,10 +474,7 @@ class KafkaConsumer:
             raise IllegalStateError("commit needs a group_id")
         plain: dict[tuple[str, int], int | tuple[int, str]] = {}
         if offsets is None:
-            for tp in self._machine.assignment():
-                position = self._machine.position(tp)
-                if position is not None:
-                    plain[tp] = position
+            plain.update(self._consumed())
         else:
             for tp, value in offsets.items():
                 if isinstance(value, OffsetAndMetadata):
@@ -462,10 +520,17 @@ class KafkaConsumer:
                 self.commit()
         finally:
             self._closed = True
-            self._machine.close()
-            self._handle_events()
-            if self._loop is not None:
-                self._loop.close()
+            self._buffer.clear()
+            machine = self._machine
+            machine.close()
+            loop = self._loop
+            # Only closes now: a connection the machine asked for before (and this thread
+            # never got round to opening) must not be opened for a closed machine.
+            while (event := machine.next_event()) is not None:
+                if isinstance(event, CloseRequested) and loop is not None:
+                    loop.forget(event.node_id)
+            if loop is not None:
+                loop.close()
 
     def __enter__(self) -> KafkaConsumer:
         return self

@@ -668,9 +668,10 @@ class AIOKafkaConsumer:
         return self
 
     async def __anext__(self) -> ConsumerRecord:
-        if self._consumer is None:
+        consumer = self._consumer
+        if consumer is None:
             raise StopAsyncIteration  # stopped: aiokafka ends the iteration too
-        return await self._consumer.getone()
+        return await consumer.__anext__()  # ends the iteration when stop() comes meanwhile
 
     def seek(self, partition: tuple[str, int], offset: int) -> None:
         """Read ``partition`` from ``offset`` next."""

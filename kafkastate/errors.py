@@ -14,6 +14,7 @@ from typing import ClassVar
 __all__ = [
     "AuthenticationFailedError",
     "BrokerResponseError",
+    "ConsumerStoppedError",
     "CorruptRecordError",
     "IllegalStateError",
     "KafkaConfigurationError",
@@ -49,6 +50,11 @@ class KafkaConfigurationError(KafkaError, ValueError):
 
 class IllegalStateError(KafkaError):
     """The client object is not in a state that allows this call (closed, not started…)."""
+
+
+class ConsumerStoppedError(IllegalStateError):
+    """The consumer was stopped (its ``async with`` block ended, or ``stop()``) while a call
+    waited for records; iteration ends instead (aiokafka's name)."""
 
 
 class LocalProtocolError(KafkaError):

@@ -22,7 +22,11 @@ from kafkastate.core.metadata import MetadataConfig
 from kafkastate.core.protocol.records import RecordBatchBuilder
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiKey, response_type
-from kafkastate.errors import LogTruncationError, TopicAuthorizationFailedError
+from kafkastate.errors import (
+    LogTruncationError,
+    OffsetOutOfRangeError,
+    TopicAuthorizationFailedError,
+)
 from tests.peer import ScriptedCluster, Sent
 
 TP = ("t", 0)
@@ -413,3 +417,31 @@ def test_a_paused_partition_holds_nothing_back() -> None:
     sent = peer.take(ApiKey.FETCH)
     (topic,) = sent.req.body.topics
     assert [(p.partition, p.fetch_offset) for p in topic.partitions] == [(0, 3)]
+
+
+# ------------------------------------------------------------------ stale answers
+
+
+def test_a_lookup_answered_after_a_newer_seek_is_dropped() -> None:
+    peer = FetcherPeer(auto_offset_reset="earliest")
+    first = peer.take(ApiKey.LIST_OFFSETS)
+    (asked,) = first.req.body.topics[0].partitions
+    assert asked.timestamp == -2  # earliest
+    peer.m.seek_to([TP], -1, now=peer.now)  # seek_to_end while the lookup is out
+    peer.answer_list(0, epoch=0)  # the earliest answer comes back: stale
+    assert peer.m.position(TP) is None
+    second = peer.take(ApiKey.LIST_OFFSETS)
+    (asked,) = second.req.body.topics[0].partitions
+    assert asked.timestamp == -1  # latest, asked once the stale one was back
+    peer.answer_list(10, epoch=0)
+    assert peer.m.position(TP) == 10
+    assert peer.fetch_offset() == (1, 10)
+
+
+def test_out_of_range_with_reset_none_is_offset_out_of_range() -> None:
+    peer = FetcherPeer(auto_offset_reset="none")
+    peer.m.seek(TP, 50, now=peer.now)
+    peer.pump()
+    peer.answer_fetch(code=1)  # OFFSET_OUT_OF_RANGE
+    with pytest.raises(OffsetOutOfRangeError, match="offset 50 is out of range for partition t-0"):
+        peer.m.poll(10, now=peer.now)

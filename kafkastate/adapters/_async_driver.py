@@ -28,7 +28,7 @@ import asyncio
 import math
 import ssl
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -101,6 +101,19 @@ class AsyncDriver:
     def connected_nodes(self) -> frozenset[NodeId]:
         """The nodes with an open stream now."""
         return frozenset(self._streams)
+
+    def start_soon(
+        self, func: Callable[..., Coroutine[Any, Any, None]], *args: Any, name: str
+    ) -> None:
+        """Run ``func(*args)`` in the driver's task group: cancelled when the driver exits;
+        an exception it raises fails the driver's ``async with``.
+
+        Raises:
+            RuntimeError: the driver is not running.
+        """
+        if self._tg is None:
+            raise RuntimeError("the driver is not running")
+        self._tg.start_soon(func, *args, name=name)
 
     def wake(self) -> None:
         """Make the pump run now (after a command, or bytes that arrived)."""

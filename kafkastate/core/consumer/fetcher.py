@@ -314,6 +314,7 @@ class _Partition:
     in_flight: bool = False  # a Fetch, ListOffsets or OffsetFetch names it
     backoff_until: float = 0.0
     awaits_metadata: bool = False  # not tried again before fresh metadata arrives
+    seeks: int = 0  # which placing of the position this is (to spot stale answers)
     read_replica: NodeId | None = None
 
 
@@ -345,6 +346,7 @@ class _Query:
     internal: bool = False  # a position reset, not the application's
     awaits_metadata: bool = False  # retry_at was set only to wait for metadata
     epochs: dict[TopicPartition, int] = attrs.field(factory=dict)  # committed leader epochs
+    seeks: dict[TopicPartition, int] = attrs.field(factory=dict)  # _Partition.seeks when sent
 
 
 # --------------------------------------------------------------------------- the machine
@@ -378,6 +380,7 @@ class FetcherMachine:
         self._coordinator_retry_at = 0.0
         self._coordinator_unknown: NodeId | None = None  # found, not yet in metadata
         self._metadata_news = False  # metadata arrived during this step's last pull
+        self._seek_serial = 0  # numbers every placing of a position (_Partition.seeks)
         self._events: deque[FetcherEvent] = deque()
         self._now = 0.0
         self._closed = False
@@ -482,6 +485,7 @@ class FetcherMachine:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise KafkaConfigurationError(f"offset must be an int >= 0, got {offset!r}")
         p = self._part(tp)
+        self._moved(p)
         p.state, p.position, p.position_epoch, p.error = PositionState.FETCHING, offset, -1, None
         p.reset_to, p.leader_epoch = None, -1
         self._completed.pop(tp, None)
@@ -496,6 +500,7 @@ class FetcherMachine:
         """
         for tp in tps:
             p = self._part(tp)
+            self._moved(p)
             p.state, p.reset_to, p.error = PositionState.AWAIT_RESET, timestamp, None
             self._completed.pop(tp, None)
         self._step(now)
@@ -511,6 +516,7 @@ class FetcherMachine:
             raise LocalProtocolError("seek_to_committed needs a group_id")
         for tp in tps:
             p = self._part(tp)
+            self._moved(p)
             p.state, p.error = PositionState.AWAIT_COMMITTED, None
             self._completed.pop(tp, None)
         self._step(now)
@@ -718,16 +724,35 @@ class FetcherMachine:
 
     def _fresh_partition(self, tp: TopicPartition) -> _Partition:
         if self.config.group_id is not None:
-            return _Partition(state=PositionState.AWAIT_COMMITTED)
-        p = _Partition(state=PositionState.AWAIT_RESET)
-        self._apply_policy(p, tp)
+            p = _Partition(state=PositionState.AWAIT_COMMITTED)
+        else:
+            p = _Partition(state=PositionState.AWAIT_RESET)
+            self._apply_policy(p, tp)
+        self._moved(p)  # an answer for an earlier assignment of tp is not for this one
         return p
 
-    def _apply_policy(self, p: _Partition, tp: TopicPartition) -> None:
-        """No valid position: reset by ``auto_offset_reset`` or fail (``none``)."""
+    def _moved(self, p: _Partition) -> None:
+        """The application (re)placed ``p``'s position: lookups already sent are stale."""
+        self._seek_serial += 1
+        p.seeks = self._seek_serial
+
+    def _apply_policy(
+        self, p: _Partition, tp: TopicPartition, *, out_of_range: int | None = None
+    ) -> None:
+        """No valid position: reset by ``auto_offset_reset`` or fail (``none``):
+        OffsetOutOfRangeError for a position the log does not hold (``out_of_range``, as
+        Java, aiokafka and kafka-python raise), else NoOffsetForPartitionError."""
         ts = _RESETS[self.config.auto_offset_reset]
         if ts is None:
             p.state = PositionState.FAILED
+            if out_of_range is not None:
+                p.error = error_for_code(_OFFSET_OUT_OF_RANGE)(
+                    f"offset {out_of_range} is out of range for partition {tp[0]}-{tp[1]} "
+                    "and auto_offset_reset is 'none'",
+                    topic=tp[0],
+                    partition=tp[1],
+                )
+                return
             p.error = NoOffsetForPartitionError(
                 f"no valid offset for partition {tp[0]}-{tp[1]} and auto_offset_reset is 'none'"
             )
@@ -814,16 +839,13 @@ class FetcherMachine:
                 validate.append(tp)
         if validate:
             self._send_validations(validate, now)
-        if committed:
-            qid = self._new_query("committed", dict.fromkeys(committed))
-            self._queries[qid].internal = True
-            for tp in committed:
-                self._parts[tp].in_flight = True
-        if resets:
-            qid = self._new_query("list", resets)
-            self._queries[qid].internal = True
-            for tp in resets:
-                self._parts[tp].in_flight = True
+        for kind, asked in (("committed", dict.fromkeys(committed)), ("list", resets)):
+            if asked:
+                q = self._queries[self._new_query(kind, asked)]
+                q.internal = True
+                for tp in asked:
+                    self._parts[tp].in_flight = True
+                    q.seeks[tp] = self._parts[tp].seeks
 
     def _finish_internal(self, q: _Query, now: float) -> None:
         self._events.append(PositionsResolved(partitions=tuple(q.partitions)))
@@ -832,6 +854,8 @@ class FetcherMachine:
             if p is None:
                 continue
             p.in_flight = False
+            if q.seeks.get(tp) != p.seeks:
+                continue  # the application moved the position meanwhile: a stale answer
             result = q.results.get(tp)
             if q.kind == "committed" and p.state is PositionState.AWAIT_COMMITTED:
                 if result is not None:
@@ -1385,7 +1409,7 @@ class FetcherMachine:
             )
             return True
         if code == _OFFSET_OUT_OF_RANGE:
-            self._apply_policy(p, tp)
+            self._apply_policy(p, tp, out_of_range=fetch_offset)
             return p.state is PositionState.FAILED
         if code in _REFRESH_CODES:
             p.read_replica = None
