@@ -12,6 +12,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkastate.core.client import ClientConfig
+from kafkastate.core.consumer.group import GroupConfig
 from kafkastate.core.consumer.fetcher import (
     FetcherConfig,
     FetcherMachine,
@@ -45,7 +46,9 @@ class FetcherPeer(ScriptedCluster):
     partition is assigned before any metadata: what waits for it (the first ListOffsets,
     the OffsetFetch) must go out as soon as it arrives."""
 
-    def __init__(self, *, partitions: int = 1, **config: Any) -> None:
+    def __init__(
+        self, *, partitions: int = 1, group: GroupConfig | None = None, **config: Any
+    ) -> None:
         cfg = FetcherConfig(
             client=ClientConfig(
                 bootstrap_servers=[("boot", 9092)],
@@ -55,8 +58,12 @@ class FetcherPeer(ScriptedCluster):
             **config,
         )
         topics = {"t": {i: (1, 0) for i in range(partitions)}}
-        super().__init__(FetcherMachine(cfg, rng=random.Random(3)), topics=topics)
-        self.m.assign([("t", i) for i in range(partitions)], now=0.0)
+        machine = FetcherMachine(cfg, rng=random.Random(3), group=group)
+        super().__init__(machine, topics=topics)
+        if group is None:
+            self.m.assign([("t", i) for i in range(partitions)], now=0.0)
+        else:
+            self.m.subscribe(["t"], now=0.0)
         self.advance(0.0)  # bootstrap: connect, ApiVersions, Metadata
 
     def move_leader(self, node: int, epoch: int) -> None:

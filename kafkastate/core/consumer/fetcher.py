@@ -43,6 +43,17 @@ policy (``none``: fail the partition); authorization errors and anything else ->
 partition is FAILED with the typed error, raised by the next :meth:`poll` and cleared by
 a seek.
 
+Group membership (optional, ``group=``): a :class:`~kafkastate.core.consumer.group.GroupMember`
+runs inside the machine. :meth:`FetcherMachine.subscribe` hands it the topics; the machine finds
+the coordinator for it, sends its requests and routes the answers back, gives it partition
+counts from metadata, and turns its decisions into the assignment: :class:`PartitionsRevoked`
+(fetching of those partitions stops at once; the application commits and runs its listener,
+then calls :meth:`FetcherMachine.revocation_done`, which drops them) and
+:class:`PartitionsAssigned` (the partitions are assigned and look for their committed offset;
+the application runs its listener and calls :meth:`FetcherMachine.assignment_done`). Commits
+carry the member's generation and id, so a member that fell out of the group cannot overwrite
+the new owner's offsets.
+
 read_committed (KIP-98): the broker stops the data at the last stable offset and lists the
 aborted transactions that overlap it; batches of a producer from its aborted transaction's
 first offset up to its ABORT marker are skipped. Control batches never reach the
@@ -76,6 +87,14 @@ from kafkastate.core.consumer.fetch_session import (
     PartitionFetchState,
     fetch_request_from_session,
 )
+from kafkastate.core.consumer.group import (
+    AssignPartitions,
+    GroupConfig,
+    GroupFailed,
+    GroupMember,
+    MemberState,
+    RevokePartitions,
+)
 from kafkastate.core.metadata import NodeId
 from kafkastate.core.protocol.records import Batch, ControlRecordType, Record, iter_batches
 from kafkastate.core.protocol.requests import build, nested_type
@@ -98,9 +117,12 @@ __all__ = [
     "FetcherConfig",
     "FetcherEvent",
     "FetcherMachine",
+    "GroupFailed",
     "ListedOffset",
     "OffsetsCommitted",
     "OffsetsListed",
+    "PartitionsAssigned",
+    "PartitionsRevoked",
     "PositionState",
     "PositionsResolved",
     "RecordsFetched",
@@ -268,6 +290,32 @@ class OffsetsCommitted:
     """Why the commit failed (the first partition error), or None."""
 
 
+@attrs.frozen(kw_only=True)
+class PartitionsRevoked:
+    """The group takes these partitions away (``lost``: the member fell out of the
+    generation that owned them; a commit would be refused). They are no longer fetched or
+    handed out; commit what was consumed (unless lost), run the listener, then call
+    :meth:`FetcherMachine.revocation_done`."""
+
+    partitions: tuple[TopicPartition, ...]
+    """The partitions, sorted."""
+    lost: bool
+    """Lost rather than revoked."""
+
+
+@attrs.frozen(kw_only=True)
+class PartitionsAssigned:
+    """The group's new assignment is in place (new partitions look for their committed
+    offsets); run the listener, then call :meth:`FetcherMachine.assignment_done`."""
+
+    assigned: tuple[TopicPartition, ...]
+    """Everything assigned now."""
+    added: tuple[TopicPartition, ...]
+    """What this assignment added."""
+    generation: int
+    """The group generation."""
+
+
 FetcherEvent = (
     ConnectRequested
     | CloseRequested
@@ -277,6 +325,9 @@ FetcherEvent = (
     | OffsetsListed
     | CommittedOffsets
     | OffsetsCommitted
+    | PartitionsRevoked
+    | PartitionsAssigned
+    | GroupFailed
 )
 
 
@@ -315,6 +366,7 @@ class _Partition:
     backoff_until: float = 0.0
     awaits_metadata: bool = False  # not tried again before fresh metadata arrives
     seeks: int = 0  # which placing of the position this is (to spot stale answers)
+    revoking: bool = False  # the group is taking it away: neither fetched nor handed out
     read_replica: NodeId | None = None
 
 
@@ -358,10 +410,25 @@ class FetcherMachine:
     Args:
         config: the settings.
         rng: seeded randomness (backoff jitter, node choice).
+        group: group membership settings (``config.group_id`` must name the same group),
+            or None to assign partitions by hand only.
+
+    Raises:
+        KafkaConfigurationError: ``group`` without the same ``group_id`` in ``config``.
     """
 
-    def __init__(self, config: FetcherConfig, *, rng: random.Random) -> None:
+    def __init__(
+        self, config: FetcherConfig, *, rng: random.Random, group: GroupConfig | None = None
+    ) -> None:
+        if group is not None and group.group_id != config.group_id:
+            raise KafkaConfigurationError(
+                f"group membership for {group.group_id!r} needs group_id={group.group_id!r}"
+            )
         self.config = config
+        self.member: Final = None if group is None else GroupMember(group)
+        """The group member machine, or None without group membership."""
+        self._member_coordinator: NodeId | None = None  # what the member was told
+        self._group_requests: dict[RequestId, str] = {}
         self._client = Client(config.client, rng=rng, topics=())
         self._parts: dict[TopicPartition, _Partition] = {}
         self._completed: dict[TopicPartition, _Completed] = {}
@@ -465,6 +532,12 @@ class FetcherMachine:
                     f"a partition must be a (topic: str, partition: int >= 0) pair, got {tp!r}"
                 )
             wanted[(tp[0], tp[1])] = None
+        if self.member is not None and self.member.subscription:
+            raise LocalProtocolError("assign() while subscribed through the group")
+        self._set_assignment(wanted)
+        self._step(now)
+
+    def _set_assignment(self, wanted: Mapping[TopicPartition, None]) -> None:
         for tp in list(self._parts):
             if tp not in wanted:
                 del self._parts[tp]
@@ -473,7 +546,61 @@ class FetcherMachine:
             if tp not in self._parts:
                 self._parts[tp] = self._fresh_partition(tp)
         self._client.metadata.add_topics(sorted({t for t, _ in wanted}))
+
+    # -- group membership
+
+    def subscribe(self, topics: Iterable[str], *, now: float) -> None:
+        """Join the group for ``topics``: the group assigns their partitions
+        (:class:`PartitionsAssigned`). An empty list leaves the subscription (partitions
+        are revoked first).
+
+        Raises:
+            LocalProtocolError: no group membership configured.
+            KafkaConfigurationError: a malformed topic list.
+        """
+        member = self._group_member()
+        names = list(topics)
+        self._client.metadata.add_topics(names)
+        self._client.request_metadata_update()
+        member.subscribe(names, now=now)
         self._step(now)
+
+    def revocation_done(self, *, now: float) -> None:
+        """The application is done with the last :class:`PartitionsRevoked`: the
+        partitions leave the assignment and the group protocol goes on.
+
+        Raises:
+            LocalProtocolError: no group membership configured.
+            IllegalStateError: no revocation pending.
+        """
+        member = self._group_member()
+        keep = {tp: None for tp, p in self._parts.items() if not p.revoking}
+        member.revocation_done(now=now)
+        self._set_assignment(keep)
+        self._step(now)
+
+    def assignment_done(self, *, now: float) -> None:
+        """The application is done with the last :class:`PartitionsAssigned`.
+
+        Raises:
+            LocalProtocolError: no group membership configured.
+            IllegalStateError: no assignment pending.
+        """
+        self._group_member().assignment_done(now=now)
+        self._step(now)
+
+    def leave_group(self, *, now: float) -> None:
+        """Leave the group before closing (LeaveGroup for dynamic members); revoke the
+        partitions first (commit, listener). The request goes out with the next write."""
+        if self.member is None:
+            return
+        self.member.close(now=now)
+        self._step(now)
+
+    def _group_member(self) -> GroupMember:
+        if self.member is None:
+            raise LocalProtocolError("no group membership: the consumer was made without one")
+        return self.member
 
     def seek(self, tp: TopicPartition, offset: int, *, now: float) -> None:
         """Fetch ``tp`` from ``offset`` next.
@@ -551,6 +678,11 @@ class FetcherMachine:
                 authorization error, corrupt data...): the first such error. The partition
                 stays FAILED until a seek.
         """
+        member = self.member
+        if member is not None:
+            member.polled(now=now)
+            if member.state is MemberState.FAILED and member.error is not None:
+                raise member.error
         for part in self._parts.values():
             if part.state is PositionState.FAILED and part.error is not None and not part.paused:
                 raise part.error
@@ -561,7 +693,7 @@ class FetcherMachine:
             if left <= 0:
                 break
             p = self._parts.get(tp)
-            if p is None or p.paused:
+            if p is None or p.paused or p.revoking:
                 continue
             done = self._completed[tp]
             try:
@@ -630,6 +762,9 @@ class FetcherMachine:
         """
         if self.config.group_id is None:
             raise LocalProtocolError("commit needs a group_id")
+        if self.member is not None and generation < 0 and self.member.generation >= 0:
+            # a group member commits as one: the coordinator fences other generations
+            generation, member_id, group_instance_id = self.member.commit_identity()
         parts: dict[TopicPartition, Any] = {}
         for tp, value in offsets.items():
             offset, meta = value if isinstance(value, tuple) else (value, "")
@@ -712,6 +847,10 @@ class FetcherMachine:
         )
         if self._coordinator_retry_at > now:
             times.append(self._coordinator_retry_at)
+        if self.member is not None:
+            due = self.member.get_timer()
+            if due is not None:
+                times.append(due)
         return min(times) if times else None
 
     # ------------------------------------------------------------- internals
@@ -771,6 +910,7 @@ class FetcherMachine:
             return
         for _ in range(4):
             self._pull_client(now)
+            self._drive_group(now)
             self._positions(now)
             self._run_queries(now)
             self._send_fetches(now)
@@ -810,6 +950,15 @@ class FetcherMachine:
     def _metadata_arrived(self) -> None:
         """What waited for metadata (not for a backoff after an error) goes on at once."""
         self._metadata_news = True
+        member = self.member
+        if member is not None and member.subscription:
+            topics = self._client.cluster.topics
+            counts = {
+                t: len(topics[t].partitions)
+                for t in member.subscription
+                if t in topics and topics[t].error_code == 0
+            }
+            member.update_partition_counts(counts, now=self._now)
         for q in self._queries.values():
             if q.awaits_metadata:
                 q.retry_at, q.awaits_metadata = None, False
@@ -819,6 +968,47 @@ class FetcherMachine:
         if node is not None and self._client.node_state(node) is not None:
             self._coordinator_unknown = None
             self._coordinator = self._client.separate_connection(node)
+
+    # -- the group member: coordinator, requests, decisions
+
+    def _drive_group(self, now: float) -> None:
+        member = self.member
+        if member is None:
+            return
+        member.handle_timer(now=now)
+        if member.coordinator_wanted:
+            if self._member_coordinator is not None:  # the member lost it: look again
+                if self._coordinator == self._member_coordinator:
+                    self._coordinator = None
+                self._member_coordinator = None
+            if member.state not in (MemberState.CLOSED, MemberState.FAILED):
+                node = self._find_coordinator(now)
+                if node is not None:
+                    self._member_coordinator = node
+                    member.coordinator_found(now=now)
+        for out in member.take_requests():
+            rid = self._client.send(
+                out.factory, now=now, node_id=self._member_coordinator, timeout=out.timeout
+            )
+            self._group_requests[rid] = out.kind
+        while (event := member.next_event()) is not None:
+            match event:
+                case RevokePartitions(partitions=tps, lost=lost):
+                    for tp in tps:
+                        p = self._parts.get(tp)
+                        if p is not None:
+                            p.revoking = True
+                    self._events.append(PartitionsRevoked(partitions=tps, lost=lost))
+                case AssignPartitions(assigned=assigned, added=added, generation=generation):
+                    # partitions being revoked stay (with their positions, to commit)
+                    # until revocation_done
+                    revoking = [tp for tp, p in self._parts.items() if p.revoking]
+                    self._set_assignment(dict.fromkeys([*assigned, *revoking]))
+                    self._events.append(
+                        PartitionsAssigned(assigned=assigned, added=added, generation=generation)
+                    )
+                case GroupFailed():
+                    self._events.append(event)
 
     # -- positions: committed offsets and resets become internal queries
 
@@ -1265,6 +1455,7 @@ class FetcherMachine:
             if (
                 p.state is not PositionState.FETCHING
                 or p.paused
+                or p.revoking
                 or p.in_flight
                 or p.awaits_metadata
                 or p.backoff_until > now
@@ -1495,6 +1686,10 @@ class FetcherMachine:
         if sent is not None:
             self._on_validation(sent, response, now)
             return
+        kind = self._group_requests.pop(rid, None)
+        if kind is not None and self.member is not None:
+            self.member.handle_response(kind, response, now=now)
+            return
         query = self._query_requests.pop(rid, None)
         if query is not None:
             names_by_id = self._query_topic_ids.pop(rid, {})
@@ -1522,6 +1717,10 @@ class FetcherMachine:
         sent = self._validating.pop(rid, None)
         if sent is not None:
             self._on_validation_failure(sent, error, now)
+            return
+        kind = self._group_requests.pop(rid, None)
+        if kind is not None and self.member is not None:
+            self.member.handle_failure(kind, error, now=now)
             return
         query = self._query_requests.pop(rid, None)
         if query is not None:
