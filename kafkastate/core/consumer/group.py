@@ -501,7 +501,11 @@ class GroupMember:
                 self._send_heartbeat(now)
         if self._rejoin and not self._topics:
             self._rejoin = False  # nothing to join for
-        if self._rejoin and self.state in (MemberState.STABLE, MemberState.UNJOINED):
+        if (
+            self._rejoin
+            and self.state in (MemberState.STABLE, MemberState.UNJOINED)
+            and self._awaiting_revocation is None  # one revocation at a time
+        ):
             self._prepare(now)
         if (
             self.state is MemberState.PREPARING
