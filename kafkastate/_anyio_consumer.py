@@ -25,8 +25,8 @@ from typing import Any, Final
 
 import anyio
 
-from kafkastate.adapters._async_driver import AsyncDriver
-from kafkastate.adapters._common import build_client_config, check_ms
+from kafkastate.adapters._async_driver import AsyncDriver, wait_for_cluster
+from kafkastate.adapters._common import build_client_config, check_consumer_options, check_ms
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.consumer.fetcher import (
     EARLIEST,
@@ -323,8 +323,15 @@ class Consumer:
         self._seek_to(partitions, LATEST)
 
     async def seek_to_committed(self, *partitions: tuple[str, int]) -> None:
-        """Go back to the group's committed offsets (all assigned if none given)."""
+        """Go back to the group's committed offsets (all assigned if none given); where
+        nothing is committed, to ``auto_offset_reset``.
+
+        Raises:
+            IllegalStateError: no group_id, or a partition is not assigned.
+        """
         driver = self._running()
+        if self.machine.config.group_id is None:
+            raise IllegalStateError("seek_to_committed needs a group_id")
         tps = self._targets(partitions)
         self._drop_buffered(tps)
         self.machine.seek_to_committed(tps, now=driver.now())
@@ -483,6 +490,20 @@ class Consumer:
             raise answer.error
 
     # ------------------------------------------------------------- metadata
+
+    async def wait_for_cluster(self, timeout: float) -> None:
+        """Wait until a bootstrap server answered a Metadata request (aiokafka's
+        ``start()`` does this; :func:`open_consumer` does not).
+
+        Args:
+            timeout: seconds.
+
+        Raises:
+            NoBrokersAvailable: no bootstrap server answered in time (a
+                KafkaConnectionError).
+            AuthenticationFailedError: the bootstrap servers refused the SASL credentials.
+        """
+        await wait_for_cluster(self._running(), self.machine.client, lambda: self._changed, timeout)
 
     async def topics(self) -> frozenset[str]:
         """Every topic in the cluster (asks the cluster once)."""
@@ -645,9 +666,17 @@ def build_fetcher_config(
     sasl_mechanism: str | None = None,
     sasl_plain_username: str | None = None,
     sasl_plain_password: str | None = None,
+    allow_auto_create_topics: bool = False,
+    reconnect_backoff_ms: float = 50,
+    reconnect_backoff_max_ms: float = 1000,
+    max_in_flight_requests_per_connection: int = 5,
+    receive_message_max_bytes: int | None = None,
+    enable_incremental_fetch_sessions: bool = True,
 ) -> tuple[FetcherConfig, ssl.SSLContext | None]:
     """Build a :class:`FetcherConfig` (and the TLS context) from aiokafka/kafka-python
-    style options; see :func:`open_consumer`.
+    style options; see :func:`open_consumer`. A ``receive_message_max_bytes`` below
+    ``fetch_max_bytes + max_partition_fetch_bytes`` is raised to that, as kafka-python does
+    (a Fetch response may be that large).
 
     Raises:
         KafkaConfigurationError: a bad option value (a ValueError).
@@ -665,6 +694,13 @@ def build_fetcher_config(
         sasl_mechanism=sasl_mechanism,
         sasl_plain_username=sasl_plain_username,
         sasl_plain_password=sasl_plain_password,
+        allow_auto_create_topics=allow_auto_create_topics,
+        reconnect_backoff_ms=reconnect_backoff_ms,
+        reconnect_backoff_max_ms=reconnect_backoff_max_ms,
+        max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
+        receive_message_max_bytes=_frame_limit(
+            receive_message_max_bytes, fetch_max_bytes, max_partition_fetch_bytes
+        ),
     )
     try:
         config = FetcherConfig(
@@ -679,12 +715,21 @@ def build_fetcher_config(
             check_crcs=check_crcs,
             client_rack=client_rack or "",
             retry_backoff=retry_backoff_ms / 1000,
+            use_fetch_sessions=bool(enable_incremental_fetch_sessions),
         )
     except KafkaConfigurationError:
         raise
     except (ValueError, TypeError) as exc:
         raise KafkaConfigurationError(str(exc)) from exc
     return config, ssl_context
+
+
+def _frame_limit(given: int | None, fetch_max_bytes: Any, max_partition_fetch_bytes: Any) -> Any:
+    if given is None or isinstance(given, bool) or not isinstance(given, int) or given < 1:
+        return given  # None keeps the core's limit; a bad value is refused by name later
+    if isinstance(fetch_max_bytes, int) and isinstance(max_partition_fetch_bytes, int):
+        return max(given, fetch_max_bytes + max_partition_fetch_bytes)
+    return given
 
 
 @asynccontextmanager
@@ -705,10 +750,11 @@ async def open_consumer(
         bootstrap_servers: ``"host[:port],..."`` or a list of such strings.
         key_deserializer: bytes -> key, or None.
         value_deserializer: bytes -> value, or None.
-        max_poll_records: default record limit per :meth:`Consumer.getmany`.
-        enable_auto_commit: with a ``group_id``, commit the positions every
+        max_poll_records: default record limit per :meth:`Consumer.getmany` (None: 500;
+            else an int >= 1).
+        enable_auto_commit: with a ``group_id``, commit what was handed out every
             ``auto_commit_interval_ms`` and when the block exits normally.
-        auto_commit_interval_ms: the auto-commit period.
+        auto_commit_interval_ms: the auto-commit period (> 0).
         options: :func:`build_fetcher_config` options (``group_id``,
             ``auto_offset_reset``, ``isolation_level``, ``fetch_*``, TLS, SASL...).
 
@@ -719,6 +765,9 @@ async def open_consumer(
         KafkaConfigurationError: a bad option.
         TypeError: an unknown option.
     """
+    check_consumer_options(
+        max_poll_records=max_poll_records, auto_commit_interval_ms=auto_commit_interval_ms
+    )
     config, tls = build_fetcher_config(bootstrap_servers, **options)
     if enable_auto_commit and config.group_id is None:
         enable_auto_commit = False  # nothing to commit to (aiokafka ignores it too)

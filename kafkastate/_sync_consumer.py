@@ -12,12 +12,21 @@ from __future__ import annotations
 
 import logging
 import random
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from kafkastate._anyio_consumer import build_fetcher_config, to_consumer_records
+from kafkastate.adapters._common import (
+    KAFKA_PYTHON_UNSUPPORTED,
+    check_consumer_options,
+    check_ms,
+    kafka_python_ssl_context,
+    no_brokers_error,
+    refuse_options,
+)
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core.client import CloseRequested, ConnectRequested, MetadataUpdated
 from kafkastate.core.consumer.fetcher import (
@@ -45,7 +54,12 @@ __all__ = ["KafkaConsumer"]
 
 log = logging.getLogger("kafkastate.sync")
 
-_UNSUPPORTED: Final = frozenset(
+CommitCallback = Callable[[dict[TopicPartition, Any], Any], Any]
+"""``callback(offsets, error)``: a commit's outcome (``error`` None on success)."""
+
+# kafka-python options that only make sense in a consumer group: refused by name until the
+# group protocol is implemented.
+_GROUP_OPTIONS: Final = frozenset(
     {
         "partition_assignment_strategy",
         "session_timeout_ms",
@@ -53,21 +67,20 @@ _UNSUPPORTED: Final = frozenset(
         "max_poll_interval_ms",
         "group_instance_id",
         "leave_group_on_close",
+        # Only pattern subscriptions, which need group membership, look at it.
         "exclude_internal_topics",
-        "sasl_kerberos_service_name",
-        "sasl_kerberos_domain_name",
-        "sasl_oauth_token_provider",
-        "selector",
-        "metric_reporters",
-        "socks5_proxy",
-        "kafka_client",
     }
 )
+# kafka-python options kafkastate does not implement.
+_UNSUPPORTED: Final = KAFKA_PYTHON_UNSUPPORTED | {"metric_group_prefix"}
 
 
 class KafkaConsumer:
     """kafka-python's ``KafkaConsumer``, on kafkastate's fetcher (without group membership
     yet: give partitions with :meth:`assign`, or topics to read all their partitions).
+
+    As kafka-python's, the constructor waits for a bootstrap server to answer unless
+    ``api_version`` is given.
 
     Args:
         topics: topics to read every partition of (or call :meth:`assign`).
@@ -77,17 +90,30 @@ class KafkaConsumer:
         key_deserializer: bytes -> key.
         value_deserializer: bytes -> value.
         auto_offset_reset: ``"earliest"``, ``"latest"`` or ``"none"``.
-        enable_auto_commit: commit positions every ``auto_commit_interval_ms`` from
-            :meth:`poll` and on :meth:`close` (needs a ``group_id``).
-        auto_commit_interval_ms: the auto-commit period.
+        enable_auto_commit: commit what the application was given every
+            ``auto_commit_interval_ms`` from :meth:`poll`, and on :meth:`close` (needs a
+            ``group_id``).
+        auto_commit_interval_ms: the auto-commit period (> 0).
+        default_offset_commit_callback: ``callback(offsets, error)`` for
+            :meth:`commit_async` calls without a callback, and for auto-commits.
         fetch_min_bytes: ``fetch.min.bytes``.
         fetch_max_wait_ms: ``fetch.max.wait.ms``.
         fetch_max_bytes: ``fetch.max.bytes``.
         max_partition_fetch_bytes: ``max.partition.fetch.bytes``.
-        max_poll_records: records per :meth:`poll` at most.
-        request_timeout_ms: ``request.timeout.ms``; also how long offset queries wait.
+        max_poll_records: records per :meth:`poll` at most (>= 1).
+        request_timeout_ms: ``request.timeout.ms``; also how long offset queries and
+            commits wait when not given a ``timeout_ms``.
         retry_backoff_ms: ``retry.backoff.ms``.
+        reconnect_backoff_ms: first reconnect delay (``reconnect.backoff.ms``, 50).
+        reconnect_backoff_max_ms: largest reconnect delay (1000, Java's default;
+            kafka-python's is 30000).
+        max_in_flight_requests_per_connection: requests outstanding per broker (5).
+        receive_message_max_bytes: largest response accepted (at least
+            ``fetch_max_bytes + max_partition_fetch_bytes``, as in kafka-python).
         metadata_max_age_ms: ``metadata.max.age.ms``.
+        allow_auto_create_topics: let metadata requests for a subscribed topic that does
+            not exist create it (if the broker allows it), as kafka-python's default does.
+        enable_incremental_fetch_sessions: fetch sessions (KIP-227).
         connections_max_idle_ms: ``connections.max.idle.ms``.
         check_crcs: ``check.crcs``.
         isolation_level: ``"read_uncommitted"`` or ``"read_committed"``.
@@ -95,16 +121,31 @@ class KafkaConsumer:
             (default: never).
         client_rack: ``client.rack`` (KIP-392).
         security_protocol: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
-        ssl_context: TLS settings.
+        ssl_context: TLS settings; without one, SSL builds a context from ``ssl_cafile``,
+            ``ssl_certfile``, ``ssl_keyfile``, ``ssl_password`` and ``ssl_check_hostname``.
+        ssl_check_hostname: check the broker's certificate names it.
+        ssl_cafile: CA certificates (PEM) to verify brokers with.
+        ssl_certfile: client certificate (PEM).
+        ssl_keyfile: the client certificate's key.
+        ssl_password: the key's password.
         sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
         sasl_plain_username: SASL user.
         sasl_plain_password: SASL password.
-        api_version: accepted and ignored (versions are negotiated).
+        api_version: versions are negotiated whatever it says; when None the constructor
+            waits for a bootstrap server, as kafka-python's does.
+        bootstrap_timeout_ms: how long the constructor waits (kafka-python 3; 30000).
+        api_version_auto_timeout_ms: kafka-python 2's name for the same wait; wins when
+            given.
+        metrics_enabled: accepted; :meth:`metrics` works either way.
         unsupported: kafka-python options for group membership and others not implemented.
 
     Raises:
-        KafkaConfigurationError: a bad or unsupported option (a ValueError).
-        TypeError: an unknown option.
+        KafkaConfigurationError: a bad value, or a kafka-python option kafkastate does not
+            implement (group membership, Kerberos...), named (a ValueError).
+        TypeError: an option kafka-python does not have either.
+        NoBrokersAvailable: no bootstrap server answered within ``bootstrap_timeout_ms``
+            (a KafkaConnectionError and a KafkaTimeoutError).
+        AuthenticationFailedError: the bootstrap server refused the SASL credentials.
     """
 
     def __init__(
@@ -118,6 +159,7 @@ class KafkaConsumer:
         auto_offset_reset: str = "latest",
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: float = 5000,
+        default_offset_commit_callback: CommitCallback | None = None,
         fetch_min_bytes: int = 1,
         fetch_max_wait_ms: float = 500,
         fetch_max_bytes: int = 52_428_800,
@@ -125,36 +167,61 @@ class KafkaConsumer:
         max_poll_records: int = 500,
         request_timeout_ms: float = 30000,
         retry_backoff_ms: float = 100,
+        reconnect_backoff_ms: float = 50,
+        reconnect_backoff_max_ms: float = 1000,
+        max_in_flight_requests_per_connection: int = 5,
+        receive_message_max_bytes: int = 100_000_000,
         metadata_max_age_ms: float = 300000,
+        allow_auto_create_topics: bool = True,
+        enable_incremental_fetch_sessions: bool = True,
         connections_max_idle_ms: float = 540000,
         check_crcs: bool = True,
         isolation_level: str = "read_uncommitted",
         consumer_timeout_ms: float = float("inf"),
         client_rack: str | None = None,
         security_protocol: str = "PLAINTEXT",
-        ssl_context: Any = None,
+        ssl_context: ssl.SSLContext | None = None,
+        ssl_check_hostname: bool = True,
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_password: str | None = None,
         sasl_mechanism: str | None = None,
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
         api_version: Any = None,
+        bootstrap_timeout_ms: float = 30000,
+        api_version_auto_timeout_ms: float | None = None,
+        metrics_enabled: bool = True,
         **unsupported: Any,
     ) -> None:
         self._loop: SocketLoop | None = None
-        for name in sorted(unsupported):
-            if name in _UNSUPPORTED:
-                raise KafkaConfigurationError(
-                    f"{name}: a kafka-python option kafkastate's KafkaConsumer does not "
-                    "support yet (consumer groups come later)"
-                )
-            raise TypeError(f"KafkaConsumer() got an unexpected keyword argument {name!r}")
-        if (
-            isinstance(max_poll_records, bool)
-            or not isinstance(max_poll_records, int)
-            or (max_poll_records < 1)
+        self._closed = True  # until the loop exists: close() then does nothing
+        refuse_options(
+            "KafkaConsumer",
+            unsupported,
+            library="kafka-python",
+            group=_GROUP_OPTIONS,
+            unsupported=_UNSUPPORTED,
+        )
+        check_consumer_options(
+            max_poll_records=max_poll_records, auto_commit_interval_ms=auto_commit_interval_ms
+        )
+        if api_version_auto_timeout_ms is not None:  # kafka-python 2's name for it
+            check_ms(api_version_auto_timeout_ms=api_version_auto_timeout_ms)
+            bootstrap_wait = api_version_auto_timeout_ms / 1000
+        else:
+            check_ms(bootstrap_timeout_ms=bootstrap_timeout_ms)
+            bootstrap_wait = bootstrap_timeout_ms / 1000
+        check_ms(consumer_timeout_ms=consumer_timeout_ms)
+        if default_offset_commit_callback is not None and not callable(
+            default_offset_commit_callback
         ):
             raise KafkaConfigurationError(
-                f"max_poll_records must be an int >= 1, got {max_poll_records!r}"
+                "default_offset_commit_callback must be a callable (offsets, error), "
+                f"got {default_offset_commit_callback!r}"
             )
+        tls = kafka_python_ssl_context(locals())
         config, tls = build_fetcher_config(
             bootstrap_servers,
             client_id=client_id,
@@ -172,17 +239,19 @@ class KafkaConsumer:
             metadata_max_age_ms=metadata_max_age_ms,
             connections_max_idle_ms=connections_max_idle_ms,
             security_protocol=security_protocol,
-            ssl_context=ssl_context,
+            # A context given with a plaintext protocol is refused there, as elsewhere.
+            ssl_context=ssl_context if tls is None else tls,
             sasl_mechanism=sasl_mechanism,
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
+            allow_auto_create_topics=allow_auto_create_topics,
+            reconnect_backoff_ms=reconnect_backoff_ms,
+            reconnect_backoff_max_ms=reconnect_backoff_max_ms,
+            max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
+            receive_message_max_bytes=receive_message_max_bytes,
+            enable_incremental_fetch_sessions=enable_incremental_fetch_sessions,
         )
         self._machine = FetcherMachine(config, rng=random.SystemRandom())
-        self._loop = SocketLoop(
-            self._machine,
-            ssl_context=tls,
-            connect_timeout=config.client.socket_connection_setup_timeout,
-        )
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
         self._max_records = max_poll_records
@@ -191,14 +260,27 @@ class KafkaConsumer:
         self._auto_commit = enable_auto_commit and group_id is not None
         self._auto_commit_interval = auto_commit_interval_ms / 1000
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval
+        self._default_callback = default_offset_commit_callback
         self._answers: dict[int, Any] = {}
+        self._abandoned: set[int] = set()  # queries whose caller stopped waiting
         self._subscribed: tuple[str, ...] = ()
         # Records poll() fetched for iteration and not yet returned by __next__: not
         # consumed, so position() and commit() do not count them.
         self._buffer: deque[ConsumerRecord] = deque()
+        self._loop = SocketLoop(
+            self._machine,
+            ssl_context=tls,
+            connect_timeout=config.client.socket_connection_setup_timeout,
+        )
         self._closed = False
-        if topics:
-            self.subscribe(list(topics))
+        try:
+            if topics:
+                self.subscribe(list(topics))
+            if api_version is None:
+                self._wait_for_cluster(bootstrap_wait)
+        except BaseException:
+            self.close(autocommit=False)
+            raise
 
     # ------------------------------------------------------------ assignment
 
@@ -213,15 +295,25 @@ class KafkaConsumer:
         """The partitions being read."""
         return {TopicPartition(*tp) for tp in self._machine.assignment()}
 
-    def subscribe(self, topics: Sequence[str] = (), pattern: str | None = None) -> None:
+    def subscribe(
+        self, topics: Sequence[str] = (), pattern: str | None = None, listener: Any = None
+    ) -> None:
         """Read every partition of ``topics`` (partitions added later included).
 
+        Args:
+            topics: topic names.
+            pattern: refused: pattern subscriptions need group membership.
+            listener: refused: rebalance listeners need group membership.
+
         Raises:
-            KafkaConfigurationError: a pattern (needs consumer groups) or bad topics.
+            KafkaConfigurationError: a pattern or a listener, or bad topics.
         """
         self._open()
-        if pattern is not None:
-            raise KafkaConfigurationError("subscribe(pattern=...) needs consumer groups")
+        for name, value in (("pattern", pattern), ("listener", listener)):
+            if value is not None:
+                raise KafkaConfigurationError(
+                    f"subscribe({name}=...) needs consumer group membership, not implemented yet"
+                )
         if (
             isinstance(topics, str)
             or not topics
@@ -250,6 +342,12 @@ class KafkaConsumer:
         self, timeout_ms: float = 0, max_records: int | None = None, update_offsets: bool = True
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Fetch records, waiting up to ``timeout_ms`` for the first ones.
+
+        Args:
+            timeout_ms: how long to wait when nothing is there yet.
+            max_records: at most this many (default ``max_poll_records``).
+            update_offsets: accepted without effect (kafka-python's; positions always move
+                past the records returned).
 
         Returns:
             Records per partition; empty if none came in time.
@@ -403,37 +501,67 @@ class KafkaConsumer:
 
     # -------------------------------------------------------- offset queries
 
-    def beginning_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
-        """The log start offset of each partition."""
-        found = self._list({(tp[0], tp[1]): EARLIEST for tp in partitions})
+    def beginning_offsets(
+        self, partitions: Iterable[tuple[str, int]], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """The log start offset of each partition.
+
+        Raises:
+            KafkaTimeoutError: no answer within ``timeout_ms`` (default
+                ``request_timeout_ms``).
+        """
+        found = self._list({(tp[0], tp[1]): EARLIEST for tp in partitions}, timeout_ms)
         return {tp: o.offset for tp, o in found.items()}
 
-    def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
-        """The log end offset of each partition (the LSO with read_committed)."""
-        found = self._list({(tp[0], tp[1]): LATEST for tp in partitions})
+    def end_offsets(
+        self, partitions: Iterable[tuple[str, int]], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """The log end offset of each partition (the LSO with read_committed).
+
+        Raises:
+            KafkaTimeoutError: no answer within ``timeout_ms`` (default
+                ``request_timeout_ms``).
+        """
+        found = self._list({(tp[0], tp[1]): LATEST for tp in partitions}, timeout_ms)
         return {tp: o.offset for tp, o in found.items()}
 
     def offsets_for_times(
-        self, timestamps: Mapping[tuple[str, int], int]
+        self, timestamps: Mapping[tuple[str, int], int], timeout_ms: float | None = None
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        """The first offset at or after each timestamp (ms), or None where there is none."""
+        """The first offset at or after each timestamp (ms), or None where there is none.
+
+        Raises:
+            KafkaConfigurationError: a negative timestamp.
+            KafkaTimeoutError: no answer within ``timeout_ms`` (default
+                ``request_timeout_ms``).
+        """
         for tp, ts in timestamps.items():
             if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
                 raise KafkaConfigurationError(f"timestamp for {tp} must be ms >= 0, got {ts!r}")
-        found = self._list({(tp[0], tp[1]): ts for tp, ts in timestamps.items()})
+        found = self._list({(tp[0], tp[1]): ts for tp, ts in timestamps.items()}, timeout_ms)
         out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
         for tp, o in found.items():
             epoch = None if o.leader_epoch < 0 else o.leader_epoch
             out[tp] = None if o.offset < 0 else OffsetAndTimestamp(o.offset, o.timestamp, epoch)
         return out
 
-    def committed(self, partition: tuple[str, int], metadata: bool = False) -> Any:
-        """The group's committed offset (or OffsetAndMetadata with ``metadata=True``)."""
+    def committed(
+        self, partition: tuple[str, int], metadata: bool = False, timeout_ms: float | None = None
+    ) -> Any:
+        """The group's committed offset (or OffsetAndMetadata with ``metadata=True``), or
+        None.
+
+        Raises:
+            IllegalStateError: no group_id.
+            KafkaTimeoutError: no answer within ``timeout_ms`` (default
+                ``request_timeout_ms``).
+        """
         self._open()
         if self._machine.config.group_id is None:
             raise IllegalStateError("committed offsets need a group_id")
+        wait = self._wait(timeout_ms)
         qid = self._machine.fetch_committed([(partition[0], partition[1])], now=time.monotonic())
-        answer = self._answer(qid)
+        answer = self._answer(qid, wait)
         assert isinstance(answer, CommittedOffsets)
         if answer.error is not None:
             raise answer.error
@@ -442,17 +570,23 @@ class KafkaConsumer:
             return None
         return OffsetAndMetadata(value[0], value[1] or "") if metadata else value[0]
 
-    def commit(self, offsets: Mapping[tuple[str, int], Any] | None = None) -> None:
-        """Commit offsets (default: every assigned partition's position) and wait.
+    def commit(
+        self, offsets: Mapping[tuple[str, int], Any] | None = None, timeout_ms: float | None = None
+    ) -> None:
+        """Commit offsets and wait. By default, per assigned partition, the offset after the
+        last record returned to the application (by :meth:`poll` or iteration).
 
         Raises:
             IllegalStateError: no group_id.
+            KafkaTimeoutError: no answer within ``timeout_ms`` (default
+                ``request_timeout_ms``).
             KafkaError: the commit failed.
         """
+        wait = self._wait(timeout_ms)
         qid = self._start_commit(offsets)
         if qid is None:
             return
-        answer = self._answer(qid)
+        answer = self._answer(qid, wait)
         assert isinstance(answer, OffsetsCommitted)
         if answer.error is not None:
             raise answer.error
@@ -460,11 +594,18 @@ class KafkaConsumer:
     def commit_async(
         self,
         offsets: Mapping[tuple[str, int], Any] | None = None,
-        callback: Callable[[dict[TopicPartition, Any], Any], Any] | None = None,
+        callback: CommitCallback | None = None,
     ) -> None:
-        """Start a commit; ``callback(offsets, result)`` runs from a later :meth:`poll`
-        (``result`` is None or the error), as in kafka-python."""
+        """Start a commit; ``callback(offsets, result)`` (default:
+        ``default_offset_commit_callback``) runs from a later call that does IO, such as
+        :meth:`poll` (``result`` is None or the error), as in kafka-python.
+
+        Raises:
+            IllegalStateError: no group_id.
+        """
         qid = self._start_commit(offsets)
+        if callback is None:
+            callback = self._default_callback
         if qid is not None and callback is not None:
             self._answers[qid] = callback
 
@@ -511,13 +652,20 @@ class KafkaConsumer:
 
     # -------------------------------------------------------------- closing
 
-    def close(self, autocommit: bool = True) -> None:
-        """Commit (with auto-commit on) and close the connections. Twice is harmless."""
+    def close(self, autocommit: bool = True, timeout_ms: float | None = None) -> None:
+        """Commit what the application was given (with auto-commit on and ``autocommit``)
+        and close the connections. Twice is harmless.
+
+        Raises:
+            KafkaTimeoutError: the commit had no answer within ``timeout_ms`` (default
+                ``request_timeout_ms``); the consumer is closed all the same.
+            KafkaError: the commit failed; the consumer is closed all the same.
+        """
         if self._closed:
             return
         try:
             if autocommit and self._auto_commit:
-                self.commit()
+                self.commit(timeout_ms=timeout_ms)
         finally:
             self._closed = True
             self._buffer.clear()
@@ -538,8 +686,9 @@ class KafkaConsumer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def metrics(self) -> dict[str, dict[str, float]]:
-        """A few gauges (kafka-python's shape: a dict of groups)."""
+    def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
+        """A few gauges (kafka-python's shape: a dict of groups), whatever
+        ``metrics_enabled`` says; ``raw`` is accepted and ignored."""
         assigned = self._machine.assignment()
         return {
             "consumer-fetch-manager-metrics": {
@@ -588,24 +737,62 @@ class KafkaConsumer:
                     | CommittedOffsets(query_id=qid)
                     | OffsetsCommitted(query_id=qid)
                 ):
-                    self._answers[qid] = event
+                    if qid in self._abandoned:  # its caller timed out
+                        self._abandoned.discard(qid)
+                    else:
+                        self._answers[qid] = event
                 case _:
                     pass
 
-    def _answer(self, qid: int) -> Any:
-        deadline = time.monotonic() + self._timeout
+    def _wait(self, timeout_ms: float | None) -> tuple[float, str]:
+        """Seconds a call given ``timeout_ms`` waits for its answer, and the option's name.
+
+        Raises:
+            KafkaConfigurationError: a bad ``timeout_ms`` (checked before any request).
+        """
+        if timeout_ms is None:
+            return self._timeout, "request_timeout_ms"
+        check_ms(timeout_ms=timeout_ms)
+        return timeout_ms / 1000, "timeout_ms"
+
+    def _answer(self, qid: int, limit: tuple[float, str] | None = None) -> Any:
+        """Turn the loop until query ``qid`` is answered.
+
+        Raises:
+            KafkaTimeoutError: not within ``limit`` (from :meth:`_wait`; default
+                ``request_timeout_ms``).
+        """
+        wait, what = self._wait(None) if limit is None else limit
+        deadline = time.monotonic() + wait
         while qid not in self._answers or callable(self._answers[qid]):
             if time.monotonic() >= deadline:
-                raise KafkaTimeoutError(
-                    f"no answer within {self._timeout:g} s (request_timeout_ms)"
-                )
+                self._abandoned.add(qid)  # a late answer is dropped, not kept
+                raise KafkaTimeoutError(f"no answer within {wait:g} s ({what})")
             self._turn(deadline)
         return self._answers.pop(qid)
 
-    def _list(self, timestamps: dict[tuple[str, int], int]) -> dict[TopicPartition, Any]:
+    def _wait_for_cluster(self, timeout: float) -> None:
+        """Wait until a bootstrap server answered a Metadata request.
+
+        Raises:
+            NoBrokersAvailable: none did within ``timeout`` seconds.
+            AuthenticationFailedError: because it refused the SASL credentials.
+        """
+        client = self._machine.client
+        client.request_metadata_update()
+        deadline = time.monotonic() + timeout
+        while not client.cluster.brokers:
+            if time.monotonic() >= deadline:
+                raise no_brokers_error(client, timeout)
+            self._turn(deadline)
+
+    def _list(
+        self, timestamps: dict[tuple[str, int], int], timeout_ms: float | None
+    ) -> dict[TopicPartition, Any]:
         self._open()
+        wait = self._wait(timeout_ms)
         qid = self._machine.list_offsets(timestamps, now=time.monotonic())
-        answer = self._answer(qid)
+        answer = self._answer(qid, wait)
         assert isinstance(answer, OffsetsListed)
         if answer.error is not None:
             raise answer.error
@@ -625,7 +812,7 @@ class KafkaConsumer:
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval
         qid = self._start_commit(None)
         if qid is not None:
-            self._answers[qid] = _log_auto_commit
+            self._answers[qid] = self._auto_committed
 
     def _interesting(self) -> list[str]:
         topics = dict.fromkeys(self._subscribed)
@@ -653,7 +840,8 @@ class KafkaConsumer:
         if set(wanted) != set(self._machine.assignment()):
             self._machine.assign(wanted, now=time.monotonic())
 
-
-def _log_auto_commit(offsets: dict[TopicPartition, Any], error: Any) -> None:
-    if error is not None:
-        log.warning("auto-commit of %s failed: %s", offsets, error)
+    def _auto_committed(self, offsets: dict[TopicPartition, Any], error: Any) -> None:
+        if error is not None:
+            log.warning("auto-commit of %s failed: %s", offsets, error)
+        if self._default_callback is not None:
+            self._default_callback(offsets, error)

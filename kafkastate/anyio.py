@@ -33,8 +33,8 @@ import anyio.lowlevel
 import attrs
 
 from kafkastate._anyio_consumer import Consumer, open_consumer
-from kafkastate.adapters._async_driver import AsyncDriver
-from kafkastate.adapters._common import build_client_config, check_ms, no_brokers_error
+from kafkastate.adapters._async_driver import AsyncDriver, wait_for_cluster
+from kafkastate.adapters._common import build_client_config, check_ms
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.producer.accumulator import (
     AccumulatorConfig,
@@ -565,17 +565,7 @@ class Producer:
             NoBrokersAvailable: no bootstrap server answered in time (a
                 KafkaConnectionError).
         """
-        driver = self._running()
-        client = self.machine.client
-        if client.cluster.brokers:
-            return
-        client.request_metadata_update()
-        driver.wake()
-        with anyio.move_on_after(timeout):
-            while not client.cluster.brokers:
-                await self._changed.wait()
-            return
-        raise no_brokers_error(self.machine.client, timeout)
+        await wait_for_cluster(self._running(), self.machine.client, lambda: self._changed, timeout)
 
     async def partitions_for(self, topic: str) -> frozenset[int]:
         """The partitions of ``topic``, waiting for its metadata up to ``max_block_ms``.

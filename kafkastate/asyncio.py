@@ -1,14 +1,16 @@
-"""kafkastate for asyncio: :class:`AIOKafkaProducer`, a drop-in subset of aiokafka's.
+"""kafkastate for asyncio: :class:`AIOKafkaProducer` and :class:`AIOKafkaConsumer`,
+drop-in subsets of aiokafka's.
 
-It runs :func:`kafkastate.anyio.open_producer` (the anyio driver, on asyncio) in a
-background task that :meth:`AIOKafkaProducer.start` creates and
-:meth:`AIOKafkaProducer.stop` ends. anyio users on asyncio can use
-:func:`open_producer` directly; it is re-exported here.
+Each runs its anyio context manager (:func:`kafkastate.anyio.open_producer`,
+:func:`kafkastate.anyio.open_consumer`, on asyncio) in a background task that ``start()``
+creates and ``stop()`` ends. anyio users on asyncio can use those directly; they are
+re-exported here.
 
 As in aiokafka, ``start()`` waits for a bootstrap server to answer (up to
 ``request_timeout_ms``) and raises ``KafkaConnectionError`` (``NoBrokersAvailable``) if none
-does. Options aiokafka has and kafkastate does not (transactions, Kerberos, OAuth token
-providers, ``api_version``) raise ``TypeError`` naming them.
+does. Producer options aiokafka has and kafkastate does not (transactions, Kerberos, OAuth
+token providers, ``api_version``) raise ``TypeError`` naming them; the consumer raises
+``KafkaConfigurationError`` for its (group protocol, Kerberos, OAuth, ``loop``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from types import TracebackType
 from typing import Any, Final, Generic, TypeVar
 
 from kafkastate._anyio_consumer import Consumer, build_fetcher_config, open_consumer
+from kafkastate.adapters._common import check_consumer_options, refuse_options
 from kafkastate.anyio import (
     BatchBuilder,
     Delivery,
@@ -29,7 +32,7 @@ from kafkastate.anyio import (
     open_producer,
 )
 from kafkastate.core.producer.partitioner import CustomPartitioner
-from kafkastate.errors import IllegalStateError, KafkaError
+from kafkastate.errors import IllegalStateError, KafkaConfigurationError, KafkaError
 from kafkastate.structs import ConsumerRecord, OffsetAndTimestamp, TopicPartition
 
 __all__ = [
@@ -61,18 +64,12 @@ _UNSUPPORTED: Final = frozenset(
 
 def _refuse_options(owner: str, given: Mapping[str, Any], known: frozenset[str]) -> None:
     """TypeError naming every option given that kafkastate lacks (``known``: aiokafka
-    options not implemented) or that aiokafka does not have either."""
-    if not given:
-        return
-    names = sorted(given)
-    parts = []
-    lacking = [n for n in names if n in known]
-    unknown = [n for n in names if n not in known]
-    if lacking:
-        parts.append(f"aiokafka option(s) not supported by kafkastate: {', '.join(lacking)}")
-    if unknown:
-        parts.append(f"unknown option(s): {', '.join(unknown)}")
-    raise TypeError(f"{owner}: " + "; ".join(parts))
+    options not implemented) or that aiokafka does not have either (the producer's way;
+    the consumer raises KafkaConfigurationError for the former)."""
+    try:
+        refuse_options(owner, given, library="aiokafka", unsupported=known)
+    except KafkaConfigurationError as exc:
+        raise TypeError(str(exc)) from None
 
 
 class _Background(Generic[_T]):
@@ -449,17 +446,23 @@ def _settle(future: asyncio.Future[RecordMetadata], delivery: Delivery) -> None:
         future.set_exception(exc)
 
 
-_CONSUMER_UNSUPPORTED: Final = frozenset(
+# aiokafka consumer options of its group protocol: refused by name until it is implemented.
+_CONSUMER_GROUP_OPTIONS: Final = frozenset(
     {
-        "loop",
-        "api_version",
         "partition_assignment_strategy",
         "max_poll_interval_ms",
         "rebalance_timeout_ms",
         "session_timeout_ms",
         "heartbeat_interval_ms",
-        "exclude_internal_topics",
         "group_instance_id",
+        # Only pattern subscriptions, which need group membership, look at it.
+        "exclude_internal_topics",
+    }
+)
+# aiokafka consumer options kafkastate does not implement.
+_CONSUMER_UNSUPPORTED: Final = frozenset(
+    {
+        "loop",
         "sasl_kerberos_service_name",
         "sasl_kerberos_domain_name",
         "sasl_oauth_token_provider",
@@ -473,7 +476,8 @@ class AIOKafkaConsumer:
     Give partitions with :meth:`assign`, or topics (here or in :meth:`subscribe`) to read
     every partition of them -- aiokafka's behaviour without a ``group_id``. With a
     ``group_id``, committed offsets are read and written for the assigned partitions.
-    Options of aiokafka's group protocol raise ``TypeError`` naming them.
+    Options of aiokafka's group protocol, and the few others kafkastate lacks, raise
+    ``KafkaConfigurationError`` naming them.
 
     Args:
         topics: topics to read every partition of.
@@ -493,10 +497,13 @@ class AIOKafkaConsumer:
         auto_commit_interval_ms: the auto-commit period.
         check_crcs: ``check.crcs``.
         metadata_max_age_ms: ``metadata.max.age.ms``.
-        max_poll_records: records per ``getmany`` at most (None: no limit but 500).
+        max_poll_records: records per ``getmany`` at most (None: 500; else >= 1).
         connections_max_idle_ms: ``connections.max.idle.ms``.
         isolation_level: ``"read_uncommitted"`` or ``"read_committed"``.
-        consumer_timeout_ms: accepted for compatibility (the fetcher never sleeps idle).
+        consumer_timeout_ms: accepted without effect (aiokafka's fetcher task sleeps this
+            long when idle; kafkastate's fetching is driven by the broker's answers).
+        api_version: accepted without effect, as in aiokafka since 0.13 (versions are
+            negotiated with ApiVersions).
         client_rack: ``client.rack`` (KIP-392).
         security_protocol: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
         ssl_context: TLS settings.
@@ -506,8 +513,9 @@ class AIOKafkaConsumer:
         unsupported: aiokafka options kafkastate does not implement yet.
 
     Raises:
-        TypeError: an unsupported or unknown option.
-        KafkaConfigurationError: a bad option value (a ValueError).
+        KafkaConfigurationError: a bad option value, or an aiokafka option kafkastate does
+            not implement (group membership, Kerberos...), named (a ValueError).
+        TypeError: an option aiokafka does not have either.
     """
 
     def __init__(
@@ -539,9 +547,19 @@ class AIOKafkaConsumer:
         sasl_mechanism: str = "PLAIN",
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
+        api_version: Any = None,
         **unsupported: Any,
     ) -> None:
-        _refuse_options("AIOKafkaConsumer", unsupported, _CONSUMER_UNSUPPORTED)
+        refuse_options(
+            "AIOKafkaConsumer",
+            unsupported,
+            library="aiokafka",
+            group=_CONSUMER_GROUP_OPTIONS,
+            unsupported=_CONSUMER_UNSUPPORTED,
+        )
+        check_consumer_options(
+            max_poll_records=max_poll_records, auto_commit_interval_ms=auto_commit_interval_ms
+        )
         sasl = security_protocol.startswith("SASL")
         self._options: dict[str, Any] = {
             "client_id": client_id,
@@ -576,10 +594,14 @@ class AIOKafkaConsumer:
         self._consumer: Consumer | None = None
 
     async def start(self) -> None:
-        """Start the background task that owns the connections, and subscribe to the
-        topics given to the constructor.
+        """Start the background task that owns the connections, subscribe to the topics
+        given to the constructor, and wait for a bootstrap server to answer (as aiokafka
+        does).
 
         Raises:
+            NoBrokersAvailable: no bootstrap server answered within ``request_timeout_ms``
+                (a KafkaConnectionError, as aiokafka raises).
+            AuthenticationFailedError: the bootstrap servers refused the SASL credentials.
             RuntimeError: already started.
         """
         self._consumer = await self._background.start(self._run)
@@ -619,6 +641,7 @@ class AIOKafkaConsumer:
             auto_commit_interval_ms=self._auto_commit_interval,
             **self._options,
         ) as consumer:
+            await consumer.wait_for_cluster(self._options["request_timeout_ms"] / 1000)
             ready.set_result(consumer)
             await stopping.wait()
 
@@ -638,10 +661,14 @@ class AIOKafkaConsumer:
         """Read every partition of ``topics``.
 
         Raises:
-            IllegalStateError: a pattern or a rebalance listener (they need groups).
+            KafkaConfigurationError: a pattern or a rebalance listener (they need group
+                membership), or bad topics.
         """
-        if pattern is not None or listener is not None:
-            raise IllegalStateError("subscribe(pattern=, listener=) needs consumer groups")
+        for name, value in (("pattern", pattern), ("listener", listener)):
+            if value is not None:
+                raise KafkaConfigurationError(
+                    f"subscribe({name}=...) needs consumer group membership, not implemented yet"
+                )
         self._running().subscribe(list(topics))
 
     def subscription(self) -> set[str]:
@@ -686,7 +713,11 @@ class AIOKafkaConsumer:
         await self._running().seek_to_end(*partitions)
 
     async def seek_to_committed(self, *partitions: tuple[str, int]) -> None:
-        """Go back to the committed offsets."""
+        """Go back to the committed offsets.
+
+        Raises:
+            IllegalStateError: no group_id, or a partition is not assigned.
+        """
         await self._running().seek_to_committed(*partitions)
 
     async def position(self, partition: tuple[str, int]) -> int:

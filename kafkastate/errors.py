@@ -86,8 +86,9 @@ class KafkaTimeoutError(KafkaError):
 
 
 class NoOffsetForPartitionError(KafkaError):
-    """A partition has no valid position (no committed offset, or it is out of range) and
-    ``auto_offset_reset`` is ``"none"``; seek to choose one."""
+    """A partition has no committed offset to start from and ``auto_offset_reset`` is
+    ``"none"``; seek to choose one. (An out-of-range position under ``"none"`` raises
+    ``OffsetOutOfRangeError``.)"""
 
 
 class LogTruncationError(KafkaError):

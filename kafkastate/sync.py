@@ -22,6 +22,11 @@ from types import TracebackType
 from typing import Any, Final, NamedTuple, Self
 
 from kafkastate._sync_consumer import KafkaConsumer
+from kafkastate.adapters._common import (
+    KAFKA_PYTHON_UNSUPPORTED,
+    kafka_python_ssl_context,
+    refuse_options,
+)
 from kafkastate.adapters._sync_thread import ProducerThread
 from kafkastate.core.client import ClientConfig
 from kafkastate.core.connection import ConnectionConfig
@@ -59,30 +64,9 @@ _COMPRESSION: Final = {
     "lz4": Compression.LZ4,
     "zstd": Compression.ZSTD,
 }
-_SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # kafka-python options this producer knows but does not implement: refused by name.
-_UNSUPPORTED: Final = frozenset(
-    {
-        "client_dns_lookup",
-        "receive_buffer_bytes",
-        "send_buffer_bytes",
-        "socket_options",
-        "ssl_crlfile",
-        "ssl_ciphers",
-        "metric_reporters",
-        "metrics_num_samples",
-        "metrics_sample_window_ms",
-        "selector",
-        "sasl_kerberos_name",
-        "sasl_kerberos_service_name",
-        "sasl_kerberos_domain_name",
-        "sasl_oauth_token_provider",
-        "proxy_url",
-        "socks5_proxy",
-        "kafka_client",
-    }
-)
+_UNSUPPORTED: Final = KAFKA_PYTHON_UNSUPPORTED
 
 Serializer = Callable[[str, list[tuple[str, bytes]], Any], Any]
 
@@ -318,30 +302,6 @@ def _serializer(name: str, value: Any) -> Serializer | None:
     raise KafkaConfigurationError(
         f"{name} must be a callable f(data) or have serialize(topic, headers, data), got {value!r}"
     )
-
-
-def _ssl_context(options: Mapping[str, Any]) -> ssl.SSLContext | None:
-    protocol = options["security_protocol"]
-    if protocol not in _SECURITY_PROTOCOLS:
-        raise KafkaConfigurationError(
-            f"security_protocol must be one of {', '.join(_SECURITY_PROTOCOLS)}, got {protocol!r}"
-        )
-    context = options["ssl_context"]
-    if context is not None and not isinstance(context, ssl.SSLContext):
-        raise KafkaConfigurationError(f"ssl_context must be an ssl.SSLContext, got {context!r}")
-    if protocol not in ("SSL", "SASL_SSL"):
-        return None
-    if context is not None:
-        return context
-    context = ssl.create_default_context(cafile=options["ssl_cafile"])
-    context.check_hostname = bool(options["ssl_check_hostname"])
-    if not context.check_hostname:
-        context.verify_mode = ssl.CERT_NONE if options["ssl_cafile"] is None else ssl.CERT_REQUIRED
-    if options["ssl_certfile"] is not None:
-        context.load_cert_chain(
-            options["ssl_certfile"], options["ssl_keyfile"], options["ssl_password"]
-        )
-    return context
 
 
 def _connection_config(options: Mapping[str, Any], client_id: str) -> ConnectionConfig:
@@ -584,12 +544,9 @@ class KafkaProducer:
     ) -> None:
         self._io: ProducerThread | None = None
         self._closed = True
-        for name in sorted(unsupported):
-            if name in _UNSUPPORTED:
-                raise KafkaConfigurationError(
-                    f"{name}: a kafka-python option kafkastate's KafkaProducer does not support"
-                )
-            raise TypeError(f"KafkaProducer() got an unexpected keyword argument {name!r}")
+        refuse_options(
+            "KafkaProducer", unsupported, library="kafka-python", unsupported=_UNSUPPORTED
+        )
         options = dict(locals())
         config = _producer_config(options)
         self._key_serializer = _serializer("key_serializer", key_serializer)
@@ -599,7 +556,7 @@ class KafkaProducer:
             bootstrap_wait = _ms("api_version_auto_timeout_ms", api_version_auto_timeout_ms)
         else:
             bootstrap_wait = _ms("bootstrap_timeout_ms", bootstrap_timeout_ms)
-        tls = _ssl_context(options)
+        tls = kafka_python_ssl_context(options)
         self.config: ProducerConfig = config
         """The core configuration built from the options."""
         self._io = ProducerThread(

@@ -12,13 +12,13 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkastate.core.client import ClientConfig
-from kafkastate.core.consumer.group import GroupConfig
 from kafkastate.core.consumer.fetcher import (
     FetcherConfig,
     FetcherMachine,
     PositionsResolved,
     PositionState,
 )
+from kafkastate.core.consumer.group import GroupConfig
 from kafkastate.core.metadata import MetadataConfig
 from kafkastate.core.protocol.records import RecordBatchBuilder
 from kafkastate.core.protocol.requests import build, nested_type

@@ -35,11 +35,12 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 
+from kafkastate.adapters._common import no_brokers_error
 from kafkastate.adapters.blocking import IOMachine
-from kafkastate.core.client import CloseRequested, ConnectRequested
+from kafkastate.core.client import Client, CloseRequested, ConnectRequested
 from kafkastate.core.metadata import NodeId
 
-__all__ = ["AsyncDriver", "EventMachine"]
+__all__ = ["AsyncDriver", "EventMachine", "wait_for_cluster"]
 
 _READ_SIZE = 1 << 20
 
@@ -281,6 +282,34 @@ class AsyncDriver:
             self.wake()
             if not data:
                 return
+
+
+async def wait_for_cluster(
+    driver: AsyncDriver, client: Client, changed: Callable[[], anyio.Event], timeout: float
+) -> None:
+    """Wait until a bootstrap server answered a Metadata request (what aiokafka's
+    ``start()`` and kafka-python's constructors wait for).
+
+    Args:
+        driver: the running driver of ``client``'s machine.
+        client: the machine's client.
+        changed: the owner's current "something happened" event (set on MetadataUpdated,
+            then replaced).
+        timeout: seconds.
+
+    Raises:
+        NoBrokersAvailable: no bootstrap server answered in time (a KafkaConnectionError).
+        AuthenticationFailedError: the bootstrap servers refused the SASL credentials.
+    """
+    if client.cluster.brokers:
+        return
+    client.request_metadata_update()
+    driver.wake()
+    with anyio.move_on_after(timeout):
+        while not client.cluster.brokers:
+            await changed().wait()
+        return
+    raise no_brokers_error(client, timeout)
 
 
 def _event_loop_clock() -> Callable[[], float]:
