@@ -69,38 +69,52 @@ def to_consumer_records(
 ) -> dict[TopicPartition, list[ConsumerRecord]]:
     """Turn the machine's record runs into :class:`ConsumerRecord` lists per partition."""
     out: dict[TopicPartition, list[ConsumerRecord]] = {}
-    plain = key_deserializer is None and value_deserializer is None
     for (topic, partition), records, epoch in runs:
         tp = TopicPartition(topic, partition)
-        if plain:
-            made = consumer_tuples(ConsumerRecord, records, topic, partition, epoch)
-        else:
-            made = [
-                ConsumerRecord(
-                    topic,
-                    partition,
-                    epoch,
-                    r.offset,
-                    r.timestamp,
-                    int(r.timestamp_type),
-                    r.key if key_deserializer is None else key_deserializer(r.key),
-                    r.value if value_deserializer is None else value_deserializer(r.value),
-                    r.headers,
-                    None,
-                    -1 if r.key is None else len(r.key),
-                    -1 if r.value is None else len(r.value),
-                    sum(len(k) + (0 if v is None else len(v)) for k, v in r.headers)
-                    if r.headers
-                    else -1,
-                )
-                for r in records
-            ]
+        made = consumer_tuples(ConsumerRecord, records, topic, partition, epoch)
+        if key_deserializer is not None or value_deserializer is not None:
+            made = [_deserialized(r, key_deserializer, value_deserializer) for r in made]
         bucket = out.get(tp)
         if bucket is None:
             out[tp] = made
         else:
             bucket.extend(made)
     return out
+
+
+def _deserialized(
+    record: ConsumerRecord, keys: Deserializer | None, values: Deserializer | None
+) -> ConsumerRecord:
+    """``record`` with its key and value (fields 6 and 7) deserialized."""
+    key = record.key if keys is None else keys(record.key)
+    value = record.value if values is None else values(record.value)
+    fields: tuple[Any, ...] = (*record[:6], key, value, *record[8:])
+    made: ConsumerRecord = tuple.__new__(ConsumerRecord, fields)
+    return made
+
+
+def take_buffered(
+    buffer: Iterable[ConsumerRecord],
+    limit: int,
+    *,
+    paused: Iterable[tuple[str, int]],
+    wanted: Iterable[tuple[str, int]] = (),
+) -> tuple[dict[TopicPartition, list[ConsumerRecord]], list[ConsumerRecord]]:
+    """Split records fetched for iteration (not yet returned) into up to ``limit`` to hand
+    out now -- of ``wanted`` partitions (all if empty) that are not ``paused`` -- and the
+    ones to keep, each in order."""
+    skip = {(t, p) for t, p in paused}
+    only = {(t, p) for t, p in wanted}
+    out: dict[TopicPartition, list[ConsumerRecord]] = {}
+    keep: list[ConsumerRecord] = []
+    for record in buffer:
+        tp = TopicPartition(record.topic, record.partition)
+        if limit and (not only or tp in only) and tp not in skip:
+            out.setdefault(tp, []).append(record)
+            limit -= 1
+        else:
+            keep.append(record)
+    return out, keep
 
 
 class Consumer:
@@ -286,18 +300,9 @@ class Consumer:
     def _from_buffer(
         self, partitions: Sequence[tuple[str, int]], limit: int
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
-        wanted = {TopicPartition(*tp) for tp in partitions}
-        paused = self._paused_now()
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
-        keep: list[ConsumerRecord] = []
-        for record in self._buffer:
-            tp = TopicPartition(record.topic, record.partition)
-            if limit and (not wanted or tp in wanted) and tp not in paused:
-                out.setdefault(tp, []).append(record)
-                limit -= 1
-            else:
-                keep.append(record)
-        self._buffer = keep
+        out, self._buffer = take_buffered(
+            self._buffer, limit, paused=self._paused_now(), wanted=partitions
+        )
         return out
 
     # ------------------------------------------------------------ positions

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from kafkastate._anyio_consumer import build_fetcher_config, to_consumer_records
+from kafkastate._anyio_consumer import build_fetcher_config, take_buffered, to_consumer_records
 from kafkastate.adapters._common import (
     KAFKA_PYTHON_UNSUPPORTED,
     check_consumer_options,
@@ -402,17 +402,8 @@ class KafkaConsumer:
 
     def _from_buffer(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Up to ``limit`` buffered records of partitions that are not paused."""
-        paused = set(self._machine.paused())
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
-        keep: deque[ConsumerRecord] = deque()
-        for record in self._buffer:
-            tp = TopicPartition(record.topic, record.partition)
-            if limit and tp not in paused:
-                out.setdefault(tp, []).append(record)
-                limit -= 1
-            else:
-                keep.append(record)
-        self._buffer = keep
+        out, keep = take_buffered(self._buffer, limit, paused=self._machine.paused())
+        self._buffer = deque(keep)
         return out
 
     def _drop_buffered(self, partitions: Iterable[tuple[str, int]]) -> None:
