@@ -627,3 +627,47 @@ def test_getone_for_one_partition_while_another_is_buffered(kafka_cluster: Any) 
         return [(r.partition, r.offset) for r in (first, second, third)]
 
     assert anyio.run(main, backend="trio") == [(0, 0), (1, 0), (1, 1)]
+
+
+@pytest.mark.parametrize("adapter", ["sync", "trio"])
+def test_a_record_larger_than_the_fetch_limits_is_still_read(
+    kafka_cluster: Any, adapter: str
+) -> None:
+    """Kafka returns the first batch whole even beyond max_partition_fetch_bytes and
+    fetch_max_bytes (KIP-74): the consumer makes progress instead of stalling."""
+    bootstrap = kafka_cluster.bootstrap
+    topic = f"big-{uuid.uuid4().hex[:8]}"
+    with BlockingAdmin(bootstrap) as admin:
+        admin.create_topics(
+            [NewTopic(name=topic, num_partitions=1, configs={"max.message.bytes": "3000000"})]
+        )
+    big = bytes(range(256)) * 8000  # 2 MB, incompressible enough
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, max_request_size=3_000_000)
+    producer.send(topic, big, partition=0)
+    producer.send(topic, b"small", partition=0)
+    producer.flush(30)
+    producer.close()
+    tp = TopicPartition(topic, 0)
+    limits = {"max_partition_fetch_bytes": 1024, "fetch_max_bytes": 4096}
+    if adapter == "sync":
+        with KafkaConsumer(
+            bootstrap_servers=bootstrap, auto_offset_reset="earliest", **limits
+        ) as c:
+            c.assign([tp])
+            got = [r.value for r in _drain_sync(c, 2)]
+    else:
+
+        async def main() -> list[bytes]:
+            async with open_consumer(
+                bootstrap_servers=bootstrap, auto_offset_reset="earliest", **limits
+            ) as c:
+                c.assign([tp])
+                out: list[bytes] = []
+                with anyio.fail_after(30):
+                    while len(out) < 2:
+                        batch = await c.getmany(timeout_ms=1000)
+                        out.extend(r.value for rs in batch.values() for r in rs)
+                return out
+
+        got = anyio.run(main, backend="trio")
+    assert got == [big, b"small"]

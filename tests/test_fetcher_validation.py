@@ -26,6 +26,7 @@ from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiKey, response_
 from kafkastate.errors import (
     LogTruncationError,
     OffsetOutOfRangeError,
+    RecordTooLargeError,
     TopicAuthorizationFailedError,
 )
 from tests.peer import ScriptedCluster, Sent
@@ -451,4 +452,20 @@ def test_out_of_range_with_reset_none_is_offset_out_of_range() -> None:
     peer.pump()
     peer.answer_fetch(code=1)  # OFFSET_OUT_OF_RANGE
     with pytest.raises(OffsetOutOfRangeError, match="offset 50 is out of range for partition t-0"):
+        peer.m.poll(10, now=peer.now)
+
+
+# ------------------------------------------------------------ too large to fetch
+
+
+def test_a_batch_cut_short_by_the_fetch_limits_raises_record_too_large() -> None:
+    """Brokers since KIP-74 send a first batch whole even over the limits; one that sends
+    only a piece (very old brokers) must not stall the partition silently."""
+    peer = FetcherPeer(auto_offset_reset="earliest", max_partition_fetch_bytes=64)
+    peer.answer_list(0, epoch=0)
+    whole = batch(0, 3, epoch=0)
+    peer.answer_fetch(whole[:50], hw=3)  # the first 50 bytes of a larger batch
+    with pytest.raises(
+        RecordTooLargeError, match=r"offset 0 of t-0 .*max_partition_fetch_bytes \(64\)"
+    ):
         peer.m.poll(10, now=peer.now)
