@@ -671,3 +671,40 @@ def test_a_record_larger_than_the_fetch_limits_is_still_read(
 
         got = anyio.run(main, backend="trio")
     assert got == [big, b"small"]
+
+
+def test_trio_consumption_resumes_after_the_leader_is_killed(kafka_cluster3: Any) -> None:
+    if not kafka_cluster3.controllable:
+        pytest.skip("KAFKASTATE_BOOTSTRAP3 names a cluster the harness cannot kill brokers of")
+    bootstrap = kafka_cluster3.bootstrap
+    topic, producer = _replicated_topic(bootstrap, 200)
+    tp = TopicPartition(topic, 0)
+
+    async def main() -> list[int]:
+        got: list[int] = []
+        async with open_consumer(
+            bootstrap_servers=bootstrap, auto_offset_reset="earliest", request_timeout_ms=10_000
+        ) as c:
+            c.assign([tp])
+            with anyio.fail_after(30):
+                while len(got) < 100:
+                    batch = await c.getmany(timeout_ms=1000, max_records=50)
+                    got.extend(int(r.value) for r in batch.get(tp, []))
+            leader = c.machine.client.cluster.leader_for(topic, 0)
+            assert leader is not None
+            victim = kafka_cluster3.broker(int(leader))
+            victim.kill()
+            try:
+                for i in range(200, 300):
+                    producer.send(topic, str(i).encode(), partition=0)
+                await anyio.to_thread.run_sync(producer.flush, 60)
+                with anyio.fail_after(60):
+                    while len(got) < 300:
+                        batch = await c.getmany(timeout_ms=1000)
+                        got.extend(int(r.value) for r in batch.get(tp, []))
+            finally:
+                producer.close()
+                await anyio.to_thread.run_sync(victim.restart)
+        return got
+
+    assert anyio.run(main, backend="trio") == list(range(300))
