@@ -49,6 +49,7 @@ class ApiKey:
     INIT_PRODUCER_ID: Final = 22
     OFFSET_FOR_LEADER_EPOCH: Final = 23
     SASL_AUTHENTICATE: Final = 36
+    CONSUMER_GROUP_HEARTBEAT: Final = 68
 
 
 # Versions we refuse although kio has schemas for them, with the reason.
