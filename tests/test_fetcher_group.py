@@ -22,6 +22,7 @@ from kafkastate.core.consumer.fetcher import (
     PartitionsRevoked,
 )
 from kafkastate.core.consumer.group import GroupConfig, MemberState
+from kafkastate.core.consumer.group848 import ConsumerGroupConfig
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, response_type
 from kafkastate.errors import GroupAuthorizationFailedError, LocalProtocolError
@@ -195,3 +196,39 @@ def test_leave_group_on_close_and_manual_assign_is_refused() -> None:
     peer.pump()
     leave = peer.take(ApiKey.LEAVE_GROUP).req.body
     assert [m.member_id for m in leave.members] == ["m-1"]
+
+
+def test_the_kip848_member_runs_in_the_fetcher_too() -> None:
+    group = ConsumerGroupConfig(group_id="g", group_remote_assignor="uniform")
+    peer = FetcherPeer(partitions=2, group=group, group_id="g", auto_offset_reset="earliest")
+    answer_coordinator(peer)
+    sent = peer.take(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+    req = sent.req.body
+    assert (req.member_epoch, req.subscribed_topic_names) == (0, ("t",))
+    cls = response_type(ApiKey.CONSUMER_GROUP_HEARTBEAT, sent.req.version)
+    topic_id = {n: i for i, n in peer.topic_ids().items()}["t"]
+    tps = build(nested_type(cls, "TopicPartitions"), topic_id=topic_id, partitions=(0, 1))
+    peer.answer(
+        sent,
+        build(
+            cls,
+            throttle_time=NO_TIME,
+            error_code=ErrorCode.none,
+            error_message=None,
+            member_id=req.member_id,
+            member_epoch=5,
+            heartbeat_interval=datetime.timedelta(seconds=5),
+            assignment=build(nested_type(cls, "Assignment"), topic_partitions=(tps,)),
+        ),
+    )
+    (assigned,) = group_events(peer)
+    assert assigned.assigned == (("t", 0), ("t", 1)) and assigned.generation == 5
+    peer.m.assignment_done(now=peer.now)
+    peer.pump()
+    report = peer.take(ApiKey.CONSUMER_GROUP_HEARTBEAT).req.body  # owned, reported at once
+    assert [tuple(t.partitions) for t in report.topic_partitions] == [(0, 1)]
+    answer_offset_fetch(peer, {0: 2, 1: 3})
+    peer.m.commit({("t", 0): 4}, now=peer.now)
+    peer.pump()
+    commit = peer.take(ApiKey.OFFSET_COMMIT).req.body
+    assert (commit.generation_id_or_member_epoch, commit.member_id) == (5, req.member_id)

@@ -44,6 +44,8 @@ partition is FAILED with the typed error, raised by the next :meth:`poll` and cl
 a seek.
 
 Group membership (optional, ``group=``): a :class:`~kafkastate.core.consumer.group.GroupMember`
+(classic protocol, ``GroupConfig``) or a
+:class:`~kafkastate.core.consumer.group848.ConsumerGroupMember` (KIP-848, ``ConsumerGroupConfig``)
 runs inside the machine. :meth:`FetcherMachine.subscribe` hands it the topics; the machine finds
 the coordinator for it, sends its requests and routes the answers back, gives it partition
 counts from metadata, and turns its decisions into the assignment: :class:`PartitionsRevoked`
@@ -92,9 +94,9 @@ from kafkastate.core.consumer.group import (
     GroupConfig,
     GroupFailed,
     GroupMember,
-    MemberState,
     RevokePartitions,
 )
+from kafkastate.core.consumer.group848 import ConsumerGroupConfig, ConsumerGroupMember
 from kafkastate.core.metadata import NodeId
 from kafkastate.core.protocol.records import Batch, ControlRecordType, Record, iter_batches
 from kafkastate.core.protocol.requests import build, nested_type
@@ -418,15 +420,25 @@ class FetcherMachine:
     """
 
     def __init__(
-        self, config: FetcherConfig, *, rng: random.Random, group: GroupConfig | None = None
+        self,
+        config: FetcherConfig,
+        *,
+        rng: random.Random,
+        group: GroupConfig | ConsumerGroupConfig | None = None,
     ) -> None:
         if group is not None and group.group_id != config.group_id:
             raise KafkaConfigurationError(
                 f"group membership for {group.group_id!r} needs group_id={group.group_id!r}"
             )
         self.config = config
-        self.member: Final = None if group is None else GroupMember(group)
-        """The group member machine, or None without group membership."""
+        self.member: Final[GroupMember | ConsumerGroupMember | None] = (
+            None
+            if group is None
+            else ConsumerGroupMember(group, rng=rng)
+            if isinstance(group, ConsumerGroupConfig)
+            else GroupMember(group)
+        )
+        """The group member machine (classic or KIP-848 protocol), or None."""
         self._member_coordinator: NodeId | None = None  # what the member was told
         self._group_requests: dict[RequestId, str] = {}
         self._client = Client(config.client, rng=rng, topics=())
@@ -597,7 +609,7 @@ class FetcherMachine:
         self.member.close(now=now)
         self._step(now)
 
-    def _group_member(self) -> GroupMember:
+    def _group_member(self) -> GroupMember | ConsumerGroupMember:
         if self.member is None:
             raise LocalProtocolError("no group membership: the consumer was made without one")
         return self.member
@@ -681,7 +693,7 @@ class FetcherMachine:
         member = self.member
         if member is not None:
             member.polled(now=now)
-            if member.state is MemberState.FAILED and member.error is not None:
+            if not member.active and member.error is not None:
                 raise member.error
         for part in self._parts.values():
             if part.state is PositionState.FAILED and part.error is not None and not part.paused:
@@ -959,6 +971,8 @@ class FetcherMachine:
                 if t in topics and topics[t].error_code == 0
             }
             member.update_partition_counts(counts, now=self._now)
+            names = {t.topic_id: name for name, t in topics.items() if t.topic_id is not None}
+            member.update_topic_ids(names, now=self._now)
         for q in self._queries.values():
             if q.awaits_metadata:
                 q.retry_at, q.awaits_metadata = None, False
@@ -981,7 +995,7 @@ class FetcherMachine:
                 if self._coordinator == self._member_coordinator:
                     self._coordinator = None
                 self._member_coordinator = None
-            if member.state not in (MemberState.CLOSED, MemberState.FAILED):
+            if member.active:
                 node = self._find_coordinator(now)
                 if node is not None:
                     self._member_coordinator = node

@@ -308,6 +308,11 @@ class GroupMember:
         """The subscribed topics."""
         return self._topics
 
+    @property
+    def active(self) -> bool:
+        """Neither closed nor failed."""
+        return self.state not in (MemberState.CLOSED, MemberState.FAILED)
+
     def commit_identity(self) -> tuple[int, str, str | None]:
         """``(generation, member_id, group_instance_id)`` for OffsetCommit fencing: the
         coordinator refuses commits of an older generation (ILLEGAL_GENERATION)."""
@@ -340,6 +345,12 @@ class GroupMember:
         leader = self.leader_id is not None and self.leader_id == self.member_id
         if changed and leader and self.state in (MemberState.STABLE, MemberState.ASSIGNING):
             self.request_rejoin("the leader saw partition counts change")
+        self._step(now)
+
+    def update_topic_ids(self, names: Mapping[Any, str], *, now: float) -> None:
+        """Not needed by the classic protocol (assignments name topics); the host's
+        convenience, as for :class:`~kafkastate.core.consumer.group848.ConsumerGroupMember`."""
+        del names
         self._step(now)
 
     def request_rejoin(self, reason: str) -> None:

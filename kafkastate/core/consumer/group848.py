@@ -168,6 +168,11 @@ class ConsumerGroupMember:
         return self._topics
 
     @property
+    def active(self) -> bool:
+        """Neither closed nor failed."""
+        return self.state not in (Member848State.CLOSED, Member848State.FAILED)
+
+    @property
     def generation(self) -> int:
         """The member epoch, as the host's commit fencing reads it."""
         return self.epoch if self.epoch > 0 else -1
@@ -271,8 +276,19 @@ class ConsumerGroupMember:
 
     def get_timer(self) -> float | None:
         """The earliest deadline for :meth:`handle_timer`, or None."""
-        times = [t for t in (self._next_heartbeat, self._poll_deadline()) if t is not None]
+        heartbeat = self._next_heartbeat if self._can_heartbeat() else None
+        times = [t for t in (heartbeat, self._poll_deadline()) if t is not None]
         return min(times) if times else None
+
+    def _can_heartbeat(self) -> bool:
+        """Whether a Heartbeat could go out now (then a due one is a deadline)."""
+        return (
+            self.state not in (Member848State.UNSUBSCRIBED, Member848State.CLOSED)
+            and self.state is not Member848State.FAILED
+            and not (self.state is Member848State.JOINING and self._awaiting_revocation)
+            and not self._in_flight
+            and not self.coordinator_wanted
+        )
 
     def handle_timer(self, *, now: float) -> None:
         """Run what is due."""
@@ -343,14 +359,7 @@ class ConsumerGroupMember:
             return
         self._reconcile()
         due = self._next_heartbeat
-        if (
-            self.state is not Member848State.UNSUBSCRIBED
-            and not (self.state is Member848State.JOINING and self._awaiting_revocation)
-            and due is not None
-            and now >= due
-            and not self._in_flight
-            and not self.coordinator_wanted
-        ):
+        if due is not None and now >= due and self._can_heartbeat():
             self._send_heartbeat(self.epoch, now)
 
     def _reconcile(self) -> None:
