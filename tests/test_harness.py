@@ -887,3 +887,16 @@ def test_plugin_skips_naming_java_when_absent(tmp_path: Path) -> None:
     required = _inner_pytest(tmp_path, source, {**env, "KAFKASTATE_REQUIRE_BROKER": "1"})
     assert required.returncode == 1
     assert "java not found" in required.stdout and "KAFKASTATE_REQUIRE_BROKER" in required.stdout
+
+
+@needs_jvm
+@pytest.mark.integration
+def test_heal_brings_a_killed_node_back(kafka_cluster3: KafkaCluster) -> None:
+    if not kafka_cluster3.controllable:
+        pytest.skip("external cluster: no fault control")
+    victim = kafka_cluster3.broker(3)
+    victim.kill()
+    assert not victim.is_running
+    kafka_cluster3.heal()  # what every kafka_cluster3 test gets first
+    assert victim.is_running
+    assert set(metadata(victim.host, victim.port).brokers) == {1, 2, 3}

@@ -956,6 +956,23 @@ class KafkaCluster:
                     raise BrokerStartError(f"{self.bootstrap} not answering: {exc}") from exc
             time.sleep(_POLL)
 
+    def heal(self, timeout: float | None = None) -> None:
+        """Bring every node back: resume paused ones, start stopped or killed ones, and wait
+        until all are ready (a shared cluster between fault tests).
+
+        Args:
+            timeout: seconds (default: ``$KAFKASTATE_START_TIMEOUT`` or 120).
+
+        Raises:
+            BrokerStartError: a node did not come back.
+        """
+        for broker in self.brokers:
+            if broker.is_paused:
+                broker.resume()
+            elif not broker.is_running:
+                broker.start(wait=False)
+        self.wait_ready(timeout)
+
     def env(self) -> dict[str, str]:
         """The ``KAFKASTATE_*`` variables describing this cluster (what the CLI prints).
 
