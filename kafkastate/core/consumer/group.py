@@ -97,10 +97,10 @@ TopicPartition = tuple[str, int]
 
 _JOIN_TIMEOUT_LAPSE: Final = 5.0  # Java AbstractCoordinator.JOIN_GROUP_TIMEOUT_LAPSE
 
-# error codes
+# error codes (the coordinator ones are shared with the KIP-848 member)
 _NONE: Final = 0
-_COORDINATOR_LOAD_IN_PROGRESS: Final = 14
-_COORDINATOR_LOST: Final = frozenset({15, 16})  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+COORDINATOR_LOAD_IN_PROGRESS: Final = 14
+COORDINATOR_LOST: Final = frozenset({15, 16})  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 _ILLEGAL_GENERATION: Final = 22
 _UNKNOWN_MEMBER_ID: Final = 25
 _REBALANCE_IN_PROGRESS: Final = 27
@@ -128,29 +128,36 @@ class MemberState(enum.Enum):
     """Left the group (or closed without leaving, for static members)."""
 
 
-def _positive(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
+def positive_seconds(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
+    """attrs validator: a duration > 0 (both member configs use it)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise KafkaConfigurationError(f"{attr.name} must be a number > 0, got {value!r}")
+
+
+def group_id_name(_inst: object, _attr: attrs.Attribute[Any], value: str) -> None:
+    """attrs validator: a non-empty group id (both member configs use it)."""
+    if not isinstance(value, str) or not value:
+        raise KafkaConfigurationError(f"group_id must be a non-empty str, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
 class GroupConfig:
     """Settings of a :class:`GroupMember`. Durations are float seconds."""
 
-    group_id: str = attrs.field()
+    group_id: str = attrs.field(validator=group_id_name)
     """``group.id``."""
     assignors: tuple[Assignor, ...] = attrs.field()
     """``partition.assignment.strategy``, preferred first (the leader runs the one every
     member lists first)."""
-    session_timeout: float = attrs.field(default=45.0, validator=_positive)
+    session_timeout: float = attrs.field(default=45.0, validator=positive_seconds)
     """``session.timeout.ms``."""
-    heartbeat_interval: float = attrs.field(default=3.0, validator=_positive)
+    heartbeat_interval: float = attrs.field(default=3.0, validator=positive_seconds)
     """``heartbeat.interval.ms``."""
-    max_poll_interval: float = attrs.field(default=300.0, validator=_positive)
+    max_poll_interval: float = attrs.field(default=300.0, validator=positive_seconds)
     """``max.poll.interval.ms``; also the JoinGroup rebalance timeout, as in Java."""
-    request_timeout: float = attrs.field(default=30.0, validator=_positive)
+    request_timeout: float = attrs.field(default=30.0, validator=positive_seconds)
     """``request.timeout.ms`` (JoinGroup gets at least the rebalance timeout + 5 s)."""
-    retry_backoff: float = attrs.field(default=0.1, validator=_positive)
+    retry_backoff: float = attrs.field(default=0.1, validator=positive_seconds)
     """``retry.backoff.ms``."""
     group_instance_id: str | None = None
     """``group.instance.id`` (KIP-345 static membership)."""
@@ -158,11 +165,6 @@ class GroupConfig:
     """Send LeaveGroup on close; default: dynamic members do, static ones do not."""
     client_rack: str | None = None
     """``client.rack``, sent in the subscription (v3)."""
-
-    @group_id.validator
-    def _check_group(self, _attr: attrs.Attribute[Any], value: str) -> None:
-        if not isinstance(value, str) or not value:
-            raise KafkaConfigurationError(f"group_id must be a non-empty str, got {value!r}")
 
     @assignors.validator
     def _check_assignors(self, _attr: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
@@ -637,9 +639,9 @@ class GroupMember:
             self._reset_generation(lost=True, keep_member=False)
         elif code == _ILLEGAL_GENERATION:
             self._reset_generation(lost=True, keep_member=True)
-        elif code in _COORDINATOR_LOST:
+        elif code in COORDINATOR_LOST:
             self._coordinator_lost()
-        elif code not in (_REBALANCE_IN_PROGRESS, _COORDINATOR_LOAD_IN_PROGRESS):
+        elif code not in (_REBALANCE_IN_PROGRESS, COORDINATOR_LOAD_IN_PROGRESS):
             self._fail(error_for_code(code)(f"JoinGroup for group {self.config.group_id!r}"))
 
     def _run_assignor(self, response: Any) -> dict[str, bytes]:
@@ -709,7 +711,7 @@ class GroupMember:
             self._reset_generation(lost=True, keep_member=False)
         elif code == _ILLEGAL_GENERATION:
             self._reset_generation(lost=True, keep_member=True)
-        elif code in _COORDINATOR_LOST:
+        elif code in COORDINATOR_LOST:
             self._coordinator_lost()
         elif code != _REBALANCE_IN_PROGRESS:
             self._fail(error_for_code(code)(f"SyncGroup for group {self.config.group_id!r}"))
@@ -784,9 +786,9 @@ class GroupMember:
             self._reset_generation(lost=True, keep_member=True)
             self.state = MemberState.UNJOINED
             self.request_rejoin("the generation moved on")
-        elif code in _COORDINATOR_LOST:
+        elif code in COORDINATOR_LOST:
             self._coordinator_lost()
-        elif code != _COORDINATOR_LOAD_IN_PROGRESS:  # FENCED_INSTANCE_ID, authorization...
+        elif code != COORDINATOR_LOAD_IN_PROGRESS:  # FENCED_INSTANCE_ID, authorization...
             self._fail(error_for_code(code)(f"Heartbeat for group {self.config.group_id!r}"))
 
     # -- LeaveGroup

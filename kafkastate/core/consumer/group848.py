@@ -48,11 +48,15 @@ from typing import Any, Final
 import attrs
 
 from kafkastate.core.consumer.group import (
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_LOST,
     AssignPartitions,
     GroupEvent,
     GroupFailed,
     OutgoingRequest,
     RevokePartitions,
+    group_id_name,
+    positive_seconds,
 )
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
@@ -66,8 +70,6 @@ _JOIN_EPOCH: Final = 0
 _LEAVE_EPOCH: Final = -1
 _STATIC_LEAVE_EPOCH: Final = -2
 _NONE: Final = 0
-_COORDINATOR_LOAD_IN_PROGRESS: Final = 14
-_COORDINATOR_LOST: Final = frozenset({15, 16})
 _UNKNOWN_MEMBER_ID: Final = 25
 _FENCED_MEMBER_EPOCH: Final = 110
 
@@ -89,22 +91,17 @@ class Member848State(enum.Enum):
     """Left."""
 
 
-def _positive(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise KafkaConfigurationError(f"{attr.name} must be a number > 0, got {value!r}")
-
-
 @attrs.frozen(kw_only=True)
 class ConsumerGroupConfig:
     """Settings of a :class:`ConsumerGroupMember`. Durations are float seconds."""
 
-    group_id: str = attrs.field()
+    group_id: str = attrs.field(validator=group_id_name)
     """``group.id``."""
-    max_poll_interval: float = attrs.field(default=300.0, validator=_positive)
+    max_poll_interval: float = attrs.field(default=300.0, validator=positive_seconds)
     """``max.poll.interval.ms``, also the rebalance timeout sent to the coordinator."""
-    request_timeout: float = attrs.field(default=30.0, validator=_positive)
+    request_timeout: float = attrs.field(default=30.0, validator=positive_seconds)
     """``request.timeout.ms``."""
-    retry_backoff: float = attrs.field(default=0.1, validator=_positive)
+    retry_backoff: float = attrs.field(default=0.1, validator=positive_seconds)
     """``retry.backoff.ms``."""
     group_instance_id: str | None = None
     """``group.instance.id`` (static membership)."""
@@ -113,11 +110,6 @@ class ConsumerGroupConfig:
     ``range``), None for the broker's default."""
     client_rack: str | None = None
     """``client.rack``."""
-
-    @group_id.validator
-    def _check_group(self, _attr: attrs.Attribute[Any], value: str) -> None:
-        if not isinstance(value, str) or not value:
-            raise KafkaConfigurationError(f"group_id must be a non-empty str, got {value!r}")
 
 
 class ConsumerGroupMember:
@@ -315,9 +307,9 @@ class ConsumerGroupMember:
             self._on_heartbeat(response, now)
         elif code in (_FENCED_MEMBER_EPOCH, _UNKNOWN_MEMBER_ID):
             self._lose_everything(now)
-        elif code in _COORDINATOR_LOST:
+        elif code in COORDINATOR_LOST:
             self.coordinator_wanted = True
-        elif code == _COORDINATOR_LOAD_IN_PROGRESS:
+        elif code == COORDINATOR_LOAD_IN_PROGRESS:
             self._next_heartbeat = now + self.config.retry_backoff
         else:
             message = response.error_message or "no message"
