@@ -87,6 +87,7 @@ __all__ = [
     "GroupEvent",
     "GroupFailed",
     "GroupMember",
+    "MemberBase",
     "MemberState",
     "OutgoingRequest",
     "RevokePartitions",
@@ -259,7 +260,42 @@ class OutgoingRequest:
 # ------------------------------------------------------------------------------ machine
 
 
-class GroupMember:
+class MemberBase:
+    """What both group member machines (classic and KIP-848) show their host alike."""
+
+    def __init__(self) -> None:
+        self.coordinator_wanted = True
+        """Whether the host must (re)discover the coordinator before sending anything;
+        the host clears it with ``coordinator_found``."""
+        self._topics: tuple[str, ...] = ()
+        self._owned: tuple[TopicPartition, ...] = ()
+        self._events: deque[GroupEvent] = deque()
+        self._out: deque[OutgoingRequest] = deque()
+
+    @property
+    def owned(self) -> tuple[TopicPartition, ...]:
+        """The partitions the application owns now (sorted)."""
+        return self._owned
+
+    @property
+    def subscription(self) -> tuple[str, ...]:
+        """The subscribed topics."""
+        return self._topics
+
+    def take_requests(self) -> list[OutgoingRequest]:
+        """What to send to the coordinator now (empty while it is wanted)."""
+        if self.coordinator_wanted:
+            return []
+        out = list(self._out)
+        self._out.clear()
+        return out
+
+    def next_event(self) -> GroupEvent | None:
+        """The next event, or None."""
+        return self._events.popleft() if self._events else None
+
+
+class GroupMember(MemberBase):
     """The classic-protocol member machine.
 
     Args:
@@ -267,6 +303,7 @@ class GroupMember:
     """
 
     def __init__(self, config: GroupConfig) -> None:
+        super().__init__()
         self.config: Final = config
         self.state = MemberState.UNJOINED
         """Where the member stands."""
@@ -280,16 +317,9 @@ class GroupMember:
         """The assignor the group chose."""
         self.error: KafkaError | None = None
         """The fatal error, in FAILED."""
-        self.coordinator_wanted = True
-        """Whether the host must (re)discover the coordinator before sending anything;
-        the host clears it with :meth:`coordinator_found`."""
-        self._topics: tuple[str, ...] = ()
         self._partitions: dict[str, int] = {}
-        self._owned: tuple[TopicPartition, ...] = ()
         self._rejoin = False
         self._reason = ""
-        self._events: deque[GroupEvent] = deque()
-        self._out: deque[OutgoingRequest] = deque()
         self._in_flight: set[str] = set()
         self._pending_assignment: Assignment | None = None
         self._next_heartbeat: float | None = None
@@ -299,16 +329,6 @@ class GroupMember:
         self._now = 0.0
 
     # ------------------------------------------------------------ queries
-
-    @property
-    def owned(self) -> tuple[TopicPartition, ...]:
-        """The partitions the application owns now (sorted)."""
-        return self._owned
-
-    @property
-    def subscription(self) -> tuple[str, ...]:
-        """The subscribed topics."""
-        return self._topics
 
     @property
     def active(self) -> bool:
@@ -411,18 +431,6 @@ class GroupMember:
         self._rejoin = False
 
     # ---------------------------------------------------------------- IO
-
-    def take_requests(self) -> list[OutgoingRequest]:
-        """What to send to the coordinator now (empty while it is wanted)."""
-        if self.coordinator_wanted:
-            return []
-        out = list(self._out)
-        self._out.clear()
-        return out
-
-    def next_event(self) -> GroupEvent | None:
-        """The next event, or None."""
-        return self._events.popleft() if self._events else None
 
     def get_timer(self) -> float | None:
         """The earliest deadline for :meth:`handle_timer`, or None."""

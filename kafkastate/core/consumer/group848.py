@@ -41,7 +41,6 @@ import datetime
 import enum
 import random
 import uuid
-from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -51,8 +50,8 @@ from kafkastate.core.consumer.group import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_LOST,
     AssignPartitions,
-    GroupEvent,
     GroupFailed,
+    MemberBase,
     OutgoingRequest,
     RevokePartitions,
     group_id_name,
@@ -112,7 +111,7 @@ class ConsumerGroupConfig:
     """``client.rack``."""
 
 
-class ConsumerGroupMember:
+class ConsumerGroupMember(MemberBase):
     """The KIP-848 member machine.
 
     Args:
@@ -121,6 +120,7 @@ class ConsumerGroupMember:
     """
 
     def __init__(self, config: ConsumerGroupConfig, *, rng: random.Random) -> None:
+        super().__init__()
         self.config: Final = config
         self.state = Member848State.UNSUBSCRIBED
         """Where the member stands."""
@@ -130,14 +130,8 @@ class ConsumerGroupMember:
         """The member epoch (0 until the coordinator gives one)."""
         self.error: KafkaError | None = None
         """The fatal error, in FAILED."""
-        self.coordinator_wanted = True
-        """Whether the host must find the coordinator before sending anything."""
-        self._topics: tuple[str, ...] = ()
         self._names: dict[uuid.UUID, str] = {}
-        self._owned: tuple[TopicPartition, ...] = ()
         self._target: dict[uuid.UUID, tuple[int, ...]] | None = None
-        self._events: deque[GroupEvent] = deque()
-        self._out: deque[OutgoingRequest] = deque()
         self._in_flight = False
         self._interval = 5.0
         self._next_heartbeat: float | None = None
@@ -148,16 +142,6 @@ class ConsumerGroupMember:
         self._now = 0.0
 
     # ------------------------------------------------------------ queries
-
-    @property
-    def owned(self) -> tuple[TopicPartition, ...]:
-        """The partitions the application owns now (sorted)."""
-        return self._owned
-
-    @property
-    def subscription(self) -> tuple[str, ...]:
-        """The subscribed topics."""
-        return self._topics
 
     @property
     def active(self) -> bool:
@@ -253,18 +237,6 @@ class ConsumerGroupMember:
         self._next_heartbeat = None
 
     # ---------------------------------------------------------------- IO
-
-    def take_requests(self) -> list[OutgoingRequest]:
-        """What to send to the coordinator now (empty while it is wanted)."""
-        if self.coordinator_wanted:
-            return []
-        out = list(self._out)
-        self._out.clear()
-        return out
-
-    def next_event(self) -> GroupEvent | None:
-        """The next event, or None."""
-        return self._events.popleft() if self._events else None
 
     def get_timer(self) -> float | None:
         """The earliest deadline for :meth:`handle_timer`, or None."""
