@@ -341,15 +341,7 @@ class ClassicCoordinator:
                 group, None, old.join_token, old.join_version, code=_FENCED_INSTANCE_ID
             )
         if old.sync_token is not None:
-            self._reply(
-                old.sync_token,
-                ApiKey.SYNC_GROUP,
-                old.sync_version,
-                error_code=_FENCED_INSTANCE_ID,
-                protocol_type=None,
-                protocol_name=None,
-                assignment=b"",
-            )
+            self._sync_error(old.sync_token, old.sync_version, _FENCED_INSTANCE_ID)
         member = attrs.evolve(
             old,
             member_id=new_id,
@@ -428,15 +420,7 @@ class ClassicCoordinator:
             for m in group.members.values():
                 m.assignment = b""
                 if m.sync_token is not None:
-                    self._reply(
-                        m.sync_token,
-                        ApiKey.SYNC_GROUP,
-                        m.sync_version,
-                        error_code=_REBALANCE_IN_PROGRESS,
-                        protocol_type=None,
-                        protocol_name=None,
-                        assignment=b"",
-                    )
+                    self._sync_error(m.sync_token, m.sync_version, _REBALANCE_IN_PROGRESS)
                     m.sync_token = None
         group.pending_sync.clear()
         group.sync_deadline = None
@@ -502,28 +486,17 @@ class ClassicCoordinator:
         group = self.groups.get(req.group_id)
         member = None if group is None else group.members.get(req.member_id)
 
-        def error(code: int) -> None:
-            self._reply(
-                token,
-                ApiKey.SYNC_GROUP,
-                version,
-                error_code=code,
-                protocol_type=None,
-                protocol_name=None,
-                assignment=b"",
-            )
-
         if group is None or member is None:
-            error(_UNKNOWN_MEMBER_ID)
+            self._sync_error(token, version, _UNKNOWN_MEMBER_ID)
             return
         if member.instance_id != getattr(req, "group_instance_id", None):
-            error(_FENCED_INSTANCE_ID)
+            self._sync_error(token, version, _FENCED_INSTANCE_ID)
             return
         if req.generation_id != group.generation:
-            error(_ILLEGAL_GENERATION)
+            self._sync_error(token, version, _ILLEGAL_GENERATION)
             return
         if group.state is GroupState.PREPARING_REBALANCE:
-            error(_REBALANCE_IN_PROGRESS)
+            self._sync_error(token, version, _REBALANCE_IN_PROGRESS)
             return
         member.heartbeat_deadline = now + member.session_timeout
         if group.state is GroupState.STABLE:
@@ -542,6 +515,17 @@ class ClassicCoordinator:
                     self._sync_reply(group, m.sync_token, m.sync_version, m.assignment)
                     m.sync_token = None
                     m.heartbeat_deadline = now + m.session_timeout
+
+    def _sync_error(self, token: Hashable, version: int, code: int) -> None:
+        self._reply(
+            token,
+            ApiKey.SYNC_GROUP,
+            version,
+            error_code=code,
+            protocol_type=None,
+            protocol_name=None,
+            assignment=b"",
+        )
 
     def _sync_reply(self, group: SimGroup, token: Hashable, version: int, data: bytes) -> None:
         self._reply(

@@ -563,8 +563,8 @@ class FetcherMachine:
 
     def subscribe(self, topics: Iterable[str], *, now: float) -> None:
         """Join the group for ``topics``: the group assigns their partitions
-        (:class:`PartitionsAssigned`). An empty list leaves the subscription (partitions
-        are revoked first).
+        (:class:`PartitionsAssigned`). Changing the list makes the member rejoin with it;
+        unsubscribing (an empty list) is not supported yet: use :meth:`leave_group`.
 
         Raises:
             LocalProtocolError: no group membership configured.
