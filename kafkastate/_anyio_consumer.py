@@ -7,18 +7,25 @@ The :class:`Consumer` gives commands to a
 partition while the application works, and :meth:`Consumer.getmany` hands out what is there
 (or waits for the first data up to its timeout).
 
-Without a ``group_id`` the consumer either reads the partitions it is given
-(:meth:`Consumer.assign`) or, given topics, reads every partition of them and picks up
-partitions added later (aiokafka's behaviour without a group). Group membership (issue:
-consumer groups) will drive the same machine.
+The consumer either reads the partitions it is given (:meth:`Consumer.assign`) or subscribes
+to topics (or a pattern). With a ``group_id`` a subscription joins the consumer group, which
+assigns the partitions (classic protocol or KIP-848); the machine's group events run here, one
+at a time, in a task of their own: commit before a revoke (auto-commit), the application's
+rebalance listener, then ``revocation_done``/``assignment_done``. Without a ``group_id`` a
+subscription reads every partition of the topics and picks up partitions added later
+(aiokafka's behaviour without a group).
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
+import math
 import random
+import re
 import ssl
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -27,6 +34,12 @@ import anyio
 
 from kafkastate.adapters._async_driver import AsyncDriver, wait_for_cluster
 from kafkastate.adapters._common import build_client_config, check_consumer_options, check_ms
+from kafkastate.adapters._group import (
+    build_group_config,
+    check_listener,
+    compile_pattern,
+    matching_topics,
+)
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.consumer.fetcher import (
     EARLIEST,
@@ -34,8 +47,12 @@ from kafkastate.core.consumer.fetcher import (
     CommittedOffsets,
     FetcherConfig,
     FetcherMachine,
+    GroupFailed,
+    GroupLeft,
     OffsetsCommitted,
     OffsetsListed,
+    PartitionsAssigned,
+    PartitionsRevoked,
     PositionsResolved,
     PositionState,
     RecordsFetched,
@@ -47,6 +64,7 @@ from kafkastate.errors import (
     KafkaConfigurationError,
     KafkaError,
     KafkaTimeoutError,
+    RebalanceListenerError,
 )
 from kafkastate.structs import (
     ConsumerRecord,
@@ -126,6 +144,9 @@ class Consumer:
         value_deserializer: turns value bytes into the record's value, or None.
         max_poll_records: default record limit of :meth:`getmany` and iteration.
         request_timeout: seconds an offset query may take before KafkaTimeoutError.
+        auto_commit: commit the positions of partitions before they are revoked (group
+            members with auto-commit on).
+        exclude_internal_topics: leave internal topics out of pattern subscriptions.
     """
 
     def __init__(
@@ -136,6 +157,8 @@ class Consumer:
         value_deserializer: Deserializer | None = None,
         max_poll_records: int | None = None,
         request_timeout: float = 30.0,
+        auto_commit: bool = False,
+        exclude_internal_topics: bool = True,
     ) -> None:
         self.machine: Final = machine
         """The sans-IO machine."""
@@ -150,6 +173,18 @@ class Consumer:
         self._subscribed: tuple[str, ...] = ()
         self._buffer: list[ConsumerRecord] = []  # for iteration and getone
         self._last_poll: dict[TopicPartition, float] = {}
+        self._auto_commit = auto_commit
+        self._exclude_internal = exclude_internal_topics
+        self._pattern: re.Pattern[str] | None = None
+        # group membership: events waiting for the rebalance task, the listener, its error
+        self._listener: Any = None
+        self._listener_error: RebalanceListenerError | None = None
+        self._group_events: deque[PartitionsRevoked | PartitionsAssigned] = deque()
+        self._group_wake = anyio.Event()
+        self._group_lock = anyio.Lock()
+        self._left = anyio.Event()
+        self._closing = False
+        self._polled_at = -math.inf
 
     # ----------------------------------------------------------- assignment
 
@@ -165,22 +200,55 @@ class Consumer:
         self._buffer.clear()
         driver.wake()
 
-    def subscribe(self, topics: Sequence[str]) -> None:
-        """Read every partition of ``topics``, including partitions added later (without a
-        group; with one, group membership will assign them).
+    def subscribe(
+        self,
+        topics: Sequence[str] = (),
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+        listener: Any = None,
+    ) -> None:
+        """Subscribe to ``topics``, or to every topic whose name matches ``pattern`` from
+        its start (``re.match``, as aiokafka; topics created later join when metadata
+        shows them).
+
+        With a ``group_id`` the consumer joins the group, which assigns the partitions;
+        ``listener`` (a :class:`~kafkastate.abc.ConsumerRebalanceListener`) hears of every
+        change. Without one it reads every partition of the topics, including partitions
+        added later.
 
         Raises:
-            KafkaConfigurationError: an empty or malformed topic list.
+            KafkaConfigurationError: an empty or malformed topic list, both topics and a
+                pattern, a bad pattern or listener, or a listener without a ``group_id``.
         """
-        if (
+        if pattern is not None:
+            if topics:
+                raise KafkaConfigurationError("subscribe to topics or to a pattern, not both")
+            compiled: re.Pattern[str] | None = compile_pattern(pattern)
+        elif (
             isinstance(topics, str)
             or not topics
             or not all(isinstance(t, str) and t for t in topics)
         ):
             raise KafkaConfigurationError(f"topics must be a list of topic names, got {topics!r}")
+        else:
+            compiled = None
+        check_listener(listener)
+        group = self.machine.member is not None
+        if listener is not None and not group:
+            raise KafkaConfigurationError("a rebalance listener needs a group_id")
         driver = self._running()
-        self._subscribed = tuple(dict.fromkeys(topics))
-        self.machine.client.metadata.add_topics(self._subscribed)
+        self._listener = listener
+        self._pattern = compiled
+        metadata = self.machine.client.metadata
+        if compiled is None:
+            self._subscribed = tuple(dict.fromkeys(topics))
+            if group:
+                self.machine.subscribe(self._subscribed, now=driver.now())
+            else:
+                metadata.add_topics(self._subscribed)
+        else:
+            self._subscribed = ()
+            metadata.set_topics(None)  # every topic: the pattern picks
         self.machine.client.request_metadata_update()
         self._follow_subscription()
         driver.wake()
@@ -190,9 +258,19 @@ class Consumer:
         return frozenset(self._subscribed)
 
     def unsubscribe(self) -> None:
-        """Drop the subscription and the assignment."""
+        """Drop the subscription and the assignment.
+
+        Raises:
+            IllegalStateError: the consumer is a group member (leaving the group and joining
+                again is not supported yet: close the consumer instead).
+        """
         driver = self._running()
+        if self.machine.member is not None and self.machine.member.subscription:
+            raise IllegalStateError(
+                "unsubscribe() of a group member is not supported yet: close the consumer"
+            )
         self._subscribed = ()
+        self._pattern = None
         self.machine.assign((), now=driver.now())
         self._buffer.clear()
 
@@ -220,9 +298,11 @@ class Consumer:
 
         Raises:
             KafkaError: a partition failed (NoOffsetForPartitionError, an authorization
-                error, corrupt data, RecordTooLargeError...).
+                error, corrupt data, RecordTooLargeError...), or the group member failed.
+            RebalanceListenerError: the rebalance listener raised (once per failure).
         """
         driver = self._running()
+        self._raise_listener_error()
         limit = self._max_records if max_records is None else max_records
         if limit < 1:
             raise KafkaConfigurationError(f"max_records must be >= 1, got {limit!r}")
@@ -240,19 +320,23 @@ class Consumer:
                 await data.wait()
             if self._driver is not driver:
                 raise ConsumerStoppedError("the consumer was stopped while waiting for records")
+            self._raise_listener_error()
 
     async def getone(self, *partitions: tuple[str, int]) -> ConsumerRecord:
         """The next record (of these partitions), waiting as long as it takes.
 
         Raises:
             KafkaError: a partition failed.
+            RebalanceListenerError: the rebalance listener raised.
         """
         wanted = {TopicPartition(*tp) for tp in partitions}
         while True:
+            self._raise_listener_error()
             paused = self._paused_now()
             for i, record in enumerate(self._buffer):
                 tp = (record.topic, record.partition)
                 if (not wanted or tp in wanted) and tp not in paused:
+                    self._note_poll()
                     return self._buffer.pop(i)
             batch = await self.getmany(*partitions, timeout_ms=60_000)
             for records in batch.values():
@@ -536,7 +620,9 @@ class Consumer:
 
     # ------------------------------------------------------------- plumbing
 
-    def _interesting(self) -> list[str]:
+    def _interesting(self) -> list[str] | None:
+        if self._pattern is not None:
+            return None  # every topic: the pattern picks
         topics = dict.fromkeys(self._subscribed)
         topics.update(dict.fromkeys(t for t, _ in self.machine.assignment()))
         return list(topics)
@@ -618,21 +704,32 @@ class Consumer:
         self._driver = driver
 
     def _follow_subscription(self) -> None:
-        """Without a group, a subscription means every partition of the topics."""
-        if not self._subscribed or self._driver is None:
+        """Follow metadata: a pattern's matching topics (a change re-subscribes), and
+        without a group, every partition of the subscribed topics."""
+        driver = self._driver
+        if driver is None:
             return
         cluster = self.machine.client.cluster
+        if self._pattern is not None and cluster.topics:
+            matching = tuple(
+                matching_topics(cluster, self._pattern, exclude_internal=self._exclude_internal)
+            )
+            if matching and matching != self._subscribed:
+                self._subscribed = matching
+                if self.machine.member is not None:
+                    self.machine.subscribe(matching, now=driver.now())
+        if not self._subscribed or self.machine.member is not None:
+            return
         wanted: list[tuple[str, int]] = []
         for topic in self._subscribed:
             wanted.extend((topic, p) for p in cluster.partitions_for(topic) or ())
         if set(wanted) != set(self.machine.assignment()):
-            self.machine.assign(wanted, now=self._driver.now())
+            self.machine.assign(wanted, now=driver.now())
 
     def _handle_event(self, event: Any) -> None:
         match event:
             case RecordsFetched():
-                self._data.set()
-                self._data = anyio.Event()
+                self._wake_readers()
             case (
                 OffsetsListed(query_id=qid)
                 | CommittedOffsets(query_id=qid)
@@ -643,10 +740,113 @@ class Consumer:
                 self._follow_subscription()
             case PositionsResolved():
                 pass
+            case PartitionsRevoked() | PartitionsAssigned():
+                self._group_events.append(event)
+                self._group_wake.set()
+                return
+            case GroupFailed(error=error):
+                log.error("the group member failed: %s", error)
+                self._wake_readers()  # getmany raises it
+            case GroupLeft():
+                self._left.set()
+                return
             case _:
                 return
         self._changed.set()
         self._changed = anyio.Event()
+
+    def _wake_readers(self) -> None:
+        self._data.set()
+        self._data = anyio.Event()
+
+    def _note_poll(self) -> None:
+        """Records handed out from the buffer count as polls for ``max_poll_interval``
+        (told to the machine at most once a second)."""
+        driver = self._driver
+        if driver is None or self.machine.member is None:
+            return
+        now = driver.now()
+        if now - self._polled_at >= 1.0:
+            self._polled_at = now
+            self.machine.polled(now=now)
+            driver.wake()
+
+    def _raise_listener_error(self) -> None:
+        error = self._listener_error
+        if error is not None:
+            self._listener_error = None
+            raise error
+
+    # ------------------------------------------------------------ the group
+
+    async def _run_group(self) -> None:
+        """The rebalance task: one group event at a time, each to its end."""
+        while True:
+            while not self._group_events:
+                self._group_wake = anyio.Event()
+                await self._group_wake.wait()
+            event = self._group_events.popleft()
+            async with self._group_lock:
+                if not self._closing:
+                    await self._rebalance(event)
+
+    async def _rebalance(self, event: PartitionsRevoked | PartitionsAssigned) -> None:
+        driver = self._running()
+        if isinstance(event, PartitionsRevoked):
+            tps = set(event.partitions)
+            if self._auto_commit and not event.lost:
+                consumed = {tp: o for tp, o in self._consumed().items() if tp in tps}
+                try:
+                    await self.commit(consumed)
+                except KafkaError as exc:  # as Java: the rebalance goes on
+                    log.warning("commit before revoking %s failed: %s", sorted(tps), exc)
+            self._drop_buffered(tps)
+            callback = "on_partitions_lost" if event.lost else "on_partitions_revoked"
+            await self._call_listener(callback, tps)
+            self.machine.revocation_done(now=driver.now())
+        else:
+            await self._call_listener("on_partitions_assigned", set(event.added))
+            self.machine.assignment_done(now=driver.now())
+        driver.wake()
+
+    async def _call_listener(self, callback: str, partitions: set[tuple[str, int]]) -> None:
+        listener = self._listener
+        if listener is None:
+            return
+        method = getattr(listener, callback, None)
+        if method is None:  # an aiokafka listener has no on_partitions_lost (Java's default)
+            method = listener.on_partitions_revoked
+        try:
+            result = method({TopicPartition(*tp) for tp in partitions})
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            log.exception("rebalance listener %s raised", callback)
+            error = RebalanceListenerError(
+                f"{callback} of {listener!r} raised {exc!r}; the rebalance went on without it",
+                callback=callback,
+            )
+            error.__cause__ = exc
+            if self._listener_error is None:
+                self._listener_error = error
+            self._wake_readers()
+
+    async def _leave_group(self, timeout: float) -> None:
+        """On close: the listener's revoke for what is owned, then leave the group (the
+        LeaveGroup is answered, or ``timeout`` passes)."""
+        member = self.machine.member
+        driver = self._driver
+        if member is None or driver is None:
+            return
+        with anyio.move_on_after(timeout):
+            async with self._group_lock:
+                self._closing = True
+                owned = set(member.owned)
+                if owned and member.active:
+                    await self._call_listener("on_partitions_revoked", owned)
+                self.machine.leave_group(now=driver.now())
+                driver.wake()
+                await self._left.wait()
 
 
 def build_fetcher_config(
@@ -746,20 +946,54 @@ async def open_consumer(
     max_poll_records: int | None = None,
     enable_auto_commit: bool = False,
     auto_commit_interval_ms: float = 5000,
+    listener: Any = None,
+    group_protocol: str = "classic",
+    partition_assignment_strategy: Sequence[Any] | None = None,
+    session_timeout_ms: float = 45000,
+    heartbeat_interval_ms: float = 3000,
+    max_poll_interval_ms: float = 300000,
+    rebalance_timeout_ms: float | None = None,
+    group_instance_id: str | None = None,
+    group_remote_assignor: str | None = None,
+    exclude_internal_topics: bool = True,
     **options: Any,
 ) -> AsyncIterator[Consumer]:
     """Run a consumer for the duration of an ``async with`` block (asyncio or trio).
 
+    With a ``group_id``, subscribing (``topics`` here, or :meth:`Consumer.subscribe`) joins
+    the consumer group: heartbeats run in the background and the group assigns the
+    partitions. When the block ends the consumer commits (with auto-commit), runs the
+    listener's revoke for what it owns, and leaves the group.
+
     Args:
-        topics: topics to read every partition of (or call :meth:`Consumer.assign`).
+        topics: topics to subscribe to (or call :meth:`Consumer.subscribe` /
+            :meth:`Consumer.assign`).
         bootstrap_servers: ``"host[:port],..."`` or a list of such strings.
         key_deserializer: bytes -> key, or None.
         value_deserializer: bytes -> value, or None.
         max_poll_records: default record limit per :meth:`Consumer.getmany` (None: 500;
             else an int >= 1).
         enable_auto_commit: with a ``group_id``, commit what was handed out every
-            ``auto_commit_interval_ms`` and when the block exits normally.
+            ``auto_commit_interval_ms``, before partitions are revoked, and when the block
+            exits normally.
         auto_commit_interval_ms: the auto-commit period (> 0).
+        listener: a :class:`~kafkastate.abc.ConsumerRebalanceListener` for ``topics``.
+        group_protocol: ``"classic"`` (JoinGroup/SyncGroup) or ``"consumer"`` (KIP-848:
+            the coordinator assigns; Kafka 4.0+).
+        partition_assignment_strategy: classic protocol assignors, preferred first: names
+            (``"range"``, ``"roundrobin"``, ``"sticky"``, ``"cooperative-sticky"``) or
+            :class:`~kafkastate.abc.Assignor` objects (default: range then
+            cooperative-sticky, Java's default).
+        session_timeout_ms: ``session.timeout.ms`` (classic).
+        heartbeat_interval_ms: ``heartbeat.interval.ms`` (classic).
+        max_poll_interval_ms: ``max.poll.interval.ms``: a member whose application takes
+            no records for this long leaves the group; it rejoins on its next read.
+        rebalance_timeout_ms: how long the coordinator waits for members to rejoin
+            (classic; default ``max_poll_interval_ms``).
+        group_instance_id: ``group.instance.id``: static membership (KIP-345).
+        group_remote_assignor: the broker's assignor (``"uniform"``, ``"range"``) with
+            ``group_protocol="consumer"``.
+        exclude_internal_topics: leave internal topics out of pattern subscriptions.
         options: :func:`build_fetcher_config` options (``group_id``,
             ``auto_offset_reset``, ``isolation_level``, ``fetch_*``, TLS, SASL...).
 
@@ -774,15 +1008,32 @@ async def open_consumer(
         max_poll_records=max_poll_records, auto_commit_interval_ms=auto_commit_interval_ms
     )
     config, tls = build_fetcher_config(bootstrap_servers, **options)
+    group = build_group_config(
+        config.group_id,
+        group_protocol=group_protocol,
+        partition_assignment_strategy=partition_assignment_strategy,
+        session_timeout_ms=session_timeout_ms,
+        heartbeat_interval_ms=heartbeat_interval_ms,
+        max_poll_interval_ms=max_poll_interval_ms,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        group_instance_id=group_instance_id,
+        group_remote_assignor=group_remote_assignor,
+        client_rack=config.client_rack,
+        request_timeout_ms=config.client.connection.request_timeout * 1000,
+        retry_backoff_ms=config.retry_backoff * 1000,
+    )
+    check_listener(listener)
     if enable_auto_commit and config.group_id is None:
         enable_auto_commit = False  # nothing to commit to (aiokafka ignores it too)
-    machine = FetcherMachine(config, rng=random.SystemRandom())
+    machine = FetcherMachine(config, rng=random.SystemRandom(), group=group)
     consumer = Consumer(
         machine,
         key_deserializer=key_deserializer,
         value_deserializer=value_deserializer,
         max_poll_records=max_poll_records,
         request_timeout=config.client.connection.request_timeout,
+        auto_commit=enable_auto_commit,
+        exclude_internal_topics=exclude_internal_topics,
     )
     driver = AsyncDriver(
         machine,
@@ -796,8 +1047,12 @@ async def open_consumer(
         async with driver:
             consumer._attach(driver)
             try:
+                if group is not None:
+                    driver.start_soon(consumer._run_group, name="kafkastate rebalance")
                 if topics:
-                    consumer.subscribe(list(topics))
+                    consumer.subscribe(list(topics), listener=listener)
+                elif listener is not None:
+                    raise KafkaConfigurationError("listener= needs topics to subscribe to")
                 if enable_auto_commit:
                     driver.start_soon(
                         _auto_commit,
@@ -807,13 +1062,26 @@ async def open_consumer(
                     )
                 yield consumer
                 if enable_auto_commit:
-                    await consumer.commit()
+                    await _final_commit(consumer)
             finally:
+                with anyio.CancelScope(shield=True):
+                    await consumer._leave_group(config.client.connection.request_timeout)
                 machine.close()
                 consumer._attach(None)
     finally:
         consumer._data.set()
         consumer._changed.set()
+
+
+async def _final_commit(consumer: Consumer) -> None:
+    try:
+        await consumer.commit()
+    except KafkaError as exc:
+        if consumer.machine.member is None:
+            raise
+        # A group member that fell out of its generation cannot commit; the partitions'
+        # next owner reads from the last commit (at-least-once), as Java logs and goes on.
+        log.warning("the final auto-commit failed: %s", exc)
 
 
 async def _auto_commit(consumer: Consumer, interval: float) -> None:

@@ -33,6 +33,7 @@ import anyio.lowlevel
 import attrs
 
 from kafkastate._anyio_consumer import Consumer, open_consumer
+from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.adapters._async_driver import AsyncDriver, wait_for_cluster
 from kafkastate.adapters._common import build_client_config, check_ms
 from kafkastate.core.client import MetadataUpdated
@@ -65,6 +66,7 @@ from kafkastate.errors import (
 __all__ = [
     "BatchBuilder",
     "Consumer",
+    "ConsumerRebalanceListener",
     "BatchRecord",
     "Delivery",
     "Producer",

@@ -22,7 +22,9 @@ from types import TracebackType
 from typing import Any, Final, Generic, TypeVar
 
 from kafkastate._anyio_consumer import Consumer, build_fetcher_config, open_consumer
+from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.adapters._common import check_consumer_options, refuse_options
+from kafkastate.adapters._group import build_group_config
 from kafkastate.anyio import (
     BatchBuilder,
     Delivery,
@@ -38,6 +40,7 @@ from kafkastate.structs import ConsumerRecord, OffsetAndTimestamp, TopicPartitio
 __all__ = [
     "AIOKafkaConsumer",
     "AIOKafkaProducer",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "BatchBuilder",
     "Producer",
@@ -446,19 +449,6 @@ def _settle(future: asyncio.Future[RecordMetadata], delivery: Delivery) -> None:
         future.set_exception(exc)
 
 
-# aiokafka consumer options of its group protocol: refused by name until it is implemented.
-_CONSUMER_GROUP_OPTIONS: Final = frozenset(
-    {
-        "partition_assignment_strategy",
-        "max_poll_interval_ms",
-        "rebalance_timeout_ms",
-        "session_timeout_ms",
-        "heartbeat_interval_ms",
-        "group_instance_id",
-        # Only pattern subscriptions, which need group membership, look at it.
-        "exclude_internal_topics",
-    }
-)
 # aiokafka consumer options kafkastate does not implement.
 _CONSUMER_UNSUPPORTED: Final = frozenset(
     {
@@ -471,13 +461,16 @@ _CONSUMER_UNSUPPORTED: Final = frozenset(
 
 
 class AIOKafkaConsumer:
-    """An asyncio consumer with aiokafka's interface, without group membership yet.
+    """An asyncio consumer with aiokafka's interface.
 
-    Give partitions with :meth:`assign`, or topics (here or in :meth:`subscribe`) to read
-    every partition of them -- aiokafka's behaviour without a ``group_id``. With a
-    ``group_id``, committed offsets are read and written for the assigned partitions.
-    Options of aiokafka's group protocol, and the few others kafkastate lacks, raise
-    ``KafkaConfigurationError`` naming them.
+    Give partitions with :meth:`assign`, or topics / a pattern (here or in
+    :meth:`subscribe`). With a ``group_id`` a subscription joins the consumer group (the
+    classic protocol, or KIP-848 with ``group_protocol="consumer"``), which assigns the
+    partitions; heartbeats and rebalances run in the background, and a
+    :class:`~kafkastate.abc.ConsumerRebalanceListener` hears of every change. Without a
+    ``group_id`` a subscription reads every partition of the topics. The few aiokafka
+    options kafkastate lacks (Kerberos, OAuth, ``loop``) raise ``KafkaConfigurationError``
+    naming them.
 
     Args:
         topics: topics to read every partition of.
@@ -498,6 +491,20 @@ class AIOKafkaConsumer:
         check_crcs: ``check.crcs``.
         metadata_max_age_ms: ``metadata.max.age.ms``.
         max_poll_records: records per ``getmany`` at most (None: 500; else >= 1).
+        partition_assignment_strategy: assignors, preferred first: aiokafka's assignor
+            classes of the built-in strategies, names (``"range"``, ``"roundrobin"``,
+            ``"sticky"``, ``"cooperative-sticky"``) or :class:`~kafkastate.abc.Assignor`
+            objects (default: round robin, as aiokafka).
+        max_poll_interval_ms: a member whose application takes no records for this long
+            leaves the group; it rejoins on its next ``getmany``/``getone``.
+        rebalance_timeout_ms: how long the coordinator waits for members to rejoin
+            (default: ``session_timeout_ms``, as aiokafka).
+        session_timeout_ms: ``session.timeout.ms``.
+        heartbeat_interval_ms: ``heartbeat.interval.ms``.
+        group_instance_id: static membership (KIP-345).
+        group_protocol: ``"classic"`` or ``"consumer"`` (KIP-848; kafkastate's addition).
+        group_remote_assignor: the broker's assignor with ``group_protocol="consumer"``.
+        exclude_internal_topics: leave internal topics out of pattern subscriptions.
         connections_max_idle_ms: ``connections.max.idle.ms``.
         isolation_level: ``"read_uncommitted"`` or ``"read_committed"``.
         consumer_timeout_ms: accepted without effect (aiokafka's fetcher task sleeps this
@@ -514,7 +521,7 @@ class AIOKafkaConsumer:
 
     Raises:
         KafkaConfigurationError: a bad option value, or an aiokafka option kafkastate does
-            not implement (group membership, Kerberos...), named (a ValueError).
+            not implement (Kerberos...), named (a ValueError).
         TypeError: an option aiokafka does not have either.
     """
 
@@ -538,6 +545,15 @@ class AIOKafkaConsumer:
         check_crcs: bool = True,
         metadata_max_age_ms: float = 300000,
         max_poll_records: int | None = None,
+        partition_assignment_strategy: Sequence[Any] = ("roundrobin",),
+        max_poll_interval_ms: float = 300000,
+        rebalance_timeout_ms: float | None = None,
+        session_timeout_ms: float = 10000,
+        heartbeat_interval_ms: float = 3000,
+        group_instance_id: str | None = None,
+        group_protocol: str = "classic",
+        group_remote_assignor: str | None = None,
+        exclude_internal_topics: bool = True,
         connections_max_idle_ms: float = 540000,
         isolation_level: str = "read_uncommitted",
         consumer_timeout_ms: float = 200,
@@ -554,7 +570,6 @@ class AIOKafkaConsumer:
             "AIOKafkaConsumer",
             unsupported,
             library="aiokafka",
-            group=_CONSUMER_GROUP_OPTIONS,
             unsupported=_CONSUMER_UNSUPPORTED,
         )
         check_consumer_options(
@@ -582,7 +597,28 @@ class AIOKafkaConsumer:
             "sasl_plain_username": sasl_plain_username,
             "sasl_plain_password": sasl_plain_password,
         }
+        self._group_options: dict[str, Any] = {
+            "group_protocol": group_protocol,
+            "partition_assignment_strategy": None
+            if group_protocol == "consumer"
+            else partition_assignment_strategy,
+            "session_timeout_ms": session_timeout_ms,
+            "heartbeat_interval_ms": heartbeat_interval_ms,
+            "max_poll_interval_ms": max_poll_interval_ms,
+            "rebalance_timeout_ms": session_timeout_ms
+            if rebalance_timeout_ms is None
+            else rebalance_timeout_ms,
+            "group_instance_id": group_instance_id,
+            "group_remote_assignor": group_remote_assignor,
+        }
         build_fetcher_config(bootstrap_servers, **self._options)  # validate now
+        build_group_config(
+            group_id,
+            **self._group_options,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+        )
+        self._exclude_internal_topics = exclude_internal_topics
         self._bootstrap = bootstrap_servers
         self._topics = topics
         self._key_deserializer = key_deserializer
@@ -639,6 +675,8 @@ class AIOKafkaConsumer:
             max_poll_records=self._max_poll_records,
             enable_auto_commit=self._auto_commit,
             auto_commit_interval_ms=self._auto_commit_interval,
+            exclude_internal_topics=self._exclude_internal_topics,
+            **self._group_options,
             **self._options,
         ) as consumer:
             await consumer.wait_for_cluster(self._options["request_timeout_ms"] / 1000)
@@ -658,18 +696,15 @@ class AIOKafkaConsumer:
     def subscribe(
         self, topics: Sequence[str] = (), pattern: str | None = None, listener: Any = None
     ) -> None:
-        """Read every partition of ``topics``.
+        """Subscribe to ``topics`` or to the topics matching ``pattern`` (``re.match``);
+        with a ``group_id`` the group assigns their partitions and ``listener`` (a
+        :class:`~kafkastate.abc.ConsumerRebalanceListener`) hears of every change.
 
         Raises:
-            KafkaConfigurationError: a pattern or a rebalance listener (they need group
-                membership), or bad topics.
+            KafkaConfigurationError: bad topics, both or neither of topics and pattern, a
+                bad pattern or listener.
         """
-        for name, value in (("pattern", pattern), ("listener", listener)):
-            if value is not None:
-                raise KafkaConfigurationError(
-                    f"subscribe({name}=...) needs consumer group membership, not implemented yet"
-                )
-        self._running().subscribe(list(topics))
+        self._running().subscribe(topics, pattern=pattern, listener=listener)
 
     def subscription(self) -> set[str]:
         """The subscribed topics."""

@@ -14,6 +14,7 @@ from typing import ClassVar
 __all__ = [
     "AuthenticationFailedError",
     "BrokerResponseError",
+    "CommitFailedError",
     "ConsumerStoppedError",
     "CorruptRecordError",
     "IllegalStateError",
@@ -28,6 +29,7 @@ __all__ = [
     "NoOffsetForPartitionError",
     "PartitionerError",
     "ProducerClosedError",
+    "RebalanceListenerError",
     "RecordTooLargeError",
     "RemoteProtocolError",
     "UnknownBrokerError",
@@ -55,6 +57,26 @@ class IllegalStateError(KafkaError):
 class ConsumerStoppedError(IllegalStateError):
     """The consumer was stopped (its ``async with`` block ended, or ``stop()``) while a call
     waited for records; iteration ends instead (aiokafka's name)."""
+
+
+class CommitFailedError(KafkaError):
+    """The group refused a commit because this member is no longer part of the generation
+    that owns the partitions (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS,
+    FENCED_INSTANCE_ID, STALE_MEMBER_EPOCH): the partitions may already belong to another
+    member. The member rejoins; records since the last successful commit may be read again
+    by whoever owns them next (aiokafka's and kafka-python's name). The broker's error is
+    ``__cause__``."""
+
+
+class RebalanceListenerError(KafkaError):
+    """A rebalance listener callback raised. The rebalance went on without it (the
+    partitions were revoked or assigned as the group decided); the listener's exception is
+    ``__cause__`` and :attr:`callback` names the method."""
+
+    def __init__(self, message: str, *, callback: str) -> None:
+        super().__init__(message)
+        self.callback = callback
+        """``on_partitions_revoked``, ``on_partitions_assigned`` or ``on_partitions_lost``."""
 
 
 class LocalProtocolError(KafkaError):

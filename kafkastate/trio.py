@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from kafkastate.anyio import (
     Consumer,
+    ConsumerRebalanceListener,
     Delivery,
     Producer,
     RecordMetadata,
@@ -26,4 +27,12 @@ from kafkastate.anyio import (
     open_producer,
 )
 
-__all__ = ["Consumer", "Delivery", "Producer", "RecordMetadata", "open_consumer", "open_producer"]
+__all__ = [
+    "Consumer",
+    "ConsumerRebalanceListener",
+    "Delivery",
+    "Producer",
+    "RecordMetadata",
+    "open_consumer",
+    "open_producer",
+]

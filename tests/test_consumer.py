@@ -303,11 +303,24 @@ def test_aiokafka_consumer(kafka_cluster: Any) -> None:
     assert {r.value for r in got} == {v.decode() for _p, _k, v, _h in written}
 
 
-def test_aiokafka_consumer_refuses_group_protocol_options() -> None:
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"session_timeout_ms": 1000, "heartbeat_interval_ms": 3000}, "heartbeat_interval_ms"),
+        ({"session_timeout_ms": 0}, "session_timeout_ms"),
+        ({"max_poll_interval_ms": -1}, "max_poll_interval_ms"),
+        ({"partition_assignment_strategy": ["nope"]}, "'nope' is not an assignor"),
+        ({"partition_assignment_strategy": []}, "partition_assignment_strategy"),
+        ({"group_protocol": "eager"}, "group_protocol"),
+        ({"group_instance_id": ""}, "group_instance_id"),
+        ({"group_remote_assignor": "uniform"}, "group_remote_assignor needs"),
+    ],
+)
+def test_aiokafka_consumer_checks_group_options(options: dict[str, Any], message: str) -> None:
     from kafkastate.asyncio import AIOKafkaConsumer  # noqa: PLC0415
 
-    with pytest.raises(KafkaConfigurationError, match=r"session_timeout_ms.*group membership"):
-        AIOKafkaConsumer("t", bootstrap_servers="localhost:1", session_timeout_ms=1000)
+    with pytest.raises(KafkaConfigurationError, match=message):
+        AIOKafkaConsumer("t", bootstrap_servers="localhost:1", group_id="g", **options)
 
 
 @pytest.mark.parametrize("adapter", ["sync", "trio"])

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
+from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.anyio import open_consumer
 from kafkastate.asyncio import AIOKafkaConsumer
 from kafkastate.errors import (
@@ -378,12 +379,24 @@ def test_subscribe_pattern_and_listener_are_refused_by_name(kafka_cluster: Any) 
                 consumer.subscribe(["t"], **kwargs)
         assert consumer.subscription() == set()
 
+
+@pytest.mark.integration
+def test_aiokafka_subscribe_arguments_are_checked(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    listener = ConsumerRebalanceListener()
+
     async def main() -> None:
         async with AIOKafkaConsumer(bootstrap_servers=bootstrap) as consumer:
-            for kwargs in ({"pattern": "^t.*"}, {"listener": object()}):
-                (name,) = kwargs
-                with pytest.raises(KafkaConfigurationError, match=f"{name}.*group membership"):
-                    consumer.subscribe(["t"], **kwargs)
+            for kwargs, message in (
+                ({"topics": ["t"], "pattern": "^t.*"}, "topics or to a pattern, not both"),
+                ({"pattern": "(unclosed"}, "not a valid regex"),
+                ({"topics": ["t"], "listener": object()}, "lacks on_partitions_revoked"),
+                ({"topics": ["t"], "listener": listener}, "listener needs a group_id"),
+                ({"topics": "t"}, "list of topic names"),
+            ):
+                with pytest.raises(KafkaConfigurationError, match=message):
+                    consumer.subscribe(**kwargs)
+            assert consumer.subscription() == set()
 
     asyncio.run(main())
 

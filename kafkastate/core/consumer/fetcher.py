@@ -102,6 +102,7 @@ from kafkastate.core.protocol.records import Batch, ControlRecordType, Record, i
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
 from kafkastate.errors import (
+    CommitFailedError,
     KafkaConfigurationError,
     KafkaError,
     LocalProtocolError,
@@ -120,6 +121,7 @@ __all__ = [
     "FetcherEvent",
     "FetcherMachine",
     "GroupFailed",
+    "GroupLeft",
     "ListedOffset",
     "OffsetsCommitted",
     "OffsetsListed",
@@ -161,6 +163,11 @@ _OFFSET_OUT_OF_RANGE: Final = 1
 _SESSION_ERRORS: Final = frozenset({70, 71})
 # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: look again.
 _COORDINATOR_MOVED: Final = frozenset({14, 15, 16})
+# OffsetCommit codes meaning the member is not (any more) in the generation that owns the
+# partitions: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS,
+# FENCED_INSTANCE_ID, STALE_MEMBER_EPOCH.
+_COMMIT_FENCED: Final = frozenset({22, 25, 27, 82, 113})
+_REJOIN_ON_COMMIT: Final = frozenset({22, 25})
 
 
 def _positive(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
@@ -318,6 +325,13 @@ class PartitionsAssigned:
     """The group generation."""
 
 
+@attrs.frozen(kw_only=True)
+class GroupLeft:
+    """After :meth:`FetcherMachine.leave_group`: the member's last request (LeaveGroup, or
+    the leaving heartbeat) was answered or failed, or there was nothing to send. Closing
+    the connections now loses nothing."""
+
+
 FetcherEvent = (
     ConnectRequested
     | CloseRequested
@@ -330,6 +344,7 @@ FetcherEvent = (
     | PartitionsRevoked
     | PartitionsAssigned
     | GroupFailed
+    | GroupLeft
 )
 
 
@@ -440,6 +455,7 @@ class FetcherMachine:
         )
         """The group member machine (classic or KIP-848 protocol), or None."""
         self._member_coordinator: NodeId | None = None  # what the member was told
+        self._leaving = False  # leave_group was called; GroupLeft not yet emitted
         self._group_requests: dict[RequestId, str] = {}
         self._client = Client(config.client, rng=rng, topics=())
         self._parts: dict[TopicPartition, _Partition] = {}
@@ -604,10 +620,18 @@ class FetcherMachine:
     def leave_group(self, *, now: float) -> None:
         """Leave the group before closing (LeaveGroup for dynamic members); revoke the
         partitions first (commit, listener). The request goes out with the next write."""
-        if self.member is None:
+        if self.member is None or self._leaving:
             return
+        self._leaving = True
         self.member.close(now=now)
         self._step(now)
+
+    def polled(self, *, now: float) -> None:
+        """The application took records without :meth:`poll` (from its own buffer): the
+        group member's ``max_poll_interval`` clock restarts as in :meth:`poll`."""
+        if self.member is not None:
+            self.member.polled(now=now)
+            self._step(now)
 
     def _group_member(self) -> GroupMember | ConsumerGroupMember:
         if self.member is None:
@@ -1023,6 +1047,9 @@ class FetcherMachine:
                     )
                 case GroupFailed():
                     self._events.append(event)
+        if self._leaving and not self._group_requests:
+            self._leaving = False
+            self._events.append(GroupLeft())
 
     # -- positions: committed offsets and resets become internal queries
 
@@ -1428,6 +1455,8 @@ class FetcherMachine:
                     if code in _COORDINATOR_MOVED:
                         self._coordinator = None
                         retry = True
+                    elif code in _COMMIT_FENCED:
+                        q.error = q.error or self._commit_fenced(code, name)
                     elif code != 0:
                         q.error = q.error or error_for_code(code)(
                             f"OffsetCommit for {name}-{part.partition_index}",
@@ -1440,6 +1469,22 @@ class FetcherMachine:
             q.retry_at = now + self.config.retry_backoff
             return
         self._complete_query(q, now)
+
+    def _commit_fenced(self, code: int, topic: str) -> KafkaError:
+        """The error for a commit the group refused as coming from outside the generation;
+        the member rejoins when the coordinator no longer knows it there."""
+        cause = error_for_code(code)(f"OffsetCommit for group {self.config.group_id!r}")
+        member = self.member
+        if isinstance(member, GroupMember) and code in _REJOIN_ON_COMMIT and member.active:
+            member.request_rejoin("a commit was refused: " + type(cause).__name__)
+        error = CommitFailedError(
+            f"commit for group {self.config.group_id!r} refused ({type(cause).__name__} on "
+            f"{topic}): this member is not in the group generation that owns the partitions "
+            "(it was removed after a session or poll timeout, or a rebalance is under way); "
+            "its partitions may belong to another member now"
+        )
+        error.__cause__ = cause
+        return error
 
     def _on_query_failure(
         self, query: tuple[int, str, list[TopicPartition]], error: KafkaError, now: float

@@ -155,7 +155,11 @@ class GroupConfig:
     heartbeat_interval: float = attrs.field(default=3.0, validator=positive_seconds)
     """``heartbeat.interval.ms``."""
     max_poll_interval: float = attrs.field(default=300.0, validator=positive_seconds)
-    """``max.poll.interval.ms``; also the JoinGroup rebalance timeout, as in Java."""
+    """``max.poll.interval.ms``; also the JoinGroup rebalance timeout unless
+    :attr:`rebalance_timeout` is set, as in Java."""
+    rebalance_timeout: float | None = attrs.field(default=None)
+    """How long the coordinator waits for members to rejoin in a rebalance; None:
+    :attr:`max_poll_interval` (aiokafka's ``rebalance_timeout_ms`` decouples them)."""
     request_timeout: float = attrs.field(default=30.0, validator=positive_seconds)
     """``request.timeout.ms`` (JoinGroup gets at least the rebalance timeout + 5 s)."""
     retry_backoff: float = attrs.field(default=0.1, validator=positive_seconds)
@@ -185,6 +189,16 @@ class GroupConfig:
         for assignor in assignors:
             common &= set(getattr(assignor, "protocols", ()))
         return common
+
+    @rebalance_timeout.validator
+    def _check_rebalance_timeout(self, attr: attrs.Attribute[Any], value: float | None) -> None:
+        if value is not None:
+            positive_seconds(self, attr, value)
+
+    @property
+    def join_timeout(self) -> float:
+        """The rebalance timeout JoinGroup carries."""
+        return self.max_poll_interval if self.rebalance_timeout is None else self.rebalance_timeout
 
     @property
     def rebalance_protocol(self) -> RebalanceProtocol:
@@ -608,7 +622,7 @@ class GroupMember(MemberBase):
                 cls,
                 group_id=cfg.group_id,
                 session_timeout=_ms(cfg.session_timeout),
-                rebalance_timeout=_ms(cfg.max_poll_interval),
+                rebalance_timeout=_ms(cfg.join_timeout),
                 member_id=member_id,
                 group_instance_id=cfg.group_instance_id,
                 protocol_type="consumer",
@@ -616,7 +630,7 @@ class GroupMember(MemberBase):
                 reason=reason or None,
             )
 
-        timeout = max(cfg.request_timeout, cfg.max_poll_interval + _JOIN_TIMEOUT_LAPSE)
+        timeout = max(cfg.request_timeout, cfg.join_timeout + _JOIN_TIMEOUT_LAPSE)
         self._out.append(OutgoingRequest(kind="join", factory=factory, timeout=timeout))
         self._in_flight.add("join")
 

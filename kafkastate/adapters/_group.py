@@ -1,0 +1,220 @@
+"""Group membership options and rebalance listeners, shared by the consumer adapters.
+
+Turns aiokafka/kafka-python style options into the core's
+:class:`~kafkastate.core.consumer.group.GroupConfig` (classic protocol) or
+:class:`~kafkastate.core.consumer.group848.ConsumerGroupConfig` (KIP-848), resolves
+assignors given by name, as kafkastate objects, or as aiokafka/kafka-python classes of a
+built-in strategy, and checks listeners. No IO here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Final
+
+from kafkastate.core.consumer.assignors import ASSIGNORS, Assignor
+from kafkastate.core.consumer.group import GroupConfig
+from kafkastate.core.consumer.group848 import ConsumerGroupConfig
+from kafkastate.core.metadata import ClusterMetadata
+from kafkastate.errors import KafkaConfigurationError
+
+__all__ = [
+    "GROUP_PROTOCOLS",
+    "build_group_config",
+    "check_listener",
+    "compile_pattern",
+    "matching_topics",
+    "resolve_assignors",
+]
+
+GROUP_PROTOCOLS: Final = ("classic", "consumer")
+"""``group.protocol`` values: the classic JoinGroup/SyncGroup protocol, or KIP-848."""
+
+_LISTENER_METHODS: Final = ("on_partitions_revoked", "on_partitions_assigned")
+
+
+def resolve_assignors(strategy: Any) -> tuple[Assignor, ...]:
+    """The assignors for ``partition_assignment_strategy``: a sequence of names
+    (``"range"``, ``"roundrobin"``, ``"sticky"``, ``"cooperative-sticky"``), kafkastate
+    assignor objects or classes (anything with ``name``, ``protocols`` and ``assign``), or
+    aiokafka/kafka-python assignor classes of a built-in strategy (matched by their
+    ``name``: the wire format is the same).
+
+    Raises:
+        KafkaConfigurationError: an empty sequence, or an entry that is none of these.
+    """
+    if isinstance(strategy, str) or not isinstance(strategy, Sequence) or not strategy:
+        raise KafkaConfigurationError(
+            f"partition_assignment_strategy must be a non-empty list of assignors, got {strategy!r}"
+        )
+    out: list[Assignor] = []
+    for entry in strategy:
+        if isinstance(entry, type) and isinstance(getattr(entry, "protocols", None), tuple):
+            entry = entry()  # a kafkastate-style assignor class
+        name = entry if isinstance(entry, str) else getattr(entry, "name", None)
+        if _is_assignor(entry):
+            out.append(entry)
+        elif isinstance(name, str) and name in ASSIGNORS:
+            out.append(ASSIGNORS[name]())  # a name, or another library's built-in class
+        else:
+            raise KafkaConfigurationError(
+                f"partition_assignment_strategy entry {entry!r} is not an assignor: give one "
+                f"of {sorted(ASSIGNORS)} or an object with name, protocols and "
+                "assign(partitions_per_topic, subscriptions) (kafkastate.abc.Assignor)"
+            )
+    return tuple(out)
+
+
+def _is_assignor(obj: Any) -> bool:
+    return (
+        isinstance(getattr(obj, "name", None), str)
+        and isinstance(getattr(obj, "protocols", None), tuple)
+        and callable(getattr(obj, "assign", None))
+        and not isinstance(obj, type)
+    )
+
+
+def build_group_config(
+    group_id: str | None,
+    *,
+    group_protocol: str = "classic",
+    partition_assignment_strategy: Any = None,
+    default_strategy: Sequence[str] = ("range", "cooperative-sticky"),
+    session_timeout_ms: float = 45000,
+    heartbeat_interval_ms: float = 3000,
+    max_poll_interval_ms: float = 300000,
+    rebalance_timeout_ms: float | None = None,
+    group_instance_id: str | None = None,
+    group_remote_assignor: str | None = None,
+    client_rack: str | None = None,
+    request_timeout_ms: float = 30000,
+    retry_backoff_ms: float = 100,
+) -> GroupConfig | ConsumerGroupConfig | None:
+    """The group membership settings, or None without a ``group_id``.
+
+    ``group_protocol="consumer"`` (KIP-848) lets the coordinator assign and time the
+    session: ``partition_assignment_strategy`` is refused with it (name the broker's
+    assignor with ``group_remote_assignor``), the session and heartbeat options are the
+    broker's ``group.consumer.*`` settings.
+
+    Raises:
+        KafkaConfigurationError: naming the bad option.
+    """
+    if group_protocol not in GROUP_PROTOCOLS:
+        raise KafkaConfigurationError(
+            f"group_protocol must be one of {GROUP_PROTOCOLS}, got {group_protocol!r}"
+        )
+    if group_instance_id is not None and (
+        not isinstance(group_instance_id, str) or not group_instance_id
+    ):
+        raise KafkaConfigurationError(
+            f"group_instance_id must be a non-empty str or None, got {group_instance_id!r}"
+        )
+    if group_id is None:
+        return None
+    try:
+        if group_protocol == "consumer":
+            if partition_assignment_strategy is not None:
+                raise KafkaConfigurationError(
+                    "partition_assignment_strategy does not apply to group_protocol="
+                    "'consumer' (the coordinator assigns): use group_remote_assignor"
+                )
+            return ConsumerGroupConfig(
+                group_id=group_id,
+                max_poll_interval=_seconds("max_poll_interval_ms", max_poll_interval_ms),
+                request_timeout=_seconds("request_timeout_ms", request_timeout_ms),
+                retry_backoff=_seconds("retry_backoff_ms", retry_backoff_ms),
+                group_instance_id=group_instance_id,
+                group_remote_assignor=group_remote_assignor,
+                client_rack=client_rack or None,
+            )
+        if group_remote_assignor is not None:
+            raise KafkaConfigurationError(
+                "group_remote_assignor needs group_protocol='consumer' (KIP-848)"
+            )
+        strategy = (
+            default_strategy
+            if partition_assignment_strategy is None
+            else partition_assignment_strategy
+        )
+        session = _seconds("session_timeout_ms", session_timeout_ms)
+        heartbeat = _seconds("heartbeat_interval_ms", heartbeat_interval_ms)
+        if heartbeat >= session:
+            raise KafkaConfigurationError(
+                f"heartbeat_interval_ms ({heartbeat_interval_ms!r}) must be below "
+                f"session_timeout_ms ({session_timeout_ms!r})"
+            )
+        return GroupConfig(
+            group_id=group_id,
+            assignors=resolve_assignors(strategy),
+            session_timeout=session,
+            heartbeat_interval=heartbeat,
+            max_poll_interval=_seconds("max_poll_interval_ms", max_poll_interval_ms),
+            rebalance_timeout=None
+            if rebalance_timeout_ms is None
+            else _seconds("rebalance_timeout_ms", rebalance_timeout_ms),
+            request_timeout=_seconds("request_timeout_ms", request_timeout_ms),
+            retry_backoff=_seconds("retry_backoff_ms", retry_backoff_ms),
+            group_instance_id=group_instance_id,
+            client_rack=client_rack or None,
+        )
+    except KafkaConfigurationError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise KafkaConfigurationError(str(exc)) from exc
+
+
+def _seconds(name: str, ms: Any) -> float:
+    if isinstance(ms, bool) or not isinstance(ms, int | float) or not ms > 0:
+        raise KafkaConfigurationError(f"{name} must be a number > 0, got {ms!r}")
+    return float(ms) / 1000
+
+
+def check_listener(listener: Any) -> None:
+    """Refuse a rebalance listener without ``on_partitions_revoked`` and
+    ``on_partitions_assigned`` (``on_partitions_lost`` is optional: the revoked callback
+    stands in for it, as in Java).
+
+    Raises:
+        KafkaConfigurationError: naming what is missing.
+    """
+    if listener is None:
+        return
+    missing = [m for m in _LISTENER_METHODS if not callable(getattr(listener, m, None))]
+    if missing:
+        raise KafkaConfigurationError(
+            f"listener {listener!r} lacks {', '.join(missing)}: subclass "
+            "kafkastate.abc.ConsumerRebalanceListener"
+        )
+
+
+def compile_pattern(pattern: Any) -> re.Pattern[str]:
+    """A subscription pattern (a str or a compiled regex).
+
+    Raises:
+        KafkaConfigurationError: not a valid regular expression.
+    """
+    if isinstance(pattern, re.Pattern):
+        return pattern
+    if not isinstance(pattern, str) or not pattern:
+        raise KafkaConfigurationError(f"pattern must be a regular expression, got {pattern!r}")
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise KafkaConfigurationError(f"pattern {pattern!r} is not a valid regex: {exc}") from exc
+
+
+def matching_topics(
+    cluster: ClusterMetadata, pattern: re.Pattern[str], *, exclude_internal: bool = True
+) -> list[str]:
+    """The cluster's topics whose name matches ``pattern`` from its start (``re.match``,
+    as aiokafka and kafka-python match), sorted; internal topics left out unless
+    ``exclude_internal`` is false."""
+    return sorted(
+        name
+        for name, topic in cluster.topics.items()
+        if topic.error_code == 0
+        and pattern.match(name)
+        and not (exclude_internal and topic.is_internal)
+    )
