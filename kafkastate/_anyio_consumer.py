@@ -1077,7 +1077,8 @@ async def _final_commit(consumer: Consumer) -> None:
     try:
         await consumer.commit()
     except KafkaError as exc:
-        if consumer.machine.member is None:
+        member = consumer.machine.member
+        if member is None or not member.subscription:
             raise
         # A group member that fell out of its generation cannot commit; the partitions'
         # next owner reads from the last commit (at-least-once), as Java logs and goes on.

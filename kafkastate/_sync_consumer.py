@@ -4,19 +4,31 @@ Like kafka-python's, it does its IO in the caller's thread: :meth:`KafkaConsumer
 every call that needs an answer from the cluster) runs a
 :class:`~kafkastate.adapters.blocking.SocketLoop` around the
 :class:`~kafkastate.core.consumer.fetcher.FetcherMachine` until it has what it needs or its
-timeout passes. Between calls nothing runs: data prefetched before the application came back
-waits in the machine, and the next poll fetches again. No thread, no lock.
+timeout passes.
+
+A group member must also keep talking to its coordinator while the application works between
+polls (heartbeats, the rebalance protocol): once it subscribes with a ``group_id``, a
+background thread turns the same loop whenever no call is running (one lock guards the
+machine; the thread wakes for the machine's deadlines and at least every 100 ms to read what
+arrived). Everything that runs application code -- rebalance listeners, commit callbacks --
+is left for the application's thread: listeners run inside :meth:`KafkaConsumer.poll`, as in
+kafka-python and Java, so a rebalance completes only when the application polls (within
+``max_poll_interval_ms``).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import random
+import re
 import ssl
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
 from kafkastate._anyio_consumer import build_fetcher_config, take_buffered, to_consumer_records
 from kafkastate.adapters._common import (
@@ -27,6 +39,12 @@ from kafkastate.adapters._common import (
     no_brokers_error,
     refuse_options,
 )
+from kafkastate.adapters._group import (
+    build_group_config,
+    check_listener,
+    compile_pattern,
+    matching_topics,
+)
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core.client import CloseRequested, ConnectRequested, MetadataUpdated
 from kafkastate.core.consumer.fetcher import (
@@ -34,14 +52,20 @@ from kafkastate.core.consumer.fetcher import (
     LATEST,
     CommittedOffsets,
     FetcherMachine,
+    GroupFailed,
+    GroupLeft,
     OffsetsCommitted,
     OffsetsListed,
+    PartitionsAssigned,
+    PartitionsRevoked,
     PositionState,
 )
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
+    KafkaError,
     KafkaTimeoutError,
+    RebalanceListenerError,
 )
 from kafkastate.structs import (
     ConsumerRecord,
@@ -57,27 +81,34 @@ log = logging.getLogger("kafkastate.sync")
 CommitCallback = Callable[[dict[TopicPartition, Any], Any], Any]
 """``callback(offsets, error)``: a commit's outcome (``error`` None on success)."""
 
-# kafka-python options that only make sense in a consumer group: refused by name until the
-# group protocol is implemented.
-_GROUP_OPTIONS: Final = frozenset(
-    {
-        "partition_assignment_strategy",
-        "session_timeout_ms",
-        "heartbeat_interval_ms",
-        "max_poll_interval_ms",
-        "group_instance_id",
-        "leave_group_on_close",
-        # Only pattern subscriptions, which need group membership, look at it.
-        "exclude_internal_topics",
-    }
-)
 # kafka-python options kafkastate does not implement.
 _UNSUPPORTED: Final = KAFKA_PYTHON_UNSUPPORTED | {"metric_group_prefix"}
+# How often the background thread of a group member reads what arrived, at the longest.
+_BACKGROUND_TICK: Final = 0.1
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _locked(
+    method: Callable[Concatenate[KafkaConsumer, _P], _R],
+) -> Callable[Concatenate[KafkaConsumer, _P], _R]:
+    """Run the method holding the consumer's lock (the machine is not thread-safe, and a
+    group member's background thread turns the loop between calls)."""
+
+    @functools.wraps(method)
+    def locked(consumer: KafkaConsumer, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with consumer._lock:
+            return method(consumer, *args, **kwargs)
+
+    return locked
 
 
 class KafkaConsumer:
-    """kafka-python's ``KafkaConsumer``, on kafkastate's fetcher (without group membership
-    yet: give partitions with :meth:`assign`, or topics to read all their partitions).
+    """kafka-python's ``KafkaConsumer`` on kafkastate's fetcher: give partitions with
+    :meth:`assign`, or subscribe to topics (or a pattern). With a ``group_id`` a
+    subscription joins the consumer group (classic protocol, or KIP-848 with
+    ``group_protocol="consumer"``); without one it reads every partition of the topics.
 
     As kafka-python's, the constructor waits for a bootstrap server to answer unless
     ``api_version`` is given.
@@ -137,11 +168,24 @@ class KafkaConsumer:
         api_version_auto_timeout_ms: kafka-python 2's name for the same wait; wins when
             given.
         metrics_enabled: accepted; :meth:`metrics` works either way.
-        unsupported: kafka-python options for group membership and others not implemented.
+        partition_assignment_strategy: assignors, preferred first: kafka-python's assignor
+            classes of the built-in strategies, names (``"range"``, ``"roundrobin"``,
+            ``"sticky"``, ``"cooperative-sticky"``) or :class:`~kafkastate.abc.Assignor`
+            objects (default: range, then round robin, as kafka-python).
+        session_timeout_ms: ``session.timeout.ms``.
+        heartbeat_interval_ms: ``heartbeat.interval.ms``.
+        max_poll_interval_ms: a member that does not call :meth:`poll` for this long leaves
+            the group (its partitions go to others); the next poll joins again.
+        group_instance_id: static membership (KIP-345).
+        leave_group_on_close: send LeaveGroup on close (default: dynamic members do).
+        exclude_internal_topics: leave internal topics out of pattern subscriptions.
+        group_protocol: ``"classic"`` or ``"consumer"`` (KIP-848; kafkastate's addition).
+        group_remote_assignor: the broker's assignor with ``group_protocol="consumer"``.
+        unsupported: kafka-python options kafkastate does not implement.
 
     Raises:
         KafkaConfigurationError: a bad value, or a kafka-python option kafkastate does not
-            implement (group membership, Kerberos...), named (a ValueError).
+            implement (Kerberos...), named (a ValueError).
         TypeError: an option kafka-python does not have either.
         NoBrokersAvailable: no bootstrap server answered within ``bootstrap_timeout_ms``
             (a KafkaConnectionError and a KafkaTimeoutError).
@@ -193,15 +237,26 @@ class KafkaConsumer:
         bootstrap_timeout_ms: float = 30000,
         api_version_auto_timeout_ms: float | None = None,
         metrics_enabled: bool = True,
+        partition_assignment_strategy: Sequence[Any] = ("range", "roundrobin"),
+        session_timeout_ms: float = 45000,
+        heartbeat_interval_ms: float = 3000,
+        max_poll_interval_ms: float = 300000,
+        group_instance_id: str | None = None,
+        leave_group_on_close: bool | None = None,
+        exclude_internal_topics: bool = True,
+        group_protocol: str = "classic",
+        group_remote_assignor: str | None = None,
         **unsupported: Any,
     ) -> None:
         self._loop: SocketLoop | None = None
         self._closed = True  # until the loop exists: close() then does nothing
+        self._lock = threading.RLock()
+        self._background: threading.Thread | None = None
+        self._stopping = threading.Event()
         refuse_options(
             "KafkaConsumer",
             unsupported,
             library="kafka-python",
-            group=_GROUP_OPTIONS,
             unsupported=_UNSUPPORTED,
         )
         check_consumer_options(
@@ -251,7 +306,31 @@ class KafkaConsumer:
             receive_message_max_bytes=receive_message_max_bytes,
             enable_incremental_fetch_sessions=enable_incremental_fetch_sessions,
         )
-        self._machine = FetcherMachine(config, rng=random.SystemRandom())
+        group = build_group_config(
+            group_id,
+            group_protocol=group_protocol,
+            partition_assignment_strategy=None
+            if group_protocol == "consumer"
+            else partition_assignment_strategy,
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            max_poll_interval_ms=max_poll_interval_ms,
+            group_instance_id=group_instance_id,
+            group_remote_assignor=group_remote_assignor,
+            leave_group_on_close=leave_group_on_close,
+            client_rack=client_rack,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+        )
+        self._machine = FetcherMachine(config, rng=random.SystemRandom(), group=group)
+        self._exclude_internal = exclude_internal_topics
+        self._pattern: re.Pattern[str] | None = None
+        self._listener: Any = None
+        self._group_events: deque[PartitionsRevoked | PartitionsAssigned] = deque()
+        self._callbacks: list[tuple[CommitCallback, dict[TopicPartition, Any], Any]] = []
+        self._left = False
+        self._in_background = False
+        self._polled_at = -float("inf")
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
         self._max_records = max_poll_records
@@ -284,6 +363,7 @@ class KafkaConsumer:
 
     # ------------------------------------------------------------ assignment
 
+    @_locked
     def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Read exactly these partitions (a manual assignment)."""
         self._open()
@@ -295,49 +375,85 @@ class KafkaConsumer:
         """The partitions being read."""
         return {TopicPartition(*tp) for tp in self._machine.assignment()}
 
+    @_locked
     def subscribe(
-        self, topics: Sequence[str] = (), pattern: str | None = None, listener: Any = None
+        self,
+        topics: Sequence[str] = (),
+        pattern: str | re.Pattern[str] | None = None,
+        listener: Any = None,
     ) -> None:
-        """Read every partition of ``topics`` (partitions added later included).
-
-        Args:
-            topics: topic names.
-            pattern: refused: pattern subscriptions need group membership.
-            listener: refused: rebalance listeners need group membership.
+        """Subscribe to ``topics``, or to the topics whose name matches ``pattern`` from its
+        start (``re.match``, as kafka-python). With a ``group_id`` the group assigns their
+        partitions and ``listener`` (a :class:`~kafkastate.abc.ConsumerRebalanceListener`,
+        plain callbacks) hears of every change, inside :meth:`poll`. Without one every
+        partition of the topics is read (partitions added later included).
 
         Raises:
-            KafkaConfigurationError: a pattern or a listener, or bad topics.
+            KafkaConfigurationError: bad topics, both or neither of topics and pattern, a bad
+                pattern or listener, or a listener without a ``group_id``.
         """
         self._open()
-        for name, value in (("pattern", pattern), ("listener", listener)):
-            if value is not None:
-                raise KafkaConfigurationError(
-                    f"subscribe({name}=...) needs consumer group membership, not implemented yet"
-                )
-        if (
+        if pattern is not None:
+            if topics:
+                raise KafkaConfigurationError("subscribe to topics or to a pattern, not both")
+            compiled: re.Pattern[str] | None = compile_pattern(pattern)
+        elif (
             isinstance(topics, str)
             or not topics
             or not all(isinstance(t, str) and t for t in topics)
         ):
             raise KafkaConfigurationError(f"topics must be a list of topic names, got {topics!r}")
-        self._subscribed = tuple(dict.fromkeys(topics))
-        self._machine.client.metadata.add_topics(self._subscribed)
+        else:
+            compiled = None
+        check_listener(listener)
+        group = self._machine.member is not None
+        if listener is not None and not group:
+            raise KafkaConfigurationError("a rebalance listener needs a group_id")
+        self._listener = listener
+        self._pattern = compiled
+        metadata = self._machine.client.metadata
+        if compiled is None:
+            self._subscribed = tuple(dict.fromkeys(topics))
+            if group:
+                self._machine.subscribe(self._subscribed, now=time.monotonic())
+            else:
+                metadata.add_topics(self._subscribed)
+        else:
+            self._subscribed = ()
+            metadata.set_topics(None)  # every topic: the pattern picks
         self._machine.client.request_metadata_update()
         self._follow_subscription()
+        if group and self._background is None:
+            self._background = threading.Thread(
+                target=self._run_background, name="kafkastate group member", daemon=True
+            )
+            self._background.start()
 
     def subscription(self) -> set[str]:
         """The subscribed topics."""
         return set(self._subscribed)
 
+    @_locked
     def unsubscribe(self) -> None:
-        """Drop the subscription and the assignment."""
+        """Drop the subscription and the assignment.
+
+        Raises:
+            IllegalStateError: the consumer is a group member (leaving the group and joining
+                again is not supported yet: close the consumer instead).
+        """
         self._open()
+        if self._machine.member is not None and self._machine.member.subscription:
+            raise IllegalStateError(
+                "unsubscribe() of a group member is not supported yet: close the consumer"
+            )
         self._subscribed = ()
+        self._pattern = None
         self._buffer.clear()
         self._machine.assign((), now=time.monotonic())
 
     # -------------------------------------------------------------- reading
 
+    @_locked
     def poll(
         self, timeout_ms: float = 0, max_records: int | None = None, update_offsets: bool = True
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
@@ -353,9 +469,12 @@ class KafkaConsumer:
             Records per partition; empty if none came in time.
 
         Raises:
-            KafkaError: a partition failed (NoOffsetForPartitionError...).
+            KafkaError: a partition failed (NoOffsetForPartitionError...), or the group
+                member failed.
+            RebalanceListenerError: the rebalance listener raised (the rebalance went on).
         """
         self._open()
+        self._after_io()
         limit = self._max_records if max_records is None else max_records
         if self._buffer:  # fetched for iteration, not returned yet: they come first
             buffered = self._from_buffer(limit)
@@ -365,6 +484,7 @@ class KafkaConsumer:
         machine = self._machine
         while True:
             self._maybe_auto_commit()
+            self._rebalance()
             runs = machine.poll(limit, now=time.monotonic())
             if runs:
                 return to_consumer_records(runs, self._key_deserializer, self._value_deserializer)
@@ -375,6 +495,7 @@ class KafkaConsumer:
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return self
 
+    @_locked
     def __next__(self) -> ConsumerRecord:
         """The next record, one at a time: the position moves past it only now.
 
@@ -391,6 +512,7 @@ class KafkaConsumer:
                 for i, record in enumerate(buffer):
                     if (record.topic, record.partition) not in paused:
                         del buffer[i]
+                        self._note_poll()
                         return record
             batch = self.poll(timeout_ms=min(self._consumer_timeout, 3600.0) * 1000)
             if not batch:
@@ -427,6 +549,7 @@ class KafkaConsumer:
 
     # ------------------------------------------------------------ positions
 
+    @_locked
     def seek(self, partition: tuple[str, int], offset: int) -> None:
         """Read ``partition`` from ``offset`` next."""
         self._open()
@@ -434,6 +557,7 @@ class KafkaConsumer:
         self._drop_buffered([tp])
         self._machine.seek(tp, offset, now=time.monotonic())
 
+    @_locked
     def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
         """Read from the log start (every assigned partition if none given)."""
         self._open()
@@ -441,6 +565,7 @@ class KafkaConsumer:
         self._drop_buffered(tps)
         self._machine.seek_to(tps, EARLIEST, now=time.monotonic())
 
+    @_locked
     def seek_to_end(self, *partitions: tuple[str, int]) -> None:
         """Read only what is written from now on (every assigned partition if none given)."""
         self._open()
@@ -448,6 +573,7 @@ class KafkaConsumer:
         self._drop_buffered(tps)
         self._machine.seek_to(tps, LATEST, now=time.monotonic())
 
+    @_locked
     def position(self, partition: tuple[str, int], timeout_ms: float | None = None) -> int:
         """The offset of the next record :meth:`poll` returns, looking it up if needed.
 
@@ -478,10 +604,12 @@ class KafkaConsumer:
         """The high watermark of the last fetch, or None before one."""
         return self._machine.highwater(self._assigned(partition))
 
+    @_locked
     def pause(self, *partitions: tuple[str, int]) -> None:
         """Stop fetching and returning these partitions' records."""
         self._machine.pause([self._assigned(tp) for tp in partitions])
 
+    @_locked
     def resume(self, *partitions: tuple[str, int]) -> None:
         """Undo :meth:`pause`."""
         self._machine.resume([self._assigned(tp) for tp in partitions], now=time.monotonic())
@@ -492,6 +620,7 @@ class KafkaConsumer:
 
     # -------------------------------------------------------- offset queries
 
+    @_locked
     def beginning_offsets(
         self, partitions: Iterable[tuple[str, int]], timeout_ms: float | None = None
     ) -> dict[TopicPartition, int]:
@@ -504,6 +633,7 @@ class KafkaConsumer:
         found = self._list({(tp[0], tp[1]): EARLIEST for tp in partitions}, timeout_ms)
         return {tp: o.offset for tp, o in found.items()}
 
+    @_locked
     def end_offsets(
         self, partitions: Iterable[tuple[str, int]], timeout_ms: float | None = None
     ) -> dict[TopicPartition, int]:
@@ -516,6 +646,7 @@ class KafkaConsumer:
         found = self._list({(tp[0], tp[1]): LATEST for tp in partitions}, timeout_ms)
         return {tp: o.offset for tp, o in found.items()}
 
+    @_locked
     def offsets_for_times(
         self, timestamps: Mapping[tuple[str, int], int], timeout_ms: float | None = None
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
@@ -536,6 +667,7 @@ class KafkaConsumer:
             out[tp] = None if o.offset < 0 else OffsetAndTimestamp(o.offset, o.timestamp, epoch)
         return out
 
+    @_locked
     def committed(
         self, partition: tuple[str, int], metadata: bool = False, timeout_ms: float | None = None
     ) -> Any:
@@ -561,6 +693,7 @@ class KafkaConsumer:
             return None
         return OffsetAndMetadata(value[0], value[1] or "") if metadata else value[0]
 
+    @_locked
     def commit(
         self, offsets: Mapping[tuple[str, int], Any] | None = None, timeout_ms: float | None = None
     ) -> None:
@@ -582,6 +715,7 @@ class KafkaConsumer:
         if answer.error is not None:
             raise answer.error
 
+    @_locked
     def commit_async(
         self,
         offsets: Mapping[tuple[str, int], Any] | None = None,
@@ -619,6 +753,7 @@ class KafkaConsumer:
 
     # ------------------------------------------------------------- metadata
 
+    @_locked
     def topics(self) -> set[str]:
         """Every topic in the cluster."""
         self._open()
@@ -631,6 +766,7 @@ class KafkaConsumer:
         finally:
             metadata.set_topics(self._interesting())
 
+    @_locked
     def partitions_for_topic(self, topic: str) -> set[int] | None:
         """The partitions of ``topic``, or None if it does not exist."""
         self._open()
@@ -644,32 +780,66 @@ class KafkaConsumer:
     # -------------------------------------------------------------- closing
 
     def close(self, autocommit: bool = True, timeout_ms: float | None = None) -> None:
-        """Commit what the application was given (with auto-commit on and ``autocommit``)
-        and close the connections. Twice is harmless.
+        """Commit what the application was given (with auto-commit on and ``autocommit``),
+        leave the group (the listener's revoke for what is owned, then LeaveGroup), and
+        close the connections. Twice is harmless.
 
         Raises:
             KafkaTimeoutError: the commit had no answer within ``timeout_ms`` (default
                 ``request_timeout_ms``); the consumer is closed all the same.
-            KafkaError: the commit failed; the consumer is closed all the same.
+            KafkaError: the commit failed (a consumer without group membership); the
+                consumer is closed all the same. A group member that can no longer commit
+                logs it: whoever owns its partitions next reads from the last commit.
         """
-        if self._closed:
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if autocommit and self._auto_commit:
+                    try:
+                        self.commit(timeout_ms=timeout_ms)
+                    except KafkaError as exc:
+                        member = self._machine.member
+                        if member is None or not member.subscription:
+                            raise
+                        log.warning("the final auto-commit failed: %s", exc)
+            finally:
+                try:
+                    self._leave_group(self._wait(timeout_ms)[0])
+                finally:
+                    self._shut()
+        self._stopping.set()
+        thread = self._background
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _shut(self) -> None:
+        self._closed = True
+        self._buffer.clear()
+        machine = self._machine
+        machine.close()
+        loop = self._loop
+        # Only closes now: a connection the machine asked for before (and this thread
+        # never got round to opening) must not be opened for a closed machine.
+        while (event := machine.next_event()) is not None:
+            if isinstance(event, CloseRequested) and loop is not None:
+                loop.forget(event.node_id)
+        if loop is not None:
+            loop.close()
+
+    def _leave_group(self, timeout: float) -> None:
+        member = self._machine.member
+        if member is None or not member.subscription or self._loop is None:
             return
-        try:
-            if autocommit and self._auto_commit:
-                self.commit(timeout_ms=timeout_ms)
-        finally:
-            self._closed = True
-            self._buffer.clear()
-            machine = self._machine
-            machine.close()
-            loop = self._loop
-            # Only closes now: a connection the machine asked for before (and this thread
-            # never got round to opening) must not be opened for a closed machine.
-            while (event := machine.next_event()) is not None:
-                if isinstance(event, CloseRequested) and loop is not None:
-                    loop.forget(event.node_id)
-            if loop is not None:
-                loop.close()
+        owned = set(member.owned)
+        if owned and member.active:
+            error = self._call_listener("on_partitions_revoked", owned)
+            if error is not None:
+                log.error("%s", error)
+        self._machine.leave_group(now=time.monotonic())
+        deadline = time.monotonic() + timeout
+        while not self._left and time.monotonic() < deadline:
+            self._turn(deadline)
 
     def __enter__(self) -> KafkaConsumer:
         return self
@@ -703,6 +873,105 @@ class KafkaConsumer:
         loop.poll(deadline)
         self._handle_events()
         loop.flush()
+        if not self._in_background:
+            self._after_io()
+
+    def _after_io(self) -> None:
+        """In the application's thread: run the commit callbacks whose answers came."""
+        while self._callbacks:
+            callback, offsets, error = self._callbacks.pop(0)
+            try:
+                callback(offsets, error)
+            except Exception:  # a user callback: logged, never fatal
+                log.exception("a commit callback raised")
+
+    def _run_background(self) -> None:
+        """A group member's thread: between calls, turn the loop for the machine's deadlines
+        (heartbeats...) and what arrived; never runs application code."""
+        while not self._stopping.is_set():
+            with self._lock:
+                if self._closed:
+                    return
+                timer = self._machine.get_timer()
+            wait = _BACKGROUND_TICK
+            if timer is not None:
+                wait = min(wait, max(0.0, timer - time.monotonic()))
+            if self._stopping.wait(wait):
+                return
+            with self._lock:
+                if self._closed:
+                    return
+                self._in_background = True
+                try:
+                    self._turn(time.monotonic())
+                except Exception:
+                    log.exception("the group member's background turn failed")
+                finally:
+                    self._in_background = False
+
+    def _note_poll(self) -> None:
+        """Records handed out from the buffer count as polls for ``max_poll_interval_ms``
+        (told to the machine at most once a second)."""
+        if self._machine.member is None:
+            return
+        now = time.monotonic()
+        if now - self._polled_at >= 1.0:
+            self._polled_at = now
+            self._machine.polled(now=now)
+
+    def _rebalance(self) -> None:
+        """Run the group's revocations and assignments (commit, listener), in order.
+
+        Raises:
+            RebalanceListenerError: the listener raised (after the rebalance went on).
+        """
+        failed: RebalanceListenerError | None = None
+        while self._group_events:
+            event = self._group_events.popleft()
+            if isinstance(event, PartitionsRevoked):
+                tps = set(event.partitions)
+                if self._auto_commit and not event.lost:
+                    consumed = {tp: o for tp, o in self._consumed().items() if tp in tps}
+                    try:
+                        self.commit(consumed)
+                    except KafkaError as exc:  # as Java: the rebalance goes on
+                        log.warning("commit before revoking %s failed: %s", sorted(tps), exc)
+                self._drop_buffered(tps)
+                callback = "on_partitions_lost" if event.lost else "on_partitions_revoked"
+                error = self._call_listener(callback, tps)
+                self._machine.revocation_done(now=time.monotonic())
+            else:
+                error = self._call_listener("on_partitions_assigned", set(event.added))
+                self._machine.assignment_done(now=time.monotonic())
+            failed = failed or error
+        if failed is not None:
+            raise failed
+
+    def _call_listener(
+        self, callback: str, partitions: set[tuple[str, int]]
+    ) -> RebalanceListenerError | None:
+        listener = self._listener
+        if listener is None:
+            return None
+        method = getattr(listener, callback, None)
+        if method is None:  # a kafka-python listener has no on_partitions_lost (Java's default)
+            method = listener.on_partitions_revoked
+        try:
+            result = method({TopicPartition(*tp) for tp in partitions})
+            if inspect.isawaitable(result):
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+                raise TypeError("the blocking consumer cannot await a coroutine listener")
+        except Exception as exc:
+            log.exception("rebalance listener %s raised", callback)
+            error = RebalanceListenerError(
+                f"{callback} of {listener!r} raised {exc!r}; the rebalance went on without it",
+                callback=callback,
+            )
+            error.__cause__ = exc
+            return error
+        return None
 
     def _handle_events(self) -> None:
         loop = self._loop
@@ -719,10 +988,7 @@ class KafkaConsumer:
                 case OffsetsCommitted(query_id=qid) if callable(self._answers.get(qid)):
                     callback = self._answers.pop(qid)
                     offsets = {TopicPartition(*tp): o for tp, o in event.offsets.items()}
-                    try:
-                        callback(offsets, event.error)
-                    except Exception:  # a user callback: logged, never fatal
-                        log.exception("a commit callback raised")
+                    self._callbacks.append((callback, offsets, event.error))
                 case (
                     OffsetsListed(query_id=qid)
                     | CommittedOffsets(query_id=qid)
@@ -732,6 +998,12 @@ class KafkaConsumer:
                         self._abandoned.discard(qid)
                     else:
                         self._answers[qid] = event
+                case PartitionsRevoked() | PartitionsAssigned():
+                    self._group_events.append(event)
+                case GroupFailed(error=error):
+                    log.error("the group member failed: %s", error)  # poll() raises it
+                case GroupLeft():
+                    self._left = True
                 case _:
                     pass
 
@@ -805,7 +1077,9 @@ class KafkaConsumer:
         if qid is not None:
             self._answers[qid] = self._auto_committed
 
-    def _interesting(self) -> list[str]:
+    def _interesting(self) -> list[str] | None:
+        if self._pattern is not None:
+            return None  # every topic: the pattern picks
         topics = dict.fromkeys(self._subscribed)
         topics.update(dict.fromkeys(t for t, _ in self._machine.assignment()))
         return list(topics)
@@ -822,14 +1096,25 @@ class KafkaConsumer:
         return tp
 
     def _follow_subscription(self) -> None:
-        if not self._subscribed:
+        """Follow metadata: a pattern's matching topics (a change re-subscribes), and
+        without a group, every partition of the subscribed topics."""
+        machine = self._machine
+        cluster = machine.client.cluster
+        if self._pattern is not None and cluster.topics:
+            matching = tuple(
+                matching_topics(cluster, self._pattern, exclude_internal=self._exclude_internal)
+            )
+            if matching and matching != self._subscribed:
+                self._subscribed = matching
+                if machine.member is not None:
+                    machine.subscribe(matching, now=time.monotonic())
+        if not self._subscribed or machine.member is not None:
             return
-        cluster = self._machine.client.cluster
         wanted: list[tuple[str, int]] = []
         for topic in self._subscribed:
             wanted.extend((topic, p) for p in cluster.partitions_for(topic) or ())
-        if set(wanted) != set(self._machine.assignment()):
-            self._machine.assign(wanted, now=time.monotonic())
+        if set(wanted) != set(machine.assignment()):
+            machine.assign(wanted, now=time.monotonic())
 
     def _auto_committed(self, offsets: dict[TopicPartition, Any], error: Any) -> None:
         if error is not None:

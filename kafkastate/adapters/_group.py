@@ -87,6 +87,7 @@ def build_group_config(
     rebalance_timeout_ms: float | None = None,
     group_instance_id: str | None = None,
     group_remote_assignor: str | None = None,
+    leave_group_on_close: bool | None = None,
     client_rack: str | None = None,
     request_timeout_ms: float = 30000,
     retry_backoff_ms: float = 100,
@@ -157,6 +158,7 @@ def build_group_config(
             request_timeout=_seconds("request_timeout_ms", request_timeout_ms),
             retry_backoff=_seconds("retry_backoff_ms", retry_backoff_ms),
             group_instance_id=group_instance_id,
+            leave_group_on_close=leave_group_on_close,
             client_rack=client_rack or None,
         )
     except KafkaConfigurationError:
