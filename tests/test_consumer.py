@@ -253,7 +253,11 @@ def test_bad_consumer_options_are_typed() -> None:
     with pytest.raises(TypeError, match="bogus"):
         KafkaConsumer(bootstrap_servers="localhost:1", bogus=1)
     with pytest.raises(KafkaConfigurationError, match="session_timeout_ms"):
-        KafkaConsumer(bootstrap_servers="localhost:1", session_timeout_ms=10_000)
+        KafkaConsumer(bootstrap_servers="localhost:1", group_id="g", session_timeout_ms=-1)
+    with pytest.raises(KafkaConfigurationError, match="'fair' is not an assignor"):
+        KafkaConsumer(
+            bootstrap_servers="localhost:1", group_id="g", partition_assignment_strategy=["fair"]
+        )
 
 
 def test_aiokafka_consumer(kafka_cluster: Any) -> None:

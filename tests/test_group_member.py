@@ -376,3 +376,25 @@ def test_partitions_lost_during_a_cooperative_join_are_dropped_before_joining_ag
     again = only(m, "join")
     assert again.member_id == ""
     assert decode_subscription(again.protocols[0].metadata).owned_partitions == ()
+
+
+def test_a_poll_timeout_before_the_application_took_its_assignment_loses_that_too() -> None:
+    # The assignment is out but the application has not acknowledged it (it is not
+    # polling): what it is being given is lost with the rest, after the assignment.
+    m = member(max_poll_interval=20.0, session_timeout=30.0, heartbeat_interval=100.0)
+    m.subscribe(["t"], now=0.0)
+    m.update_partition_counts({"t": 2}, now=0.0)
+    m.coordinator_found(now=0.0)
+    m.handle_response("join", join_response(only(m, "join")), now=0.0)
+    only(m, "sync")
+    m.handle_response("sync", sync_response((("t", 0), ("t", 1))), now=0.0)
+    m.polled(now=1.0)
+    m.handle_timer(now=21.0)
+    assert only(m, "leave").members[0].member_id == "m-1"
+    assign, lost = events(m)
+    assert isinstance(assign, AssignPartitions) and assign.added == (("t", 0), ("t", 1))
+    assert isinstance(lost, RevokePartitions) and lost.lost
+    assert lost.partitions == (("t", 0), ("t", 1))
+    m.assignment_done(now=22.0)  # the application catches up, in order
+    m.revocation_done(now=22.0)
+    assert m.owned == () and m.state is MemberState.UNJOINED

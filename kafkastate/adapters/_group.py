@@ -112,6 +112,12 @@ def build_group_config(
         raise KafkaConfigurationError(
             f"group_instance_id must be a non-empty str or None, got {group_instance_id!r}"
         )
+    for name, value in (
+        ("session_timeout_ms", session_timeout_ms),
+        ("heartbeat_interval_ms", heartbeat_interval_ms),
+        ("max_poll_interval_ms", max_poll_interval_ms),
+    ):
+        _seconds(name, value)  # refused even without a group_id
     if group_id is None:
         return None
     try:

@@ -285,6 +285,8 @@ class MemberBase:
         self._owned: tuple[TopicPartition, ...] = ()
         self._events: deque[GroupEvent] = deque()
         self._out: deque[OutgoingRequest] = deque()
+        self._awaiting_revocation: RevokePartitions | None = None
+        self._awaiting_assignment: AssignPartitions | None = None
 
     @property
     def owned(self) -> tuple[TopicPartition, ...]:
@@ -307,6 +309,12 @@ class MemberBase:
     def next_event(self) -> GroupEvent | None:
         """The next event, or None."""
         return self._events.popleft() if self._events else None
+
+    def _losing(self) -> tuple[TopicPartition, ...]:
+        """What the application owns or is being given (an assignment it has not
+        acknowledged yet): all of it is lost when the member falls out of the group."""
+        pending = self._awaiting_assignment
+        return tuple(sorted({*self._owned, *(pending.assigned if pending else ())}))
 
 
 class GroupMember(MemberBase):
@@ -494,9 +502,6 @@ class GroupMember(MemberBase):
 
     # ----------------------------------------------------------- internals
 
-    _awaiting_revocation: RevokePartitions | None = None
-    _awaiting_assignment: AssignPartitions | None = None
-
     def _check_open(self) -> None:
         if self.state is MemberState.FAILED:
             raise IllegalStateError(f"the group member failed: {self.error}")
@@ -581,15 +586,17 @@ class GroupMember(MemberBase):
         if not keep_member:
             self.member_id = ""
         self._next_heartbeat = self._session_deadline = None
-        if lost and self._owned and self._awaiting_revocation is None:
-            self._revoke(self._owned, lost=True)
+        losing = self._losing()
+        if lost and losing and self._awaiting_revocation is None:
+            self._revoke(losing, lost=True)
 
     def _coordinator_lost(self) -> None:
         self.coordinator_wanted = True
 
     def _fail(self, error: KafkaError) -> None:
-        if self._owned and self._awaiting_revocation is None:
-            self._revoke(self._owned, lost=True)
+        losing = self._losing()
+        if losing and self._awaiting_revocation is None:
+            self._revoke(losing, lost=True)
         self.state = MemberState.FAILED
         self.error = error
         self._next_heartbeat = self._session_deadline = None

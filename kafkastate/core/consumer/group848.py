@@ -136,8 +136,6 @@ class ConsumerGroupMember(MemberBase):
         self._interval = 5.0
         self._next_heartbeat: float | None = None
         self._last_poll: float | None = None
-        self._awaiting_revocation: RevokePartitions | None = None
-        self._awaiting_assignment: AssignPartitions | None = None
         self._leaving = False
         self._now = 0.0
 
@@ -315,7 +313,7 @@ class ConsumerGroupMember(MemberBase):
         if deadline is not None and now >= deadline:
             if not self.coordinator_wanted:
                 self._send_heartbeat(_LEAVE_EPOCH, now)  # the group moves on without us
-            self._lose(self._owned)
+            self._lose()
             self.state = Member848State.UNSUBSCRIBED
             self.epoch = _JOIN_EPOCH
             self._target = None
@@ -353,22 +351,24 @@ class ConsumerGroupMember(MemberBase):
         elif self.state is Member848State.RECONCILING or self.state is Member848State.JOINING:
             self.state = Member848State.STABLE
 
-    def _lose(self, partitions: Sequence[TopicPartition]) -> None:
+    def _lose(self) -> None:
+        """Everything owned or being assigned is lost (the application acknowledges a
+        pending assignment first, then the loss)."""
+        partitions = self._losing()
         if partitions and self._awaiting_revocation is None:
-            self._awaiting_revocation = RevokePartitions(partitions=tuple(partitions), lost=True)
+            self._awaiting_revocation = RevokePartitions(partitions=partitions, lost=True)
             self._events.append(self._awaiting_revocation)
-        self._awaiting_assignment = None
 
     def _lose_everything(self, now: float) -> None:
         """Fenced or forgotten: the partitions are lost; join again at epoch 0."""
-        self._lose(self._owned)
+        self._lose()
         self._target = None
         self.epoch = _JOIN_EPOCH
         self.state = Member848State.JOINING
         self._next_heartbeat = now
 
     def _fail(self, error: KafkaError) -> None:
-        self._lose(self._owned)
+        self._lose()
         self.state = Member848State.FAILED
         self.error = error
         self._next_heartbeat = None
