@@ -398,3 +398,23 @@ def test_a_poll_timeout_before_the_application_took_its_assignment_loses_that_to
     m.assignment_done(now=22.0)  # the application catches up, in order
     m.revocation_done(now=22.0)
     assert m.owned == () and m.state is MemberState.UNJOINED
+
+
+def test_a_member_joining_again_has_no_heartbeat_deadline_left_to_spin_on() -> None:
+    # Found by the simulator: a heartbeat armed before a rejoin stayed in get_timer() while
+    # the member was joining, a deadline that handle_timer never cleared (a busy loop).
+    m = member()
+    joined(m)
+    m.handle_timer(now=3.0)
+    only(m, "heartbeat")
+    m.handle_response("heartbeat", heartbeat_response(27), now=3.1)  # REBALANCE_IN_PROGRESS
+    assert only(m, "join").member_id == "m-1"
+    assert m.state is MemberState.JOINING
+    due = m.get_timer()
+    for _ in range(3):  # whatever is due is cleared by handling it
+        if due is None:
+            break
+        m.handle_timer(now=due)
+        after = m.get_timer()
+        assert after is None or after > due, (due, after)
+        due = after

@@ -456,11 +456,12 @@ class GroupMember(MemberBase):
 
     def get_timer(self) -> float | None:
         """The earliest deadline for :meth:`handle_timer`, or None."""
-        times = [
-            t
-            for t in (self._next_heartbeat, self._session_deadline, self._poll_deadline())
-            if t is not None
-        ]
+        timers: tuple[float | None, ...] = (self._poll_deadline(),)
+        if self.state in (MemberState.STABLE, MemberState.ASSIGNING):
+            # only in a generation: a heartbeat left armed while joining again is not due
+            # (the parked JoinGroup keeps the session), and would wake the host in a loop
+            timers = (self._next_heartbeat, self._session_deadline, *timers)
+        times = [t for t in timers if t is not None]
         if self.state is MemberState.JOINING and self._retry_at > self._now:
             times.append(self._retry_at)
         return min(times) if times else None
