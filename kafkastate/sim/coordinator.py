@@ -28,6 +28,7 @@ from collections.abc import Hashable
 from typing import Any, Final
 
 import attrs
+from kio.schema.errors import ErrorCode
 
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, response_type
@@ -155,6 +156,9 @@ class ClassicCoordinator:
         self.min_session_timeout = min_session_timeout
         self.max_session_timeout = max_session_timeout
         self.groups: dict[str, SimGroup] = {}
+        self.accepted: list[tuple[str, int, tuple[str, int], int]] = []
+        """Commits accepted, as ``(member id, generation, partition, group generation)``,
+        for checkers to read (and clear)."""
         self._replies: list[Reply] = []
         self._next_id = 0
         self._now = 0.0
@@ -230,7 +234,7 @@ class ClassicCoordinator:
             token,
             ApiKey.JOIN_GROUP,
             version,
-            error_code=code,
+            error_code=ErrorCode(code),
             generation_id=group.generation if code == _NONE else -1,
             protocol_type="consumer" if code == _NONE else None,
             protocol_name=group.protocol_name if code == _NONE else None,
@@ -521,7 +525,7 @@ class ClassicCoordinator:
             token,
             ApiKey.SYNC_GROUP,
             version,
-            error_code=code,
+            error_code=ErrorCode(code),
             protocol_type=None,
             protocol_name=None,
             assignment=b"",
@@ -532,7 +536,7 @@ class ClassicCoordinator:
             token,
             ApiKey.SYNC_GROUP,
             version,
-            error_code=_NONE,
+            error_code=ErrorCode(_NONE),
             protocol_type="consumer",
             protocol_name=group.protocol_name,
             assignment=data,
@@ -553,7 +557,7 @@ class ClassicCoordinator:
             member.heartbeat_deadline = now + member.session_timeout
             preparing = group.state is GroupState.PREPARING_REBALANCE
             code = _REBALANCE_IN_PROGRESS if preparing else _NONE
-        self._reply(token, ApiKey.HEARTBEAT, version, error_code=code)
+        self._reply(token, ApiKey.HEARTBEAT, version, error_code=ErrorCode(code))
 
     def _leave(self, token: Hashable, version: int, req: Any, now: float) -> None:
         group = self.groups.get(req.group_id)
@@ -585,15 +589,15 @@ class ClassicCoordinator:
         try:
             member_cls = nested_type(cls, "MemberResponse")
         except (KeyError, LookupError, AttributeError, TypeError):
-            self._reply(token, ApiKey.LEAVE_GROUP, version, error_code=answers[0][2])
+            self._reply(token, ApiKey.LEAVE_GROUP, version, error_code=ErrorCode(answers[0][2]))
             return
         self._reply(
             token,
             ApiKey.LEAVE_GROUP,
             version,
-            error_code=_NONE,
+            error_code=ErrorCode(_NONE),
             members=tuple(
-                build(member_cls, member_id=m, group_instance_id=i, error_code=c)
+                build(member_cls, member_id=m, group_instance_id=i, error_code=ErrorCode(c))
                 for m, i, c in answers
             ),
         )
@@ -658,9 +662,13 @@ class ClassicCoordinator:
             answers = []
             for part in t.partitions:
                 if code == _NONE:
-                    group.offsets[(name, int(part.partition_index))] = int(part.committed_offset)
+                    tp = (name, int(part.partition_index))
+                    group.offsets[tp] = int(part.committed_offset)
+                    self.accepted.append((req.member_id or "", generation, tp, group.generation))
                 answers.append(
-                    build(part_cls, partition_index=part.partition_index, error_code=code)
+                    build(
+                        part_cls, partition_index=part.partition_index, error_code=ErrorCode(code)
+                    )
                 )
             topics.append(
                 build(

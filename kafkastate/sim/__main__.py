@@ -1,0 +1,129 @@
+"""``python -m kafkastate.sim``: run, sweep and replay simulated consumer-group runs.
+
+    python -m kafkastate.sim run SEED [--planted BUG] [--trace FILE]
+    python -m kafkastate.sim sweep [--seeds N] [--start S] [--planted BUG]
+    python -m kafkastate.sim replay RUN.json [--trace FILE]
+
+A failing run prints its seed, the derived options and the invariant, and writes
+``sim-failure-SEED.json`` (seed, options, the entropy tape); ``replay`` runs that file again
+event for event and checks the trace hash is the one recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from kafkastate.sim.entropy import SeededEntropy, TapeEntropy
+from kafkastate.sim.world import PLANTED_BUGS, InvariantViolation, Sim, SimConfig
+
+
+def _run(sim: Sim) -> InvariantViolation | None:
+    try:
+        sim.run()
+    except InvariantViolation as exc:
+        return exc
+    return None
+
+
+def _record(path: Path, seed: int | None, sim: Sim, failure: InvariantViolation | None) -> None:
+    path.write_text(
+        json.dumps(
+            {
+                "seed": seed,
+                "config": attrs.asdict(sim.config),
+                "tape": sim.entropy.tape,
+                "trace_hash": sim.trace_hash(),
+                "invariant": None if failure is None else failure.invariant,
+                "message": None if failure is None else str(failure),
+            }
+        )
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    entropy = SeededEntropy(args.seed)
+    sim = Sim(entropy, SimConfig.draw(entropy, planted=args.planted))
+    failure = _run(sim)
+    if args.trace:
+        Path(args.trace).write_text("\n".join(sim.trace) + "\n")
+    print(f"seed {args.seed}: {attrs.asdict(sim.config)}")
+    if failure is None:
+        print(f"ok, trace {sim.trace_hash()[:16]} ({len(sim.trace)} lines)")
+        return 0
+    out = Path(f"sim-failure-{args.seed}.json")
+    _record(out, args.seed, sim, failure)
+    print(f"FAILED {failure}\nreplay: python -m kafkastate.sim replay {out}")
+    return 1
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    saved: dict[str, Any] = json.loads(Path(args.run).read_text())
+    config = saved["config"]
+    config["faults"] = tuple(config["faults"])
+    sim = Sim(TapeEntropy(saved["tape"]), SimConfig(**config))
+    failure = _run(sim)
+    if args.trace:
+        Path(args.trace).write_text("\n".join(sim.trace) + "\n")
+    same = sim.trace_hash() == saved["trace_hash"]
+    print(f"replayed: {'the same trace' if same else 'A DIFFERENT TRACE (determinism bug)'}")
+    print("ok" if failure is None else f"FAILED {failure}")
+    return 0 if same and (failure is None) == (saved["invariant"] is None) else 1
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    found: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    started = time.monotonic()
+    width = 40
+    for i, seed in enumerate(range(args.start, args.start + args.seeds)):
+        entropy = SeededEntropy(seed)
+        sim = Sim(entropy, SimConfig.draw(entropy, planted=args.planted))
+        failure = _run(sim)
+        if failure is not None:
+            found[failure.invariant] += 1
+            first.setdefault(failure.invariant, seed)
+            _record(Path(f"sim-failure-{seed}.json"), seed, sim, failure)
+        done = (i + 1) * width // args.seeds
+        sys.stderr.write(
+            f"\r[{'#' * done}{'.' * (width - done)}] {i + 1}/{args.seeds} seeds, "
+            f"{sum(found.values())} failing, {time.monotonic() - started:.0f} s"
+        )
+    sys.stderr.write("\n")
+    print(f"{'invariant':<10} {'runs':>6} {'first seed':>11}")
+    for invariant, count in sorted(found.items()):
+        print(f"{invariant:<10} {count:>6} {first[invariant]:>11}")
+    if not found:
+        print(f"all {args.seeds} seeds passed")
+    return 1 if found else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line."""
+    parser = argparse.ArgumentParser(prog="python -m kafkastate.sim")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one seed")
+    run.add_argument("seed", type=int)
+    run.add_argument("--planted", choices=PLANTED_BUGS)
+    run.add_argument("--trace")
+    sweep = sub.add_parser("sweep", help="run many seeds, summarise the failures")
+    sweep.add_argument("--seeds", type=int, default=200)
+    sweep.add_argument("--start", type=int, default=0)
+    sweep.add_argument("--planted", choices=PLANTED_BUGS)
+    replay = sub.add_parser("replay", help="replay a recorded run")
+    replay.add_argument("run")
+    replay.add_argument("--trace")
+    args = parser.parse_args(argv)
+    handler = {"run": cmd_run, "sweep": cmd_sweep, "replay": cmd_replay}[args.command]
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

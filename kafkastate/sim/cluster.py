@@ -1,0 +1,459 @@
+"""The simulated Kafka cluster: brokers that speak the wire protocol, partition logs and
+the group coordinator.
+
+Requests arrive as frames (size prefix, request header, body) and are decoded with kio's
+schemas, the bodies answered as kio response entities and framed like a broker frames them,
+so the client's framing, version negotiation and record batch code run end to end. What a
+broker serves, at the versions it advertises: ApiVersions, Metadata, FindCoordinator, the
+classic group APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup -- through
+:class:`~kafkastate.sim.coordinator.ClassicCoordinator`), OffsetCommit, OffsetFetch,
+ListOffsets and sessionless Fetch (held up to ``max_wait_ms`` while there is nothing to
+return, as a broker holds it).
+
+The model is deliberately small: logs belong to the cluster (every replica in sync, so a
+crashed broker loses nothing; the high watermark is the log end), leaders are routing only
+(a partition is led by the first live broker from ``partition % brokers``), and moving the
+coordinator keeps the group's state (as if the new coordinator had replayed it from
+``__consumer_offsets``) while requests to the old one get NOT_COORDINATOR.
+
+Pure: no IO, no clock; time comes with every call.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import struct
+import uuid
+from collections.abc import Hashable
+from typing import Any, Final
+
+import attrs
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16
+
+from kafkastate.core.protocol.records import RecordBatchBuilder
+from kafkastate.core.protocol.requests import build, nested_type
+from kafkastate.core.protocol.versions import ApiKey
+from kafkastate.sim.coordinator import ClassicCoordinator
+
+__all__ = ["SERVED_VERSIONS", "Request", "SimCluster"]
+
+SERVED_VERSIONS: Final = {
+    ApiKey.FETCH: (4, 12),
+    ApiKey.LIST_OFFSETS: (1, 7),
+    ApiKey.METADATA: (1, 12),
+    ApiKey.OFFSET_COMMIT: (2, 8),
+    ApiKey.OFFSET_FETCH: (1, 7),
+    ApiKey.FIND_COORDINATOR: (1, 4),
+    ApiKey.JOIN_GROUP: (2, 9),
+    ApiKey.HEARTBEAT: (1, 4),
+    ApiKey.LEAVE_GROUP: (1, 5),
+    ApiKey.SYNC_GROUP: (1, 5),
+    ApiKey.API_VERSIONS: (0, 3),
+}
+"""What the simulated brokers advertise (versions with topic names, not ids)."""
+
+_NO_TIME: Final = datetime.timedelta(0)
+_NOT_LEADER: Final = 6
+_NOT_COORDINATOR: Final = 16
+_UNKNOWN_TOPIC: Final = 3
+_COORDINATOR_APIS: Final = frozenset(
+    {
+        ApiKey.JOIN_GROUP,
+        ApiKey.SYNC_GROUP,
+        ApiKey.HEARTBEAT,
+        ApiKey.LEAVE_GROUP,
+        ApiKey.OFFSET_COMMIT,
+        ApiKey.OFFSET_FETCH,
+    }
+)
+_TIMESTAMP: Final = 1_700_000_000_000
+
+
+@attrs.frozen
+class Request:
+    """One decoded request frame."""
+
+    api_key: int
+    version: int
+    correlation_id: int
+    body: Any
+
+
+def parse_request(frame: bytes) -> Request:
+    """Decode one request frame (without its size prefix)."""
+    api_key, version, correlation_id, client_len = struct.unpack_from(">hhih", frame, 0)
+    pos = 10 + max(client_len, 0)
+    cls = load_request_schema(api_key, version)
+    if cls.__flexible__:
+        pos += 1  # no tagged header fields
+    body, _size = entity_reader(cls)(frame, pos)
+    return Request(api_key, version, correlation_id, body)
+
+
+def response_frame(request: Request, body: Any) -> bytes:
+    """Frame ``body`` as the answer to ``request`` (ApiVersions keeps header v0)."""
+    flexible = bool(type(body).__flexible__) and request.api_key != ApiKey.API_VERSIONS
+    buf = io.BytesIO()
+    entity_writer(type(body))(buf, body)
+    payload = struct.pack(">i", request.correlation_id) + (b"\x00" if flexible else b"")
+    payload += buf.getvalue()
+    return struct.pack(">i", len(payload)) + payload
+
+
+@attrs.define
+class PartitionLog:
+    """One partition's records as v2 batches: ``(base offset, count, bytes)``."""
+
+    batches: list[tuple[int, int, bytes]] = attrs.Factory(list)
+    end: int = 0
+
+    def append(self, values: list[bytes], epoch: int) -> None:
+        builder = RecordBatchBuilder(base_offset=self.end, partition_leader_epoch=epoch)
+        for value in values:
+            builder.append(_TIMESTAMP, None, value)
+        self.batches.append((self.end, len(values), builder.build()))
+        self.end += len(values)
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        out = bytearray()
+        for base, count, data in self.batches:
+            if base + count <= offset:
+                continue
+            if out and len(out) + len(data) > max_bytes:
+                break
+            out += data
+        return bytes(out)
+
+
+class SimCluster:
+    """Brokers ``1..brokers``, topics, logs and one group coordinator.
+
+    Args:
+        brokers: how many brokers.
+        coordinator: the group coordinator model (its ``offsets`` are the committed ones).
+    """
+
+    def __init__(self, brokers: int, coordinator: ClassicCoordinator) -> None:
+        self.nodes = list(range(1, brokers + 1))
+        self.alive = set(self.nodes)
+        self.coordinator = coordinator
+        self.coordinator_node = 1
+        self.topics: dict[str, int] = {}
+        self.logs: dict[tuple[str, int], PartitionLog] = {}
+        self.leader_epochs: dict[tuple[str, int], int] = {}
+        self.held: list[tuple[float, int, Hashable, Request]] = []  # parked fetches
+
+    # ----------------------------------------------------------------- admin
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        """A topic with ``partitions`` empty partitions."""
+        self.topics[name] = partitions
+        for p in range(partitions):
+            self.logs[(name, p)] = PartitionLog()
+            self.leader_epochs[(name, p)] = 0
+
+    def append(self, topic: str, partition: int, values: list[bytes]) -> None:
+        """Write records (as a producer would, acknowledged by every replica)."""
+        tp = (topic, partition)
+        self.logs[tp].append(values, self.leader_epochs[tp])
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        """The partition's leader: the first live broker from ``partition % brokers``."""
+        n = len(self.nodes)
+        for i in range(n):
+            node = self.nodes[(partition + i) % n]
+            if node in self.alive:
+                return node
+        return None
+
+    def set_alive(self, node: int, alive: bool) -> None:
+        """A broker crashes or comes back; partitions it led move (leader epoch + 1)."""
+        before = {tp: self.leader(*tp) for tp in self.logs}
+        if alive:
+            self.alive.add(node)
+        else:
+            self.alive.discard(node)
+        for tp, old in before.items():
+            if self.leader(*tp) != old:
+                self.leader_epochs[tp] += 1
+        if node == self.coordinator_node and not alive:
+            live = sorted(self.alive)
+            if live:
+                self.coordinator_node = live[0]
+
+    # -------------------------------------------------------------- requests
+
+    def handle(self, node: int, token: Hashable, request: Request, now: float) -> list[Any]:
+        """Answer ``request`` at broker ``node``: answers due now (coordinator answers to
+        parked requests come from :meth:`take_coordinator_replies`; held fetches from
+        :meth:`due_fetches`).
+        """
+        key, version, body = request.api_key, request.version, request.body
+        if key in _COORDINATOR_APIS and node != self.coordinator_node:
+            return [_not_coordinator(key, version, body)]
+        if key == ApiKey.API_VERSIONS:
+            return [self._api_versions(version)]
+        if key == ApiKey.METADATA:
+            return [self._metadata(version, body)]
+        if key == ApiKey.FIND_COORDINATOR:
+            return [self._find_coordinator(version, body)]
+        if key == ApiKey.OFFSET_FETCH:
+            return [self._offset_fetch(version, body)]
+        if key == ApiKey.LIST_OFFSETS:
+            return [self._list_offsets(node, version, body)]
+        if key == ApiKey.FETCH:
+            answer = self._fetch(node, version, body)
+            if answer is None:
+                wait = int(body.max_wait.total_seconds() * 1000) / 1000
+                self.held.append((now + wait, node, token, request))
+                return []
+            return [answer]
+        self.coordinator.handle(token, key, version, body, now=now)
+        return []
+
+    def due_fetches(self, now: float) -> list[tuple[Hashable, Request, Any]]:
+        """Held fetches whose wait is over (or that have data now), answered."""
+        out = []
+        keep = []
+        for due, node, token, request in self.held:
+            answer = self._fetch(node, request.version, request.body)
+            if answer is None and now >= due:
+                answer = self._fetch(node, request.version, request.body, empty_ok=True)
+            if answer is None:
+                keep.append((due, node, token, request))
+            else:
+                out.append((token, request, answer))
+        self.held = keep
+        return out
+
+    def drop_held(self, connection: Hashable) -> None:
+        """Forget the held fetches of a closed connection (tokens start with its id)."""
+        self.held = [h for h in self.held if not _of(h[2], connection)]
+
+    def next_fetch_deadline(self) -> float | None:
+        """When the earliest held fetch must be answered."""
+        return min((h[0] for h in self.held), default=None)
+
+    # ------------------------------------------------------------- answers
+
+    def _api_versions(self, version: int) -> Any:
+        cls = load_response_schema(ApiKey.API_VERSIONS, version)
+        entry = nested_type(cls, "ApiVersion")
+        keys = tuple(
+            entry(api_key=i16(k), min_version=i16(lo), max_version=i16(hi))
+            for k, (lo, hi) in sorted(SERVED_VERSIONS.items())
+        )
+        return build(cls, error_code=ErrorCode(0), api_keys=keys, throttle_time=_NO_TIME)
+
+    def _metadata(self, version: int, body: Any) -> Any:
+        cls = load_response_schema(ApiKey.METADATA, version)
+        broker_cls = nested_type(cls, "MetadataResponseBroker")
+        topic_cls = nested_type(cls, "MetadataResponseTopic")
+        part_cls = nested_type(cls, "MetadataResponsePartition")
+        wanted = sorted(self.topics) if body.topics is None else [str(t.name) for t in body.topics]
+        topics = []
+        for name in wanted:
+            count = self.topics.get(name)
+            parts = []
+            for p in range(count or 0):
+                leader = self.leader(name, p)
+                parts.append(
+                    build(
+                        part_cls,
+                        error_code=ErrorCode(0 if leader is not None else 5),
+                        partition_index=p,
+                        leader_id=-1 if leader is None else leader,
+                        leader_epoch=self.leader_epochs[(name, p)],
+                        replica_nodes=tuple(self.nodes),
+                        isr_nodes=tuple(sorted(self.alive)),
+                        offline_replicas=(),
+                    )
+                )
+            topics.append(
+                build(
+                    topic_cls,
+                    error_code=ErrorCode(0 if count is not None else _UNKNOWN_TOPIC),
+                    name=name,
+                    topic_id=uuid.UUID(int=sorted(self.topics).index(name) + 1)
+                    if count is not None
+                    else uuid.UUID(int=0),
+                    is_internal=False,
+                    topic_authorized_operations=-2147483648,
+                    partitions=tuple(parts),
+                )
+            )
+        return build(
+            cls,
+            throttle_time=_NO_TIME,
+            brokers=tuple(
+                build(broker_cls, node_id=n, host=f"b{n}", port=9092, rack=None)
+                for n in sorted(self.alive)
+            ),
+            cluster_id="sim",
+            controller_id=min(self.alive, default=-1),
+            topics=tuple(topics),
+            cluster_authorized_operations=-2147483648,
+            error_code=ErrorCode(0),
+        )
+
+    def _find_coordinator(self, version: int, body: Any) -> Any:
+        cls = load_response_schema(ApiKey.FIND_COORDINATOR, version)
+        node = self.coordinator_node
+        fields: dict[str, Any] = {
+            "node_id": node,
+            "host": f"b{node}",
+            "port": 9092,
+            "error_code": ErrorCode(0),
+            "error_message": None,
+        }
+        keys = getattr(body, "coordinator_keys", None)
+        if keys is not None:
+            entry = nested_type(cls, "Coordinator")
+            coordinators = tuple(build(entry, key=k, **fields) for k in keys)
+            return build(cls, throttle_time=_NO_TIME, coordinators=coordinators)
+        return build(cls, throttle_time=_NO_TIME, **fields)
+
+    def _offset_fetch(self, version: int, body: Any) -> Any:
+        cls = load_response_schema(ApiKey.OFFSET_FETCH, version)
+        topic_cls = nested_type(cls, "OffsetFetchResponseTopic")
+        part_cls = nested_type(cls, "OffsetFetchResponsePartition")
+        group = self.coordinator.groups.get(body.group_id)
+        offsets = {} if group is None else group.offsets
+        topics = []
+        for t in body.topics or ():
+            parts = tuple(
+                build(
+                    part_cls,
+                    partition_index=p,
+                    committed_offset=offsets.get((str(t.name), int(p)), -1),
+                    committed_leader_epoch=-1,
+                    metadata="",
+                    error_code=ErrorCode(0),
+                )
+                for p in t.partition_indexes
+            )
+            topics.append(build(topic_cls, name=t.name, partitions=parts))
+        return build(cls, throttle_time=_NO_TIME, topics=tuple(topics), error_code=ErrorCode(0))
+
+    def _list_offsets(self, node: int, version: int, body: Any) -> Any:
+        cls = load_response_schema(ApiKey.LIST_OFFSETS, version)
+        topic_cls = nested_type(cls, "ListOffsetsTopicResponse")
+        part_cls = nested_type(cls, "ListOffsetsPartitionResponse")
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                tp = (str(t.name), int(p.partition_index))
+                log = self.logs.get(tp)
+                code = 0
+                if log is None:
+                    code = _UNKNOWN_TOPIC
+                elif self.leader(*tp) != node:
+                    code = _NOT_LEADER
+                offset = -1
+                if code == 0 and log is not None:
+                    offset = 0 if int(p.timestamp) == -2 else log.end
+                parts.append(
+                    build(
+                        part_cls,
+                        partition_index=tp[1],
+                        error_code=ErrorCode(code),
+                        timestamp=-1,
+                        offset=offset,
+                        leader_epoch=self.leader_epochs.get(tp, -1),
+                        old_style_offsets=(),
+                    )
+                )
+            topics.append(build(topic_cls, name=t.name, partitions=tuple(parts)))
+        return build(cls, throttle_time=_NO_TIME, topics=tuple(topics))
+
+    def _fetch(self, node: int, version: int, body: Any, *, empty_ok: bool = False) -> Any:
+        cls = load_response_schema(ApiKey.FETCH, version)
+        topic_cls = nested_type(cls, "FetchableTopicResponse")
+        part_cls = nested_type(cls, "PartitionData")
+        budget = int(body.max_bytes)
+        anything = False
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                tp = (str(t.topic), int(p.partition))
+                log = self.logs.get(tp)
+                code, data, end = 0, b"", 0
+                if log is None:
+                    code = _UNKNOWN_TOPIC
+                elif self.leader(*tp) != node:
+                    code = _NOT_LEADER
+                else:
+                    end = log.end
+                    limit = min(int(p.partition_max_bytes), max(budget, 1))
+                    data = log.read(int(p.fetch_offset), limit)
+                    budget -= len(data)
+                anything = anything or bool(data) or code != 0
+                parts.append(
+                    build(
+                        part_cls,
+                        partition_index=tp[1],
+                        error_code=ErrorCode(code),
+                        high_watermark=end,
+                        last_stable_offset=end,
+                        log_start_offset=0,
+                        aborted_transactions=(),
+                        preferred_read_replica=-1,
+                        records=data,
+                    )
+                )
+            topics.append(build(topic_cls, topic=t.topic, partitions=tuple(parts)))
+        if not anything and not empty_ok:
+            return None
+        return build(
+            cls,
+            throttle_time=_NO_TIME,
+            error_code=ErrorCode(0),
+            session_id=0,
+            responses=tuple(topics),
+        )
+
+
+def _of(token: Hashable, connection: Hashable) -> bool:
+    return isinstance(token, tuple) and bool(token) and token[0] == connection
+
+
+def _not_coordinator(key: int, version: int, body: Any) -> Any:
+    """The NOT_COORDINATOR answer of a coordinator API at a broker that is not one."""
+    cls = load_response_schema(key, version)
+    code = _NOT_COORDINATOR
+    if key == ApiKey.OFFSET_COMMIT:
+        topic_cls = nested_type(cls, "OffsetCommitResponseTopic")
+        part_cls = nested_type(cls, "OffsetCommitResponsePartition")
+        topics = tuple(
+            build(
+                topic_cls,
+                name=t.name,
+                partitions=tuple(
+                    build(part_cls, partition_index=p.partition_index, error_code=ErrorCode(code))
+                    for p in t.partitions
+                ),
+            )
+            for t in body.topics
+        )
+        return build(cls, throttle_time=_NO_TIME, topics=topics)
+    if key == ApiKey.OFFSET_FETCH:
+        return build(cls, throttle_time=_NO_TIME, topics=(), error_code=ErrorCode(code))
+    return build(
+        cls,
+        throttle_time=_NO_TIME,
+        error_code=ErrorCode(code),
+        generation_id=-1,
+        protocol_type=None,
+        protocol_name=None,
+        leader="",
+        skip_assignment=False,
+        member_id=getattr(body, "member_id", ""),
+        members=(),
+        assignment=b"",
+    )

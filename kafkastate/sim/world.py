@@ -1,0 +1,936 @@
+"""The simulated world: virtual time, a TCP-like network, the cluster, consumer hosts running
+kafkastate's real machines, the application model, faults, and the invariants.
+
+Theory of operation
+-------------------
+One discrete-event loop (:class:`Sim`) over a heap of ``(time ms, tiebreak, sequence,
+event)``. Virtual time jumps from event to event. Every decision -- network delays, which
+faults happen and when, processing times, same-time tie-breaks -- is an
+:class:`~kafkastate.sim.entropy.Entropy` draw whose zero is benign, so a run is a function
+of the seed (or the tape) and the code: :attr:`Sim.trace` lines and their hash
+(:meth:`Sim.trace_hash`) are identical on every replay (invariant D1).
+
+The network is TCP-like: frames on one connection, in one direction, arrive in order
+(``delivery = max(last delivery on that pipe, now + delay)``); reordering happens only across
+connections. A blocked link (a network partition, or ``hold``) keeps frames queued until it
+is released; a reset closes the connection at both ends and drops what was in flight.
+
+Each consumer host runs a :class:`~kafkastate.core.consumer.fetcher.FetcherMachine` with a
+classic :class:`~kafkastate.core.consumer.group.GroupMember` -- the very code the adapters
+run -- and a small application: it polls, "processes" each batch for a drawn time, commits
+what it processed, and answers rebalances like a listener that commits before giving
+partitions up.
+
+Phases: chaos (faults drawn from the swarm configuration), heal (every fault undone, crashed
+nodes restarted), then a liveness window in which the group must settle (L1) and consume
+every record (C2). Safety invariants are checked after every event; a violation stops the
+run with :class:`InvariantViolation` naming it.
+
+Invariants (../shared/DST.md A3.6): G0 legal coordinator transitions, G1 generations move by
++1, G3 no partition owned by two live members, G4 callback order (and eager members revoke
+before JoinGroup), G5 the coordinator accepts only commits its rules allow, G6 an accepted
+commit comes from the partition's owner in that generation, G7 a member is removed by
+session expiry no earlier than its session allows, C1 no skipped offsets while ownership is
+stable, PI a member that has not polled for ``max_poll_interval`` owns nothing, C2 every
+record consumed, L1 the group settles with every partition owned once, D1 determinism.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import math
+import random
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any, Final
+
+import attrs
+
+from kafkastate.core.client import ClientConfig, CloseRequested, ConnectRequested
+from kafkastate.core.consumer.assignors import (
+    ASSIGNORS,
+    Assignment,
+    CooperativeStickyAssignor,
+    RebalanceProtocol,
+    decode_assignment,
+)
+from kafkastate.core.consumer.fetcher import (
+    FetcherConfig,
+    FetcherMachine,
+    GroupFailed,
+    OffsetsCommitted,
+    PartitionsAssigned,
+    PartitionsRevoked,
+)
+from kafkastate.core.consumer.group import GroupConfig, GroupMember, MemberState
+from kafkastate.core.metadata import MetadataConfig, NodeId
+from kafkastate.core.protocol.framing import FrameDecoder
+from kafkastate.errors import KafkaError
+from kafkastate.sim.cluster import SimCluster, parse_request, response_frame
+from kafkastate.sim.coordinator import ClassicCoordinator, GroupState
+from kafkastate.sim.entropy import Entropy
+
+__all__ = ["PLANTED_BUGS", "InvariantViolation", "Sim", "SimConfig"]
+
+GROUP: Final = "sim-group"
+TOPIC: Final = "events"
+TICK_MS: Final = 100  # how often an idle application polls
+PLANTED_BUGS: Final = (
+    "coordinator_ignores_generation",
+    "assign_before_revoke",
+    "cooperative_moves_owned",
+    "ignores_max_poll_interval",
+)
+"""Deliberately broken variants the harness must catch (its self-test)."""
+FAULTS: Final = (
+    "delay",
+    "hold",
+    "pause",
+    "crash_member",
+    "crash_broker",
+    "reset",
+    "coordinator_move",
+)
+
+
+class InvariantViolation(AssertionError):
+    """A safety or liveness invariant failed; ``invariant`` is its id (G3, C2...)."""
+
+    def __init__(self, invariant: str, message: str, *, at: int) -> None:
+        super().__init__(f"{invariant} at t={at} ms: {message}")
+        self.invariant = invariant
+        self.at = at
+
+
+@attrs.frozen(kw_only=True)
+class SimConfig:
+    """One run's options (drawn per seed by :meth:`draw`, or given)."""
+
+    brokers: int = 1
+    partitions: int = 4
+    members: int = 3
+    records: int = 20  # per partition, written at the start; as many again during chaos
+    assignor: str = "range"
+    static: bool = False
+    session_ms: int = 10_000
+    heartbeat_ms: int = 2_000
+    max_poll_ms: int = 20_000
+    chaos_ms: int = 40_000
+    faults: tuple[str, ...] = ()
+    fault_every_ms: int = 4_000
+    latency_ms: int = 1
+    commit_on_revoke: bool = True
+    planted: str | None = None
+
+    @classmethod
+    def draw(cls, entropy: Entropy, *, planted: str | None = None) -> SimConfig:
+        """A swarm configuration: sizes, protocol and timeouts, and the fault kinds this
+        run uses (each on with probability 1/2 here; zero draws give the plain default)."""
+        names = ["range", "roundrobin", "sticky", "cooperative-sticky"]
+        assignor = names[entropy.below(len(names), "assignor")]
+        if planted == "cooperative_moves_owned":
+            assignor = "cooperative-sticky"
+        if planted == "assign_before_revoke":
+            assignor = "range"
+        session = 6_000 + 2_000 * entropy.below(5, "session")
+        faults = tuple(f for f in FAULTS if entropy.below(2, f"fault {f}"))
+        if planted == "ignores_max_poll_interval" and "pause" not in faults:
+            faults = (*faults, "pause")
+        return cls(
+            brokers=1 + entropy.below(3, "brokers"),
+            partitions=2 + entropy.below(5, "partitions"),
+            members=2 + entropy.below(3, "members"),
+            assignor=assignor,
+            static=bool(entropy.below(2, "static")),
+            session_ms=session,
+            heartbeat_ms=session // 3 - 500 * entropy.below(2, "heartbeat"),
+            max_poll_ms=session + 4_000 + 2_000 * entropy.below(4, "max poll"),
+            faults=faults,
+            fault_every_ms=2_000 + 1_000 * entropy.below(4, "fault rate"),
+            latency_ms=1 + entropy.below(5, "latency"),
+            commit_on_revoke=not entropy.below(4, "no commit on revoke"),
+            planted=planted,
+        )
+
+
+# ----------------------------------------------------------------------------- planted
+
+
+class _NoRevokeMember(GroupMember):
+    """Planted: an eager member that joins again without revoking first."""
+
+    def _prepare(self, now: float) -> None:
+        del now
+        self._rejoin = False
+        self.state = MemberState.PREPARING
+
+
+class _NoPollTimeoutMember(GroupMember):
+    """Planted: a member that ignores ``max_poll_interval``."""
+
+    def _poll_deadline(self) -> float | None:
+        return None
+
+
+class _GreedyCooperative(CooperativeStickyAssignor):
+    """Planted: a "cooperative" assignor that hands out partitions still owned elsewhere
+    (a plain round robin that ignores ownership)."""
+
+    def assign(self, partitions_per_topic: Any, subscriptions: Any) -> dict[str, Assignment]:
+        members = sorted(subscriptions)
+        everything = [
+            (t, p) for t in sorted(partitions_per_topic) for p in range(partitions_per_topic[t])
+        ]
+        shift = sum(len(s.owned_partitions) for s in subscriptions.values())
+        out: dict[str, list[tuple[str, int]]] = {m: [] for m in members}
+        for i, tp in enumerate(everything):
+            out[members[(i + shift) % len(members)]].append(tp)
+        return {m: Assignment(partitions=tuple(sorted(tps))) for m, tps in out.items()}
+
+
+# ------------------------------------------------------------------------------- hosts
+
+
+@attrs.define
+class _Conn:
+    cid: int
+    host: str
+    node: NodeId  # as the client's machine names it (negative for bootstrap servers)
+    broker: int
+    open: bool = True
+    outstanding: Any = None  # the request the broker is answering
+    backlog: list[Any] = attrs.Factory(list)  # requests read after it
+    decoder: FrameDecoder = attrs.Factory(FrameDecoder)
+    last: dict[str, int] = attrs.Factory(lambda: {"up": 0, "down": 0})
+
+
+@attrs.define
+class _App:
+    """The application around one machine: what it owns and is doing."""
+
+    owned: set[tuple[str, int]] = attrs.Factory(set)
+    busy_until: int = 0
+    last_poll: int = 0
+    last_offset: dict[tuple[str, int], int] = attrs.Factory(dict)
+    processed: dict[tuple[str, int], int] = attrs.Factory(dict)
+    revoking: PartitionsRevoked | None = None
+    revoke_commit: int | None = None
+    group_events: list[Any] = attrs.Factory(list)
+    history: list[tuple[str, tuple[str, int]]] = attrs.Factory(list)  # callbacks per tp
+
+
+class _Host:
+    def __init__(self, name: str, machine: FetcherMachine, incarnation: int) -> None:
+        self.name = name
+        self.machine = machine
+        self.app = _App()
+        self.incarnation = incarnation
+        self.conns: dict[NodeId, _Conn] = {}
+        self.timer_at: int | None = None
+        self.alive = True
+        self.paused_until = 0
+        self.last_timer = -1
+        self.timer_serial = 0
+        self.pauses: list[tuple[int, int]] = []  # stalls: (start, end) ms
+        self.connecting: dict[NodeId, int] = {}  # the latest connect attempt per node
+        self.spins = 0
+
+
+# --------------------------------------------------------------------------------- sim
+
+
+class Sim:
+    """One simulated run.
+
+    Args:
+        entropy: every decision's source.
+        config: the run's options.
+    """
+
+    def __init__(self, entropy: Entropy, config: SimConfig) -> None:
+        self.entropy = entropy
+        self.config = config
+        self.now = 0
+        self.trace: list[str] = []
+        self._heap: list[tuple[int, int, int, str, tuple[Any, ...]]] = []
+        self._seq = 0
+        coordinator = ClassicCoordinator(min_session_timeout=6.0)
+        if config.planted == "coordinator_ignores_generation":
+            real = coordinator.commit_error
+
+            def lenient(group_id: str, generation: int, member_id: str, inst: str | None) -> int:
+                code = real(group_id, generation, member_id, inst)
+                return 0 if code == 22 else code
+
+            coordinator.commit_error = lenient  # type: ignore[method-assign,assignment]
+        self.cluster = SimCluster(config.brokers, coordinator)
+        self.cluster.create_topic(TOPIC, config.partitions)
+        self.hosts: dict[str, _Host] = {}
+        self._conns: dict[int, _Conn] = {}
+        self._next_conn = 0
+        self._blocked: set[tuple[str, int]] = set()  # (host, node) links held
+        self._queued: dict[int, list[tuple[str, bytes]]] = defaultdict(list)
+        self._coord_timer: int | None = None
+        self._fetch_timer: int | None = None
+        self.consumed: dict[tuple[str, int], set[int]] = defaultdict(set)
+        self.written = 0
+        self._generation = 0
+        self._assigned: dict[tuple[str, int], set[tuple[str, int]]] = {}
+        self._chaos = True
+        self._crashed_brokers: set[int] = set()
+        self.stats: dict[str, int] = defaultdict(int)
+        for p in range(config.partitions):
+            self.cluster.append(TOPIC, p, [f"{p}:{i}".encode() for i in range(config.records)])
+        self.written = config.records
+        for i in range(config.members):
+            self._start_host(f"m{i}")
+        self._line(f"config {attrs.asdict(config)}")
+
+    # ------------------------------------------------------------------ running
+
+    def run(self) -> None:
+        """Chaos, heal, liveness window; raises InvariantViolation on the first failure."""
+        cfg = self.config
+        if cfg.faults:
+            self._at(cfg.fault_every_ms, "fault", ())
+        self._at(cfg.chaos_ms // 2, "write", ())
+        self._run_until(cfg.chaos_ms)
+        self._heal()
+        window = 3 * cfg.max_poll_ms + 2 * cfg.session_ms + 10_000
+        deadline = self.now + window
+        while self.now < deadline:
+            self._run_until(min(deadline, self.now + 1_000))
+            if self._settled() and self._all_consumed():
+                break
+        self._check_liveness()
+
+    def trace_hash(self) -> str:
+        """sha256 of the trace: equal for equal (seed, config, code) -- D1."""
+        return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()
+
+    def _run_until(self, until: int) -> None:
+        while self._heap and self._heap[0][0] <= until:
+            t, _tb, _seq, kind, args = heapq.heappop(self._heap)
+            self.now = t
+            getattr(self, f"_on_{kind}")(*args)
+            self._check_safety(kind)
+        self.now = max(self.now, until)
+
+    def _at(self, t: int, kind: str, args: tuple[Any, ...]) -> None:
+        tiebreak = self.entropy.below(4, "tiebreak") if self.config.faults else 0
+        self._seq += 1
+        heapq.heappush(self._heap, (max(t, self.now), tiebreak, self._seq, kind, args))
+
+    def _line(self, text: str) -> None:
+        self.trace.append(f"{self.now} {text}")
+
+    # -------------------------------------------------------------------- hosts
+
+    def _start_host(self, name: str) -> None:
+        cfg = self.config
+        old = self.hosts.get(name)
+        incarnation = 0 if old is None else old.incarnation + 1
+        client = ClientConfig(
+            bootstrap_servers=[(f"b{n}", 9092) for n in self.cluster.nodes],
+            metadata=MetadataConfig(retry_backoff=0.1),
+        )
+        fetcher = FetcherConfig(
+            client=client,
+            group_id=GROUP,
+            auto_offset_reset="earliest",
+            use_fetch_sessions=False,
+            fetch_max_wait=0.5,
+        )
+        assignor: Any = ASSIGNORS[cfg.assignor]()
+        if cfg.planted == "cooperative_moves_owned":
+            assignor = _GreedyCooperative()
+        group = GroupConfig(
+            group_id=GROUP,
+            assignors=(assignor,),
+            session_timeout=cfg.session_ms / 1000,
+            heartbeat_interval=cfg.heartbeat_ms / 1000,
+            max_poll_interval=cfg.max_poll_ms / 1000,
+            request_timeout=max(10.0, cfg.session_ms / 1000),
+            group_instance_id=f"static-{name}" if cfg.static else None,
+        )
+        rng = random.Random(self.entropy.below(1 << 30, f"rng {name}"))
+        machine = FetcherMachine(fetcher, rng=rng, group=group)
+        if cfg.planted == "assign_before_revoke":
+            setattr(machine, "member", _NoRevokeMember(group))  # noqa: B010
+        elif cfg.planted == "ignores_max_poll_interval":
+            setattr(machine, "member", _NoPollTimeoutMember(group))  # noqa: B010
+        host = _Host(name, machine, incarnation)
+        host.app.last_poll = self.now
+        self.hosts[name] = host
+        machine.subscribe([TOPIC], now=self._s())
+        self._line(f"{name} start #{incarnation}")
+        self._pump(host)
+        self._at(self.now, "app", (name, incarnation))
+
+    def _s(self) -> float:
+        return self.now / 1000
+
+    def _pump(self, host: _Host) -> None:
+        """Drain the machine: events, bytes, its next deadline."""
+        if not host.alive:
+            return
+        m = host.machine
+        while (event := m.next_event()) is not None:
+            match event:
+                case ConnectRequested(node_id=node, host=address):
+                    broker = int(address.removeprefix("b"))
+                    host.connecting[node] = attempt = host.connecting.get(node, 0) + 1
+                    self._at(
+                        self.now + self._delay("connect"),
+                        "connect",
+                        (host.name, host.incarnation, node, broker, attempt),
+                    )
+                case CloseRequested(node_id=node):
+                    host.connecting[node] = host.connecting.get(node, 0) + 1
+                    conn = host.conns.pop(node, None)
+                    if conn is not None:
+                        self._close(conn, notify_client=False)
+                case PartitionsRevoked() | PartitionsAssigned():
+                    host.app.group_events.append(event)
+                case OffsetsCommitted(query_id=qid, error=error):
+                    if qid == host.app.revoke_commit:
+                        host.app.revoke_commit = None
+                    self.stats["commit ok" if error is None else "commit failed"] += 1
+                case GroupFailed(error=error):
+                    self._line(f"{host.name} group failed {error!r}")
+                case _:
+                    pass
+        for node, data in m.data_to_send():
+            conn = host.conns.get(node)
+            if conn is not None and conn.open:
+                self._send(conn, "up", data)
+        self._group_step(host)
+        timer = m.get_timer()
+        if timer is not None:
+            due = max(self.now, _ms_at(timer))
+            if host.timer_at is None or due < host.timer_at:
+                host.timer_at = due  # the one timer event that counts (earlier ones lapse)
+                host.timer_serial += 1
+                self._at(due, "timer", (host.name, host.incarnation, host.timer_serial))
+
+    def _group_step(self, host: _Host) -> None:
+        """The listener: revocations (commit first) and assignments, in order."""
+        app, m = host.app, host.machine
+        while app.group_events and app.revoke_commit is None:
+            event = app.group_events[0]
+            if isinstance(event, PartitionsRevoked):
+                if app.revoking is None:
+                    app.revoking = event
+                    mine = {tp: o for tp, o in app.processed.items() if tp in event.partitions}
+                    for tp in event.partitions:
+                        app.history.append(("lost" if event.lost else "revoked", tp))
+                        app.owned.discard(tp)
+                        app.last_offset.pop(tp, None)
+                        app.processed.pop(tp, None)
+                    if self.config.commit_on_revoke and not event.lost and mine:
+                        app.revoke_commit = m.commit(mine, now=self._s())
+                        continue
+                app.revoking = None
+                app.group_events.pop(0)
+                self._line(f"{host.name} revoked {list(event.partitions)} lost={event.lost}")
+                m.revocation_done(now=self._s())
+            else:
+                app.group_events.pop(0)
+                for tp in event.added:
+                    app.history.append(("assigned", tp))
+                app.owned = set(event.assigned)
+                for tp in event.added:
+                    app.last_offset.pop(tp, None)
+                self._line(f"{host.name} assigned {list(event.assigned)} gen={event.generation}")
+                m.assignment_done(now=self._s())
+            for node, data in m.data_to_send():
+                conn = host.conns.get(node)
+                if conn is not None and conn.open:
+                    self._send(conn, "up", data)
+
+    # ------------------------------------------------------------------ network
+
+    def _delay(self, label: str) -> int:
+        cfg = self.config
+        extra = 0
+        if "delay" in cfg.faults and self._chaos:
+            extra = self.entropy.below(4, f"slow {label}") * self.entropy.below(200, label)
+        return cfg.latency_ms + extra
+
+    def _send(self, conn: _Conn, direction: str, data: bytes) -> None:
+        if (conn.host, conn.broker) in self._blocked:
+            self._queued[conn.cid].append((direction, data))
+            return
+        due = max(conn.last[direction], self.now + self._delay(direction))
+        conn.last[direction] = due
+        self._at(due, "deliver", (conn.cid, direction, data))
+
+    def _close(self, conn: _Conn, *, notify_client: bool) -> None:
+        if not conn.open:
+            return
+        conn.open = False
+        self._queued.pop(conn.cid, None)
+        self.cluster.drop_held(conn.cid)
+        host = self.hosts.get(conn.host)
+        if notify_client and host is not None and host.alive and host.conns.get(conn.node) is conn:
+            del host.conns[conn.node]
+            host.machine.connection_lost(conn.node, now=self._s())
+            self._pump(host)
+
+    # ------------------------------------------------------------------- events
+
+    def _live(self, name: str, incarnation: int) -> _Host | None:
+        host = self.hosts.get(name)
+        if host is None or not host.alive or host.incarnation != incarnation:
+            return None
+        return host
+
+    def _deferred(self, host: _Host, kind: str, args: tuple[Any, ...]) -> bool:
+        """A paused host handles nothing until its pause ends (a GC-like stall)."""
+        if host.paused_until > self.now:
+            self._at(host.paused_until, kind, args)
+            return True
+        return False
+
+    def _on_connect(
+        self, name: str, incarnation: int, node: NodeId, broker: int, attempt: int
+    ) -> None:
+        host = self._live(name, incarnation)
+        args = (name, incarnation, node, broker, attempt)
+        if (
+            host is None
+            or host.connecting.get(node) != attempt
+            or self._deferred(host, "connect", args)
+        ):
+            return
+        if broker not in self.cluster.alive or (name, broker) in self._blocked:
+            self._line(f"{name} connect b{broker} failed")
+            host.machine.connection_failed(node, now=self._s())
+        else:
+            self._next_conn += 1
+            conn = _Conn(self._next_conn, name, node, broker)
+            self._conns[conn.cid] = conn
+            host.conns[node] = conn
+            host.machine.connection_made(node, now=self._s())
+        self._pump(host)
+
+    def _on_deliver(self, cid: int, direction: str, data: bytes) -> None:
+        conn = self._conns[cid]
+        if not conn.open:
+            return
+        if direction == "up":
+            if conn.broker not in self.cluster.alive:
+                return
+            conn.decoder.feed(data)
+            while (frame := conn.decoder.next_frame()) is not None:
+                request = parse_request(bytes(frame))
+                self.stats[f"api {request.api_key}"] += 1
+                if conn.outstanding is not None:
+                    conn.backlog.append(request)  # a broker reads on after it answered
+                else:
+                    self._serve(conn, request)
+            return
+        host = self.hosts.get(conn.host)
+        if host is None or not host.alive:
+            return
+        if self._deferred(host, "deliver", (cid, direction, data)):
+            return
+        host.machine.receive_data(conn.node, data, now=self._s())
+        self._pump(host)
+
+    def _serve(self, conn: _Conn, request: Any) -> None:
+        """The broker handles one request of ``conn``; like Kafka, it takes the
+        connection's next request only once this one is answered (a held Fetch or a parked
+        JoinGroup holds up the rest: responses on a connection stay in order)."""
+        conn.outstanding = request
+        for body in self.cluster.handle(conn.broker, (conn.cid, request), request, self._s()):
+            self._respond(conn, request, body)
+        self._coordinator_out()
+        self._arm_cluster_timers()
+
+    def _respond(self, conn: _Conn, request: Any, body: Any) -> None:
+        if conn.open:
+            self._send(conn, "down", response_frame(request, body))
+        if conn.outstanding is request:
+            conn.outstanding = None
+            if conn.backlog and conn.open:
+                self._serve(conn, conn.backlog.pop(0))
+
+    def _coordinator_out(self) -> None:
+        for reply in self.cluster.coordinator.take_replies():
+            cid, request = _token(reply.token)
+            self._respond(self._conns[cid], request, reply.response)
+
+    def _arm_cluster_timers(self) -> None:
+        due = self.cluster.coordinator.get_timer()
+        if due is not None:
+            t = _ms_at(due)
+            if self._coord_timer is None or t < self._coord_timer:
+                self._coord_timer = t
+                self._at(t, "coordinator", ())
+        held = self.cluster.next_fetch_deadline()
+        if held is not None:
+            t = _ms_at(held)
+            if self._fetch_timer is None or t < self._fetch_timer:
+                self._fetch_timer = t
+                self._at(t, "fetches", ())
+
+    def _on_coordinator(self) -> None:
+        self._coord_timer = None
+        before = {m: g for m, g in self._members_at_generation().items()}
+        self.cluster.coordinator.handle_timer(now=self._s())
+        after = self._members_at_generation()
+        for member_id in before:
+            if member_id not in after:
+                self.stats["session expired"] += 1
+        self._coordinator_out()
+        self._arm_cluster_timers()
+
+    def _on_fetches(self) -> None:
+        self._fetch_timer = None
+        for token, request, body in self.cluster.due_fetches(self._s()):
+            self._respond(self._conns[_token(token)[0]], request, body)
+        self._arm_cluster_timers()
+
+    def _on_timer(self, name: str, incarnation: int, serial: int) -> None:
+        host = self._live(name, incarnation)
+        if host is None or serial != host.timer_serial:
+            return
+        if self._deferred(host, "timer", (name, incarnation, serial)):
+            return
+        host.timer_at = None
+        host.spins = host.spins + 1 if host.last_timer == self.now else 0
+        host.last_timer = self.now
+        if host.spins > 100:
+            raise InvariantViolation(
+                "SPIN", f"{name}: a deadline handle_timer never clears (a busy loop)", at=self.now
+            )
+        host.machine.handle_timer(now=self._s())
+        self._pump(host)
+
+    def _on_app(self, name: str, incarnation: int) -> None:
+        """One turn of the application: poll, process, commit."""
+        host = self._live(name, incarnation)
+        if host is None or self._deferred(host, "app", (name, incarnation)):
+            return
+        app, m = host.app, host.machine
+        if self.now < app.busy_until:
+            self._at(app.busy_until, "app", (name, incarnation))
+            return
+        self._check_poll_interval(host)
+        app.last_poll = self.now
+        try:
+            runs = m.poll(50, now=self._s())
+        except KafkaError as exc:
+            self._line(f"{name} poll error {exc!r}")
+            runs = []
+        took = 0
+        for tp, records, _epoch in runs:
+            for record in records:
+                last = app.last_offset.get(tp)
+                if last is not None and record.offset != last + 1:
+                    raise InvariantViolation(
+                        "C1", f"{name} skipped from {last} to {record.offset} on {tp}", at=self.now
+                    )
+                app.last_offset[tp] = record.offset
+                self.consumed[tp].add(record.offset)
+                took += 1
+            app.processed[tp] = records[-1].offset + 1
+        if took:
+            self._line(f"{name} polled {took}")
+            m.commit(dict(app.processed), now=self._s())
+            stall = self.entropy.below(10, "processing")
+            app.busy_until = self.now + 10 * stall
+            if (
+                "pause" in self.config.faults
+                and self._chaos
+                and self.entropy.below(6, "slow app") == 1
+            ):
+                app.busy_until = (
+                    self.now + self.config.max_poll_ms + self.config.heartbeat_ms + 5_000
+                )
+                self._line(f"{name} processes slowly until {app.busy_until}")
+        self._pump(host)
+        self._at(max(app.busy_until, self.now + TICK_MS), "app", (name, incarnation))
+
+    def _on_write(self) -> None:
+        cfg = self.config
+        for p in range(cfg.partitions):
+            self.cluster.append(
+                TOPIC,
+                p,
+                [f"{p}:{i}".encode() for i in range(self.written, self.written + cfg.records)],
+            )
+        self.written += cfg.records
+        self._line("write")
+        for token, request, body in self.cluster.due_fetches(self._s()):
+            conn = self._conns[_token(token)[0]]
+            if conn.open:
+                self._send(conn, "down", response_frame(request, body))
+
+    # ------------------------------------------------------------------- faults
+
+    def _on_fault(self) -> None:
+        if not self._chaos:
+            return
+        cfg = self.config
+        kind = cfg.faults[self.entropy.below(len(cfg.faults), "fault kind")]
+        names = sorted(self.hosts)
+        name = names[self.entropy.below(len(names), "fault host")]
+        host = self.hosts[name]
+        node = self.cluster.nodes[self.entropy.below(len(self.cluster.nodes), "fault node")]
+        self.stats[f"fault {kind}"] += 1
+        if kind == "hold":
+            self._blocked.add((name, node))
+            self._line(f"fault hold {name}<->b{node}")
+            self._at(
+                self.now + 500 * (1 + self.entropy.below(20, "hold ms")), "release", (name, node)
+            )
+        elif kind == "pause" and host.alive:
+            ms = 1_000 * (1 + self.entropy.below(cfg.session_ms // 1000 + 4, "pause ms"))
+            host.paused_until = self.now + ms
+            host.pauses.append((self.now, self.now + ms))
+            self._line(f"fault pause {name} {ms} ms")
+        elif kind == "crash_member" and host.alive:
+            self._crash_host(host)
+            self._at(
+                self.now + 1_000 * (1 + self.entropy.below(cfg.session_ms // 500, "down")),
+                "restart",
+                (name,),
+            )
+        elif kind == "crash_broker" and node in self.cluster.alive and len(self.cluster.alive) > 1:
+            self._line(f"fault crash b{node}")
+            self.cluster.set_alive(node, False)
+            self._crashed_brokers.add(node)
+            for conn in list(self._conns.values()):
+                if conn.broker == node:
+                    self._close(conn, notify_client=True)
+            self._at(
+                self.now + 1_000 * (1 + self.entropy.below(10, "broker down")), "broker_up", (node,)
+            )
+        elif kind == "reset":
+            found = [c for c in host.conns.values() if c.broker == node]
+            if found:
+                conn = found[0]
+                self._line(f"fault reset {name}<->b{node}")
+                self._close(conn, notify_client=True)
+        elif kind == "coordinator_move" and len(self.cluster.alive) > 1:
+            live = sorted(self.cluster.alive)
+            self.cluster.coordinator_node = live[self.entropy.below(len(live), "coordinator")]
+            self._line(f"fault coordinator -> b{self.cluster.coordinator_node}")
+        self._at(self.now + cfg.fault_every_ms, "fault", ())
+
+    def _crash_host(self, host: _Host) -> None:
+        self._line(f"fault crash {host.name}")
+        host.alive = False
+        for conn in list(host.conns.values()):
+            self._close(conn, notify_client=False)
+        host.conns.clear()
+
+    def _on_restart(self, name: str) -> None:
+        if self._chaos or not self.hosts[name].alive:
+            self._start_host(name)
+
+    def _on_release(self, name: str, node: int) -> None:
+        self._blocked.discard((name, node))
+        for conn in list(self._conns.values()):
+            if (conn.host, conn.broker) == (name, node) and conn.open:
+                for direction, data in self._queued.pop(conn.cid, []):
+                    self._send(conn, direction, data)
+
+    def _on_broker_up(self, node: int) -> None:
+        if node not in self.cluster.alive:
+            self._line(f"b{node} back")
+            self.cluster.set_alive(node, True)
+            self._crashed_brokers.discard(node)
+
+    def _heal(self) -> None:
+        self._chaos = False
+        self._line("heal")
+        for name, node in sorted(self._blocked):
+            self._on_release(name, node)
+        for node in sorted(self._crashed_brokers):
+            self._on_broker_up(node)
+        for name, host in sorted(self.hosts.items()):
+            host.paused_until = min(host.paused_until, self.now)
+            if not host.alive:
+                self._start_host(name)
+
+    # --------------------------------------------------------------- invariants
+
+    def _members_at_generation(self) -> dict[str, int]:
+        group = self.cluster.coordinator.groups.get(GROUP)
+        if group is None:
+            return {}
+        return {m: group.generation for m in group.members}
+
+    def _live_owners(self) -> dict[str, set[tuple[str, int]]]:
+        """Hosts the coordinator has at its current generation, with what their
+        application owns."""
+        group = self.cluster.coordinator.groups.get(GROUP)
+        if group is None:
+            return {}
+        out = {}
+        for name, host in self.hosts.items():
+            member = host.machine.member
+            if (
+                host.alive
+                and isinstance(member, GroupMember)
+                and member.member_id in group.members
+                and member.generation == group.generation
+            ):
+                out[name] = host.app.owned
+        return out
+
+    def _check_safety(self, kind: str) -> None:
+        group = self.cluster.coordinator.groups.get(GROUP)
+        if group is not None:
+            if group.generation not in (self._generation, self._generation + 1):
+                raise InvariantViolation(
+                    "G1", f"generation {self._generation} -> {group.generation}", at=self.now
+                )
+            self._generation = group.generation
+        owners = self._live_owners()
+        seen: dict[tuple[str, int], str] = {}
+        for name, owned in sorted(owners.items()):
+            for tp in sorted(owned):
+                if tp in seen:
+                    raise InvariantViolation(
+                        "G3", f"{tp} owned by {seen[tp]} and {name} in one generation", at=self.now
+                    )
+                seen[tp] = name
+        for host in self.hosts.values():
+            member = host.machine.member
+            if (
+                host.alive
+                and isinstance(member, GroupMember)
+                and member.config.rebalance_protocol is RebalanceProtocol.EAGER
+                and "join" in member._in_flight
+                and host.app.owned
+            ):
+                raise InvariantViolation(
+                    "G4",
+                    f"{host.name} sent JoinGroup owning {sorted(host.app.owned)} (eager)",
+                    at=self.now,
+                )
+            self._check_callback_order(host)
+        self._check_commits()
+        self.trace.append(f"{self.now} {kind} gen={self._generation} {self._ownership()}")
+
+    def _check_callback_order(self, host: _Host) -> None:
+        state: dict[tuple[str, int], str] = {}
+        for what, tp in host.app.history:
+            before = state.get(tp, "revoked")
+            if (what == "assigned") == (before == "assigned"):
+                raise InvariantViolation(
+                    "G4", f"{host.name}: {what} {tp} after {before}", at=self.now
+                )
+            state[tp] = "assigned" if what == "assigned" else "revoked"
+
+    def _check_commits(self) -> None:
+        """G5/G6: every commit the coordinator accepted since the last check came from a
+        member of the current generation, for a partition it was assigned in this
+        generation or the one before (cooperative members commit what they revoke after
+        the new generation started)."""
+        coordinator = self.cluster.coordinator
+        group = coordinator.groups.get(GROUP)
+        if group is None:
+            return
+        for member_id, member in group.members.items():
+            if member.assignment and group.state is GroupState.STABLE:
+                key = (member_id, group.generation)
+                if key not in self._assigned:
+                    self._assigned[key] = set(decode_assignment(member.assignment).partitions)
+        while coordinator.accepted:
+            member_id, generation, tp, current = coordinator.accepted.pop(0)
+            if generation < 0:
+                continue  # a manual commit to an empty group
+            if generation != current:
+                raise InvariantViolation(
+                    "G5",
+                    f"a commit of generation {generation} accepted in generation {current}",
+                    at=self.now,
+                )
+            allowed = self._assigned.get((member_id, generation), set()) | self._assigned.get(
+                (member_id, generation - 1), set()
+            )
+            if (member_id, generation) in self._assigned and tp not in allowed:
+                raise InvariantViolation(
+                    "G6", f"{member_id} committed {tp} it does not own", at=self.now
+                )
+
+    def _check_poll_interval(self, host: _Host) -> None:
+        """PI: an application that has not polled for max_poll_interval owns nothing (time
+        the whole process stood still does not count: its member could not act either)."""
+        since = host.app.last_poll
+        stalled = sum(max(0, min(end, self.now) - max(start, since)) for start, end in host.pauses)
+        idle = self.now - since - stalled  # a stalled process cannot notice anything
+        limit = self.config.max_poll_ms + self.config.heartbeat_ms + 2_000
+        if idle > limit and host.app.owned and not host.app.group_events:
+            raise InvariantViolation(
+                "PI",
+                f"{host.name} did not poll for {idle} ms and still owns {sorted(host.app.owned)}",
+                at=self.now,
+            )
+
+    def _ownership(self) -> str:
+        return " ".join(
+            f"{n}:{sorted(p for _t, p in h.app.owned)}"
+            for n, h in sorted(self.hosts.items())
+            if h.alive
+        )
+
+    def _settled(self) -> bool:
+        group = self.cluster.coordinator.groups.get(GROUP)
+        if group is None or group.state is not GroupState.STABLE:
+            return False
+        owners = self._live_owners()
+        alive = [h for h in self.hosts.values() if h.alive]
+        every = sorted(tp for owned in owners.values() for tp in owned)
+        wanted = [(TOPIC, p) for p in range(self.config.partitions)]
+        return len(owners) == len(alive) == len(group.members) and every == wanted
+
+    def _all_consumed(self) -> bool:
+        return all(
+            len(self.consumed[(TOPIC, p)]) >= self.written for p in range(self.config.partitions)
+        )
+
+    def _check_liveness(self) -> None:
+        if not self._settled():
+            raise InvariantViolation(
+                "L1", f"the group did not settle: {self._ownership()}", at=self.now
+            )
+        missing = {
+            p: self.written - len(self.consumed[(TOPIC, p)])
+            for p in range(self.config.partitions)
+            if len(self.consumed[(TOPIC, p)]) < self.written
+        }
+        if missing:
+            raise InvariantViolation("C2", f"records never consumed: {missing}", at=self.now)
+
+
+def _ms_at(seconds: float) -> int:
+    """The first virtual millisecond at which a machine's deadline ``seconds`` is due."""
+    t = math.ceil(seconds * 1000)
+    while t / 1000 < seconds:
+        t += 1
+    return t
+
+
+def _token(token: Any) -> tuple[int, Any]:
+    """``(connection id, request)`` of a request token."""
+    cid, request = token
+    return int(cid), request
+
+
+def run_seed(
+    seed: int, *, planted: str | None = None, make: Callable[[int], Entropy] | None = None
+) -> Sim:
+    """Run the swarm configuration of ``seed`` (raises InvariantViolation)."""
+    from kafkastate.sim.entropy import SeededEntropy  # noqa: PLC0415
+
+    entropy = SeededEntropy(seed) if make is None else make(seed)
+    sim = Sim(entropy, SimConfig.draw(entropy, planted=planted))
+    sim.run()
+    return sim
