@@ -35,6 +35,7 @@ __all__ = [
     "TransactionAbortedError",
     "TransactionFailedError",
     "TransactionStateError",
+    "TransactionTimedOutError",
     "UnknownBrokerError",
     "UnsupportedCodecError",
     "UnsupportedVersionError",
@@ -268,6 +269,15 @@ ProducerFenced = _ProducerFencedError
 """aiokafka's name for :class:`ProducerFencedError` (PRODUCER_FENCED): another producer
 with the same ``transactional_id`` started, or the transaction coordinator fenced this one.
 Fatal: close the producer."""
+
+
+class TransactionTimedOutError(_ProducerFencedError):
+    """The transaction coordinator aborted the transaction because it stayed open longer
+    than ``transaction_timeout_ms``, and bumped the producer's epoch: the broker's answer
+    is the same as for fencing (a :class:`ProducerFencedError`), and so is the outcome --
+    fatal, close the producer. Raised instead of a plain ProducerFencedError when the
+    transaction had been open at least ``transaction_timeout_ms``."""
+
 
 MessageSizeTooLargeError = MessageTooLargeError
 """aiokafka's and kafka-python's name for :class:`MessageTooLargeError`."""

@@ -32,6 +32,7 @@ from kafkastate.errors import (
     TransactionAbortedError,
     TransactionFailedError,
     TransactionStateError,
+    TransactionTimedOutError,
 )
 from kafkastate.structs import ConsumerGroupMetadata
 from tests.peer import Sent, response
@@ -542,6 +543,10 @@ def test_fenced_end_txn_is_fatal(code: ErrorCode) -> None:
         peer.m.begin_transaction()
     with pytest.raises(ProducerFencedError):
         peer.send(b"x")
+    # a failed producer still closes (and at once: nothing is pending)
+    peer.m.close(now=peer.now)
+    peer.pump()
+    assert peer.m.state is ProducerState.CLOSED
 
 
 def test_invalid_producer_epoch_on_produce_is_fatal_for_a_transactional_producer() -> None:
@@ -723,3 +728,17 @@ def test_close_with_an_open_transaction_aborts_it() -> None:
 
 def test_machine_type_is_exported() -> None:
     assert isinstance(initialised().m, ProducerMachine)
+
+
+def test_fencing_after_the_transaction_timeout_is_reported_as_a_timeout() -> None:
+    peer = initialised(delivery_timeout=120.0)  # transaction_timeout 30 s
+    in_transaction_with(peer, ("t", 0))
+    peer.advance(peer.now + 31.0)
+    op = peer.m.commit_transaction(now=peer.now)
+    peer.pump()
+    peer.answer_code(END, ErrorCode.producer_fenced)
+    last = peer.ops()[-1]
+    assert last.operation_id == op and isinstance(last.error, TransactionTimedOutError)
+    assert isinstance(last.error, ProducerFencedError)  # the same outcome: fatal
+    assert "transaction_timeout_ms" in str(last.error)
+    assert peer.txn_state is S.FATAL_ERROR

@@ -124,7 +124,6 @@ from kafkastate.errors import (
     KafkaTimeoutError,
     LocalProtocolError,
     ProducerClosedError,
-    ProducerFencedError,
     RemoteProtocolError,
     TransactionStateError,
     error_for_code,
@@ -417,6 +416,7 @@ class ProducerMachine:
                 on_fatal=self._on_txn_fatal,
             )
         self._state = ProducerState.OPEN
+        self._close_requested = False
         self._fatal: KafkaError | None = None
         self._events: deque[ProducerEvent] = deque()
         self._requests: dict[RequestId, _Produce] = {}
@@ -773,6 +773,7 @@ class ProducerMachine:
             self._transition("close")
         if self._state is ProducerState.CLOSED:
             return
+        self._close_requested = True
         if not self._acc.closed:
             self._acc.close()
         if self._txn is not None:
@@ -1201,12 +1202,7 @@ class ProducerMachine:
             # Transactional: the coordinator bumped the epoch -- a newer producer with our
             # transactional id, or the transaction ran past transaction_timeout_ms and was
             # aborted (Java: fatal ProducerFencedException; KIP-588's recovery is not done).
-            fenced = ProducerFencedError(
-                f"producer fenced on {where}: {error} (a newer producer with the same "
-                "transactional_id, or the coordinator aborted the transaction after "
-                "transaction_timeout_ms)"
-            )
-            fenced.__cause__ = error
+            fenced = self._txn.fencing_error(f"Produce to {where}", error, now=now)
             self._fail_fatally(fenced, now, batch=batch)
             return
         if idem is not None and code in _SEQUENCE_ERRORS:
@@ -1293,7 +1289,10 @@ class ProducerMachine:
 
     def _maybe_finish(self) -> bool:
         """Finish a graceful close once nothing is pending; return whether closed."""
-        closing = self._state is ProducerState.CLOSING
+        # a FAILED producer has failed every record already: closing it finishes at once
+        closing = self._state is ProducerState.CLOSING or (
+            self._state is ProducerState.FAILED and self._close_requested
+        )
         if self._txn is not None and self._txn.busy:
             return False  # an abort (or commit) of the transaction is under way
         if closing and not self._acc.has_incomplete() and not self._requests:

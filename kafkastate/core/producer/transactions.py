@@ -82,6 +82,7 @@ from kafkastate.errors import (
     TransactionAbortedError,
     TransactionFailedError,
     TransactionStateError,
+    TransactionTimedOutError,
     error_for_code,
 )
 from kafkastate.structs import ConsumerGroupMetadata
@@ -313,6 +314,7 @@ class TransactionManager:
         self._added: dict[_TP, None] = {}  # in the transaction, per the coordinator
         self._pending: dict[_TP, None] = {}  # appended to, not added yet
         self._started = False  # the coordinator knows the transaction (something added)
+        self._started_at: float | None = None  # when the first partition/offsets went
         self._bump_required = False  # KIP-360 / KIP-890: new epoch before the next one
         self._abortable: KafkaError | None = None
         self._fatal: KafkaError | None = None
@@ -557,6 +559,38 @@ class TransactionManager:
             return  # our own abort failing what was queued
         self._set_abortable(error)
 
+    def fencing_error(self, what: str, cause: KafkaError, *, now: float) -> ProducerFencedError:
+        """The error to fail with after PRODUCER_FENCED / INVALID_PRODUCER_EPOCH.
+
+        The broker says the same when a newer producer took the transactional id and when
+        the coordinator aborted a transaction past ``transaction.timeout.ms``; if the
+        transaction has been open that long, the second is meant.
+
+        Args:
+            what: the request or partition that was refused.
+            cause: the broker's error.
+            now: the driver's clock.
+
+        Returns:
+            A TransactionTimedOutError or a ProducerFencedError (``__cause__`` = cause).
+        """
+        started = self._started_at
+        error: ProducerFencedError
+        if started is not None and now - started >= self.transaction_timeout:
+            error = TransactionTimedOutError(
+                f"{what}: the transaction of {self.transactional_id!r} was open "
+                f"{now - started:.1f} s, longer than transaction_timeout_ms "
+                f"({self.transaction_timeout * 1000:g} ms): the coordinator aborted it and "
+                f"fenced this producer ({cause})"
+            )
+        else:
+            error = ProducerFencedError(
+                f"{what}: producer fenced for transactional id {self.transactional_id!r}: a "
+                f"newer producer with the same transactional_id started ({cause})"
+            )
+        error.__cause__ = cause
+        return error
+
     def fenced(self, error: KafkaError, *, now: float) -> None:
         """The producer was fenced or refused for good (from a Produce answer)."""
         self._fail(error, now, notify=False)
@@ -744,11 +778,17 @@ class TransactionManager:
         self._fail_queued(now)
         self.poll(now=now)
 
+    def _mark_started(self, now: float) -> None:
+        if not self._started:
+            self._started = True
+            self._started_at = now
+
     def _transaction_over(self, now: float) -> None:
         """EndTxn answered (or nothing to end): bump the epoch first if needed."""
         self._added.clear()
         self._pending.clear()
         self._started = False
+        self._started_at = None
         self._abortable = None
         if self._bump_required:
             self._to(_S.INITIALIZING)
@@ -877,14 +917,7 @@ class TransactionManager:
         if what == "InitProducerId" and code not in _FENCED:
             self._fail(error, now)  # nothing to abort: the producer cannot get an epoch
         elif code in _FENCED:
-            fenced = ProducerFencedError(
-                f"{what}: producer fenced for transactional id {self.transactional_id!r} "
-                f"(a newer producer with the same transactional_id started, or the "
-                f"coordinator aborted a transaction that ran past transaction_timeout_ms): "
-                f"{error}"
-            )
-            fenced.__cause__ = error
-            self._fail(fenced, now)
+            self._fail(self.fencing_error(what, error, now=now), now)
         elif code in _BUMP:
             self._bump_required = True
             self._set_abortable(error)
@@ -935,7 +968,7 @@ class TransactionManager:
                     part.partition_error_code
                 )
         if _NONE in results.values():
-            self._started = True  # the coordinator has a transaction: it must be ended
+            self._mark_started(now)  # the coordinator has a transaction: it must be ended
         if self._state not in (_S.IN_TRANSACTION, _S.COMMITTING):
             return  # aborted (or failed) meanwhile; the pending set was dropped
         retry = False
@@ -944,7 +977,6 @@ class TransactionManager:
             if code == _NONE:
                 self._pending.pop(tp, None)
                 self._added[tp] = None
-                self._started = True
             elif code in (_OPERATION_NOT_ATTEMPTED, _UNKNOWN_TOPIC_OR_PARTITION):
                 retry = True
             else:
@@ -963,7 +995,7 @@ class TransactionManager:
         verdict = self._classify(code, "AddOffsetsToTxn", now)
         if verdict == "ok":
             op.offsets_added = True
-            self._started = True
+            self._mark_started(now)
         elif verdict == "stop" and self._op is op:
             self._finish_op(self._op_error("send_offsets_to_transaction"))
 
