@@ -1,6 +1,7 @@
-"""The exactly-once pipeline (examples/eos_asyncio.py) SIGKILLed mid-transaction and
-restarted, against a real broker: every input record is transformed exactly once in the
-read_committed view of the output (read with kafka-python, an independent client)."""
+"""The exactly-once pipelines (examples/eos_asyncio.py, examples/eos_trio.py) SIGKILLed
+mid-transaction and restarted, against a real broker: every input record is transformed
+exactly once in the read_committed view of the output (read with kafka-python, an
+independent client)."""
 
 from __future__ import annotations
 
@@ -28,12 +29,14 @@ N = 600
 PARTITIONS = 3
 
 
-def _pipeline(bootstrap: str, source: str, sink: str, *extra: str) -> subprocess.Popen[str]:
+def _pipeline(
+    example: str, bootstrap: str, source: str, sink: str, *extra: str
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "examples.eos_asyncio",
+            f"examples.{example}",
             "--bootstrap",
             bootstrap,
             "--input",
@@ -78,7 +81,8 @@ def _open_transaction(committed: Any, uncommitted: Any, tps: list[TopicPartition
     return any(high[tp] > stable[tp] for tp in tps)
 
 
-def test_eos_pipeline_survives_sigkill_mid_transaction(kafka_cluster: Any) -> None:
+@pytest.mark.parametrize("example", ["eos_asyncio", "eos_trio"])
+def test_eos_pipeline_survives_sigkill_mid_transaction(kafka_cluster: Any, example: str) -> None:
     bootstrap = kafka_cluster.bootstrap
     source = f"eos-in-{uuid.uuid4().hex[:8]}"
     sink = f"eos-out-{source[7:]}"
@@ -98,7 +102,7 @@ def test_eos_pipeline_survives_sigkill_mid_transaction(kafka_cluster: Any) -> No
     tps = [TopicPartition(sink, p) for p in range(PARTITIONS)]
     committed = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
     uncommitted = KafkaConsumer(bootstrap_servers=bootstrap)
-    first = _pipeline(bootstrap, source, sink, "--pause", "0.3")
+    first = _pipeline(example, bootstrap, source, sink, "--pause", "0.3")
     killed_open = False
     try:
         deadline = time.monotonic() + 90
@@ -119,7 +123,7 @@ def test_eos_pipeline_survives_sigkill_mid_transaction(kafka_cluster: Any) -> No
         committed.close()
         uncommitted.close()
 
-    second = _pipeline(bootstrap, source, sink, "--exit-when-idle", "6")
+    second = _pipeline(example, bootstrap, source, sink, "--exit-when-idle", "6")
     try:
         out, _ = second.communicate(timeout=180)
     finally:
