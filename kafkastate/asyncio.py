@@ -44,6 +44,7 @@ from kafkastate.structs import (
 __all__ = [
     "AIOKafkaConsumer",
     "AIOKafkaProducer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "BatchBuilder",
     "Producer",

@@ -48,6 +48,7 @@ from kafkastate.structs import (
 )
 
 __all__ = [
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "FutureRecordMetadata",
     "KafkaConsumer",
