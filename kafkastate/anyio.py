@@ -583,11 +583,18 @@ class Producer:
         :func:`open_producer` calls it when given a ``transactional_id``.
 
         Raises:
+            KafkaTimeoutError: not done within ``max_block_ms`` (no coordinator answered).
             TransactionStateError: no ``transactional_id``, or already initialised.
             KafkaError: the coordinator refused (TransactionalIdAuthorizationFailedError...).
         """
         machine = self.machine
-        await self._txn_op(lambda now: machine.init_transactions(now=now))
+        with anyio.move_on_after(self._max_block) as scope:
+            await self._txn_op(lambda now: machine.init_transactions(now=now))
+        if scope.cancelled_caught:
+            raise KafkaTimeoutError(
+                f"init_transactions did not finish within {self._max_block:g} s "
+                "(max_block_ms): no transaction coordinator answered"
+            )
 
     async def begin_transaction(self) -> None:
         """Open a transaction: records sent until commit or abort belong to it.

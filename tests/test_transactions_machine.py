@@ -742,3 +742,38 @@ def test_fencing_after_the_transaction_timeout_is_reported_as_a_timeout() -> Non
     assert isinstance(last.error, ProducerFencedError)  # the same outcome: fatal
     assert "transaction_timeout_ms" in str(last.error)
     assert peer.txn_state is S.FATAL_ERROR
+
+
+def test_abort_supersedes_a_send_offsets_under_way() -> None:
+    peer = initialised()
+    peer.m.begin_transaction()
+    offsets_op = peer.m.send_offsets_to_transaction({("in", 0): 1}, "grp", now=peer.now)
+    peer.pump()
+    add = peer.take(ADD_OFFSETS)
+    abort_op = peer.m.abort_transaction(now=peer.now)
+    peer.pump()
+    first = peer.ops()[-1]
+    assert first.operation_id == offsets_op
+    assert isinstance(first.error, TransactionAbortedError)
+    assert END not in peer.kinds()  # the AddOffsetsToTxn in flight is answered first
+    peer.answer(
+        add, response(ADD_OFFSETS, add.req.version, throttle_time=_T0, error_code=ErrorCode(0))
+    )
+    # it reached the coordinator: the transaction exists there and must be ended
+    assert peer.take(END).req.body.committed is False
+    peer.answer_code(END)
+    assert peer.ops()[-1].operation_id == abort_op and peer.ops()[-1].error is None
+    assert peer.txn_state is S.READY
+
+
+def test_close_gives_up_an_init_under_way() -> None:
+    peer = txn_peer()
+    op = peer.m.init_transactions(now=peer.now)
+    peer.pump()
+    peer.answer_find()
+    assert peer.kinds() == [INIT]
+    peer.m.close(now=peer.now)
+    peer.pump()
+    assert peer.m.state is ProducerState.CLOSED
+    last = peer.ops()[-1]
+    assert last.operation_id == op and last.error is not None

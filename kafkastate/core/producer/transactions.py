@@ -77,6 +77,7 @@ from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable, request_type
 from kafkastate.errors import (
     KafkaError,
+    ProducerClosedError,
     ProducerFencedError,
     RemoteProtocolError,
     TransactionAbortedError,
@@ -521,8 +522,11 @@ class TransactionManager:
         Returns:
             The operation's id.
 
+        A ``send_offsets`` still under way ends with TransactionAbortedError (its offsets
+        are aborted with the rest); a commit under way cannot be aborted.
+
         Raises:
-            TransactionStateError: no transaction open, or another operation under way.
+            TransactionStateError: no transaction open, or a commit under way.
             KafkaError: the producer failed fatally.
         """
         self._check_usable("abort_transaction")
@@ -531,16 +535,35 @@ class TransactionManager:
                 "abort_transaction without an open transaction (transaction state "
                 f"{self._state.name})"
             )
+        self._supersede_offsets()
         self._check_no_op("abort_transaction")
         op = self._start_op("abort")
         self._begin_abort(now)
         return op.op_id
 
     def abort_on_close(self, *, now: float) -> None:
-        """The producer is closing with a transaction open: abort it (Java does too)."""
-        if self._state in (_S.IN_TRANSACTION, _S.ABORTABLE_ERROR) and self._op is None:
-            self._start_op("abort")
-            self._begin_abort(now)
+        """The producer is closing: abort an open transaction (Java does too), and give up
+        an InitProducerId still under way (nothing depends on it any more)."""
+        if self._state is _S.INITIALIZING:
+            op = self._op
+            if op is not None and op.kind in ("commit", "abort"):
+                self._finish_op(None)  # done; only the epoch bump after it is given up
+            self._fail(ProducerClosedError("the producer closed during init"), now, notify=False)
+            return
+        if self._state in (_S.IN_TRANSACTION, _S.ABORTABLE_ERROR):
+            self._supersede_offsets()
+            if self._op is None:
+                self._start_op("abort")
+                self._begin_abort(now)
+
+    def _supersede_offsets(self) -> None:
+        op = self._op
+        if op is not None and op.kind == "send_offsets":
+            self._finish_op(
+                TransactionAbortedError(
+                    "send_offsets_to_transaction: the transaction was aborted meanwhile"
+                )
+            )
 
     # -------------------------------------------------------------- producer hooks
 
@@ -989,9 +1012,11 @@ class TransactionManager:
 
     def _on_add_offsets(self, response: Any, now: float) -> None:
         op = self._op
-        if op is None or op.kind != "send_offsets":
-            return
         code = int(response.error_code)
+        if op is None or op.kind != "send_offsets":
+            if code == _NONE:
+                self._mark_started(now)  # superseded by an abort: EndTxn must still go
+            return
         verdict = self._classify(code, "AddOffsetsToTxn", now)
         if verdict == "ok":
             op.offsets_added = True
