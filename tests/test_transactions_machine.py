@@ -777,3 +777,25 @@ def test_close_gives_up_an_init_under_way() -> None:
     assert peer.m.state is ProducerState.CLOSED
     last = peer.ops()[-1]
     assert last.operation_id == op and last.error is not None
+
+
+def test_coordinator_lookup_errors() -> None:
+    # the group's coordinator refused: only the offsets (the transaction) fail
+    peer = initialised()
+    peer.m.begin_transaction()
+    op = peer.m.send_offsets_to_transaction({("in", 0): 1}, "grp", now=peer.now)
+    peer.pump()
+    peer.answer_code(ADD_OFFSETS)
+    peer.answer_find(code=ErrorCode.group_authorization_failed)
+    assert peer.txn_state is S.ABORTABLE_ERROR
+    last = peer.ops()[-1]
+    assert last.operation_id == op and isinstance(last.error, TransactionFailedError)
+    assert peer.kinds() == []  # no lookup loop
+    # the transaction coordinator refused: fatal
+    peer2 = txn_peer()
+    op2 = peer2.m.init_transactions(now=peer2.now)
+    peer2.pump()
+    peer2.answer_find(code=ErrorCode.transactional_id_authorization_failed)
+    assert peer2.txn_state is S.FATAL_ERROR
+    assert peer2.ops()[-1].operation_id == op2 and peer2.ops()[-1].error is not None
+    assert peer2.kinds() == []

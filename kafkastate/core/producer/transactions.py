@@ -958,8 +958,13 @@ class TransactionManager:
         if code != _NONE:
             if code in _MOVED or code in _RETRY:
                 self._retry_at = now + self.retry_backoff
+                return
+            key = "group" if group else "transaction"
+            error = self._error(code, f"FindCoordinator ({key} coordinator)")
+            if group and self._state is _S.IN_TRANSACTION:
+                self._set_abortable(error)  # GROUP_AUTHORIZATION_FAILED...: offsets only
             else:
-                self._classify(code, "FindCoordinator", now, group=group)
+                self._fail(error, now)  # no transaction coordinator: nothing works
             return
         node = NodeId(int(found.node_id))
         if self._client.node_state(node) is None:
