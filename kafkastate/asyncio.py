@@ -44,8 +44,8 @@ from kafkastate.structs import (
 __all__ = [
     "AIOKafkaConsumer",
     "AIOKafkaProducer",
-    "ConsumerGroupMetadata",
     "ConsumerRecord",
+    "ConsumerGroupMetadata",
     "BatchBuilder",
     "Producer",
     "RecordMetadata",
