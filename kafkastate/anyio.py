@@ -686,7 +686,9 @@ class Producer:
     async def _abort_if_open(self) -> None:
         txn = self.machine.transactions
         open_states = (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR)
-        if txn is not None and txn.state in open_states and not txn.busy:
+        # an abort also ends a send_offsets under way (the body may have been cancelled
+        # while it waited for one)
+        if txn is not None and txn.state in open_states and txn.operation in (None, "send_offsets"):
             await self.abort_transaction()
 
     async def wait_for_cluster(self, timeout: float) -> None:

@@ -462,3 +462,31 @@ def test_abort_fails_records_not_yet_sent(kafka_cluster: Any) -> None:
     results = trio.run(main)
     assert all(isinstance(r, TransactionAbortedError) for r in results), results
     assert read_independent(bootstrap, topic, "read_uncommitted") == []
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_transaction_block_aborts_even_with_offsets_under_way(
+    kafka_cluster: Any, backend: str
+) -> None:
+    """A block whose send_offsets_to_transaction wait was cancelled, then raised: the
+    abort ends the offsets too, and the producer goes on with the next transaction."""
+    bootstrap = kafka_cluster.bootstrap
+    topic = topic_with(bootstrap)
+    group = f"g-{topic}"
+
+    async def main() -> None:
+        async with kafkastate.anyio.open_producer(bootstrap, transactional_id=f"t-{topic}") as p:
+            with pytest.raises(RuntimeError, match="boom"):
+                async with p.transaction():
+                    await p.send(topic, b"aborted", partition=0)
+                    with anyio.move_on_after(0):  # cancelled at once: the offsets go on
+                        await p.send_offsets_to_transaction({(topic, 0): 5}, group)
+                    txn = p.machine.transactions
+                    assert txn is not None and txn.operation == "send_offsets"
+                    raise RuntimeError("boom")
+            async with p.transaction():
+                await p.send(topic, b"committed", partition=0)
+
+    anyio.run(main, backend=backend)
+    assert read_independent(bootstrap, topic) == [b"committed"]
+    assert committed_offset(bootstrap, group, (topic, 0)) is None

@@ -349,6 +349,12 @@ class TransactionManager:
         return tuple(self._added)
 
     @property
+    def operation(self) -> str | None:
+        """The operation under way (``"init"``, ``"send_offsets"``, ``"commit"``,
+        ``"abort"``), or None."""
+        return None if self._op is None else self._op.kind
+
+    @property
     def busy(self) -> bool:
         """Whether an operation or a coordinator request is under way."""
         return self._op is not None or bool(self._requests)
