@@ -637,11 +637,12 @@ class Producer:
 
         Raises:
             TransactionStateError: no transaction open.
-            TransactionFailedError: a record or the offsets failed: the transaction cannot
-                commit; call :meth:`abort_transaction` (the producer stays usable).
+            TransactionFailedError: a record or the offsets failed, or the coordinator
+                aborted the transaction after ``transaction_timeout_ms``
+                (TransactionTimedOutError): the transaction cannot commit; call
+                :meth:`abort_transaction` (the producer stays usable).
             ProducerFencedError: another producer with the same ``transactional_id`` took
-                over, or the coordinator aborted the transaction after
-                ``transaction_timeout_ms`` (fatal: close the producer).
+                over (fatal: close the producer).
         """
         machine = self.machine
         await self._txn_op(lambda now: machine.commit_transaction(now=now))

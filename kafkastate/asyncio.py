@@ -424,10 +424,12 @@ class AIOKafkaProducer:
 
         Raises:
             IllegalOperation: no transaction open.
-            TransactionFailedError: a record or the offsets failed; abort the transaction
-                (the producer stays usable).
-            ProducerFenced: fenced, or the coordinator aborted the transaction after
-                ``transaction_timeout_ms`` (fatal: stop the producer).
+            TransactionFailedError: a record or the offsets failed, or the coordinator
+                aborted the transaction after ``transaction_timeout_ms``
+                (TransactionTimedOutError); abort the transaction (the producer stays
+                usable).
+            ProducerFenced: another producer with the same ``transactional_id`` took over
+                (fatal: stop the producer).
         """
         await self._running().commit_transaction()
 

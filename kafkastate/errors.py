@@ -271,12 +271,20 @@ with the same ``transactional_id`` started, or the transaction coordinator fence
 Fatal: close the producer."""
 
 
-class TransactionTimedOutError(_ProducerFencedError):
+class TransactionTimedOutError(TransactionFailedError):
     """The transaction coordinator aborted the transaction because it stayed open longer
-    than ``transaction_timeout_ms``, and bumped the producer's epoch: the broker's answer
-    is the same as for fencing (a :class:`ProducerFencedError`), and so is the outcome --
-    fatal, close the producer. Raised instead of a plain ProducerFencedError when the
-    transaction had been open at least ``transaction_timeout_ms``."""
+    than ``transaction_timeout_ms``, and bumped the producer's epoch (the broker's answer
+    is PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, its ``__cause__``).
+
+    Like any :class:`TransactionFailedError`: call ``abort_transaction()``; it
+    re-initialises the producer with its old epoch, which the coordinator accepts after
+    a timeout abort (KIP-588), and the producer goes on. Raised instead of a
+    ProducerFencedError when the transaction had been open at least
+    ``transaction_timeout_ms``; should another producer have taken over meanwhile, the
+    abort raises ProducerFencedError."""
+
+    def __init__(self, message: str, *, cause: KafkaError | None = None) -> None:
+        super().__init__(message, cause=cause)
 
 
 MessageSizeTooLargeError = MessageTooLargeError

@@ -779,10 +779,12 @@ class KafkaProducer:
 
         Raises:
             TransactionStateError: no transaction open.
-            TransactionFailedError: a record or the offsets failed; call
-                :meth:`abort_transaction` (the producer stays usable).
-            ProducerFencedError: fenced, or the coordinator aborted the transaction after
-                ``transaction_timeout_ms`` (fatal: close the producer).
+            TransactionFailedError: a record or the offsets failed, or the coordinator
+                aborted the transaction after ``transaction_timeout_ms``
+                (TransactionTimedOutError); call :meth:`abort_transaction` (the producer
+                stays usable).
+            ProducerFencedError: another producer with the same ``transactional_id`` took
+                over (fatal: close the producer).
         """
         io = self._io_running()
         machine = io.machine

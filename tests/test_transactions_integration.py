@@ -358,20 +358,34 @@ def test_a_second_producer_with_the_same_id_fences_the_first(
 def test_a_transaction_past_its_timeout_is_aborted_with_a_typed_error(
     kafka_cluster: Any, adapter: str
 ) -> None:
+    """The coordinator aborts a transaction open longer than transaction_timeout_ms and
+    bumps the epoch: the producer sees TransactionTimedOutError, and after
+    abort_transaction() (KIP-588: re-initialised with the old epoch) it goes on."""
     bootstrap = kafka_cluster.bootstrap
     topic = topic_with(bootstrap)
     outcomes = run_script(
         adapter,
         bootstrap,
         f"tid-{topic}",
-        [begin(), send(topic, b"late", 0), sleep(3.0), send(topic, b"later", 0), commit()],
+        [
+            begin(),
+            send(topic, b"late", 0),
+            sleep(3.0),
+            send(topic, b"later", 0),
+            commit(),
+            abort(),
+            begin(),
+            send(topic, b"next", 0),
+            commit(),
+        ],
         timeout_ms=1000,
     )
     assert outcomes[:3] == [None, None, None]
     assert isinstance(outcomes[3], TransactionTimedOutError), outcomes
     assert isinstance(outcomes[4], TransactionTimedOutError), outcomes
-    assert isinstance(outcomes[4], ProducerFencedError)  # fatal, like a fence
-    assert read_independent(bootstrap, topic) == []
+    assert isinstance(outcomes[4], TransactionFailedError)  # abort, then go on
+    assert outcomes[5:] == [None, None, None, None], outcomes
+    assert read_independent(bootstrap, topic) == [b"next"]
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)

@@ -730,7 +730,10 @@ def test_machine_type_is_exported() -> None:
     assert isinstance(initialised().m, ProducerMachine)
 
 
-def test_fencing_after_the_transaction_timeout_is_reported_as_a_timeout() -> None:
+def test_a_transaction_aborted_by_the_coordinator_after_its_timeout_is_recoverable() -> None:
+    """KIP-588: the coordinator aborted the transaction after transaction_timeout_ms and
+    bumped the epoch. The commit fails with TransactionTimedOutError; the abort sends no
+    EndTxn (it would be refused) but InitProducerId with the old epoch, and goes on."""
     peer = initialised(delivery_timeout=120.0)  # transaction_timeout 30 s
     in_transaction_with(peer, ("t", 0))
     peer.advance(peer.now + 31.0)
@@ -739,9 +742,41 @@ def test_fencing_after_the_transaction_timeout_is_reported_as_a_timeout() -> Non
     peer.answer_code(END, ErrorCode.producer_fenced)
     last = peer.ops()[-1]
     assert last.operation_id == op and isinstance(last.error, TransactionTimedOutError)
-    assert isinstance(last.error, ProducerFencedError)  # the same outcome: fatal
+    assert isinstance(last.error, TransactionFailedError)  # abort and go on
+    assert isinstance(last.error.__cause__, ProducerFencedError)
     assert "transaction_timeout_ms" in str(last.error)
+    assert peer.txn_state is S.ABORTABLE_ERROR
+    with pytest.raises(TransactionTimedOutError):
+        peer.m.begin_transaction()
+    abort = peer.m.abort_transaction(now=peer.now)
+    peer.pump()
+    assert END not in peer.kinds()
+    init = peer.take(INIT)
+    assert (init.req.body.producer_id, init.req.body.producer_epoch) == (PID, 0)
+    peer.answer_init_txn(epoch=2)  # the coordinator's timeout abort took epoch 1
+    assert peer.txn_state is S.READY
+    assert peer.ops()[-1] == TransactionOperationCompleted(
+        operation_id=abort, operation="abort", error=None
+    )
+    in_transaction_with(peer, ("t", 0))
+    assert peer.m.producer_epoch == 2
+
+
+def test_after_a_timeout_a_refused_reinit_is_fatal() -> None:
+    peer = initialised(delivery_timeout=120.0)
+    in_transaction_with(peer, ("t", 0))
+    peer.advance(peer.now + 31.0)
+    peer.send(b"late", partition=0)
+    peer.answer_produce(code=ErrorCode.invalid_producer_epoch)
+    failed = [e for e in peer.events if isinstance(e, RecordsFailed)]
+    assert failed and isinstance(failed[-1].error, TransactionTimedOutError)
+    assert peer.txn_state is S.ABORTABLE_ERROR
+    abort = peer.m.abort_transaction(now=peer.now)
+    peer.pump()
+    peer.answer_init_txn(code=ErrorCode.producer_fenced)  # a newer producer took over
     assert peer.txn_state is S.FATAL_ERROR
+    last = peer.ops()[-1]
+    assert last.operation_id == abort and isinstance(last.error, ProducerFencedError)
 
 
 def test_abort_supersedes_a_send_offsets_under_way() -> None:

@@ -1203,7 +1203,9 @@ class ProducerMachine:
             # transactional id, or the transaction ran past transaction_timeout_ms and was
             # aborted (Java: fatal ProducerFencedException; KIP-588's recovery is not done).
             fenced = self._txn.fencing_error(f"Produce to {where}", error, now=now)
-            self._fail_fatally(fenced, now, batch=batch)
+            if self._txn.epoch_fenced(fenced, now=now):
+                self._acc.fail(batch, fenced, now=now)  # timed out: abortable (KIP-588)
+            # else fatal: the producer failed every record, this one included
             return
         if idem is not None and code in _SEQUENCE_ERRORS:
             if self._txn is not None:

@@ -40,6 +40,14 @@ the offsets, TRANSACTION_ABORTABLE) go to ABORTABLE_ERROR: everything after it r
 :class:`~kafkastate.errors.TransactionFailedError` until ``abort``, after which the
 producer is usable again.
 
+Timeout abort (KIP-588). The coordinator aborts a transaction open longer than
+``transaction.timeout.ms`` and bumps the epoch; our next request or batch is refused as if
+fenced. If the transaction has been open that long, this is not treated as fatal: the
+transaction becomes abortable (:class:`~kafkastate.errors.TransactionTimedOutError`) and
+its abort skips EndTxn (it would be refused) for InitProducerId with the old epoch, which
+the coordinator accepts only after its own timeout abort -- after a real fence it answers
+PRODUCER_FENCED, and that is fatal.
+
 Epoch bump (KIP-360). When the sequence of some partition can no longer be trusted (a failed
 or expired batch, UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE_NUMBER) the transaction becomes
 abortable and, after its abort, InitProducerId is sent with the current id and epoch
@@ -317,6 +325,7 @@ class TransactionManager:
         self._started = False  # the coordinator knows the transaction (something added)
         self._started_at: float | None = None  # when the first partition/offsets went
         self._bump_required = False  # KIP-360 / KIP-890: new epoch before the next one
+        self._epoch_lost = False  # KIP-588: the coordinator aborted us after a timeout
         self._abortable: KafkaError | None = None
         self._fatal: KafkaError | None = None
         self._transitions: list[tuple[TransactionState, TransactionState]] = []
@@ -588,7 +597,7 @@ class TransactionManager:
             return  # our own abort failing what was queued
         self._set_abortable(error)
 
-    def fencing_error(self, what: str, cause: KafkaError, *, now: float) -> ProducerFencedError:
+    def fencing_error(self, what: str, cause: KafkaError, *, now: float) -> KafkaError:
         """The error to fail with after PRODUCER_FENCED / INVALID_PRODUCER_EPOCH.
 
         The broker says the same when a newer producer took the transactional id and when
@@ -604,13 +613,14 @@ class TransactionManager:
             A TransactionTimedOutError or a ProducerFencedError (``__cause__`` = cause).
         """
         started = self._started_at
-        error: ProducerFencedError
+        error: KafkaError
         if started is not None and now - started >= self.transaction_timeout:
             error = TransactionTimedOutError(
                 f"{what}: the transaction of {self.transactional_id!r} was open "
                 f"{now - started:.1f} s, longer than transaction_timeout_ms "
-                f"({self.transaction_timeout * 1000:g} ms): the coordinator aborted it and "
-                f"fenced this producer ({cause})"
+                f"({self.transaction_timeout * 1000:g} ms): the coordinator aborted it "
+                f"({cause}); call abort_transaction()",
+                cause=cause,
             )
         else:
             error = ProducerFencedError(
@@ -619,6 +629,35 @@ class TransactionManager:
             )
         error.__cause__ = cause
         return error
+
+    def epoch_fenced(self, error: KafkaError, *, now: float) -> bool:
+        """Our epoch was refused (PRODUCER_FENCED / INVALID_PRODUCER_EPOCH).
+
+        A newer producer: fatal. The coordinator's abort of a transaction past
+        ``transaction.timeout.ms`` (``error`` is a TransactionTimedOutError): the transaction
+        is abortable, and its abort re-initialises with the old epoch, which the coordinator
+        accepts after a timeout abort only (KIP-588) -- if it refuses, that is fatal then.
+
+        Args:
+            error: from :meth:`fencing_error`.
+            now: the driver's clock.
+
+        Returns:
+            Whether the producer survives (False: it is FATAL_ERROR now).
+        """
+        if isinstance(error, TransactionTimedOutError):
+            if self._state in (_S.IN_TRANSACTION, _S.COMMITTING, _S.ABORTABLE_ERROR):
+                self._epoch_lost = True
+                self._bump_required = True
+                self._set_abortable(error)
+                self._abortable = error  # the timeout is what the caller should see
+                return True
+            if self._state is _S.ABORTING:
+                self._epoch_lost = True
+                self._bump_required = True
+                return True
+        self._fail(error, now)
+        return False
 
     def fenced(self, error: KafkaError, *, now: float) -> None:
         """The producer was fenced or refused for good (from a Produce answer)."""
@@ -660,9 +699,12 @@ class TransactionManager:
                 self._fail_queued(now)
                 if self._acc.in_flight_batches():
                     return  # their outcome first: markers must follow the data
-            if self._started:
+            if self._started and not self._epoch_lost:
                 self._send_coordinator("end", now)
             else:
+                # nothing reached the coordinator, or it aborted the transaction itself
+                # (KIP-588): EndTxn would be refused; InitProducerId with the old epoch
+                # re-initialises instead (see _transaction_over)
                 self._transaction_over(now)
 
     def on_completed(self, rid: RequestId, response: Any, *, now: float) -> None:
@@ -738,6 +780,8 @@ class TransactionManager:
 
     def _abortable_error(self, call: str) -> TransactionFailedError:
         cause = self._abortable
+        if isinstance(cause, TransactionFailedError):
+            return cause  # TransactionTimedOutError: raised as it is
         return TransactionFailedError(
             f"{call}: the transaction cannot commit ({cause}); call abort_transaction()",
             cause=cause,
@@ -819,6 +863,7 @@ class TransactionManager:
         self._started = False
         self._started_at = None
         self._abortable = None
+        self._epoch_lost = False
         if self._bump_required:
             self._to(_S.INITIALIZING)
             self._idem.request_bump("transaction ended after an error or an unknown outcome")
@@ -946,7 +991,7 @@ class TransactionManager:
         if what == "InitProducerId" and code not in _FENCED:
             self._fail(error, now)  # nothing to abort: the producer cannot get an epoch
         elif code in _FENCED:
-            self._fail(self.fencing_error(what, error, now=now), now)
+            self.epoch_fenced(self.fencing_error(what, error, now=now), now=now)
         elif code in _BUMP:
             self._bump_required = True
             self._set_abortable(error)
