@@ -834,3 +834,27 @@ def test_coordinator_lookup_errors() -> None:
     assert peer2.txn_state is S.FATAL_ERROR
     assert peer2.ops()[-1].operation_id == op2 and peer2.ops()[-1].error is not None
     assert peer2.kinds() == []
+
+
+@pytest.mark.parametrize("defence", [True, False])
+def test_the_kip_890_defence_can_be_switched_off_for_the_simulator(defence: bool) -> None:
+    """Jepsen's case: EndTxn(abort) of transaction 1 is held, the client times out; without
+    the defence transaction 2 runs under the same epoch, so the late EndTxn could end it."""
+    peer = initialised(request_timeout=5.0, delivery_timeout=30.0, transaction_defence=defence)
+    in_transaction_with(peer, ("t", 0))
+    peer.m.abort_transaction(now=peer.now)
+    peer.pump()
+    held = peer.take(END)
+    assert held.req.body.committed is False
+    peer.advance(peer.now + 5.0)
+    peer.advance()
+    peer.answer_find()
+    peer.answer_code(END)  # the retry
+    if defence:
+        peer.answer_init_txn(epoch=1)
+    assert peer.txn_state is S.READY
+    peer.m.begin_transaction()
+    peer.send(b"t2", partition=0)
+    add = peer.take(ADD_PARTS)
+    epoch = add.req.body.v3_and_below_producer_epoch
+    assert (epoch > held.req.body.producer_epoch) is defence

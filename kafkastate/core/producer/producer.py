@@ -254,6 +254,12 @@ class ProducerConfig:
     transaction_timeout: float = attrs.field(default=60.0, validator=_positive_seconds)
     """``transaction.timeout.ms``, sent in InitProducerId (ignored without transactions):
     the coordinator aborts a transaction left open longer."""
+    transaction_defence: bool = attrs.field(
+        default=True, validator=attrs.validators.instance_of(bool)
+    )
+    """The client-side KIP-890 defence: re-initialise (epoch + 1) before the next
+    transaction when a coordinator request's outcome was lost. Leave it on; it exists so
+    the simulator can show the anomaly it prevents (DST.md scenario 9)."""
 
     def __attrs_post_init__(self) -> None:
         if self.transactional_id is not None and self.enable_idempotence is False:
@@ -414,6 +420,7 @@ class ProducerMachine:
                 idempotence=self._idem,
                 accumulator=self._acc,
                 on_fatal=self._on_txn_fatal,
+                defence=config.transaction_defence,
             )
         self._state = ProducerState.OPEN
         self._close_requested = False

@@ -290,6 +290,8 @@ class TransactionManager:
         accumulator: the producer's accumulator (flush before commit, fail on abort).
         on_fatal: called with the error when the manager turns FATAL_ERROR, so the producer
             fails every pending record.
+        defence: the KIP-890 client defence (re-initialise after an unknown outcome); off
+            only to show what it prevents (the simulator's self-test).
     """
 
     def __init__(
@@ -303,6 +305,7 @@ class TransactionManager:
         idempotence: Idempotence,
         accumulator: Accumulator,
         on_fatal: Callable[[KafkaError, float], None],
+        defence: bool = True,
     ) -> None:
         self.transactional_id = transactional_id
         self.transaction_timeout = transaction_timeout
@@ -312,6 +315,7 @@ class TransactionManager:
         self._idem = idempotence
         self._acc = accumulator
         self._on_fatal = on_fatal
+        self._defence = defence
         self._state = TransactionState.UNINITIALIZED
         self._events: deque[TransactionEvent] = deque()
         self._op: _Operation | None = None
@@ -735,7 +739,7 @@ class TransactionManager:
         if not (error.retriable or isinstance(error, RemoteProtocolError)):
             self._fail(error, now)
             return
-        if pending.kind in _OUTCOME_UNKNOWN:
+        if pending.kind in _OUTCOME_UNKNOWN and self._defence:
             # KIP-890 defence: the request may still land later; retrying is safe within
             # this transaction, and a new epoch before the next one makes a late copy of it
             # harmless.
