@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Generator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final, Protocol, cast
 
@@ -55,13 +55,20 @@ from kafkastate.core.producer.producer import (
     ProducerMachine,
     ProducerState,
 )
+from kafkastate.core.producer.transactions import (
+    TransactionOperationCompleted,
+    TransactionOpId,
+    TransactionState,
+)
 from kafkastate.core.protocol.compression import Compression
 from kafkastate.core.protocol.records import RecordBatchBuilder
 from kafkastate.errors import (
     KafkaConfigurationError,
     KafkaError,
     KafkaTimeoutError,
+    TransactionFailedError,
 )
+from kafkastate.structs import ConsumerGroupMetadata
 
 __all__ = [
     "BatchBuilder",
@@ -339,6 +346,7 @@ class Producer:
         self._driver: AsyncDriver | None = None
         self._deliveries: dict[RecordId, _Sink] = {}
         self._flushes: dict[FlushId, anyio.Event] = {}
+        self._txn_ops: dict[TransactionOpId, tuple[anyio.Event, list[KafkaError]]] = {}
         self._changed = anyio.Event()  # set and replaced when a refused send may now pass
         self._closed = anyio.Event()
 
@@ -556,6 +564,136 @@ class Producer:
         driver.wake()
         await done.wait()
 
+    # -------------------------------------------------------------- transactions
+
+    async def _txn_op(self, start: Callable[[float], TransactionOpId]) -> None:
+        """Start a transactional operation on the machine and wait for its outcome.
+        Cancelling the wait does not cancel the operation."""
+        driver = self._running()
+        op = start(driver.now())
+        done = anyio.Event()
+        outcome: list[KafkaError] = []
+        self._txn_ops[op] = (done, outcome)
+        driver.wake()
+        await done.wait()
+        if outcome:
+            raise outcome[0]
+
+    async def init_transactions(self) -> None:
+        """Register the ``transactional_id`` with its coordinator (InitProducerId): any
+        earlier producer with the same id is fenced and what it left open is aborted.
+        :func:`open_producer` calls it when given a ``transactional_id``.
+
+        Raises:
+            KafkaTimeoutError: not done within ``max_block_ms`` (no coordinator answered).
+            TransactionStateError: no ``transactional_id``, or already initialised.
+            KafkaError: the coordinator refused (TransactionalIdAuthorizationFailedError...).
+        """
+        machine = self.machine
+        with anyio.move_on_after(self._max_block) as scope:
+            await self._txn_op(lambda now: machine.init_transactions(now=now))
+        if scope.cancelled_caught:
+            raise KafkaTimeoutError(
+                f"init_transactions did not finish within {self._max_block:g} s "
+                "(max_block_ms): no transaction coordinator answered"
+            )
+
+    async def begin_transaction(self) -> None:
+        """Open a transaction: records sent until commit or abort belong to it.
+
+        Raises:
+            TransactionStateError: a transaction is already open (or no transactional_id).
+            TransactionFailedError: the previous transaction failed and was not aborted.
+            ProducerFencedError: the producer was fenced (fatal).
+        """
+        self._running()
+        self.machine.begin_transaction()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[tuple[str, int], Any],
+        group_id: str | ConsumerGroupMetadata,
+    ) -> None:
+        """Commit consumer offsets in the open transaction: they count only if it commits.
+
+        Args:
+            offsets: ``(topic, partition) -> offset`` of the *next* record to consume (the
+                last processed offset + 1), or an ``OffsetAndMetadata``.
+            group_id: the consumer group id, or the consumer's
+                :class:`~kafkastate.structs.ConsumerGroupMetadata` (KIP-447: the group then
+                refuses offsets from a member that was fenced out).
+
+        Raises:
+            TransactionStateError: no transaction open.
+            TransactionFailedError: the transaction failed (a fenced group member...):
+                abort it.
+            ProducerFencedError: the producer was fenced (fatal).
+        """
+        machine = self.machine
+        await self._txn_op(
+            lambda now: machine.send_offsets_to_transaction(offsets, group_id, now=now)
+        )
+
+    async def commit_transaction(self) -> None:
+        """Send every record of the transaction, then commit it.
+
+        Raises:
+            TransactionStateError: no transaction open.
+            TransactionFailedError: a record or the offsets failed, or the coordinator
+                aborted the transaction after ``transaction_timeout_ms``
+                (TransactionTimedOutError): the transaction cannot commit; call
+                :meth:`abort_transaction` (the producer stays usable).
+            ProducerFencedError: another producer with the same ``transactional_id`` took
+                over (fatal: close the producer).
+        """
+        machine = self.machine
+        await self._txn_op(lambda now: machine.commit_transaction(now=now))
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: records not sent yet fail with TransactionAbortedError,
+        those written are never shown to ``read_committed`` consumers.
+
+        Raises:
+            TransactionStateError: no transaction open.
+            ProducerFencedError: the producer was fenced (fatal).
+        """
+        machine = self.machine
+        await self._txn_op(lambda now: machine.abort_transaction(now=now))
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """``async with producer.transaction():`` -- begin; commit on a normal exit; abort
+        if the block raises (or is cancelled), then re-raise.
+
+        A commit that fails with TransactionFailedError is aborted before the error
+        propagates, so the producer is ready for the next transaction.
+
+        Raises:
+            TransactionStateError, TransactionFailedError, ProducerFencedError: as
+                :meth:`begin_transaction` and :meth:`commit_transaction`.
+        """
+        await self.begin_transaction()
+        try:
+            yield
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._abort_if_open()
+            raise
+        try:
+            await self.commit_transaction()
+        except TransactionFailedError:
+            with anyio.CancelScope(shield=True):
+                await self._abort_if_open()
+            raise
+
+    async def _abort_if_open(self) -> None:
+        txn = self.machine.transactions
+        open_states = (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR)
+        # an abort also ends a send_offsets under way (the body may have been cancelled
+        # while it waited for one)
+        if txn is not None and txn.state in open_states and txn.operation in (None, "send_offsets"):
+            await self.abort_transaction()
+
     async def wait_for_cluster(self, timeout: float) -> None:
         """Wait until a bootstrap server answered a Metadata request (aiokafka's
         ``start()`` and kafka-python's constructor do this; :func:`open_producer` does not).
@@ -640,6 +778,10 @@ class Producer:
         for done in self._flushes.values():
             done.set()
         self._flushes.clear()
+        ops, self._txn_ops = self._txn_ops, {}
+        for done, outcome in ops.values():
+            outcome.append(ProducerClosedError("the producer stopped during the operation"))
+            done.set()
         self._closed.set()
         self._changed.set()
 
@@ -663,6 +805,13 @@ class Producer:
                 done = self._flushes.pop(fid, None)
                 if done is not None:
                     done.set()
+                return
+            case TransactionOperationCompleted(operation_id=op, error=error):
+                waiter = self._txn_ops.pop(op, None)
+                if waiter is not None:
+                    if error is not None:
+                        waiter[1].append(error)
+                    waiter[0].set()
                 return
             case ProducerClosed():
                 self._closed.set()
@@ -700,6 +849,8 @@ def build_producer_config(
     sasl_plain_password: str | None = None,
     partitioner: CustomPartitioner | None = None,
     allow_auto_create_topics: bool = True,
+    transactional_id: str | None = None,
+    transaction_timeout_ms: float = 60000,
 ) -> tuple[ProducerConfig, ssl.SSLContext | None]:
     """Build a :class:`ProducerConfig` (and the TLS context) from kafka-python/aiokafka
     style options. See :func:`open_producer` for their meaning.
@@ -721,7 +872,11 @@ def build_producer_config(
             f"compression_type must be one of gzip, snappy, lz4, zstd or None, "
             f"got {compression_type!r}"
         )
-    check_ms(linger_ms=linger_ms, delivery_timeout_ms=delivery_timeout_ms)
+    check_ms(
+        linger_ms=linger_ms,
+        delivery_timeout_ms=delivery_timeout_ms,
+        transaction_timeout_ms=transaction_timeout_ms,
+    )
     client, ssl_context = build_client_config(
         bootstrap_servers,
         client_id=client_id,
@@ -752,6 +907,8 @@ def build_producer_config(
             acks=acks,
             enable_idempotence=enable_idempotence,
             partitioner=partitioner,
+            transactional_id=transactional_id,
+            transaction_timeout=transaction_timeout_ms / 1000,
         )
     except KafkaConfigurationError:
         raise
@@ -786,6 +943,8 @@ async def open_producer(
     sasl_plain_password: str | None = None,
     partitioner: CustomPartitioner | None = None,
     allow_auto_create_topics: bool = True,
+    transactional_id: str | None = None,
+    transaction_timeout_ms: float = 60000,
 ) -> AsyncIterator[Producer]:
     """Run a producer for the duration of an ``async with`` block (asyncio or trio).
 
@@ -822,6 +981,14 @@ async def open_producer(
             None for the Java client's default (murmur2 of the key, else uniform sticky).
         allow_auto_create_topics: ``allow.auto.create.topics``: metadata requests let the
             broker create a missing topic (if its ``auto.create.topics.enable`` allows).
+        transactional_id: ``transactional.id``: makes the producer transactional (records
+            may only be sent inside :meth:`Producer.transaction` or between
+            ``begin_transaction`` and commit/abort); implies idempotence and
+            ``acks="all"``. The producer is initialised (``init_transactions``) on entry,
+            which fences any earlier producer with the same id.
+        transaction_timeout_ms: ``transaction.timeout.ms``: the coordinator aborts a
+            transaction left open longer (at most the broker's
+            ``transaction.max.timeout.ms``).
 
     Yields:
         The running :class:`Producer`.
@@ -856,6 +1023,8 @@ async def open_producer(
         sasl_plain_password=sasl_plain_password,
         partitioner=partitioner,
         allow_auto_create_topics=allow_auto_create_topics,
+        transactional_id=transactional_id,
+        transaction_timeout_ms=transaction_timeout_ms,
     )
     machine = ProducerMachine(config, rng=random.SystemRandom())
     producer = Producer(machine, max_block=max_block_ms / 1000)
@@ -870,6 +1039,8 @@ async def open_producer(
             producer._attach(driver)
             clean = False
             try:
+                if transactional_id is not None:
+                    await producer.init_transactions()
                 yield producer
                 await producer.aclose()
                 clean = True

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Final, Generic, TypeVar
 
@@ -35,13 +36,19 @@ from kafkastate.anyio import (
 )
 from kafkastate.core.producer.partitioner import CustomPartitioner
 from kafkastate.errors import IllegalStateError, KafkaConfigurationError, KafkaError
-from kafkastate.structs import ConsumerRecord, OffsetAndTimestamp, TopicPartition
+from kafkastate.structs import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
 
 __all__ = [
     "AIOKafkaConsumer",
     "AIOKafkaProducer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "ConsumerGroupMetadata",
     "BatchBuilder",
     "Producer",
     "RecordMetadata",
@@ -56,8 +63,6 @@ _UNSUPPORTED: Final = frozenset(
     {
         "loop",
         "api_version",
-        "transactional_id",
-        "transaction_timeout_ms",
         "sasl_kerberos_service_name",
         "sasl_kerberos_domain_name",
         "sasl_oauth_token_provider",
@@ -156,6 +161,11 @@ class AIOKafkaProducer:
             None for the Java default (murmur2 by key, uniform sticky without one).
         allow_auto_create_topics: let metadata requests create a missing topic, as
             aiokafka's do (not in aiokafka; True).
+        transactional_id: ``transactional.id``: a transactional producer (implies
+            ``enable_idempotence=True`` and ``acks="all"``); :meth:`start` registers it
+            with the transaction coordinator, fencing earlier producers with the same id.
+        transaction_timeout_ms: ``transaction.timeout.ms``: the coordinator aborts a
+            transaction left open longer.
         unsupported: aiokafka options kafkastate does not implement.
 
     Raises:
@@ -189,9 +199,13 @@ class AIOKafkaProducer:
         sasl_plain_password: str | None = None,
         partitioner: CustomPartitioner | None = None,
         allow_auto_create_topics: bool = True,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: float = 60000,
         **unsupported: Any,
     ) -> None:
         _refuse_options("AIOKafkaProducer", unsupported, _UNSUPPORTED)
+        if transactional_id is not None:
+            enable_idempotence = True  # as aiokafka does
         if acks is None:
             acks = "all" if enable_idempotence else 1
         sasl = security_protocol.startswith("SASL")
@@ -215,6 +229,8 @@ class AIOKafkaProducer:
             "sasl_plain_password": sasl_plain_password,
             "partitioner": partitioner,
             "allow_auto_create_topics": allow_auto_create_topics,
+            "transactional_id": transactional_id,
+            "transaction_timeout_ms": transaction_timeout_ms,
         }
         self._bootstrap = bootstrap_servers
         # Validate now, as aiokafka does, so a bad option fails before start().
@@ -393,6 +409,73 @@ class AIOKafkaProducer:
         """
         return set(await self._running().partitions_for(topic))
 
+    # ---------------------------------------------------------------- transactions
+
+    async def begin_transaction(self) -> None:
+        """Open a transaction (needs ``transactional_id``).
+
+        Raises:
+            IllegalOperation: a transaction is already open, or no ``transactional_id``
+                (a :class:`~kafkastate.errors.TransactionStateError`).
+            TransactionFailedError: the previous transaction failed and was not aborted.
+            ProducerFenced: another producer with the same ``transactional_id`` took over.
+        """
+        await self._running().begin_transaction()
+
+    async def commit_transaction(self) -> None:
+        """Send every record of the transaction, then commit it.
+
+        Raises:
+            IllegalOperation: no transaction open.
+            TransactionFailedError: a record or the offsets failed, or the coordinator
+                aborted the transaction after ``transaction_timeout_ms``
+                (TransactionTimedOutError); abort the transaction (the producer stays
+                usable).
+            ProducerFenced: another producer with the same ``transactional_id`` took over
+                (fatal: stop the producer).
+        """
+        await self._running().commit_transaction()
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: unsent records fail with TransactionAbortedError, written
+        ones stay invisible to ``read_committed`` consumers.
+
+        Raises:
+            IllegalOperation: no transaction open.
+            ProducerFenced: the producer was fenced (fatal).
+        """
+        await self._running().abort_transaction()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[tuple[str, int], Any],
+        group_id: str | ConsumerGroupMetadata,
+    ) -> None:
+        """Commit consumer offsets in the open transaction (consume-transform-produce).
+
+        Args:
+            offsets: ``TopicPartition -> offset`` (or ``OffsetAndMetadata``) of the next
+                record to consume.
+            group_id: the consumer group id, or the consumer's group metadata (KIP-447
+                fencing of zombie members).
+
+        Raises:
+            IllegalOperation: no transaction open.
+            TransactionFailedError: the group refused the offsets (a fenced member...);
+                abort the transaction.
+            ProducerFenced: the producer was fenced (fatal).
+        """
+        await self._running().send_offsets_to_transaction(offsets, group_id)
+
+    def transaction(self) -> AbstractAsyncContextManager[None]:
+        """``async with producer.transaction():`` -- begin on entry, commit on a normal
+        exit, abort if the block raises (then re-raise), as in aiokafka.
+
+        Returns:
+            The async context manager.
+        """
+        return _Transaction(self)
+
     def _running(self) -> Producer:
         if self._producer is None:
             raise RuntimeError("AIOKafkaProducer is not started: call `await start()` first")
@@ -405,6 +488,27 @@ class AIOKafkaProducer:
             await producer.wait_for_cluster(self._options["request_timeout_ms"] / 1000)
             ready.set_result(producer)
             await stopping.wait()
+
+
+class _Transaction:
+    """What :meth:`AIOKafkaProducer.transaction` returns."""
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self._producer = producer
+        self._cm: AbstractAsyncContextManager[None] | None = None
+
+    async def __aenter__(self) -> None:
+        self._cm = self._producer._running().transaction()
+        await self._cm.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._cm is not None
+        return await self._cm.__aexit__(exc_type, exc, tb)
 
 
 class _FutureSink:

@@ -28,10 +28,16 @@ __all__ = [
     "NoBrokersAvailable",
     "NoOffsetForPartitionError",
     "PartitionerError",
+    "IllegalOperation",
+    "ProducerFenced",
     "ProducerClosedError",
     "RebalanceListenerError",
     "RecordTooLargeError",
     "RemoteProtocolError",
+    "TransactionAbortedError",
+    "TransactionFailedError",
+    "TransactionStateError",
+    "TransactionTimedOutError",
     "UnknownBrokerError",
     "UnsupportedCodecError",
     "UnsupportedVersionError",
@@ -160,6 +166,39 @@ class ProducerClosedError(KafkaError):
     ``ProducerClosed``)."""
 
 
+class TransactionStateError(LocalProtocolError, IllegalStateError):
+    """A transactional call that the producer's transaction state does not allow: commit or
+    abort without :meth:`begin_transaction`, ``begin_transaction`` twice, a send outside a
+    transaction on a transactional producer, a transactional call on a producer without
+    ``transactional_id``... The message names the call and the state. Nothing was changed.
+    aiokafka calls it ``IllegalOperation``; kafka-python raises an ``IllegalStateError``
+    (this is both)."""
+
+
+IllegalOperation = TransactionStateError
+"""aiokafka's name for :class:`TransactionStateError`."""
+
+
+class TransactionFailedError(KafkaError):
+    """The current transaction cannot be committed: a record failed, a partition or the
+    offsets could not be added, the group refused the offsets (KIP-447 fencing)...
+
+    The producer stays usable: call ``abort_transaction()`` and start a new transaction.
+    The error that caused it is :attr:`cause` (also ``__cause__``). (The broker's
+    TRANSACTION_ABORTABLE code is :class:`TransactionAbortableError`; it is one such cause.)
+    """
+
+    def __init__(self, message: str, *, cause: KafkaError | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+        """The error that made the transaction abortable."""
+        self.__cause__ = cause
+
+
+class TransactionAbortedError(KafkaError):
+    """A record failed because its transaction was aborted before it was sent."""
+
+
 class PartitionerError(KafkaError):
     """A custom partitioner raised, or returned something that is not one of the topic's
     partitions. The record is refused; the message names the partitioner and the value,
@@ -245,6 +284,30 @@ from kafkastate._error_codes import BY_CODE, MessageTooLargeError  # noqa: E402
 from kafkastate._error_codes import __all__ as _code_names  # noqa: E402
 
 __all__ += _code_names  # noqa: PLE0605
+
+from kafkastate._error_codes import ProducerFencedError as _ProducerFencedError  # noqa: E402
+
+ProducerFenced = _ProducerFencedError
+"""aiokafka's name for :class:`ProducerFencedError` (PRODUCER_FENCED): another producer
+with the same ``transactional_id`` started, or the transaction coordinator fenced this one.
+Fatal: close the producer."""
+
+
+class TransactionTimedOutError(TransactionFailedError):
+    """The transaction coordinator aborted the transaction because it stayed open longer
+    than ``transaction_timeout_ms``, and bumped the producer's epoch (the broker's answer
+    is PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, its ``__cause__``).
+
+    Like any :class:`TransactionFailedError`: call ``abort_transaction()``; it
+    re-initialises the producer with its old epoch, which the coordinator accepts after
+    a timeout abort (KIP-588), and the producer goes on. Raised instead of a
+    ProducerFencedError when the transaction had been open at least
+    ``transaction_timeout_ms``; should another producer have taken over meanwhile, the
+    abort raises ProducerFencedError."""
+
+    def __init__(self, message: str, *, cause: KafkaError | None = None) -> None:
+        super().__init__(message, cause=cause)
+
 
 MessageSizeTooLargeError = MessageTooLargeError
 """aiokafka's and kafka-python's name for :class:`MessageTooLargeError`."""

@@ -9,7 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp", "TopicPartition"]
+__all__ = [
+    "ConsumerGroupMetadata",
+    "ConsumerRecord",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "TopicPartition",
+]
 
 
 class TopicPartition(NamedTuple):
@@ -30,6 +36,26 @@ class OffsetAndMetadata(NamedTuple):
     """Free text stored with the commit."""
     leader_epoch: int = -1
     """The leader epoch of the last consumed record, -1 if unknown."""
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group membership, for ``send_offsets_to_transaction`` (Java's
+    ``ConsumerGroupMetadata``; kafka-python and aiokafka have the same fields).
+
+    With the generation, member id and instance id, the group coordinator refuses offsets
+    from a consumer that is no longer a member of the current generation (KIP-447), so a
+    zombie's transaction cannot commit. A plain ``group_id`` string (no fencing) is
+    accepted wherever this is, for assign-based consumers.
+    """
+
+    group_id: str
+    """The group id."""
+    generation_id: int = -1
+    """The generation, -1 if unknown (no generation fencing)."""
+    member_id: str = ""
+    """The member id, "" if unknown."""
+    group_instance_id: str | None = None
+    """The static member's ``group.instance.id``, None for a dynamic member."""
 
 
 class OffsetAndTimestamp(NamedTuple):

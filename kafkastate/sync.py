@@ -40,9 +40,15 @@ from kafkastate.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
-from kafkastate.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from kafkastate.structs import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    TopicPartition,
+)
 
 __all__ = [
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "FutureRecordMetadata",
     "KafkaConsumer",
@@ -407,10 +413,15 @@ def _producer_config(options: Mapping[str, Any]) -> ProducerConfig:
             "partitioner must be a callable (key_bytes, all_partitions, available_partitions)"
             f" -> partition, got {partitioner!r}"
         )
-    if options["transactional_id"] is not None:
+    transactional_id = options["transactional_id"]
+    if transactional_id is not None and (
+        not isinstance(transactional_id, str) or not transactional_id
+    ):
         raise KafkaConfigurationError(
-            "transactional_id: transactions are not implemented yet; leave it None"
+            f"transactional_id must be a non-empty str or None, got {transactional_id!r}"
         )
+    if transactional_id is not None and idempotence is None:
+        idempotence = True  # kafka-python: a transactional producer is idempotent
     return ProducerConfig(
         client=client,
         accumulator=accumulator,
@@ -423,6 +434,7 @@ def _producer_config(options: Mapping[str, Any]) -> ProducerConfig:
         ),
         retries=retries,
         partitioner=partitioner,
+        transactional_id=transactional_id,
         transaction_timeout=_ms(
             "transaction_timeout_ms", options["transaction_timeout_ms"], strict=True
         ),
@@ -477,8 +489,12 @@ class KafkaProducer:
         sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
         sasl_plain_username: SASL username.
         sasl_plain_password: SASL password.
-        transactional_id: must be None (transactions are not implemented yet).
-        transaction_timeout_ms: accepted for compatibility.
+        transactional_id: ``transactional.id``: a transactional producer (implies
+            idempotence); call :meth:`init_transactions` once, then send only between
+            :meth:`begin_transaction` and :meth:`commit_transaction` /
+            :meth:`abort_transaction`.
+        transaction_timeout_ms: ``transaction.timeout.ms`` (60000): the coordinator aborts
+            a transaction left open longer.
         api_version: versions are negotiated with ApiVersions whatever this says; as in
             kafka-python, when None the constructor waits for a bootstrap server.
         bootstrap_timeout_ms: how long the constructor waits for a bootstrap server to
@@ -686,6 +702,109 @@ class KafkaProducer:
         with self._close_lock:
             self._closed = True
         io.close(timeout)
+
+    # ------------------------------------------------------------ transactions
+
+    def _io_running(self) -> ProducerThread:
+        io = self._io
+        if self._closed or io is None:
+            raise IllegalStateError("KafkaProducer already closed")
+        return io
+
+    def init_transactions(self) -> None:
+        """Register the ``transactional_id`` with its transaction coordinator: fences any
+        earlier producer with the same id and aborts what it left open. Call once, before
+        the first transaction.
+
+        Raises:
+            KafkaTimeoutError: not done within ``max_block_ms`` (call again to keep
+                waiting is not supported: close the producer).
+            TransactionStateError: no ``transactional_id``, or already called (an
+                IllegalStateError).
+            KafkaError: the coordinator refused (TransactionalIdAuthorizationFailedError...).
+        """
+        io = self._io_running()
+        machine = io.machine
+        io.transaction_call(
+            "init_transactions", lambda now: machine.init_transactions(now=now), self._max_block
+        )
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: records sent until commit or abort belong to it.
+
+        Raises:
+            TransactionStateError: not initialised, or a transaction already open.
+            TransactionFailedError: the previous transaction failed; abort it first.
+            ProducerFencedError: the producer was fenced (fatal).
+        """
+        io = self._io_running()
+        machine = io.machine
+
+        def begin(_now: float) -> None:
+            machine.begin_transaction()
+
+        io.transaction_call("begin_transaction", begin, None)
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[tuple[str, int], Any],
+        consumer_group_metadata: str | ConsumerGroupMetadata,
+    ) -> None:
+        """Commit consumer offsets in the open transaction; they count only if it commits.
+
+        Args:
+            offsets: ``TopicPartition -> OffsetAndMetadata`` (or an int offset) of the next
+                record to consume.
+            consumer_group_metadata: the consumer's group metadata (KIP-447 fencing), or a
+                plain group id str.
+
+        Raises:
+            TransactionStateError: no transaction open.
+            TransactionFailedError: the group refused the offsets (a fenced member...);
+                abort the transaction.
+            ProducerFencedError: the producer was fenced (fatal).
+        """
+        io = self._io_running()
+        machine = io.machine
+        io.transaction_call(
+            "send_offsets_to_transaction",
+            lambda now: machine.send_offsets_to_transaction(
+                offsets, consumer_group_metadata, now=now
+            ),
+            None,
+        )
+
+    def commit_transaction(self) -> None:
+        """Send every record of the transaction (flush), then commit it.
+
+        Raises:
+            TransactionStateError: no transaction open.
+            TransactionFailedError: a record or the offsets failed, or the coordinator
+                aborted the transaction after ``transaction_timeout_ms``
+                (TransactionTimedOutError); call :meth:`abort_transaction` (the producer
+                stays usable).
+            ProducerFencedError: another producer with the same ``transactional_id`` took
+                over (fatal: close the producer).
+        """
+        io = self._io_running()
+        machine = io.machine
+        io.transaction_call(
+            "commit_transaction", lambda now: machine.commit_transaction(now=now), None
+        )
+
+    def abort_transaction(self) -> None:
+        """Abort the transaction: unsent records fail with TransactionAbortedError, written
+        ones stay invisible to ``read_committed`` consumers.
+
+        Raises:
+            TransactionStateError: no transaction open.
+            ProducerFencedError: the producer was fenced (fatal).
+        """
+        io = self._io_running()
+        machine = io.machine
+        io.transaction_call(
+            "abort_transaction", lambda now: machine.abort_transaction(now=now), None
+        )
 
     def partitions_for(self, topic: str) -> set[int]:
         """The partition ids of ``topic``, waiting up to ``max_block_ms`` for its metadata.

@@ -300,8 +300,14 @@ def test_aiokafka_producer(kafka_cluster: Any) -> None:
 
 
 def test_aiokafka_producer_bad_options() -> None:
-    with pytest.raises(TypeError, match="transactional_id"):
-        AIOKafkaProducer(bootstrap_servers="localhost:9092", transactional_id="t")
+    with pytest.raises(TypeError, match="loop"):
+        AIOKafkaProducer(bootstrap_servers="localhost:9092", loop=None)
+    with pytest.raises(KafkaConfigurationError, match="transactional_id"):
+        AIOKafkaProducer(bootstrap_servers="localhost:9092", transactional_id="")
+    with pytest.raises(KafkaConfigurationError, match="transaction_timeout_ms"):
+        AIOKafkaProducer(
+            bootstrap_servers="localhost:9092", transactional_id="t", transaction_timeout_ms=-1
+        )
     with pytest.raises(TypeError, match="bogus"):
         AIOKafkaProducer(bootstrap_servers="localhost:9092", bogus=1)
     with pytest.raises(KafkaConfigurationError, match="compression_type"):

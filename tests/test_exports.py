@@ -22,6 +22,7 @@ PUBLIC_MODULES = [
     "kafkastate.core.producer.partitioner",
     "kafkastate.core.producer.accumulator",
     "kafkastate.core.producer.idempotence",
+    "kafkastate.core.producer.transactions",
     "kafkastate.core.producer.producer",
     "kafkastate.adapters.blocking_producer",
     "kafkastate.sync",

@@ -231,8 +231,13 @@ def test_config_acks_and_idempotence_rules() -> None:
         ProducerConfig(client=client, enable_idempotence=True, retries=0)
     with pytest.raises(KafkaConfigurationError, match="acks"):
         ProducerConfig(client=client, acks=2)
-    with pytest.raises(KafkaConfigurationError, match="transactions are not implemented"):
-        ProducerConfig(client=client, transactional_id="tx")
+    assert ProducerConfig(client=client, transactional_id="tx").idempotent
+    with pytest.raises(KafkaConfigurationError, match="transactional_id needs idempotence"):
+        ProducerConfig(client=client, transactional_id="tx", enable_idempotence=False)
+    with pytest.raises(KafkaConfigurationError, match="transactional_id"):
+        ProducerConfig(client=client, transactional_id="tx", acks=1)
+    with pytest.raises(KafkaConfigurationError, match="transactional_id must be"):
+        ProducerConfig(client=client, transactional_id="")
     with pytest.raises(ValueError):  # KafkaConfigurationError is a ValueError
         ProducerConfig(client=client, max_in_flight_requests_per_connection=0)
 

@@ -51,6 +51,7 @@ from kafkastate.core.producer.producer import (
     ProducerIdAssigned,
     ProducerMachine,
 )
+from kafkastate.core.producer.transactions import TransactionOperationCompleted, TransactionOpId
 from kafkastate.errors import (
     IllegalStateError,
     KafkaError,
@@ -181,6 +182,7 @@ class ProducerThread:
         self._waiting_sends: list[_Send] = []
         self._waiting_partitions: list[_Partitions] = []
         self._flushes: dict[FlushId, Reply] = {}
+        self._txn_ops: dict[TransactionOpId, Reply] = {}
         self._close: _Close | None = None
         self._close_replies: list[Reply] = []
         self._finished = False
@@ -189,6 +191,11 @@ class ProducerThread:
         self._final_metrics: dict[str, float] | None = None
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         """The IO thread (started by :meth:`start`)."""
+
+    @property
+    def machine(self) -> ProducerMachine:
+        """The machine; touch it only under :meth:`transaction_call` (the lock)."""
+        return self._machine
 
     def start(self) -> None:
         """Start the IO thread."""
@@ -318,6 +325,41 @@ class ProducerThread:
         except IllegalStateError:
             if not self._finished:
                 raise  # closed meanwhile: every record had its outcome
+
+    def transaction_call(
+        self,
+        what: str,
+        start: Callable[[float], TransactionOpId | None],
+        timeout: float | None,
+    ) -> None:
+        """Run a transactional command on the machine (under the lock, on the caller's
+        thread) and wait for the outcome of the operation it started, if any.
+
+        Args:
+            what: the call's name, for messages.
+            start: ``start(now)`` calls the machine; returns the operation id, or None for
+                a command that completes at once (``begin_transaction``).
+            timeout: seconds to wait; None waits.
+
+        Raises:
+            KafkaTimeoutError: ``timeout`` passed first (the operation goes on).
+            IllegalStateError: closed, or called from a callback (it would wait for itself).
+            KafkaError: the machine refused the command, or the operation failed.
+        """
+        if self.on_io_thread:
+            raise IllegalStateError(f"{what}() from a producer callback would deadlock")
+        with self._lock:
+            if not self._accepting or self._finished or self._close is not None:
+                raise IllegalStateError("KafkaProducer already closed")
+            op = start(time.monotonic())
+            if op is None:
+                return
+            reply = self._txn_ops[op] = Reply()
+        self._wake()
+        if not reply.wait(timeout):
+            raise KafkaTimeoutError(f"{what} did not finish within {timeout:g} s")
+        if reply.error is not None:
+            raise reply.error
 
     def partitions_for(self, topic: str, max_block: float) -> set[int]:
         """The topic's partition ids, waiting up to ``max_block`` for its metadata.
@@ -572,6 +614,13 @@ class ProducerThread:
                     reply = self._flushes.pop(fid, None)
                     if reply is not None:
                         reply.set()
+                case TransactionOperationCompleted(operation_id=op, error=op_error):
+                    reply = self._txn_ops.pop(op, None)
+                    if reply is not None:
+                        if op_error is None:
+                            reply.set()
+                        else:
+                            reply.fail(op_error)
                 case ProducerFailed(error=error):
                     log.error("the producer failed fatally: %s", error)
                 case ProducerClosed():
@@ -635,6 +684,9 @@ class ProducerThread:
             p.reply.fail(IllegalStateError("KafkaProducer already closed"))
         for reply in self._flushes.values():
             reply.set()  # closed: every record has its outcome
+        for reply in self._txn_ops.values():
+            reply.fail(ProducerClosedError("the producer closed during the operation"))
+        self._txn_ops.clear()
         self._loop.close()
         self._wake_r.close()
         self._wake_w.close()

@@ -262,6 +262,9 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
             "group.initial.rebalance.delay.ms": "0",
             "offsets.topic.num.partitions": "1",
             "transaction.state.log.num.partitions": "1",
+            # transaction tests: a transaction past its timeout is aborted within 0.5 s,
+            # not up to 10 s later
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
             "share.coordinator.state.topic.num.partitions": "1",
             # fault tests: a SIGKILLed node's restart is refused (DuplicateBrokerRegistration)
             # until its old session expires, and a dead/paused node is fenced only then

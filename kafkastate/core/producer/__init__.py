@@ -1,7 +1,7 @@
 """The producer's pure machines: partitioner, record accumulator, idempotence, sender.
 
-``ProducerMachine`` ties them to the :class:`~kafkastate.core.client.Client`; transactions
-come next (see ``docs/producer-internals.md``).
+``ProducerMachine`` ties them to the :class:`~kafkastate.core.client.Client`; with a
+``transactional_id`` it owns a ``TransactionManager`` (see ``docs/transactions.md``).
 """
 
 from kafkastate.core.producer.accumulator import (
@@ -37,6 +37,12 @@ from kafkastate.core.producer.producer import (
     ProducerMachine,
     ProducerState,
 )
+from kafkastate.core.producer.transactions import (
+    TransactionManager,
+    TransactionOperationCompleted,
+    TransactionOpId,
+    TransactionState,
+)
 
 __all__ = [
     "Accumulator",
@@ -64,6 +70,10 @@ __all__ = [
     "RecordId",
     "RecordsAcknowledged",
     "RecordsFailed",
+    "TransactionManager",
+    "TransactionOpId",
+    "TransactionOperationCompleted",
+    "TransactionState",
     "default_partition",
     "murmur2",
 ]

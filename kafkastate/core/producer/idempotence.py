@@ -166,7 +166,9 @@ class PartitionSequence:
 class Idempotence:
     """Producer id, epoch and per-partition sequences of an idempotent producer."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, transactional: bool = False) -> None:
+        self.transactional = transactional
+        """Batches are stamped transactional (a producer with a ``transactional.id``)."""
         self.state = IdempotenceState.UNINITIALIZED
         self.producer_id = -1
         self.producer_epoch = -1
@@ -300,7 +302,9 @@ class Idempotence:
         if not self.is_current(batch):
             base = seq.next_sequence
             seq.next_sequence = increment_sequence(base, batch.record_count)
-            batch.set_producer_state(self.producer_id, self.producer_epoch, base)
+            batch.set_producer_state(
+                self.producer_id, self.producer_epoch, base, is_transactional=self.transactional
+            )
         seq.in_flight.append(batch)
 
     def restamp_split(self, original: ProducerBatch, pieces: list[ProducerBatch]) -> None:
@@ -315,7 +319,12 @@ class Idempotence:
             return  # stamped anew when drained
         base = original.base_sequence
         for piece in pieces:
-            piece.set_producer_state(original.producer_id, original.producer_epoch, base)
+            piece.set_producer_state(
+                original.producer_id,
+                original.producer_epoch,
+                base,
+                is_transactional=self.transactional,
+            )
             base = increment_sequence(base, piece.record_count)
 
     def landed(self, batch: ProducerBatch) -> None:

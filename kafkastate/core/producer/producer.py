@@ -109,6 +109,12 @@ from kafkastate.core.producer.idempotence import (
     init_producer_id_request,
 )
 from kafkastate.core.producer.partitioner import CustomPartitioner, Partitioner
+from kafkastate.core.producer.transactions import (
+    TRANSACTIONAL_MAX_VERSIONS,
+    TransactionManager,
+    TransactionOperationCompleted,
+    TransactionOpId,
+)
 from kafkastate.core.protocol.requests import produce_request
 from kafkastate.core.protocol.versions import ApiVersionTable
 from kafkastate.errors import (
@@ -119,8 +125,10 @@ from kafkastate.errors import (
     LocalProtocolError,
     ProducerClosedError,
     RemoteProtocolError,
+    TransactionStateError,
     error_for_code,
 )
+from kafkastate.structs import ConsumerGroupMetadata
 
 __all__ = [
     "MetadataPendingError",
@@ -195,12 +203,16 @@ def _int_at_least(minimum: int) -> Any:
     return check
 
 
-def _no_transactions(_inst: object, _attr: attrs.Attribute[Any], value: str | None) -> None:
-    if value is not None:
+def _transactional_id(_inst: object, _attr: attrs.Attribute[Any], value: str | None) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
         raise KafkaConfigurationError(
-            "transactional_id: transactions are not implemented yet (they come with the "
-            "transaction manager); leave it None"
+            f"transactional_id must be a non-empty str or None, got {value!r}"
         )
+
+
+def _positive_seconds(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise KafkaConfigurationError(f"{attr.name} must be a number > 0, got {value!r}")
 
 
 def _optional_bool(_inst: object, attr: attrs.Attribute[Any], value: bool | None) -> None:
@@ -233,18 +245,32 @@ class ProducerConfig:
     retries: int = attrs.field(default=_INT32_MAX, validator=_int_at_least(0))
     """``retries``: re-sends per batch after retriable errors; ``delivery.timeout.ms``
     bounds them anyway (KIP-91)."""
-    transactional_id: str | None = attrs.field(default=None, validator=_no_transactions)
-    """``transactional.id``: not supported yet, must be None."""
+    transactional_id: str | None = attrs.field(default=None, validator=_transactional_id)
+    """``transactional.id``: makes the producer transactional (see
+    :class:`~kafkastate.core.producer.transactions.TransactionManager`); implies
+    idempotence."""
     partitioner: CustomPartitioner | None = None
     """A custom partitioner (aiokafka signature), or None for the Java default."""
-    transaction_timeout: float = 60.0
-    """``transaction.timeout.ms``, sent in InitProducerId (ignored without transactions)."""
+    transaction_timeout: float = attrs.field(default=60.0, validator=_positive_seconds)
+    """``transaction.timeout.ms``, sent in InitProducerId (ignored without transactions):
+    the coordinator aborts a transaction left open longer."""
+    transaction_defence: bool = attrs.field(
+        default=True, validator=attrs.validators.instance_of(bool)
+    )
+    """The client-side KIP-890 defence: re-initialise (epoch + 1) before the next
+    transaction when a coordinator request's outcome was lost. Leave it on; it exists so
+    the simulator can show the anomaly it prevents (DST.md scenario 9)."""
 
     def __attrs_post_init__(self) -> None:
-        if self.enable_idempotence is True:
+        if self.transactional_id is not None and self.enable_idempotence is False:
+            raise KafkaConfigurationError(
+                "transactional_id needs idempotence: leave enable_idempotence None or True"
+            )
+        if self.enable_idempotence is True or self.transactional_id is not None:
             if self.acks != -1:
                 raise KafkaConfigurationError(
-                    f"enable_idempotence=True requires acks='all' (-1), got acks={self.acks}"
+                    "enable_idempotence=True (and transactional_id) requires acks='all' (-1), "
+                    f"got acks={self.acks}"
                 )
             if self.max_in_flight_requests_per_connection > 5:
                 raise KafkaConfigurationError(
@@ -258,8 +284,8 @@ class ProducerConfig:
     def idempotent(self) -> bool:
         """Whether idempotence is in effect (explicitly, or by default with compatible
         settings)."""
-        if self.enable_idempotence is not None:
-            return self.enable_idempotence
+        if self.enable_idempotence is not None or self.transactional_id is not None:
+            return self.enable_idempotence is not False
         return (
             self.acks == -1 and self.max_in_flight_requests_per_connection <= 5 and self.retries > 0
         )
@@ -317,6 +343,7 @@ ProducerEvent = (
     | ProducerIdAssigned
     | ProducerFailed
     | ProducerClosed
+    | TransactionOperationCompleted
 )
 
 
@@ -377,8 +404,26 @@ class ProducerMachine:
             rng=rng, batch_size=config.accumulator.batch_size, custom=config.partitioner
         )
         self._acc = Accumulator(config.accumulator, rng=rng, partitioner=self._partitioner)
-        self._idem: Idempotence | None = Idempotence() if config.idempotent else None
+        transactional = config.transactional_id is not None
+        self._idem: Idempotence | None = (
+            Idempotence(transactional=transactional) if config.idempotent else None
+        )
+        self._txn: TransactionManager | None = None
+        if config.transactional_id is not None:
+            assert self._idem is not None
+            self._txn = TransactionManager(
+                transactional_id=config.transactional_id,
+                transaction_timeout=config.transaction_timeout,
+                request_timeout=config.request_timeout,
+                retry_backoff=config.accumulator.retry_backoff,
+                client=self._client,
+                idempotence=self._idem,
+                accumulator=self._acc,
+                on_fatal=self._on_txn_fatal,
+                defence=config.transaction_defence,
+            )
         self._state = ProducerState.OPEN
+        self._close_requested = False
         self._fatal: KafkaError | None = None
         self._events: deque[ProducerEvent] = deque()
         self._requests: dict[RequestId, _Produce] = {}
@@ -414,6 +459,11 @@ class ProducerMachine:
     def idempotence(self) -> Idempotence | None:
         """The idempotence bookkeeping, or None when idempotence is off."""
         return self._idem
+
+    @property
+    def transactions(self) -> TransactionManager | None:
+        """The transaction manager, or None without ``transactional_id``."""
+        return self._txn
 
     @property
     def producer_id(self) -> int:
@@ -479,6 +529,9 @@ class ProducerMachine:
             if self._state is ProducerState.FAILED and self._fatal is not None:
                 raise self._fatal
             raise LocalProtocolError(f"send on a producer that is {self._state.name}")
+        txn = self._txn
+        if txn is not None:
+            txn.check_send()
         if not isinstance(topic, str) or not topic:
             raise KafkaConfigurationError(f"topic must be a non-empty str, got {topic!r}")
         if topic not in self._tracked:
@@ -504,7 +557,12 @@ class ProducerMachine:
             now=now,
             sticky=sticky,
         )
-        if acc.take_readiness_changed():
+        if txn is not None and txn.add_partition(topic, chosen):
+            # New to the transaction: AddPartitionsToTxn before any batch of it (KIP-98).
+            acc.take_readiness_changed()
+            self._partitions[(topic, chosen)] = None
+            self._step(now)
+        elif acc.take_readiness_changed():
             # A new batch (a new linger deadline; maybe a new partition) or a full one.
             self._partitions[(topic, chosen)] = None
             self._step(now)
@@ -552,6 +610,8 @@ class ProducerMachine:
             if self._state is ProducerState.FAILED and self._fatal is not None:
                 raise self._fatal
             raise LocalProtocolError(f"send_batch on a producer that is {self._state.name}")
+        if self._txn is not None:
+            self._txn.check_send()
         if not isinstance(topic, str) or not topic:
             raise KafkaConfigurationError(f"topic must be a non-empty str, got {topic!r}")
         if partition is None:
@@ -564,6 +624,8 @@ class ProducerMachine:
             raise MetadataPendingError(topic)
         chosen = self._partitioner.partition(topic, None, cluster, explicit=partition)
         rids = self._acc.append_batch(topic, chosen, records, now=now)
+        if self._txn is not None:
+            self._txn.add_partition(topic, chosen)
         self._acc.take_readiness_changed()
         self._partitions[(topic, chosen)] = None
         self._step(now)
@@ -595,6 +657,115 @@ class ProducerMachine:
         self._pull()
         return fid
 
+    # -- transactions (KIP-98); see kafkastate.core.producer.transactions
+
+    def _transactions(self, call: str) -> TransactionManager:
+        if self._txn is None:
+            raise TransactionStateError(
+                f"{call}: this producer has no transactional_id; set one to use transactions"
+            )
+        if self._state is not ProducerState.OPEN:
+            if self._state is ProducerState.FAILED and self._fatal is not None:
+                raise self._fatal
+            raise TransactionStateError(f"{call} on a producer that is {self._state.name}")
+        return self._txn
+
+    def init_transactions(self, *, now: float) -> TransactionOpId:
+        """Get the producer id and epoch for the ``transactional_id`` (InitProducerId),
+        fencing any earlier producer with the same id and aborting what it left open.
+
+        Args:
+            now: the driver's clock.
+
+        Returns:
+            The id of the :class:`TransactionOperationCompleted` that follows.
+
+        Raises:
+            TransactionStateError: no ``transactional_id``, already initialised, or closed.
+            KafkaError: the producer failed fatally.
+        """
+        op = self._transactions("init_transactions").init(now=now)
+        self._step(now)
+        return op
+
+    def begin_transaction(self) -> None:
+        """Open a transaction (local; records and offsets sent from now on join it).
+
+        Raises:
+            TransactionStateError: not initialised, a transaction already open, or another
+                transactional operation under way.
+            TransactionFailedError: the previous transaction failed: abort it first.
+            KafkaError: the producer failed fatally.
+        """
+        self._transactions("begin_transaction").begin()
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Any,
+        group: str | ConsumerGroupMetadata,
+        *,
+        now: float,
+    ) -> TransactionOpId:
+        """Commit consumer offsets as part of the open transaction (AddOffsetsToTxn, then
+        TxnOffsetCommit to the group coordinator; KIP-447 fencing with group metadata).
+
+        Args:
+            offsets: ``(topic, partition) -> offset`` of the next record to consume (or an
+                ``OffsetAndMetadata``).
+            group: the consumer group id, or its :class:`~kafkastate.structs.ConsumerGroupMetadata`.
+            now: the driver's clock.
+
+        Returns:
+            The id of the :class:`TransactionOperationCompleted` that follows.
+
+        Raises:
+            TransactionStateError: no transaction open, or another operation under way.
+            TransactionFailedError: the transaction failed: abort it.
+            TypeError, ValueError: bad offsets or group (the message names it).
+            KafkaError: the producer failed fatally.
+        """
+        txn = self._transactions("send_offsets_to_transaction")
+        op = txn.send_offsets(offsets, group, now=now)
+        self._step(now)
+        return op
+
+    def commit_transaction(self, *, now: float) -> TransactionOpId:
+        """Send every record of the transaction, then commit it (EndTxn).
+
+        Args:
+            now: the driver's clock.
+
+        Returns:
+            The id of the :class:`TransactionOperationCompleted` that follows; its error is
+            a TransactionFailedError if a record or the offsets failed (abort then).
+
+        Raises:
+            TransactionStateError: no transaction open, or another operation under way.
+            TransactionFailedError: the transaction already failed: abort it.
+            KafkaError: the producer failed fatally.
+        """
+        op = self._transactions("commit_transaction").commit(now=now)
+        self._step(now)
+        return op
+
+    def abort_transaction(self, *, now: float) -> TransactionOpId:
+        """Abort the transaction: records not sent yet fail with TransactionAbortedError,
+        the rest is discarded by the brokers (EndTxn abort).
+
+        Args:
+            now: the driver's clock.
+
+        Returns:
+            The id of the :class:`TransactionOperationCompleted` that follows.
+
+        Raises:
+            TransactionStateError: no transaction open, or another operation under way.
+            KafkaError: the producer failed fatally.
+        """
+        op = self._transactions("abort_transaction").abort(now=now)
+        self._step(now)
+        return op
+
     def close(self, *, now: float) -> None:
         """Refuse new records, send what is pending, then close the connections.
 
@@ -609,8 +780,11 @@ class ProducerMachine:
             self._transition("close")
         if self._state is ProducerState.CLOSED:
             return
+        self._close_requested = True
         if not self._acc.closed:
             self._acc.close()
+        if self._txn is not None:
+            self._txn.abort_on_close(now=now)  # Java aborts an open transaction too
         self._step(now)
 
     def abort(self, *, now: float) -> None:
@@ -622,7 +796,10 @@ class ProducerMachine:
         if self._state is ProducerState.CLOSED:
             return
         self._pull_client(now)
-        self._fail_everything(ProducerClosedError("the producer was aborted"), now)
+        error = ProducerClosedError("the producer was aborted")
+        if self._txn is not None:
+            self._txn.fenced(error, now=now)
+        self._fail_everything(error, now)
         self._finish()
 
     # ------------------------------------------------------------ IO inputs
@@ -682,6 +859,7 @@ class ProducerMachine:
                 self._next_ready_at,
                 self._acc.next_expiry_at(),
                 self._init_retry_at if self._init_rid is None else None,
+                None if self._txn is None else self._txn.get_timer(),
             )
             if t is not None
         ]
@@ -698,9 +876,14 @@ class ProducerMachine:
         self._state = to
 
     def _pull(self) -> None:
-        """Move accumulator events into the producer's queue, keeping their order."""
+        """Move accumulator and transaction events into the producer's queue, keeping
+        their order."""
         while (event := self._acc.next_event()) is not None:
             self._events.append(event)
+        txn = self._txn
+        if txn is not None:
+            while (done := txn.next_event()) is not None:
+                self._events.append(done)
 
     def _emit(self, event: ProducerEvent) -> None:
         self._pull()
@@ -744,6 +927,12 @@ class ProducerMachine:
     # -- idempotence: InitProducerId (KIP-98), epoch bump (KIP-360)
 
     def _maybe_init(self, now: float) -> None:
+        if self._txn is not None:
+            # InitProducerId and epoch bumps are the transaction manager's (to the
+            # transaction coordinator), as are AddPartitionsToTxn, EndTxn...
+            if self._state in (ProducerState.OPEN, ProducerState.CLOSING):
+                self._txn.poll(now=now)
+            return
         idem = self._idem
         if idem is None or self._init_rid is not None:
             return
@@ -793,9 +982,16 @@ class ProducerMachine:
             return
         self._fail_fatally(error, now)
 
-    def _request_bump(self, reason: str) -> None:
-        if self._idem is not None:
+    def _request_bump(self, reason: str, error: KafkaError | None = None) -> None:
+        if self._txn is not None:
+            # Not in the middle of a transaction: it becomes abortable and the epoch is
+            # bumped after its abort (KIP-360).
+            self._txn.batch_failed(error or KafkaError(reason), bump=True)
+        elif self._idem is not None:
             self._idem.request_bump(reason)
+
+    def _on_txn_fatal(self, error: KafkaError, now: float) -> None:
+        self._fail_fatally(error, now)
 
     # -- the sender
 
@@ -803,8 +999,12 @@ class ProducerMachine:
         """Partitions that must not be drained now (membership only, never iterated)."""
         muted: set[_TP] = set()
         idem = self._idem
+        txn = self._txn
         one_at_a_time = self.config.max_in_flight_requests_per_connection == 1
         for tp in self._partitions:
+            if txn is not None and not txn.may_drain(*tp):
+                muted.add(tp)  # not added to the transaction yet (or none open)
+                continue
             in_flight = self._tp_in_flight.get(tp, 0)
             if idem is not None:
                 if not idem.prepare(*tp) or in_flight >= 5:
@@ -864,9 +1064,13 @@ class ProducerMachine:
                 keyed[(topic_id, batch.partition)] = batch
         acks = self.config.acks
         timeout = self.config.request_timeout
+        tid = self.config.transactional_id
+        top = None if tid is None else TRANSACTIONAL_MAX_VERSIONS[0]
 
         def factory(versions: ApiVersionTable) -> Any:
-            return produce_request(versions, payload, acks=acks, timeout=timeout)
+            return produce_request(
+                versions, payload, acks=acks, timeout=timeout, transactional_id=tid, max_version=top
+            )
 
         expect = acks != 0
         rid = self._client.send(
@@ -911,6 +1115,10 @@ class ProducerMachine:
     # -- responses
 
     def _on_completed(self, rid: RequestId, response: Any, now: float) -> None:
+        txn = self._txn
+        if txn is not None and txn.owns(rid):
+            txn.on_completed(rid, response, now=now)
+            return
         if rid == self._init_rid:
             self._init_rid = None
             self._on_init_response(response, now)
@@ -937,6 +1145,10 @@ class ProducerMachine:
                 self._retry(batch, missing, now)
 
     def _on_failed(self, rid: RequestId, error: KafkaError, now: float) -> None:
+        txn = self._txn
+        if txn is not None and txn.owns(rid):
+            txn.on_failed(rid, error, now=now)
+            return
         if rid == self._init_rid:
             self._init_rid = None
             self._on_init_error(error, now)
@@ -993,7 +1205,20 @@ class ProducerMachine:
             if idem is not None:
                 idem.restamp_split(batch, pieces)
             return
+        if self._txn is not None and code == _INVALID_PRODUCER_EPOCH:
+            # Transactional: the coordinator bumped the epoch -- a newer producer with our
+            # transactional id, or the transaction ran past transaction_timeout_ms and was
+            # aborted (Java: fatal ProducerFencedException; KIP-588's recovery is not done).
+            fenced = self._txn.fencing_error(f"Produce to {where}", error, now=now)
+            if self._txn.epoch_fenced(fenced, now=now):
+                self._acc.fail(batch, fenced, now=now)  # timed out: abortable (KIP-588)
+            # else fatal: the producer failed every record, this one included
+            return
         if idem is not None and code in _SEQUENCE_ERRORS:
+            if self._txn is not None:
+                # A sequence gap inside a transaction: it cannot commit; abort, then bump.
+                self._fail_batch(batch, error, now)
+                return
             if idem.is_current(batch) and (code != _OUT_OF_ORDER_SEQUENCE or idem.is_next(batch)):
                 self._request_bump(f"{error.__class__.__name__} on {where}")
             self._retry(batch, error, now)
@@ -1020,7 +1245,9 @@ class ProducerMachine:
         idem = self._idem
         if idem is not None and idem.is_current(batch):
             # its sequence range is a gap (or unknown): start a new epoch (KIP-360)
-            self._request_bump(f"a batch of {batch.topic}-{batch.partition} failed: {error}")
+            self._request_bump(f"a batch of {batch.topic}-{batch.partition} failed: {error}", error)
+        elif self._txn is not None:
+            self._txn.batch_failed(error, bump=False)
         self._acc.fail(batch, error, now=now)
 
     def _expired_error(self, batch: ProducerBatch, now: float) -> KafkaTimeoutError:
@@ -1035,6 +1262,10 @@ class ProducerMachine:
         for batch in self._acc.expire(now):
             if idem is not None and idem.is_current(batch):
                 self._request_bump(f"a retry of {batch.topic}-{batch.partition} expired")
+            elif self._txn is not None:
+                self._txn.batch_failed(
+                    self._expired_error(batch, now), bump=batch.base_sequence >= 0
+                )
         timeout = self.config.delivery_timeout
         for batch in self._acc.in_flight_batches():
             if batch.created + timeout <= now:
@@ -1045,8 +1276,10 @@ class ProducerMachine:
     def _fail_fatally(
         self, error: KafkaError, now: float, *, batch: ProducerBatch | None = None
     ) -> None:
-        if self._idem is not None:
+        if self._idem is not None and self._idem.state is not IdempotenceState.FATAL:
             self._idem.fatal()
+        if self._txn is not None:
+            self._txn.fenced(error, now=now)
         if batch is not None and batch.state is not BatchState.DONE:
             self._acc.fail(batch, error, now=now)
         self._fatal = error
@@ -1065,7 +1298,12 @@ class ProducerMachine:
 
     def _maybe_finish(self) -> bool:
         """Finish a graceful close once nothing is pending; return whether closed."""
-        closing = self._state is ProducerState.CLOSING
+        # a FAILED producer has failed every record already: closing it finishes at once
+        closing = self._state is ProducerState.CLOSING or (
+            self._state is ProducerState.FAILED and self._close_requested
+        )
+        if self._txn is not None and self._txn.busy:
+            return False  # an abort (or commit) of the transaction is under way
         if closing and not self._acc.has_incomplete() and not self._requests:
             self._finish()
             return True

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
+from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable, request_type
 
 __all__ = [
     "NewTopic",
@@ -145,6 +145,7 @@ def produce_request(
     acks: int = -1,
     timeout: float = 30.0,
     transactional_id: str | None = None,
+    max_version: int | None = None,
 ) -> Any:
     """Produce record batches.
 
@@ -155,8 +156,13 @@ def produce_request(
         acks: 0, 1 or -1 (all).
         timeout: how long the broker waits for acks.
         transactional_id: for transactional batches.
+        max_version: the highest version to use (a transactional producer speaking
+            transaction version 1 stays at v11).
     """
-    cls = versions.request_type(ApiKey.PRODUCE)
+    if max_version is None:
+        cls = versions.request_type(ApiKey.PRODUCE)
+    else:
+        cls = request_type(ApiKey.PRODUCE, min(versions.version_for(ApiKey.PRODUCE), max_version))
     topic_cls = nested_type(cls, "TopicProduceData")
     part_cls = nested_type(cls, "PartitionProduceData")
     by_topic: dict[tuple[str, uuid.UUID | None], list[Any]] = {}
