@@ -9,6 +9,7 @@ objects Spark pickles carry options only (SPARK.md G6), and nothing is shared be
 from __future__ import annotations
 
 import logging
+import operator
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
@@ -65,6 +66,10 @@ ARROW_SCHEMA: Final = pa.schema(
 ARROW_SCHEMA_WITH_HEADERS: Final = ARROW_SCHEMA.append(pa.field("headers", _HEADERS))
 """:data:`ARROW_SCHEMA` with ``includeHeaders``."""
 
+# ConsumerRecord fields, by position
+_OFFSET, _TIMESTAMP_MS, _TIMESTAMP_TYPE, _KEY, _VALUE, _HEADERS_OF = (
+    operator.itemgetter(i) for i in (3, 4, 5, 6, 7, 8)
+)
 _MAX_POLL_RECORDS: Final = 10_000  # records per poll, and so per Arrow batch at most
 
 
@@ -238,19 +243,23 @@ def to_record_batch(
     """Consumer records (:class:`kafkastate.structs.ConsumerRecord` layout) as an Arrow
     batch of the source's schema."""
     n = len(records)
-    columns = list(zip(*records, strict=True)) if n else [()] * 13
+    # One pass per column (zip(*records) over thousands of records is several times slower).
     arrays = [
-        pa.array(columns[6], pa.binary()),
-        pa.array(columns[7], pa.binary()),
-        pa.array([topic] * n, pa.string()),
-        pa.array([partition] * n, pa.int32()),
-        pa.array(columns[3], pa.int64()),
-        pa.array(columns[4], pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(_TIMESTAMP),
-        pa.array(columns[5], pa.int32()),
+        pa.array(list(map(_KEY, records)), pa.binary()),
+        pa.array(list(map(_VALUE, records)), pa.binary()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.array(list(map(_OFFSET, records)), pa.int64()),
+        pa.array(list(map(_TIMESTAMP_MS, records)), pa.int64())
+        .cast(pa.timestamp("ms", tz="UTC"))
+        .cast(_TIMESTAMP),
+        pa.array(list(map(_TIMESTAMP_TYPE, records)), pa.int32()),
     ]
     if not include_headers:
         return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
-    headers = [[{"key": k, "value": v} for k, v in h] if h else None for h in columns[8]]
+    headers = [
+        [{"key": k, "value": v} for k, v in h] if h else None for h in map(_HEADERS_OF, records)
+    ]
     arrays.append(pa.array(headers, _HEADERS))
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA_WITH_HEADERS)
 
