@@ -38,6 +38,7 @@ PUBLIC_MODULES = [
     "kafkastate.core.protocol.compression",
     "kafkastate.adapters.blocking",
     "kafkastate.testing",
+    "kafkastate.spark",
 ]
 
 
