@@ -197,7 +197,6 @@ def test_write_then_read_back(spark: SparkSession, kafka_cluster: Any, tmp_path:
         .mode("append")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", topic)
-        .option("includeHeaders", "true")
         .save()
     )
     back = (

@@ -267,3 +267,50 @@ def test_executor_read_and_data_loss(kafka_cluster: Any) -> None:
         reader.read(RangePartition(OffsetRange(topic=topic, partition=0, start=95, end=99)))
     )
     assert [b.num_rows for b in batches] == [4]
+
+
+def test_sink_writes_arrow_batches(kafka_cluster: Any) -> None:
+    import pyarrow as pa  # noqa: PLC0415
+
+    from kafkastate.spark import SinkSchemaError  # noqa: PLC0415
+    from kafkastate.spark._kafka import write_batches  # noqa: PLC0415
+    from kafkastate.spark._options import parse_sink_options  # noqa: PLC0415
+
+    bootstrap = kafka_cluster.bootstrap
+    a, b = _topic(bootstrap, 2), _topic(bootstrap, 1)
+    header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array(["k0", None, "k2"], pa.string()),
+            "value": pa.array(["v0", "v1", None], pa.string()),
+            "topic": pa.array([a, b, a], pa.string()),
+            "partition": pa.array([1, None, 0], pa.int32()),
+            "headers": pa.array([[{"key": "h", "value": b"x"}], None, []], pa.list_(header)),
+            "ignored": pa.array([1, 2, 3], pa.int64()),
+        }
+    )
+    options = parse_sink_options({"kafka.bootstrap.servers": bootstrap})
+    assert write_batches(iter([batch, batch.slice(0, 0)]), options) == 3
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    consumer.assign(
+        [kafka.TopicPartition(a, 0), kafka.TopicPartition(a, 1), kafka.TopicPartition(b, 0)]
+    )
+    got: list[Any] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 3 and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            got.extend(records)
+    consumer.close()
+    assert sorted((r.topic == a, r.partition, r.key, r.value, list(r.headers)) for r in got) == [
+        (False, 0, None, b"v1", []),
+        (True, 0, b"k2", None, []),  # a tombstone
+        (True, 1, b"k0", b"v0", [("h", b"x")]),
+    ]
+    # the topic option wins over the column; a row without a topic fails
+    named = parse_sink_options({"kafka.bootstrap.servers": bootstrap, "topic": b})
+    assert write_batches(iter([batch.select(["key", "value"])]), named) == 3
+    no_topic = pa.RecordBatch.from_pydict(
+        {"value": pa.array([b"v"]), "topic": pa.array([None], pa.string())}
+    )
+    with pytest.raises(SinkSchemaError, match="row 0 has a null topic"):
+        write_batches(iter([no_topic]), options)

@@ -18,6 +18,15 @@ from __future__ import annotations
 
 from typing import Any
 
+try:
+    import pyarrow  # noqa: F401
+    import pyspark.sql.datasource  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"kafkastate.spark needs pyspark >= 4.2 and pyarrow ({exc}): "
+        "pip install 'kafkastate[spark]'"
+    ) from exc
+
 from kafkastate.spark._kafka import SinkSchemaError
 from kafkastate.spark._offsets import DataLossError
 from kafkastate.spark._source import (

@@ -94,7 +94,13 @@ def report_data_loss(message: str, *, fail: bool) -> None:
 
 
 def _consumer(kafka: dict[str, Any], **defaults: Any) -> KafkaConsumer:
-    kwargs = {"client_id": "kafkastate-spark", **defaults, **kafka}
+    # Asking for a deleted topic's metadata must not create it again.
+    kwargs = {
+        "client_id": "kafkastate-spark",
+        "allow_auto_create_topics": False,
+        **defaults,
+        **kafka,
+    }
     kwargs["enable_auto_commit"] = False
     kwargs["auto_offset_reset"] = "none"
     return KafkaConsumer(**kwargs)
@@ -126,8 +132,7 @@ class OffsetReader:
     def client(self) -> KafkaConsumer:
         """The consumer, opened on first use."""
         if self._client is None:
-            # Do not create topics by asking for their metadata.
-            self._client = _consumer(self._options.kafka, allow_auto_create_topics=False)
+            self._client = _consumer(self._options.kafka)
         return self._client
 
     def topic_partitions(self) -> list[tuple[str, int]]:
@@ -347,9 +352,13 @@ def check_sink_columns(columns: dict[str, str], options: SinkOptions) -> None:
             f"the DataFrame written to Kafka needs a value column (string or binary); "
             f"it has {sorted(columns)}"
         )
-    wanted = {"value": _TEXT, "key": _TEXT, "topic": ("string",), "partition": ("int",)}
-    if options.include_headers:
-        wanted["headers"] = ("array<struct<key:string,value:binary>>",)
+    wanted = {
+        "value": _TEXT,
+        "key": _TEXT,
+        "topic": ("string",),
+        "partition": ("int",),
+        "headers": ("array<struct<key:string,value:binary>>",),
+    }
     for name, types in wanted.items():
         if name in columns and columns[name] not in types:
             raise SinkSchemaError(
@@ -402,7 +411,7 @@ def write_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> in
             topics = [options.topic] * n if options.topic else _column(batch, "topic")
             assert topics is not None
             partitions = _column(batch, "partition") or [None] * n
-            raw_headers = _column(batch, "headers") if options.include_headers else None
+            raw_headers = _column(batch, "headers")
             for i in range(n):
                 topic = topics[i]
                 if topic is None:

@@ -142,7 +142,8 @@ class SinkOptions:
     topic: str | None
     """``topic``: the topic of every row (overrides a ``topic`` column)."""
     include_headers: bool
-    """``includeHeaders``: write the ``headers`` column."""
+    """``includeHeaders`` (accepted for symmetry with the source; a ``headers`` column is
+    written whenever there is one, as Spark's sink does)."""
     kafka: dict[str, Any] = attrs.field(factory=dict, eq=False)
     """Keyword arguments for :class:`kafkastate.sync.KafkaProducer`."""
 
