@@ -314,3 +314,26 @@ def test_sink_writes_arrow_batches(kafka_cluster: Any) -> None:
     )
     with pytest.raises(SinkSchemaError, match="row 0 has a null topic"):
         write_batches(iter([no_topic]), options)
+
+
+def test_kafka_options_reach_the_client_sasl_scram(kafka_cluster: Any) -> None:
+    if kafka_cluster.sasl is None or kafka_cluster.sasl_bootstrap is None:
+        pytest.skip("the cluster has no SASL listener")
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, 1)
+    _produce(bootstrap, topic, {0: 7})
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{kafka_cluster.sasl.username}" password="{kafka_cluster.sasl.password}";'
+    )
+    secured = {
+        "kafka.bootstrap.servers": kafka_cluster.sasl_bootstrap,
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": jaas,
+        "subscribe": topic,
+    }
+    ds = KafkaStateDataSource(CaseInsensitiveDict(secured))
+    reader = ds.reader(ds.schema())
+    (part,) = reader.partitions()
+    assert [b.num_rows for b in reader.read(part)] == [7]
