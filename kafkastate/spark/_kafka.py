@@ -295,6 +295,7 @@ def read_range(r: OffsetRange, options: SourceOptions) -> Iterator[pa.RecordBatc
         while position < r.end:
             try:
                 got = consumer.poll(timeout_ms=min(options.poll_timeout, 1.0) * 1000)
+                after = consumer.position(tp)  # past the records, and any control records
             except OffsetOutOfRangeError:
                 report_data_loss(
                     f"offset {position} of {where} is no longer in the log (reading up to {r.end})",
@@ -312,7 +313,7 @@ def read_range(r: OffsetRange, options: SourceOptions) -> Iterator[pa.RecordBatc
                         records, r.topic, r.partition, include_headers=options.include_headers
                     )
                 deadline = time.monotonic() + options.poll_timeout
-            position = consumer.position(tp)
+            position = after
             if records:
                 continue
             highwater = consumer.highwater(tp)
