@@ -61,3 +61,10 @@ def bench_consumer(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Run every Python example embedded in docs/*.md (they must execute)."""
     session.run("python", "-m", "pytest", "tests/test_docs.py", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def bench_spark(session: nox.Session) -> None:
+    """Spark batch read (``format("kafkastate")`` on local[2]) against kafkastate's consumer
+    in one process, on a broker the harness starts (``-- --quick`` for a smoke run)."""
+    session.run("python", "bench/bench_spark.py", *session.posargs)

@@ -40,6 +40,7 @@ PUBLIC_MODULES = [
     "kafkastate.core.protocol.compression",
     "kafkastate.adapters.blocking",
     "kafkastate.testing",
+    "kafkastate.spark",
 ]
 
 
