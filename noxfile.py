@@ -68,3 +68,13 @@ def bench_spark(session: nox.Session) -> None:
     """Spark batch read (``format("kafkastate")`` on local[2]) against kafkastate's consumer
     in one process, on a broker the harness starts (``-- --quick`` for a smoke run)."""
     session.run("python", "bench/bench_spark.py", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def dst(session: nox.Session) -> None:
+    """A long deterministic-simulation sweep of consumer groups (``-- --seeds N --start S``),
+    with a progress bar and a table of the invariants that failed; each failing seed leaves
+    ``sim-failure-SEED.json`` for ``python -m kafkastate.sim replay``."""
+    session.run(
+        "python", "-m", "kafkastate.sim", "sweep", *(session.posargs or ["--seeds", "1000"])
+    )

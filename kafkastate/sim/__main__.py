@@ -66,9 +66,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     saved: dict[str, Any] = json.loads(Path(args.run).read_text())
-    config = saved["config"]
-    config["faults"] = tuple(config["faults"])
-    sim = Sim(TapeEntropy(saved["tape"]), SimConfig(**config))
+    entropy = TapeEntropy(saved["tape"])
+    config = SimConfig.draw(entropy, planted=saved["config"]["planted"])
+    if json.loads(json.dumps(attrs.asdict(config))) != saved["config"]:
+        print("the tape derives other options than recorded (the code changed?)")
+        return 1
+    sim = Sim(entropy, config)
     failure = _run(sim)
     if args.trace:
         Path(args.trace).write_text("\n".join(sim.trace) + "\n")

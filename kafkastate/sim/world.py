@@ -122,6 +122,12 @@ class SimConfig:
     latency_ms: int = 1
     commit_on_revoke: bool = True
     planted: str | None = None
+    initial_delay_ms: int = 0  # group.initial.rebalance.delay.ms
+    revoke_ms: int = 0  # how long the application's revoke callback works
+    script: tuple[tuple[Any, ...], ...] = ()
+    """Faults at fixed times, for scenarios: ``(ms, "pause", host, ms)``, ``(ms, "crash",
+    host)``, ``(ms, "restart", host)``, ``(ms, "add", host)``, ``(ms, "hold", host, broker,
+    ms)``, ``(ms, "coordinator_move", broker)``."""
 
     @classmethod
     def draw(cls, entropy: Entropy, *, planted: str | None = None) -> SimConfig:
@@ -137,6 +143,8 @@ class SimConfig:
         faults = tuple(f for f in FAULTS if entropy.below(2, f"fault {f}"))
         if planted == "ignores_max_poll_interval" and "pause" not in faults:
             faults = (*faults, "pause")
+        if planted == "coordinator_ignores_generation":
+            faults = ("hold", "pause")  # what makes zombies, whose commits it must refuse
         return cls(
             brokers=1 + entropy.below(3, "brokers"),
             partitions=2 + entropy.below(5, "partitions"),
@@ -216,6 +224,7 @@ class _App:
     processed: dict[tuple[str, int], int] = attrs.Factory(dict)
     revoking: PartitionsRevoked | None = None
     revoke_commit: int | None = None
+    revoke_until: int | None = None
     group_events: list[Any] = attrs.Factory(list)
     history: list[tuple[str, tuple[str, int]]] = attrs.Factory(list)  # callbacks per tp
 
@@ -255,7 +264,9 @@ class Sim:
         self.trace: list[str] = []
         self._heap: list[tuple[int, int, int, str, tuple[Any, ...]]] = []
         self._seq = 0
-        coordinator = ClassicCoordinator(min_session_timeout=6.0)
+        coordinator = ClassicCoordinator(
+            min_session_timeout=6.0, initial_rebalance_delay=config.initial_delay_ms / 1000
+        )
         if config.planted == "coordinator_ignores_generation":
             real = coordinator.commit_error
 
@@ -294,6 +305,8 @@ class Sim:
         cfg = self.config
         if cfg.faults:
             self._at(cfg.fault_every_ms, "fault", ())
+        for t, action, *args in cfg.script:
+            self._at(t, "script", (action, *args))
         self._at(cfg.chaos_ms // 2, "write", ())
         self._run_until(cfg.chaos_ms)
         self._heal()
@@ -431,6 +444,12 @@ class Sim:
                     if self.config.commit_on_revoke and not event.lost and mine:
                         app.revoke_commit = m.commit(mine, now=self._s())
                         continue
+                if self.config.revoke_ms and app.revoke_until is None:
+                    app.revoke_until = self.now + self.config.revoke_ms
+                    self._at(app.revoke_until, "revoked", (host.name, host.incarnation))
+                if app.revoke_until is not None and self.now < app.revoke_until:
+                    return  # the listener is still working
+                app.revoke_until = None
                 app.revoking = None
                 app.group_events.pop(0)
                 self._line(f"{host.name} revoked {list(event.partitions)} lost={event.lost}")
@@ -728,6 +747,30 @@ class Sim:
             self._close(conn, notify_client=False)
         host.conns.clear()
 
+    def _on_script(self, action: str, *args: Any) -> None:
+        self._line(f"script {action} {args}")
+        if action == "pause":
+            name, ms = args
+            self.hosts[name].paused_until = self.now + ms
+            self.hosts[name].pauses.append((self.now, self.now + ms))
+        elif action == "crash":
+            self._crash_host(self.hosts[args[0]])
+        elif action in ("restart", "add"):
+            self._start_host(args[0])
+        elif action == "hold":
+            name, broker, ms = args
+            self._blocked.add((name, broker))
+            self._at(self.now + ms, "release", (name, broker))
+        elif action == "coordinator_move":
+            self.cluster.coordinator_node = args[0]
+        else:
+            raise ValueError(f"unknown script action {action!r}")
+
+    def _on_revoked(self, name: str, incarnation: int) -> None:
+        host = self._live(name, incarnation)
+        if host is not None:
+            self._pump(host)
+
     def _on_restart(self, name: str) -> None:
         if self._chaos or not self.hosts[name].alive:
             self._start_host(name)
@@ -765,7 +808,7 @@ class Sim:
             return {}
         return {m: group.generation for m in group.members}
 
-    def _live_owners(self) -> dict[str, set[tuple[str, int]]]:
+    def live_owners(self) -> dict[str, set[tuple[str, int]]]:
         """Hosts the coordinator has at its current generation, with what their
         application owns."""
         group = self.cluster.coordinator.groups.get(GROUP)
@@ -791,7 +834,7 @@ class Sim:
                     "G1", f"generation {self._generation} -> {group.generation}", at=self.now
                 )
             self._generation = group.generation
-        owners = self._live_owners()
+        owners = self.live_owners()
         seen: dict[tuple[str, int], str] = {}
         for name, owned in sorted(owners.items()):
             for tp in sorted(owned):
@@ -885,7 +928,7 @@ class Sim:
         group = self.cluster.coordinator.groups.get(GROUP)
         if group is None or group.state is not GroupState.STABLE:
             return False
-        owners = self._live_owners()
+        owners = self.live_owners()
         alive = [h for h in self.hosts.values() if h.alive]
         every = sorted(tp for owned in owners.values() for tp in owned)
         wanted = [(TOPIC, p) for p in range(self.config.partitions)]

@@ -1,0 +1,244 @@
+"""Deterministic simulation of consumer groups (kafkastate.sim): a fixed sample of seeds,
+each run twice with identical traces (D1); the scenarios of ../shared/DST.md A3.7 (1-7) as
+scripted runs; the harness self-test (each planted bug found within a bounded number of
+seeds); exact replay of a recorded tape; and shrinking through Hypothesis."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from kafkastate.sim.__main__ import main as sim_main
+from kafkastate.sim.entropy import HypothesisEntropy, SeededEntropy, TapeEntropy
+from kafkastate.sim.world import PLANTED_BUGS, InvariantViolation, Sim, SimConfig
+
+SAMPLE = range(12)  # CI's fixed sample; `nox -s dst` sweeps many more
+
+
+def _run(seed: int, planted: str | None = None) -> Sim:
+    entropy = SeededEntropy(seed)
+    sim = Sim(entropy, SimConfig.draw(entropy, planted=planted))
+    sim.run()
+    return sim
+
+
+@pytest.mark.parametrize("seed", SAMPLE)
+def test_seed_passes_and_replays_identically(seed: int) -> None:
+    first = _run(seed)
+    second = _run(seed)
+    assert first.trace_hash() == second.trace_hash()
+    assert first.trace == second.trace
+    tape = TapeEntropy(first.entropy.tape)
+    again = Sim(tape, SimConfig.draw(tape))
+    again.run()
+    assert again.trace_hash() == first.trace_hash()  # the tape alone reproduces the run
+
+
+# The harness self-test: a harness that cannot find planted bugs proves nothing.
+PLANTED = {
+    "coordinator_ignores_generation": ("G5", 40),
+    "assign_before_revoke": ("G4", 10),
+    "cooperative_moves_owned": ("G3", 10),
+    "ignores_max_poll_interval": ("PI", 30),
+}
+
+
+@pytest.mark.parametrize("bug", PLANTED_BUGS)
+def test_planted_bug_is_found(bug: str) -> None:
+    invariant, within = PLANTED[bug]
+    for seed in range(within):
+        try:
+            _run(seed, planted=bug)
+        except InvariantViolation as exc:
+            if exc.invariant == invariant:
+                return
+    pytest.fail(f"{bug} not found by {invariant} within {within} seeds")
+
+
+# ---------------------------------------------------------------- scenarios (A3.7)
+
+
+def _scenario(**options: object) -> Sim:
+    config = SimConfig(**options)  # type: ignore[arg-type]
+    sim = Sim(SeededEntropy(0), config)
+    sim.run()
+    return sim
+
+
+def _generation(sim: Sim) -> int:
+    return sim.cluster.coordinator.groups["sim-group"].generation
+
+
+def test_scenario_1_eager_rebalance_storm() -> None:
+    # one member repeatedly stalls longer than its session: it is removed, comes back,
+    # the group rebalances each time; G1-G6 hold throughout, and it settles
+    script = tuple((t, "pause", "m1", 12_000) for t in (5_000, 25_000, 45_000))
+    sim = _scenario(
+        members=3,
+        partitions=6,
+        assignor="range",
+        session_ms=8_000,
+        heartbeat_ms=2_000,
+        max_poll_ms=30_000,
+        chaos_ms=60_000,
+        script=script,
+    )
+    assert _generation(sim) >= 4
+    assert sim.stats["session expired"] >= 1
+
+
+def test_scenario_2_cooperative_rebalance_with_a_slow_revoke() -> None:
+    # a member joins while the revoke callback takes almost max.poll.interval
+    sim = _scenario(
+        members=2,
+        partitions=6,
+        assignor="cooperative-sticky",
+        revoke_ms=18_000,
+        max_poll_ms=20_000,
+        session_ms=10_000,
+        heartbeat_ms=3_000,
+        script=((5_000, "add", "m2"),),
+    )
+    owners = sim.live_owners()
+    assert sorted(len(owned) for owned in owners.values()) == [2, 2, 2]
+
+
+def test_scenario_3_zombie_commits_are_fenced() -> None:
+    # m0 loses the coordinator (broker 1) but not broker 2, which leads half the
+    # partitions: its session expires while it keeps fetching and committing; those
+    # commits must be refused (G5), and the group moves on without it
+    sim = _scenario(
+        brokers=2,
+        members=2,
+        partitions=4,
+        assignor="range",
+        session_ms=6_000,
+        heartbeat_ms=2_000,
+        max_poll_ms=30_000,
+        script=((5_000, "hold", "m0", 1, 20_000),),
+    )
+    assert sim.stats["commit failed"] >= 1
+    assert _generation(sim) >= 3
+
+
+def test_scenario_4_coordinator_moves_during_a_rebalance() -> None:
+    sim = _scenario(
+        brokers=3,
+        members=3,
+        partitions=6,
+        assignor="roundrobin",
+        script=(
+            (5_000, "add", "m3"),
+            (5_003, "coordinator_move", 2),
+            (5_030, "coordinator_move", 3),
+        ),
+    )
+    assert len(sim.live_owners()) == 4
+
+
+def test_scenario_5_static_member_bounce() -> None:
+    # back within the session timeout: no rebalance; after it: a rebalance
+    quick = _scenario(
+        members=2,
+        static=True,
+        session_ms=12_000,
+        heartbeat_ms=3_000,
+        script=((10_000, "crash", "m1"), (14_000, "restart", "m1")),
+    )
+    late = _scenario(
+        members=2,
+        static=True,
+        session_ms=12_000,
+        heartbeat_ms=3_000,
+        script=((10_000, "crash", "m1"), (30_000, "restart", "m1")),
+    )
+    assert _generation(quick) == _generation(late) - 2
+
+
+def test_scenario_6_second_join_lost() -> None:
+    # the joiner's link to the coordinator is held right after its first JoinGroup
+    # (MEMBER_ID_REQUIRED) answer: the pending member expires, it joins again
+    sim = _scenario(
+        members=2,
+        partitions=4,
+        session_ms=6_000,
+        heartbeat_ms=2_000,
+        script=((5_000, "add", "m2"), (5_004, "hold", "m2", 1, 12_000)),
+    )
+    assert len(sim.live_owners()) == 3
+
+
+def test_scenario_7_initial_rebalance_delay_with_staggered_joins() -> None:
+    sim = _scenario(
+        members=1,
+        partitions=6,
+        initial_delay_ms=3_000,
+        script=((1_000, "add", "m1"), (2_000, "add", "m2")),
+    )
+    assert _generation(sim) == 1  # everyone made the first generation
+
+
+# ------------------------------------------------------------- replay and shrinking
+
+
+def test_replay_cli_reproduces_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert sim_main(["run", "0", "--planted", "assign_before_revoke"]) == 1
+    (recorded,) = tmp_path.glob("sim-failure-0.json")
+    saved = json.loads(recorded.read_text())
+    assert saved["invariant"] == "G4" and saved["tape"]
+    assert sim_main(["replay", str(recorded)]) == 0  # same trace, same failure
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.data())
+def test_hypothesis_drives_the_simulator(data: st.DataObject) -> None:
+    entropy = HypothesisEntropy(data)
+    sim = Sim(entropy, SimConfig.draw(entropy))
+    sim.run()
+
+
+def test_hypothesis_finds_a_planted_bug() -> None:
+    # Found without shrinking here (shrinking a run takes minutes: `nox -s dst -- --shrink`).
+    @settings(
+        max_examples=30,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(st.data())
+    def planted(data: st.DataObject) -> None:
+        entropy = HypothesisEntropy(data)
+        Sim(entropy, SimConfig.draw(entropy, planted="cooperative_moves_owned")).run()
+
+    with pytest.raises(InvariantViolation) as caught:
+        planted()
+    assert caught.value.invariant == "G3"
+
+
+def test_runs_are_identical_across_processes_and_hash_seeds() -> None:
+    # str hashing is salted per process: nothing may depend on set order
+    outputs = set()
+    for hash_seed in ("1", "2"):
+        done = subprocess.run(
+            [sys.executable, "-m", "kafkastate.sim", "run", "3"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+        )
+        outputs.add(done.stdout)
+    assert len(outputs) == 1, outputs
+    assert "ok, trace" in outputs.pop()
