@@ -38,6 +38,7 @@ from kafkastate.adapters._group import (
     build_group_config,
     check_listener,
     compile_pattern,
+    group_metadata,
     matching_topics,
 )
 from kafkastate.core.client import MetadataUpdated
@@ -67,6 +68,7 @@ from kafkastate.errors import (
     RebalanceListenerError,
 )
 from kafkastate.structs import (
+    ConsumerGroupMetadata,
     ConsumerRecord,
     OffsetAndMetadata,
     OffsetAndTimestamp,
@@ -273,6 +275,16 @@ class Consumer:
         self._pattern = None
         self.machine.assign((), now=driver.now())
         self._buffer.clear()
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group metadata, for a transactional producer's
+        ``send_offsets_to_transaction`` (KIP-447: offsets of a member that fell out of the
+        generation are refused).
+
+        Raises:
+            IllegalStateError: no ``group_id``.
+        """
+        return group_metadata(self.machine)
 
     def assignment(self) -> frozenset[TopicPartition]:
         """The partitions being read."""

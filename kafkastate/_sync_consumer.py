@@ -43,6 +43,7 @@ from kafkastate.adapters._group import (
     build_group_config,
     check_listener,
     compile_pattern,
+    group_metadata,
     matching_topics,
 )
 from kafkastate.adapters.blocking import SocketLoop
@@ -68,6 +69,7 @@ from kafkastate.errors import (
     RebalanceListenerError,
 )
 from kafkastate.structs import (
+    ConsumerGroupMetadata,
     ConsumerRecord,
     OffsetAndMetadata,
     OffsetAndTimestamp,
@@ -428,6 +430,16 @@ class KafkaConsumer:
                 target=self._run_background, name="kafkastate group member", daemon=True
             )
             self._background.start()
+
+    @_locked
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group metadata, for a transactional producer's
+        ``send_offsets_to_transaction`` (KIP-447 fencing of zombies' offsets).
+
+        Raises:
+            IllegalStateError: no ``group_id``.
+        """
+        return group_metadata(self._machine)
 
     def subscription(self) -> set[str]:
         """The subscribed topics."""

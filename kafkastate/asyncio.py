@@ -810,6 +810,10 @@ class AIOKafkaConsumer:
         """
         self._running().subscribe(topics, pattern=pattern, listener=listener)
 
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group metadata, for ``send_offsets_to_transaction``."""
+        return self._running().group_metadata()
+
     def subscription(self) -> set[str]:
         """The subscribed topics."""
         return set(self._running().subscription())

@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any, Final, NamedTuple, Self
 
 from kafkastate._sync_consumer import KafkaConsumer
+from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.adapters._common import (
     KAFKA_PYTHON_UNSUPPORTED,
     kafka_python_ssl_context,
@@ -49,6 +50,7 @@ from kafkastate.structs import (
 
 __all__ = [
     "ConsumerGroupMetadata",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "FutureRecordMetadata",
     "KafkaConsumer",

@@ -12,7 +12,7 @@ import pytest
 
 from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.anyio import open_consumer
-from kafkastate.errors import CommitFailedError, RebalanceListenerError
+from kafkastate.errors import CommitFailedError, KafkaError, RebalanceListenerError
 from kafkastate.structs import TopicPartition
 from kafkastate.sync import KafkaConsumer
 from tests.test_groups import _produce, _topic
@@ -206,3 +206,58 @@ def test_pattern_subscription_picks_up_new_topics(kafka_cluster: Any) -> None:
 
     anyio.run(main)
     assert seen == [f"{prefix}-a", f"{prefix}-b"]
+
+
+def test_group_metadata_fences_transactional_offsets(kafka_cluster: Any) -> None:
+    # consume-transform-produce: offsets sent with the member's group metadata commit with
+    # the transaction; the same metadata after the member left is refused (KIP-447)
+    import asyncio  # noqa: PLC0415
+
+    from kafkastate.asyncio import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
+
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=1)
+    _produce(bootstrap, topic, 5, partitions=1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    tp = TopicPartition(topic, 0)
+
+    async def main() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, transactional_id=f"tx-{uuid.uuid4().hex[:8]}"
+        )
+        await producer.start()
+        try:
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=bootstrap,
+                group_id=group,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                **FAST,
+            )
+            await consumer.start()
+            consumer.subscribe([topic])
+            got = []
+            async with asyncio.timeout(30):
+                while len(got) < 5:
+                    batch = await consumer.getmany(timeout_ms=500)
+                    got.extend(r for records in batch.values() for r in records)
+            metadata = consumer.group_metadata()
+            assert metadata.group_id == group and metadata.generation_id >= 1
+            assert metadata.member_id
+            async with producer.transaction():
+                await producer.send_offsets_to_transaction({tp: 5}, metadata)
+            assert await consumer.committed(tp) == 5
+            await consumer.stop()  # leaves the group: that generation is over
+            with pytest.raises(KafkaError) as caught:
+                async with producer.transaction():
+                    await producer.send_offsets_to_transaction({tp: 3}, metadata)
+            fenced = f"{caught.value!r} {caught.value.__cause__!r}"
+            assert "UnknownMemberId" in fenced or "IllegalGeneration" in fenced, fenced
+            reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+            await reader.start()
+            assert await reader.committed(tp) == 5  # the refused offsets did not land
+            await reader.stop()
+        finally:
+            await producer.stop()
+
+    asyncio.run(main())

@@ -14,16 +14,19 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from kafkastate.core.consumer.assignors import ASSIGNORS, Assignor
+from kafkastate.core.consumer.fetcher import FetcherMachine
 from kafkastate.core.consumer.group import GroupConfig
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig
 from kafkastate.core.metadata import ClusterMetadata
-from kafkastate.errors import KafkaConfigurationError
+from kafkastate.errors import IllegalStateError, KafkaConfigurationError
+from kafkastate.structs import ConsumerGroupMetadata
 
 __all__ = [
     "GROUP_PROTOCOLS",
     "build_group_config",
     "check_listener",
     "compile_pattern",
+    "group_metadata",
     "matching_topics",
     "resolve_assignors",
 ]
@@ -171,6 +174,24 @@ def build_group_config(
         raise
     except (TypeError, ValueError) as exc:
         raise KafkaConfigurationError(str(exc)) from exc
+
+
+def group_metadata(machine: FetcherMachine) -> ConsumerGroupMetadata:
+    """The consumer's membership for ``send_offsets_to_transaction``: generation (member
+    epoch with KIP-848), member id and instance id while in a generation, so the coordinator
+    fences a zombie's offsets (KIP-447); the group id alone otherwise.
+
+    Raises:
+        IllegalStateError: the consumer has no ``group_id``.
+    """
+    group_id = machine.config.group_id
+    if group_id is None:
+        raise IllegalStateError("group_metadata() needs a group_id")
+    member = machine.member
+    if member is None or member.generation < 0:
+        return ConsumerGroupMetadata(group_id)
+    generation, member_id, instance = member.commit_identity()
+    return ConsumerGroupMetadata(group_id, generation, member_id, instance)
 
 
 def _seconds(name: str, ms: Any) -> float:
