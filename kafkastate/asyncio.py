@@ -25,7 +25,7 @@ from typing import Any, Final, Generic, TypeVar
 from kafkastate._anyio_consumer import Consumer, build_fetcher_config, open_consumer
 from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.adapters._common import check_consumer_options, refuse_options
-from kafkastate.adapters._group import build_group_config
+from kafkastate.adapters._group import build_group_config, check_listener, compile_pattern
 from kafkastate.anyio import (
     BatchBuilder,
     Delivery,
@@ -732,6 +732,7 @@ class AIOKafkaConsumer:
         self._auto_commit_interval = auto_commit_interval_ms
         self._background: _Background[Consumer] = _Background("AIOKafkaConsumer")
         self._consumer: Consumer | None = None
+        self._pending: tuple[Any, Any, Any] | None = None  # subscribe() before start()
 
     async def start(self) -> None:
         """Start the background task that owns the connections, subscribe to the topics
@@ -784,6 +785,10 @@ class AIOKafkaConsumer:
             **self._options,
         ) as consumer:
             await consumer.wait_for_cluster(self._options["request_timeout_ms"] / 1000)
+            if self._pending is not None:
+                topics, pattern, listener = self._pending
+                self._pending = None
+                consumer.subscribe(topics, pattern=pattern, listener=listener)
             ready.set_result(consumer)
             await stopping.wait()
 
@@ -808,6 +813,19 @@ class AIOKafkaConsumer:
             KafkaConfigurationError: bad topics, both or neither of topics and pattern, a
                 bad pattern or listener.
         """
+        if self._consumer is None:
+            # before start(), as aiokafka allows: checked now, applied by start()
+            check_listener(listener)
+            if pattern is not None:
+                compile_pattern(pattern)
+                if topics:
+                    raise KafkaConfigurationError("subscribe to topics or to a pattern, not both")
+            elif isinstance(topics, str) or not topics:
+                raise KafkaConfigurationError(
+                    f"topics must be a list of topic names, got {topics!r}"
+                )
+            self._pending = (topics, pattern, listener)
+            return
         self._running().subscribe(topics, pattern=pattern, listener=listener)
 
     def group_metadata(self) -> ConsumerGroupMetadata:

@@ -12,7 +12,12 @@ import pytest
 
 from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.anyio import open_consumer
-from kafkastate.errors import CommitFailedError, KafkaError, RebalanceListenerError
+from kafkastate.errors import (
+    CommitFailedError,
+    KafkaConfigurationError,
+    KafkaError,
+    RebalanceListenerError,
+)
 from kafkastate.structs import TopicPartition
 from kafkastate.sync import KafkaConsumer
 from tests.test_groups import _produce, _topic
@@ -261,3 +266,35 @@ def test_group_metadata_fences_transactional_offsets(kafka_cluster: Any) -> None
             await producer.stop()
 
     asyncio.run(main())
+
+
+def test_aiokafka_subscribe_before_start(kafka_cluster: Any) -> None:
+    from kafkastate.asyncio import AIOKafkaConsumer  # noqa: PLC0415
+
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=2)
+    _produce(bootstrap, topic, 3, partitions=2)
+    listener = Recorder()
+
+    async def main() -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=f"g-{uuid.uuid4().hex[:8]}",
+            auto_offset_reset="earliest",
+            **FAST,
+        )
+        consumer.subscribe([topic], listener=listener)  # as aiokafka allows
+        with pytest.raises(KafkaConfigurationError, match="not both"):
+            consumer.subscribe([topic], pattern="x")
+        await consumer.start()
+        try:
+            got = 0
+            with anyio.fail_after(30):
+                while got < 6:
+                    got += sum(len(v) for v in (await consumer.getmany(timeout_ms=500)).values())
+            assert consumer.subscription() == {topic}
+        finally:
+            await consumer.stop()
+
+    anyio.run(main)
+    assert listener.calls[0] == ("assigned", {0, 1})
