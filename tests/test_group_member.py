@@ -418,3 +418,20 @@ def test_a_member_joining_again_has_no_heartbeat_deadline_left_to_spin_on() -> N
         after = m.get_timer()
         assert after is None or after > due, (due, after)
         due = after
+
+
+def test_a_poll_timeout_while_joining_again_leaves_too() -> None:
+    # Found by the simulator: the member rejoins in the background, so a rebalance used to
+    # carry a member whose application had stopped polling (and its partitions) along.
+    m = member(max_poll_interval=20.0, session_timeout=30.0, heartbeat_interval=3.0)
+    joined(m)
+    m.polled(now=1.0)
+    m.handle_timer(now=3.0)
+    only(m, "heartbeat")
+    m.handle_response("heartbeat", heartbeat_response(27), now=3.1)  # REBALANCE_IN_PROGRESS
+    assert only(m, "join").member_id == "m-1" and m.state is MemberState.JOINING
+    assert m.get_timer() == 21.0
+    m.handle_timer(now=21.0)
+    assert only(m, "leave").members[0].reason == "consumer poll timeout has expired"
+    (lost,) = events(m)
+    assert isinstance(lost, RevokePartitions) and lost.lost and m.state is MemberState.UNJOINED

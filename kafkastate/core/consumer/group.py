@@ -510,9 +510,15 @@ class GroupMember(MemberBase):
             raise IllegalStateError("the group member is closed")
 
     def _poll_deadline(self) -> float | None:
+        # In every state where the member takes part in the group: it rejoins in the
+        # background, so without this a member whose application stopped polling could
+        # hold its partitions through a rebalance (found by the simulator).
         if self._last_poll is None or self.state not in (
             MemberState.STABLE,
             MemberState.ASSIGNING,
+            MemberState.PREPARING,
+            MemberState.JOINING,
+            MemberState.SYNCING,
         ):
             return None
         return self._last_poll + self.config.max_poll_interval
@@ -523,10 +529,10 @@ class GroupMember(MemberBase):
             return
         in_generation = self.state in (MemberState.STABLE, MemberState.ASSIGNING)
         deadline = self._poll_deadline()
-        if in_generation and deadline is not None and now >= deadline:
+        if deadline is not None and now >= deadline:
             # The application stopped polling: leave, so the group moves on (Java). Its
             # partitions are lost to it; the next poll joins again.
-            if not self.coordinator_wanted:
+            if self.member_id and not self.coordinator_wanted:
                 self._send_leave("consumer poll timeout has expired")
             self._reset_generation(lost=True, keep_member=False)
             self.state = MemberState.UNJOINED
