@@ -70,8 +70,9 @@ from kafkastate.errors import KafkaError
 from kafkastate.sim.cluster import SimCluster, parse_request, response_frame
 from kafkastate.sim.coordinator import ClassicCoordinator, GroupState
 from kafkastate.sim.entropy import Entropy
+from kafkastate.structs import TopicPartition
 
-__all__ = ["PLANTED_BUGS", "InvariantViolation", "Sim", "SimConfig"]
+__all__ = ["PLANTED_BUGS", "InvariantViolation", "Sim", "SimConfig", "run_seed"]
 
 GROUP: Final = "sim-group"
 TOPIC: Final = "events"
@@ -239,6 +240,7 @@ class _Host:
         self.timer_at: int | None = None
         self.alive = True
         self.paused_until = 0
+        self.listener: Any = None  # the application's, when a test gives one
         self.last_timer = -1
         self.timer_serial = 0
         self.pauses: list[tuple[int, int]] = []  # stalls: (start, end) ms
@@ -255,11 +257,27 @@ class Sim:
     Args:
         entropy: every decision's source.
         config: the run's options.
+        listener: the application's rebalance listener under test: called with a member's
+            name when it starts (again after a crash), it returns an object with
+            ``on_partitions_revoked``/``on_partitions_assigned`` (and optionally
+            ``on_partitions_lost``), plain methods taking a set of ``TopicPartition``, run
+            when that member's listener would run.
+        check: the application's own invariant, called with the Sim after every event; an
+            AssertionError fails the run as invariant ``USER``.
     """
 
-    def __init__(self, entropy: Entropy, config: SimConfig) -> None:
+    def __init__(
+        self,
+        entropy: Entropy,
+        config: SimConfig,
+        *,
+        listener: Callable[[str], Any] | None = None,
+        check: Callable[[Sim], None] | None = None,
+    ) -> None:
         self.entropy = entropy
         self.config = config
+        self._make_listener = listener
+        self._user_check = check
         self.now = 0
         self.trace: list[str] = []
         self._heap: list[tuple[int, int, int, str, tuple[Any, ...]]] = []
@@ -374,6 +392,8 @@ class Sim:
         elif cfg.planted == "ignores_max_poll_interval":
             setattr(machine, "member", _NoPollTimeoutMember(group))  # noqa: B010
         host = _Host(name, machine, incarnation)
+        if self._make_listener is not None:
+            host.listener = self._make_listener(name)
         host.app.last_poll = self.now
         self.hosts[name] = host
         machine.subscribe([TOPIC], now=self._s())
@@ -436,6 +456,11 @@ class Sim:
                 if app.revoking is None:
                     app.revoking = event
                     mine = {tp: o for tp, o in app.processed.items() if tp in event.partitions}
+                    self._call_listener(
+                        host,
+                        "on_partitions_lost" if event.lost else "on_partitions_revoked",
+                        event.partitions,
+                    )
                     for tp in event.partitions:
                         app.history.append(("lost" if event.lost else "revoked", tp))
                         app.owned.discard(tp)
@@ -456,6 +481,7 @@ class Sim:
                 m.revocation_done(now=self._s())
             else:
                 app.group_events.pop(0)
+                self._call_listener(host, "on_partitions_assigned", event.added)
                 for tp in event.added:
                     app.history.append(("assigned", tp))
                 app.owned = set(event.assigned)
@@ -467,6 +493,20 @@ class Sim:
                 conn = host.conns.get(node)
                 if conn is not None and conn.open:
                     self._send(conn, "up", data)
+
+    def _call_listener(self, host: _Host, callback: str, partitions: Any) -> None:
+        listener = host.listener
+        if listener is None:
+            return
+        method = getattr(listener, callback, None)
+        if method is None:  # no on_partitions_lost: the revoked callback stands in
+            method = listener.on_partitions_revoked
+        try:
+            method({TopicPartition(*tp) for tp in partitions})
+        except Exception as exc:
+            raise InvariantViolation(
+                "LISTENER", f"{host.name}: {callback} raised {exc!r}", at=self.now
+            ) from exc
 
     # ------------------------------------------------------------------ network
 
@@ -860,6 +900,11 @@ class Sim:
             self._check_callback_order(host)
         self._check_commits()
         self.trace.append(f"{self.now} {kind} gen={self._generation} {self._ownership()}")
+        if self._user_check is not None:
+            try:
+                self._user_check(self)
+            except AssertionError as exc:
+                raise InvariantViolation("USER", str(exc), at=self.now) from exc
 
     def _check_callback_order(self, host: _Host) -> None:
         state: dict[tuple[str, int], str] = {}
@@ -968,12 +1013,34 @@ def _token(token: Any) -> tuple[int, Any]:
 
 
 def run_seed(
-    seed: int, *, planted: str | None = None, make: Callable[[int], Entropy] | None = None
+    seed: int,
+    *,
+    planted: str | None = None,
+    listener: Callable[[str], Any] | None = None,
+    check: Callable[[Sim], None] | None = None,
+    **overrides: Any,
 ) -> Sim:
-    """Run the swarm configuration of ``seed`` (raises InvariantViolation)."""
+    """Run the swarm configuration of ``seed`` to its end; the same arguments give the same
+    run, event for event (that is the replay).
+
+    Args:
+        seed: picks everything: sizes, timeouts, faults, delays.
+        planted: one of :data:`PLANTED_BUGS`, for the harness's self-test.
+        listener: see :class:`Sim`.
+        check: see :class:`Sim`.
+        overrides: :class:`SimConfig` fields to fix instead of drawing them (``faults``,
+            ``members``...).
+
+    Returns:
+        The finished Sim (its ``trace``, ``consumed`` records, ``stats``).
+
+    Raises:
+        InvariantViolation: the first invariant that failed (its ``invariant`` id).
+    """
     from kafkastate.sim.entropy import SeededEntropy  # noqa: PLC0415
 
-    entropy = SeededEntropy(seed) if make is None else make(seed)
-    sim = Sim(entropy, SimConfig.draw(entropy, planted=planted))
+    entropy = SeededEntropy(seed)
+    config = attrs.evolve(SimConfig.draw(entropy, planted=planted), **overrides)
+    sim = Sim(entropy, config, listener=listener, check=check)
     sim.run()
     return sim
