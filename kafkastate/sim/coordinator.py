@@ -111,6 +111,7 @@ class SimGroup:
     group_id: str
     state: GroupState = GroupState.EMPTY
     generation: int = 0
+    generations: list[int] = attrs.field(factory=list)  # every generation begun, in order
     protocol_name: str | None = None
     leader: str | None = None
     members: dict[str, SimMember] = attrs.field(factory=dict)
@@ -457,6 +458,7 @@ class ClassicCoordinator:
             group.join_deadline = now + group.rebalance_timeout()
             return
         group.generation += 1
+        group.generations.append(group.generation)
         if not group.members:
             group.protocol_name = group.leader = None
             group.transition(GroupState.EMPTY)
