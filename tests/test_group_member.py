@@ -435,3 +435,28 @@ def test_a_poll_timeout_while_joining_again_leaves_too() -> None:
     assert only(m, "leave").members[0].reason == "consumer poll timeout has expired"
     (lost,) = events(m)
     assert isinstance(lost, RevokePartitions) and lost.lost and m.state is MemberState.UNJOINED
+
+
+def test_falling_out_of_the_group_during_a_revocation_loses_the_rest_after_it() -> None:
+    # Found by the simulator: the loss used to be dropped when a revocation was under way,
+    # and the application kept partitions the group had already given to other members.
+    m = member()
+    joined(m)
+    m.handle_timer(now=3.0)
+    only(m, "heartbeat")
+    m.handle_response("heartbeat", heartbeat_response(27), now=3.1)
+    req = only(m, "join")
+    m.handle_response("join", join_response(req, generation=2, leader="m-0"), now=3.2)
+    only(m, "sync")
+    m.handle_response("sync", sync_response((("t", 0), ("t", 1))), now=3.3)
+    revoke, assign = events(m)  # the application is still working on these...
+    m.handle_timer(now=6.3)
+    only(m, "heartbeat")
+    m.handle_response("heartbeat", heartbeat_response(25), now=6.4)  # UNKNOWN_MEMBER_ID
+    assert events(m) == []  # ...so the loss waits for the revocation
+    m.revocation_done(now=6.5)
+    (lost,) = events(m)
+    assert lost == RevokePartitions(partitions=(("t", 0), ("t", 1)), lost=True)
+    m.assignment_done(now=6.6)  # in the order the application got them
+    m.revocation_done(now=6.7)
+    assert m.owned == ()

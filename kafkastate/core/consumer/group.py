@@ -287,6 +287,7 @@ class MemberBase:
         self._out: deque[OutgoingRequest] = deque()
         self._awaiting_revocation: RevokePartitions | None = None
         self._awaiting_assignment: AssignPartitions | None = None
+        self._lose_after_revocation = False
 
     @property
     def owned(self) -> tuple[TopicPartition, ...]:
@@ -309,6 +310,25 @@ class MemberBase:
     def next_event(self) -> GroupEvent | None:
         """The next event, or None."""
         return self._events.popleft() if self._events else None
+
+    def _lose_owned(self) -> None:
+        """The member fell out of the group: everything the application owns or is being
+        given is lost -- right away, or, when a revocation is under way, right after the
+        application finishes it (found by the simulator: the loss used to be dropped, and
+        the application kept partitions the group had given to others)."""
+        if self._awaiting_revocation is not None:
+            self._lose_after_revocation = True
+            return
+        losing = self._losing()
+        if losing:
+            self._awaiting_revocation = RevokePartitions(partitions=losing, lost=True)
+            self._events.append(self._awaiting_revocation)
+
+    def _revocation_finished(self) -> None:
+        """Call when the application finished a revocation: a loss waiting for it follows."""
+        if self._lose_after_revocation:
+            self._lose_after_revocation = False
+            self._lose_owned()
 
     def _losing(self) -> tuple[TopicPartition, ...]:
         """What the application owns or is being given (an assignment it has not
@@ -419,6 +439,7 @@ class GroupMember(MemberBase):
             raise IllegalStateError("revocation_done without a RevokePartitions pending")
         self._awaiting_revocation = None
         self._owned = tuple(tp for tp in self._owned if tp not in set(revoking.partitions))
+        self._revocation_finished()
         self._step(now)
 
     def assignment_done(self, *, now: float) -> None:
@@ -593,17 +614,14 @@ class GroupMember(MemberBase):
         if not keep_member:
             self.member_id = ""
         self._next_heartbeat = self._session_deadline = None
-        losing = self._losing()
-        if lost and losing and self._awaiting_revocation is None:
-            self._revoke(losing, lost=True)
+        if lost:
+            self._lose_owned()
 
     def _coordinator_lost(self) -> None:
         self.coordinator_wanted = True
 
     def _fail(self, error: KafkaError) -> None:
-        losing = self._losing()
-        if losing and self._awaiting_revocation is None:
-            self._revoke(losing, lost=True)
+        self._lose_owned()
         self.state = MemberState.FAILED
         self.error = error
         self._next_heartbeat = self._session_deadline = None

@@ -203,6 +203,7 @@ class ConsumerGroupMember(MemberBase):
         self._awaiting_revocation = None
         gone = set(revoking.partitions)
         self._owned = tuple(tp for tp in self._owned if tp not in gone)
+        self._revocation_finished()
         self._next_heartbeat = now  # report it: the coordinator can hand them over
         self._step(now)
 
@@ -353,11 +354,8 @@ class ConsumerGroupMember(MemberBase):
 
     def _lose(self) -> None:
         """Everything owned or being assigned is lost (the application acknowledges a
-        pending assignment first, then the loss)."""
-        partitions = self._losing()
-        if partitions and self._awaiting_revocation is None:
-            self._awaiting_revocation = RevokePartitions(partitions=partitions, lost=True)
-            self._events.append(self._awaiting_revocation)
+        pending assignment first, then the loss; after a revocation under way)."""
+        self._lose_owned()
 
     def _lose_everything(self, now: float) -> None:
         """Fenced or forgotten: the partitions are lost; join again at epoch 0."""
