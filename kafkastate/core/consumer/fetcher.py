@@ -168,6 +168,8 @@ _COORDINATOR_MOVED: Final = frozenset({14, 15, 16})
 # FENCED_INSTANCE_ID, STALE_MEMBER_EPOCH.
 _COMMIT_FENCED: Final = frozenset({22, 25, 27, 82, 113})
 _REJOIN_ON_COMMIT: Final = frozenset({22, 25})
+# How long a member that just subscribed waits for its topics' metadata before joining.
+_SUBSCRIPTION_METADATA_WAIT: Final = 3.0
 
 
 def _positive(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
@@ -456,6 +458,7 @@ class FetcherMachine:
         """The group member machine (classic or KIP-848 protocol), or None."""
         self._member_coordinator: NodeId | None = None  # what the member was told
         self._leaving = False  # leave_group was called; GroupLeft not yet emitted
+        self._subscription_wait_until = 0.0  # joining waits for the topics' metadata
         self._group_requests: dict[RequestId, str] = {}
         self._client = Client(config.client, rng=rng, topics=())
         self._parts: dict[TopicPartition, _Partition] = {}
@@ -590,6 +593,7 @@ class FetcherMachine:
         names = list(topics)
         self._client.metadata.add_topics(names)
         self._client.request_metadata_update()
+        self._subscription_wait_until = now + _SUBSCRIPTION_METADATA_WAIT
         member.subscribe(names, now=now)
         self._step(now)
 
@@ -883,6 +887,8 @@ class FetcherMachine:
         )
         if self._coordinator_retry_at > now:
             times.append(self._coordinator_retry_at)
+        if self._subscription_wait_until > now:
+            times.append(self._subscription_wait_until)
         if self.member is not None:
             due = self.member.get_timer()
             if due is not None:
@@ -1009,6 +1015,16 @@ class FetcherMachine:
 
     # -- the group member: coordinator, requests, decisions
 
+    def _subscription_known(self, now: float) -> bool:
+        """Whether metadata describes every subscribed topic (or waiting for it is over):
+        a member that joined before would make the leader assign without those topics, and
+        the group would rebalance again as soon as they arrive."""
+        member = self.member
+        if member is None or now >= self._subscription_wait_until:
+            return True
+        topics = self._client.cluster.topics
+        return all(t in topics for t in member.subscription)
+
     def _drive_group(self, now: float) -> None:
         member = self.member
         if member is None:
@@ -1021,7 +1037,7 @@ class FetcherMachine:
                 self._member_coordinator = None
             if member.active:
                 node = self._find_coordinator(now)
-                if node is not None:
+                if node is not None and self._subscription_known(now):
                     self._member_coordinator = node
                     member.coordinator_found(now=now)
         for out in member.take_requests():
