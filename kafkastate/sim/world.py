@@ -326,7 +326,8 @@ class Sim:
             self._at(cfg.fault_every_ms, "fault", ())
         for t, action, *args in cfg.script:
             self._at(t, "script", (action, *args))
-        self._at(cfg.chaos_ms // 2, "write", ())
+        for t in range(cfg.chaos_ms // 8, cfg.chaos_ms, cfg.chaos_ms // 8):
+            self._at(t, "write", ())  # records keep coming while the faults happen
         self._run_until(cfg.chaos_ms)
         self._heal()
         window = 3 * cfg.max_poll_ms + 2 * cfg.session_ms + 10_000
