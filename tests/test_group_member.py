@@ -450,6 +450,7 @@ def test_falling_out_of_the_group_during_a_revocation_loses_the_rest_after_it() 
     only(m, "sync")
     m.handle_response("sync", sync_response((("t", 0), ("t", 1))), now=3.3)
     revoke, assign = events(m)  # the application is still working on these...
+    assert isinstance(revoke, RevokePartitions) and isinstance(assign, AssignPartitions)
     m.handle_timer(now=6.3)
     only(m, "heartbeat")
     m.handle_response("heartbeat", heartbeat_response(25), now=6.4)  # UNKNOWN_MEMBER_ID
