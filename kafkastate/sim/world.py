@@ -220,6 +220,7 @@ class _App:
 
     owned: set[tuple[str, int]] = attrs.Factory(set)
     busy_until: int = 0
+    next_commit: int = 0
     last_poll: int = 0
     last_offset: dict[tuple[str, int], int] = attrs.Factory(dict)
     processed: dict[tuple[str, int], int] = attrs.Factory(dict)
@@ -290,7 +291,7 @@ class Sim:
 
             def lenient(group_id: str, generation: int, member_id: str, inst: str | None) -> int:
                 code = real(group_id, generation, member_id, inst)
-                return 0 if code == 22 else code
+                return 0 if code in (22, 25) else code  # fencing of generation and member off
 
             coordinator.commit_error = lenient  # type: ignore[method-assign,assignment]
         self.cluster = SimCluster(config.brokers, coordinator)
@@ -306,7 +307,8 @@ class Sim:
         self.written = 0
         self._generation = 0
         self._generations_seen = 0
-        self._assigned: dict[tuple[str, int], set[tuple[str, int]]] = {}
+        # member (instance id or member id) -> generation -> its assignment then
+        self._assigned: dict[str, dict[int, set[tuple[str, int]]]] = {}
         self._chaos = True
         self._crashed_brokers: set[int] = set()
         self.stats: dict[str, int] = defaultdict(int)
@@ -346,7 +348,12 @@ class Sim:
         while self._heap and self._heap[0][0] <= until:
             t, _tb, _seq, kind, args = heapq.heappop(self._heap)
             self.now = t
-            getattr(self, f"_on_{kind}")(*args)
+            try:
+                getattr(self, f"_on_{kind}")(*args)
+            except InvariantViolation:
+                raise
+            except AssertionError as exc:  # the coordinator model's own transition check
+                raise InvariantViolation("G0", str(exc), at=self.now) from exc
             self._check_safety(kind)
         self.now = max(self.now, until)
 
@@ -639,12 +646,24 @@ class Sim:
 
     def _on_coordinator(self) -> None:
         self._coord_timer = None
-        before = {m: g for m, g in self._members_at_generation().items()}
+        group = self.cluster.coordinator.groups.get(GROUP)
+        deadlines = (
+            {}
+            if group is None
+            else {m: member.heartbeat_deadline for m, member in group.members.items()}
+        )
+        phase_over = group is not None and any(
+            t is not None and t <= self._s() for t in (group.join_deadline, group.sync_deadline)
+        )  # members that missed a join or sync deadline go too, whatever their session says
         self.cluster.coordinator.handle_timer(now=self._s())
         after = self._members_at_generation()
-        for member_id in before:
+        for member_id, deadline in deadlines.items():
             if member_id not in after:
                 self.stats["session expired"] += 1
+                if self._s() < deadline and not phase_over:  # G7: not before its session ends
+                    raise InvariantViolation(
+                        "G7", f"{member_id} expired {deadline - self._s():.3f} s early", at=self.now
+                    )
         self._coordinator_out()
         self._arm_cluster_timers()
 
@@ -698,9 +717,12 @@ class Sim:
                 self.consumed[tp].add(record.offset)
                 took += 1
             app.processed[tp] = records[-1].offset + 1
+        if took or (app.processed and self.now >= app.next_commit):
+            # after each batch, and every 2 s anyway (as auto-commit does)
+            m.commit(dict(app.processed), now=self._s())
+            app.next_commit = self.now + 2_000
         if took:
             self._line(f"{name} polled {took}")
-            m.commit(dict(app.processed), now=self._s())
             stall = self.entropy.below(10, "processing")
             app.busy_until = self.now + 10 * stall
             if (
@@ -933,9 +955,10 @@ class Sim:
             return
         for member_id, member in group.members.items():
             if member.assignment and group.state is GroupState.STABLE:
-                key = (member_id, group.generation)
-                if key not in self._assigned:
-                    self._assigned[key] = set(decode_assignment(member.assignment).partitions)
+                # by instance id when static: a restarted static member has a new member id
+                history = self._assigned.setdefault(member.instance_id or member_id, {})
+                if group.generation not in history:
+                    history[group.generation] = set(decode_assignment(member.assignment).partitions)
         while coordinator.accepted:
             member_id, generation, tp, current = coordinator.accepted.pop(0)
             if generation < 0:
@@ -946,10 +969,15 @@ class Sim:
                     f"a commit of generation {generation} accepted in generation {current}",
                     at=self.now,
                 )
-            allowed = self._assigned.get((member_id, generation), set()) | self._assigned.get(
-                (member_id, generation - 1), set()
+            committer = group.members.get(member_id)
+            history = self._assigned.get(
+                member_id if committer is None else committer.instance_id or member_id, {}
             )
-            if (member_id, generation) in self._assigned and tp not in allowed:
+            if generation not in history:
+                continue  # not seen stable yet
+            earlier = [g for g in history if g < generation]
+            allowed = history[generation] | (history[max(earlier)] if earlier else set())
+            if tp not in allowed:
                 raise InvariantViolation(
                     "G6", f"{member_id} committed {tp} it does not own", at=self.now
                 )

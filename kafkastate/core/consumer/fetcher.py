@@ -94,6 +94,7 @@ from kafkastate.core.consumer.group import (
     GroupConfig,
     GroupFailed,
     GroupMember,
+    MemberState,
     RevokePartitions,
 )
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig, ConsumerGroupMember
@@ -818,6 +819,19 @@ class FetcherMachine:
                 epoch = p.position_epoch
             parts[tp] = (offset, meta, generation, member_id, group_instance_id, epoch)
         qid = self._new_query("commit", parts)
+        member = self.member
+        if (
+            isinstance(member, GroupMember)
+            and member.state in (MemberState.JOINING, MemberState.SYNCING)
+            and member.generation >= 0
+        ):
+            # As Java: no commit while the member is rejoining. The generation it would carry
+            # is the new one, whose assignment the application has not seen: it could commit
+            # a partition that generation gives to another member (found by the simulator).
+            q = self._queries[qid]
+            q.error = self._commit_fenced(27, next(iter(parts), ("", 0))[0])
+            self._complete_query(q, now)
+            return qid
         self._step(now)
         return qid
 
@@ -1023,7 +1037,7 @@ class FetcherMachine:
         if member is None or now >= self._subscription_wait_until:
             return True
         topics = self._client.cluster.topics
-        return all(t in topics for t in member.subscription)
+        return all(t in topics and topics[t].error_code == 0 for t in member.subscription)
 
     def _drive_group(self, now: float) -> None:
         member = self.member
