@@ -340,6 +340,31 @@ class Sim:
                 break
         self._check_liveness()
 
+    # -- stepwise control, for a Hypothesis RuleBasedStateMachine (faults by rule)
+
+    def run_for(self, ms: int) -> None:
+        """Advance virtual time by ``ms``, checking the safety invariants after each event."""
+        self._run_until(self.now + ms)
+
+    def act(self, action: str, *args: Any) -> None:
+        """Apply one scripted action now (see :attr:`SimConfig.script`)."""
+        self._on_script(action, *args)
+
+    def write(self) -> None:
+        """Append the configured number of records to every partition."""
+        self._on_write()
+
+    def heal_and_settle(self) -> None:
+        """Undo every fault, then run the liveness window; raises on L1/C2."""
+        cfg = self.config
+        self._heal()
+        deadline = self.now + 3 * cfg.max_poll_ms + 2 * cfg.session_ms + 10_000
+        while self.now < deadline:
+            self._run_until(min(deadline, self.now + 1_000))
+            if self._settled() and self._all_consumed():
+                break
+        self._check_liveness()
+
     def trace_hash(self) -> str:
         """sha256 of the trace: equal for equal (seed, config, code) -- D1."""
         return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()
