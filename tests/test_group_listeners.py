@@ -297,4 +297,4 @@ def test_aiokafka_subscribe_before_start(kafka_cluster: Any) -> None:
             await consumer.stop()
 
     anyio.run(main)
-    assert listener.calls[0] == ("assigned", {0, 1})
+    assert ("assigned", {0, 1}) in listener.calls  # the listener given before start() ran
