@@ -37,9 +37,12 @@ from kafkastate.adapters._common import build_client_config, check_consumer_opti
 from kafkastate.adapters._group import (
     build_group_config,
     check_listener,
-    compile_pattern,
+    check_subscription,
+    follow_subscription,
     group_metadata,
-    matching_topics,
+    listener_error,
+    listener_method,
+    start_subscription,
 )
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.consumer.fetcher import (
@@ -222,36 +225,13 @@ class Consumer:
             KafkaConfigurationError: an empty or malformed topic list, both topics and a
                 pattern, a bad pattern or listener, or a listener without a ``group_id``.
         """
-        if pattern is not None:
-            if topics:
-                raise KafkaConfigurationError("subscribe to topics or to a pattern, not both")
-            compiled: re.Pattern[str] | None = compile_pattern(pattern)
-        elif (
-            isinstance(topics, str)
-            or not topics
-            or not all(isinstance(t, str) and t for t in topics)
-        ):
-            raise KafkaConfigurationError(f"topics must be a list of topic names, got {topics!r}")
-        else:
-            compiled = None
-        check_listener(listener)
-        group = self.machine.member is not None
-        if listener is not None and not group:
-            raise KafkaConfigurationError("a rebalance listener needs a group_id")
+        compiled = check_subscription(
+            topics, pattern, listener, group=self.machine.member is not None
+        )
         driver = self._running()
         self._listener = listener
         self._pattern = compiled
-        metadata = self.machine.client.metadata
-        if compiled is None:
-            self._subscribed = tuple(dict.fromkeys(topics))
-            if group:
-                self.machine.subscribe(self._subscribed, now=driver.now())
-            else:
-                metadata.add_topics(self._subscribed)
-        else:
-            self._subscribed = ()
-            metadata.set_topics(None)  # every topic: the pattern picks
-        self.machine.client.request_metadata_update()
+        self._subscribed = start_subscription(self.machine, topics, compiled, driver.now())
         self._follow_subscription()
         driver.wake()
 
@@ -716,27 +696,14 @@ class Consumer:
         self._driver = driver
 
     def _follow_subscription(self) -> None:
-        """Follow metadata: a pattern's matching topics (a change re-subscribes), and
-        without a group, every partition of the subscribed topics."""
-        driver = self._driver
-        if driver is None:
-            return
-        cluster = self.machine.client.cluster
-        if self._pattern is not None and cluster.topics:
-            matching = tuple(
-                matching_topics(cluster, self._pattern, exclude_internal=self._exclude_internal)
+        if self._driver is not None:
+            self._subscribed = follow_subscription(
+                self.machine,
+                self._subscribed,
+                self._pattern,
+                exclude_internal=self._exclude_internal,
+                now=self._driver.now(),
             )
-            if matching and matching != self._subscribed:
-                self._subscribed = matching
-                if self.machine.member is not None:
-                    self.machine.subscribe(matching, now=driver.now())
-        if not self._subscribed or self.machine.member is not None:
-            return
-        wanted: list[tuple[str, int]] = []
-        for topic in self._subscribed:
-            wanted.extend((topic, p) for p in cluster.partitions_for(topic) or ())
-        if set(wanted) != set(self.machine.assignment()):
-            self.machine.assign(wanted, now=driver.now())
 
     def _handle_event(self, event: Any) -> None:
         match event:
@@ -825,22 +792,14 @@ class Consumer:
         listener = self._listener
         if listener is None:
             return
-        method = getattr(listener, callback, None)
-        if method is None:  # an aiokafka listener has no on_partitions_lost (Java's default)
-            method = listener.on_partitions_revoked
         try:
-            result = method({TopicPartition(*tp) for tp in partitions})
+            result = listener_method(listener, callback)({TopicPartition(*tp) for tp in partitions})
             if inspect.isawaitable(result):
                 await result
         except Exception as exc:
             log.exception("rebalance listener %s raised", callback)
-            error = RebalanceListenerError(
-                f"{callback} of {listener!r} raised {exc!r}; the rebalance went on without it",
-                callback=callback,
-            )
-            error.__cause__ = exc
             if self._listener_error is None:
-                self._listener_error = error
+                self._listener_error = listener_error(listener, callback, exc)
             self._wake_readers()
 
     async def _leave_group(self, timeout: float) -> None:

@@ -41,10 +41,12 @@ from kafkastate.adapters._common import (
 )
 from kafkastate.adapters._group import (
     build_group_config,
-    check_listener,
-    compile_pattern,
+    check_subscription,
+    follow_subscription,
     group_metadata,
-    matching_topics,
+    listener_error,
+    listener_method,
+    start_subscription,
 )
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core.client import CloseRequested, ConnectRequested, MetadataUpdated
@@ -395,35 +397,11 @@ class KafkaConsumer:
                 pattern or listener, or a listener without a ``group_id``.
         """
         self._open()
-        if pattern is not None:
-            if topics:
-                raise KafkaConfigurationError("subscribe to topics or to a pattern, not both")
-            compiled: re.Pattern[str] | None = compile_pattern(pattern)
-        elif (
-            isinstance(topics, str)
-            or not topics
-            or not all(isinstance(t, str) and t for t in topics)
-        ):
-            raise KafkaConfigurationError(f"topics must be a list of topic names, got {topics!r}")
-        else:
-            compiled = None
-        check_listener(listener)
         group = self._machine.member is not None
-        if listener is not None and not group:
-            raise KafkaConfigurationError("a rebalance listener needs a group_id")
+        compiled = check_subscription(topics, pattern, listener, group=group)
         self._listener = listener
         self._pattern = compiled
-        metadata = self._machine.client.metadata
-        if compiled is None:
-            self._subscribed = tuple(dict.fromkeys(topics))
-            if group:
-                self._machine.subscribe(self._subscribed, now=time.monotonic())
-            else:
-                metadata.add_topics(self._subscribed)
-        else:
-            self._subscribed = ()
-            metadata.set_topics(None)  # every topic: the pattern picks
-        self._machine.client.request_metadata_update()
+        self._subscribed = start_subscription(self._machine, topics, compiled, time.monotonic())
         self._follow_subscription()
         if group and self._background is None:
             self._background = threading.Thread(
@@ -965,11 +943,8 @@ class KafkaConsumer:
         listener = self._listener
         if listener is None:
             return None
-        method = getattr(listener, callback, None)
-        if method is None:  # a kafka-python listener has no on_partitions_lost (Java's default)
-            method = listener.on_partitions_revoked
         try:
-            result = method({TopicPartition(*tp) for tp in partitions})
+            result = listener_method(listener, callback)({TopicPartition(*tp) for tp in partitions})
             if inspect.isawaitable(result):
                 close = getattr(result, "close", None)
                 if close is not None:
@@ -977,12 +952,7 @@ class KafkaConsumer:
                 raise TypeError("the blocking consumer cannot await a coroutine listener")
         except Exception as exc:
             log.exception("rebalance listener %s raised", callback)
-            error = RebalanceListenerError(
-                f"{callback} of {listener!r} raised {exc!r}; the rebalance went on without it",
-                callback=callback,
-            )
-            error.__cause__ = exc
-            return error
+            return listener_error(listener, callback, exc)
         return None
 
     def _handle_events(self) -> None:
@@ -1108,25 +1078,13 @@ class KafkaConsumer:
         return tp
 
     def _follow_subscription(self) -> None:
-        """Follow metadata: a pattern's matching topics (a change re-subscribes), and
-        without a group, every partition of the subscribed topics."""
-        machine = self._machine
-        cluster = machine.client.cluster
-        if self._pattern is not None and cluster.topics:
-            matching = tuple(
-                matching_topics(cluster, self._pattern, exclude_internal=self._exclude_internal)
-            )
-            if matching and matching != self._subscribed:
-                self._subscribed = matching
-                if machine.member is not None:
-                    machine.subscribe(matching, now=time.monotonic())
-        if not self._subscribed or machine.member is not None:
-            return
-        wanted: list[tuple[str, int]] = []
-        for topic in self._subscribed:
-            wanted.extend((topic, p) for p in cluster.partitions_for(topic) or ())
-        if set(wanted) != set(machine.assignment()):
-            machine.assign(wanted, now=time.monotonic())
+        self._subscribed = follow_subscription(
+            self._machine,
+            self._subscribed,
+            self._pattern,
+            exclude_internal=self._exclude_internal,
+            now=time.monotonic(),
+        )
 
     def _auto_committed(self, offsets: dict[TopicPartition, Any], error: Any) -> None:
         if error is not None:

@@ -25,7 +25,7 @@ from typing import Any, Final, Generic, TypeVar
 from kafkastate._anyio_consumer import Consumer, build_fetcher_config, open_consumer
 from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.adapters._common import check_consumer_options, refuse_options
-from kafkastate.adapters._group import build_group_config, check_listener, compile_pattern
+from kafkastate.adapters._group import build_group_config, check_subscription
 from kafkastate.anyio import (
     BatchBuilder,
     Delivery,
@@ -815,15 +815,9 @@ class AIOKafkaConsumer:
         """
         if self._consumer is None:
             # before start(), as aiokafka allows: checked now, applied by start()
-            check_listener(listener)
-            if pattern is not None:
-                compile_pattern(pattern)
-                if topics:
-                    raise KafkaConfigurationError("subscribe to topics or to a pattern, not both")
-            elif isinstance(topics, str) or not topics:
-                raise KafkaConfigurationError(
-                    f"topics must be a list of topic names, got {topics!r}"
-                )
+            check_subscription(
+                topics, pattern, listener, group=self._options["group_id"] is not None
+            )
             self._pending = (topics, pattern, listener)
             return
         self._running().subscribe(topics, pattern=pattern, listener=listener)

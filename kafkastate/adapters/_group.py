@@ -18,17 +18,22 @@ from kafkastate.core.consumer.fetcher import FetcherMachine
 from kafkastate.core.consumer.group import GroupConfig
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig
 from kafkastate.core.metadata import ClusterMetadata
-from kafkastate.errors import IllegalStateError, KafkaConfigurationError
+from kafkastate.errors import IllegalStateError, KafkaConfigurationError, RebalanceListenerError
 from kafkastate.structs import ConsumerGroupMetadata
 
 __all__ = [
     "GROUP_PROTOCOLS",
     "build_group_config",
     "check_listener",
+    "check_subscription",
     "compile_pattern",
+    "follow_subscription",
     "group_metadata",
+    "listener_error",
+    "listener_method",
     "matching_topics",
     "resolve_assignors",
+    "start_subscription",
 ]
 
 GROUP_PROTOCOLS: Final = ("classic", "consumer")
@@ -216,6 +221,102 @@ def check_listener(listener: Any) -> None:
             f"listener {listener!r} lacks {', '.join(missing)}: subclass "
             "kafkastate.abc.ConsumerRebalanceListener"
         )
+
+
+def check_subscription(
+    topics: Any, pattern: Any, listener: Any, *, group: bool
+) -> re.Pattern[str] | None:
+    """Check ``subscribe(topics, pattern, listener)`` arguments.
+
+    Returns:
+        The compiled pattern, or None for a topic list.
+
+    Raises:
+        KafkaConfigurationError: bad topics, both topics and a pattern, a bad pattern or
+            listener, or a listener without group membership.
+    """
+    compiled: re.Pattern[str] | None = None
+    if pattern is not None:
+        if topics:
+            raise KafkaConfigurationError("subscribe to topics or to a pattern, not both")
+        compiled = compile_pattern(pattern)
+    elif isinstance(topics, str) or not topics or not all(isinstance(t, str) and t for t in topics):
+        raise KafkaConfigurationError(f"topics must be a list of topic names, got {topics!r}")
+    check_listener(listener)
+    if listener is not None and not group:
+        raise KafkaConfigurationError("a rebalance listener needs a group_id")
+    return compiled
+
+
+def start_subscription(
+    machine: FetcherMachine, topics: Sequence[str], pattern: re.Pattern[str] | None, now: float
+) -> tuple[str, ...]:
+    """Hand a checked subscription to the machine (a group member subscribes; without a
+    group the topics' metadata is tracked; a pattern tracks every topic).
+
+    Returns:
+        The subscribed topics (empty for a pattern, until metadata shows matches).
+    """
+    metadata = machine.client.metadata
+    subscribed: tuple[str, ...] = ()
+    if pattern is None:
+        subscribed = tuple(dict.fromkeys(topics))
+        if machine.member is not None:
+            machine.subscribe(subscribed, now=now)
+        else:
+            metadata.add_topics(subscribed)
+    else:
+        metadata.set_topics(None)  # every topic: the pattern picks
+    machine.client.request_metadata_update()
+    return subscribed
+
+
+def follow_subscription(
+    machine: FetcherMachine,
+    subscribed: tuple[str, ...],
+    pattern: re.Pattern[str] | None,
+    *,
+    exclude_internal: bool,
+    now: float,
+) -> tuple[str, ...]:
+    """Follow metadata: a pattern's matching topics (a change re-subscribes the member),
+    and without a group, every partition of the subscribed topics.
+
+    Returns:
+        The subscribed topics now.
+    """
+    cluster = machine.client.cluster
+    if pattern is not None and cluster.topics:
+        matching = tuple(matching_topics(cluster, pattern, exclude_internal=exclude_internal))
+        if matching and matching != subscribed:
+            subscribed = matching
+            if machine.member is not None:
+                machine.subscribe(matching, now=now)
+    if not subscribed or machine.member is not None:
+        return subscribed
+    wanted: list[tuple[str, int]] = []
+    for topic in subscribed:
+        wanted.extend((topic, p) for p in cluster.partitions_for(topic) or ())
+    if set(wanted) != set(machine.assignment()):
+        machine.assign(wanted, now=now)
+    return subscribed
+
+
+def listener_method(listener: Any, callback: str) -> Any:
+    """The listener's ``callback``; ``on_partitions_revoked`` stands in for a missing
+    ``on_partitions_lost`` (aiokafka's and kafka-python's listeners lack it; Java's default)."""
+    method = getattr(listener, callback, None)
+    return listener.on_partitions_revoked if method is None else method
+
+
+def listener_error(listener: Any, callback: str, exc: Exception) -> RebalanceListenerError:
+    """The error the application gets for a listener callback that raised."""
+    error = RebalanceListenerError(
+        f"{callback} of {listener!r} raised {exc!r}; the rebalance went on without it",
+        callback=callback,
+    )
+    error.__cause__ = exc
+    return error
 
 
 def compile_pattern(pattern: Any) -> re.Pattern[str]:
