@@ -978,6 +978,9 @@ async def open_consumer(
     check_consumer_options(
         max_poll_records=max_poll_records, auto_commit_interval_ms=auto_commit_interval_ms
     )
+    unknown = sorted(set(options) - set(inspect.signature(build_fetcher_config).parameters))
+    if unknown:
+        raise TypeError(f"open_consumer() got unexpected keyword arguments: {', '.join(unknown)}")
     config, tls = build_fetcher_config(bootstrap_servers, **options)
     group = build_group_config(
         config.group_id,

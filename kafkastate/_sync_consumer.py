@@ -241,7 +241,7 @@ class KafkaConsumer:
         bootstrap_timeout_ms: float = 30000,
         api_version_auto_timeout_ms: float | None = None,
         metrics_enabled: bool = True,
-        partition_assignment_strategy: Sequence[Any] = ("range", "roundrobin"),
+        partition_assignment_strategy: Sequence[Any] | None = None,
         session_timeout_ms: float = 45000,
         heartbeat_interval_ms: float = 3000,
         max_poll_interval_ms: float = 300000,
@@ -313,9 +313,8 @@ class KafkaConsumer:
         group = build_group_config(
             group_id,
             group_protocol=group_protocol,
-            partition_assignment_strategy=None
-            if group_protocol == "consumer"
-            else partition_assignment_strategy,
+            partition_assignment_strategy=partition_assignment_strategy,
+            default_strategy=("range", "roundrobin"),  # kafka-python's
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms,
             max_poll_interval_ms=max_poll_interval_ms,

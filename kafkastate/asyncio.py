@@ -649,7 +649,7 @@ class AIOKafkaConsumer:
         check_crcs: bool = True,
         metadata_max_age_ms: float = 300000,
         max_poll_records: int | None = None,
-        partition_assignment_strategy: Sequence[Any] = ("roundrobin",),
+        partition_assignment_strategy: Sequence[Any] | None = None,
         max_poll_interval_ms: float = 300000,
         rebalance_timeout_ms: float | None = None,
         session_timeout_ms: float = 10000,
@@ -703,8 +703,9 @@ class AIOKafkaConsumer:
         }
         self._group_options: dict[str, Any] = {
             "group_protocol": group_protocol,
-            "partition_assignment_strategy": None
-            if group_protocol == "consumer"
+            # aiokafka's default is round robin; with KIP-848 a strategy is refused
+            "partition_assignment_strategy": ("roundrobin",)
+            if partition_assignment_strategy is None and group_protocol != "consumer"
             else partition_assignment_strategy,
             "session_timeout_ms": session_timeout_ms,
             "heartbeat_interval_ms": heartbeat_interval_ms,

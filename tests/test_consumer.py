@@ -318,6 +318,10 @@ def test_aiokafka_consumer(kafka_cluster: Any) -> None:
         ({"group_protocol": "eager"}, "group_protocol"),
         ({"group_instance_id": ""}, "group_instance_id"),
         ({"group_remote_assignor": "uniform"}, "group_remote_assignor needs"),
+        (
+            {"group_protocol": "consumer", "partition_assignment_strategy": ["range"]},
+            "does not apply to group_protocol='consumer'",
+        ),
     ],
 )
 def test_aiokafka_consumer_checks_group_options(options: dict[str, Any], message: str) -> None:
@@ -325,6 +329,19 @@ def test_aiokafka_consumer_checks_group_options(options: dict[str, Any], message
 
     with pytest.raises(KafkaConfigurationError, match=message):
         AIOKafkaConsumer("t", bootstrap_servers="localhost:1", group_id="g", **options)
+    with pytest.raises(KafkaConfigurationError, match=message):
+        KafkaConsumer(
+            "t", bootstrap_servers="localhost:1", group_id="g", api_version=(3, 0), **options
+        )
+
+
+def test_open_consumer_names_an_unknown_option() -> None:
+    async def main() -> None:
+        async with open_consumer(bootstrap_servers="localhost:1", sesion_timeout_ms=1):
+            pass
+
+    with pytest.raises(TypeError, match=r"open_consumer\(\) got unexpected .*sesion_timeout_ms"):
+        anyio.run(main)
 
 
 @pytest.mark.parametrize("adapter", ["sync", "trio"])
