@@ -374,6 +374,7 @@ class KafkaConsumer:
         self._buffer.clear()
         self._machine.assign([(tp[0], tp[1]) for tp in partitions], now=time.monotonic())
 
+    @_locked
     def assignment(self) -> set[TopicPartition]:
         """The partitions being read."""
         return {TopicPartition(*tp) for tp in self._machine.assignment()}
@@ -418,6 +419,7 @@ class KafkaConsumer:
         """
         return group_metadata(self._machine)
 
+    @_locked
     def subscription(self) -> set[str]:
         """The subscribed topics."""
         return set(self._subscribed)
@@ -589,6 +591,7 @@ class KafkaConsumer:
                 raise KafkaTimeoutError(f"no position for {tp[0]}-{tp[1]} within {wait:g} s")
             self._turn(deadline)
 
+    @_locked
     def highwater(self, partition: tuple[str, int]) -> int | None:
         """The high watermark of the last fetch, or None before one."""
         return self._machine.highwater(self._assigned(partition))
@@ -603,6 +606,7 @@ class KafkaConsumer:
         """Undo :meth:`pause`."""
         self._machine.resume([self._assigned(tp) for tp in partitions], now=time.monotonic())
 
+    @_locked
     def paused(self) -> set[TopicPartition]:
         """The paused partitions."""
         return {TopicPartition(*tp) for tp in self._machine.paused()}
@@ -836,6 +840,7 @@ class KafkaConsumer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @_locked
     def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
         """A few gauges (kafka-python's shape: a dict of groups), whatever
         ``metrics_enabled`` says; ``raw`` is accepted and ignored."""
