@@ -229,6 +229,8 @@ class _App:
     revoke_until: int | None = None
     group_events: list[Any] = attrs.Factory(list)
     history: list[tuple[str, tuple[str, int]]] = attrs.Factory(list)  # callbacks per tp
+    history_checked: int = 0  # how much of it G4 has read
+    callback_state: dict[tuple[str, int], str] = attrs.Factory(dict)
 
 
 class _Host:
@@ -960,14 +962,17 @@ class Sim:
                 raise InvariantViolation("USER", str(exc), at=self.now) from exc
 
     def _check_callback_order(self, host: _Host) -> None:
-        state: dict[tuple[str, int], str] = {}
-        for what, tp in host.app.history:
-            before = state.get(tp, "revoked")
+        """G4 per partition: assigned, then revoked or lost, then assigned... (only the
+        callbacks since the last check are read)."""
+        app = host.app
+        for what, tp in app.history[app.history_checked :]:
+            before = app.callback_state.get(tp, "revoked")
             if (what == "assigned") == (before == "assigned"):
                 raise InvariantViolation(
                     "G4", f"{host.name}: {what} {tp} after {before}", at=self.now
                 )
-            state[tp] = "assigned" if what == "assigned" else "revoked"
+            app.callback_state[tp] = "assigned" if what == "assigned" else "revoked"
+        app.history_checked = len(app.history)
 
     def _check_commits(self) -> None:
         """G5/G6: every commit the coordinator accepted since the last check came from a
