@@ -5,6 +5,7 @@ rebalance that takes a partition away; commits fenced by generation; leaving on 
 from __future__ import annotations
 
 import datetime
+import random
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from kafkastate.core.consumer.assignors import (
     encode_assignment,
 )
 from kafkastate.core.consumer.fetcher import (
+    FetcherMachine,
     GroupFailed,
     PartitionsAssigned,
     PartitionsRevoked,
@@ -232,3 +234,23 @@ def test_the_kip848_member_runs_in_the_fetcher_too() -> None:
     peer.pump()
     commit = peer.take(ApiKey.OFFSET_COMMIT).req.body
     assert (commit.generation_id_or_member_epoch, commit.member_id) == (5, req.member_id)
+
+
+def test_a_new_member_joins_once_metadata_describes_its_topics() -> None:
+    # Joining before the topic's partitions are known made the leader assign nothing and
+    # the group rebalance again as soon as they arrived.
+    peer = FetcherPeer(partitions=2, group_id="g", auto_offset_reset="earliest")
+    peer.topics["u"] = {0: (1, 0)}
+    del peer.topics["t"]  # what the member subscribes to is not in metadata yet
+    group = GroupConfig(group_id="g", assignors=(CooperativeStickyAssignor(),))
+    machine = FetcherMachine(peer.m.config, rng=random.Random(1), group=group)
+    peer.m = machine
+    machine.subscribe(["t"], now=peer.now)
+    peer.pump()
+    answer_coordinator(peer)
+    assert not peer.has(ApiKey.JOIN_GROUP)  # waiting for "t" in metadata
+    peer.topics["t"] = {0: (1, 0), 1: (2, 0)}
+    peer.advance()  # the metadata refresh finds it
+    while not peer.has(ApiKey.JOIN_GROUP):
+        peer.advance()
+    assert peer.now < 3.0  # well before the wait would have given up
