@@ -21,12 +21,14 @@ and :meth:`Producer.flush` still waits for it.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import ssl
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Final, Protocol, cast
+from typing import Any, Final, NamedTuple, cast
 
 import anyio
 import anyio.lowlevel
@@ -68,7 +70,7 @@ from kafkastate.errors import (
     KafkaTimeoutError,
     TransactionFailedError,
 )
-from kafkastate.structs import ConsumerGroupMetadata
+from kafkastate.structs import ConsumerGroupMetadata, TopicPartition
 
 __all__ = [
     "BatchBuilder",
@@ -95,20 +97,33 @@ _COMPRESSION: Final = {
 }
 
 
-@attrs.frozen(kw_only=True)
-class RecordMetadata:
-    """Where an acknowledged record was written (aiokafka's ``RecordMetadata`` fields)."""
+class RecordMetadata(NamedTuple):
+    """Where an acknowledged record was written: aiokafka's ``RecordMetadata``, the same
+    fields in the same order."""
 
     topic: str
     """The topic."""
     partition: int
     """The partition."""
+    topic_partition: TopicPartition
+    """``TopicPartition(topic, partition)``."""
     offset: int
     """The record's offset; -1 with ``acks=0`` (the broker does not say)."""
     timestamp: int
     """The record's timestamp in ms, as the log keeps it (create or log-append time)."""
     timestamp_type: int
     """0 for CreateTime, 1 for LogAppendTime (the topic's ``message.timestamp.type``)."""
+    log_start_offset: int
+    """The partition's log start offset when the record was written; -1 if the broker
+    did not say (``acks=0``)."""
+
+
+# RecordMetadata(...) without the keyword-argument parsing: one per acknowledged record.
+_new_tuple: Final = tuple.__new__
+# A C future that only the producer refers to cannot be observed by anyone: CPython
+# reports 2 references then (the caller's variable and getrefcount's argument).
+_refcount: Final[Callable[[object], int] | None] = getattr(sys, "getrefcount", None)
+_Ack = tuple[str, int, TopicPartition, int, int, int, int]  # RecordMetadata's fields
 
 
 class Delivery:
@@ -126,7 +141,7 @@ class Delivery:
         # Made only for a waiter: most deliveries are resolved before anyone awaits them.
         self._done: anyio.Event | None = None
         self._result: RecordMetadata | None = None
-        self._ack: tuple[str, int, int, int, int] | None = None  # made into _result on demand
+        self._ack: _Ack | None = None  # made into _result on demand
         self._error: KafkaError | None = None
         self._callbacks: list[Callable[[Delivery], None]] | None = None
 
@@ -153,14 +168,7 @@ class Delivery:
         if self._result is None:
             if self._ack is None:
                 raise RuntimeError(f"record {self.record_id} has no outcome yet")
-            topic, partition, offset, timestamp, timestamp_type = self._ack
-            self._result = RecordMetadata(
-                topic=topic,
-                partition=partition,
-                offset=offset,
-                timestamp=timestamp,
-                timestamp_type=timestamp_type,
-            )
+            self._result = _new_tuple(RecordMetadata, self._ack)
         return self._result
 
     async def wait(self) -> RecordMetadata:
@@ -194,9 +202,7 @@ class Delivery:
         else:
             self._callbacks.append(callback)
 
-    def _resolve(
-        self, ack: tuple[str, int, int, int, int] | None, error: KafkaError | None
-    ) -> None:
+    def _resolve(self, ack: _Ack | None, error: KafkaError | None) -> None:
         self._ack, self._error = ack, error
         if self._done is not None:
             self._done.set()
@@ -320,15 +326,24 @@ class BatchBuilder:
         return self._records
 
 
-class _Sink(Protocol):
-    """Where the producer reports one record's outcome: a :class:`Delivery`, or an
-    adapter's own future holder (``kafkastate.asyncio``)."""
+# Where the producer reports one record's outcome: a Delivery, or the asyncio future that
+# AIOKafkaProducer.send returned.
+_Sink = Delivery | asyncio.Future[RecordMetadata]
 
-    def done(self) -> bool: ...
 
-    def _resolve(
-        self, ack: tuple[str, int, int, int, int] | None, error: KafkaError | None
-    ) -> None: ...
+def _settle(sink: _Sink, ack: _Ack | None, error: KafkaError | None) -> None:
+    """Give ``sink`` its outcome (an acknowledgement or an error)."""
+    if type(sink) is Delivery:
+        sink._resolve(ack, error)
+        return
+    future = cast("asyncio.Future[RecordMetadata]", sink)  # AIOKafkaProducer.send's
+    if future.done():
+        return  # cancelled by its owner
+    if error is not None:
+        future.set_exception(error)
+    else:
+        assert ack is not None
+        future.set_result(_new_tuple(RecordMetadata, ack))
 
 
 class Producer:
@@ -415,6 +430,53 @@ class Producer:
         delivery = await self._append(topic, value, key, partition, timestamp_ms, headers, None)
         return cast(Delivery, delivery)
 
+    def _append_now(  # noqa: PLR0917 -- internal, positional for speed
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        headers: Headers,
+        sink: _Sink | None,
+    ) -> tuple[_Sink, bool]:
+        """Append once, without waiting; ``sink`` (None: a new :class:`Delivery`) gets the
+        outcome.
+
+        Returns:
+            The sink, and whether a batch opened or filled up: then the caller should let
+            the pump run (``await anyio.lowlevel.cancel_shielded_checkpoint()``).
+
+        Raises:
+            KafkaError: the machine refused the record (retriable ones: wait with
+                :meth:`_append` instead).
+            RuntimeError: the producer is not running.
+        """
+        driver = self._driver
+        if driver is None:
+            driver = self._running()  # raises
+        machine = self.machine
+        steps = machine.steps
+        rid = machine.send(
+            topic,
+            value=value,
+            key=key,
+            partition=partition,
+            timestamp_ms=time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms,
+            headers=headers,
+            now=driver.now(),
+        )
+        if sink is None:
+            sink = Delivery(rid)
+        self._deliveries[rid] = sink  # before any await: acks=0 completes at once
+        if machine.steps != steps:
+            # A batch opened or filled up: let the pump see it, and send full batches
+            # while this task goes on appending. Appending to a batch with room changes
+            # nothing the pump would act on, so it does not cost a wake-up.
+            driver.wake()
+            return sink, True
+        return sink, False
+
     async def _append(  # noqa: PLR0917 -- internal, positional for speed
         self,
         topic: str,
@@ -425,30 +487,21 @@ class Producer:
         headers: Headers,
         sink: _Sink | None,
     ) -> _Sink:
-        """:meth:`enqueue`, reporting the outcome to ``sink`` (None: a new Delivery)."""
-        driver = self._driver
-        if driver is None:
-            driver = self._running()  # raises
-        machine = self.machine
-        ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        """:meth:`enqueue`, reporting the outcome to ``sink`` (None: a new Delivery);
+        waits up to ``max_block`` while the machine refuses the record for a retriable
+        reason (no metadata yet, ``buffer_memory`` full)."""
         deadline: float | None = None
         while True:
             changed = self._changed
-            steps = machine.steps
-            now = driver.now()
             try:
-                rid = machine.send(
-                    topic,
-                    value=value,
-                    key=key,
-                    partition=partition,
-                    timestamp_ms=ts,
-                    headers=headers,
-                    now=now,
+                target, moved = self._append_now(
+                    topic, value, key, partition, timestamp_ms, headers, sink
                 )
             except KafkaError as exc:
                 if not exc.retriable:
                     raise
+                driver = self._running()
+                now = driver.now()
                 driver.wake()  # the machine may have asked for metadata
                 if deadline is None:
                     deadline = now + self._max_block
@@ -459,16 +512,9 @@ class Producer:
                 with anyio.move_on_after(deadline - now):
                     await changed.wait()
                 continue
-            if sink is None:
-                sink = Delivery(rid)
-            self._deliveries[rid] = sink  # before any await: acks=0 completes at once
-            if machine.steps != steps:
-                # A batch opened or filled up: let the pump see it, and send full batches
-                # while this task goes on appending. Appending to a batch with room changes
-                # nothing the pump would act on, so it does not cost a wake-up.
-                driver.wake()
+            if moved:
                 await anyio.lowlevel.cancel_shielded_checkpoint()  # appended: no Cancelled
-            return sink
+            return target
 
     def create_batch(
         self,
@@ -774,7 +820,7 @@ class Producer:
         deliveries, self._deliveries = self._deliveries, {}
         for delivery in deliveries.values():
             if not delivery.done():
-                delivery._resolve(None, error)
+                _settle(delivery, None, error)
         for done in self._flushes.values():
             done.set()
         self._flushes.clear()
@@ -785,21 +831,45 @@ class Producer:
         self._closed.set()
         self._changed.set()
 
+    def _acknowledged(self, event: RecordsAcknowledged, topic: str, partition: int) -> None:
+        """Resolve the deliveries and futures of an acknowledged batch (per record: the
+        producer's hottest loop after appending)."""
+        tp = TopicPartition(topic, partition)
+        ts_type = 1 if event.log_append_time >= 0 else 0
+        lso = event.log_start_offset
+        offset = event.base_offset
+        step = 1 if offset >= 0 else 0  # acks=0: every offset stays -1
+        pop = self._deliveries.pop
+        refcount = _refcount
+        for rid, ts in zip(event.record_ids, event.timestamps, strict=True):
+            sink = pop(rid, None)
+            if sink is not None:
+                if isinstance(sink, Delivery):
+                    sink._resolve((topic, partition, tp, offset, ts, ts_type, lso), None)
+                elif (
+                    refcount is not None
+                    and refcount(sink) <= 2  # see _refcount
+                    and getattr(sink, "_callbacks", ()) is None
+                ):
+                    # An asyncio future dropped by the caller of send(), with no callback
+                    # on it: nobody can ever look at its result, so do not make one.
+                    pass
+                elif not sink.done():
+                    sink.set_result(
+                        _new_tuple(RecordMetadata, (topic, partition, tp, offset, ts, ts_type, lso))
+                    )
+            offset += step
+
     def _handle_event(self, event: Any) -> None:
         match event:
             case RecordsAcknowledged(topic=topic, partition=partition):
-                ts_type = 1 if event.log_append_time >= 0 else 0
-                pop = self._deliveries.pop
-                for rid, offset, ts in event.results():
-                    delivery = pop(rid, None)
-                    if delivery is not None:
-                        delivery._resolve((topic, partition, offset, ts, ts_type), None)
+                self._acknowledged(event, topic, partition)
                 return
             case RecordsFailed(record_ids=rids, error=error):
                 for rid in rids:
                     delivery = self._deliveries.pop(rid, None)
                     if delivery is not None:
-                        delivery._resolve(None, error)
+                        _settle(delivery, None, error)
                 return
             case FlushCompleted(flush_id=fid):
                 done = self._flushes.pop(fid, None)

@@ -22,6 +22,8 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Final, Generic, TypeVar
 
+import anyio.lowlevel
+
 from kafkastate._anyio_consumer import Consumer, build_fetcher_config, open_consumer
 from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.adapters._common import check_consumer_options, refuse_options
@@ -305,18 +307,25 @@ class AIOKafkaProducer:
         producer = self._producer
         if producer is None:
             producer = self._running()  # raises
-        key_bytes = key if self._key_serializer is None else self._key_serializer(key)
-        value_bytes = value if self._value_serializer is None else self._value_serializer(value)
+        if self._key_serializer is not None:
+            key = self._key_serializer(key)
+        if self._value_serializer is not None:
+            value = self._value_serializer(value)
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        await producer._append(
-            topic,
-            value_bytes,
-            key_bytes,
-            partition,
-            timestamp_ms,
-            headers or (),
-            _FutureSink(future),
-        )
+        try:
+            # The common case without a detour through another coroutine: appended now.
+            _, moved = producer._append_now(
+                topic, value, key, partition, timestamp_ms, headers or (), future
+            )
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            await producer._append(  # wait for metadata or buffer room (max_block_ms)
+                topic, value, key, partition, timestamp_ms, headers or (), future
+            )
+        else:
+            if moved:
+                await anyio.lowlevel.cancel_shielded_checkpoint()  # appended: no Cancelled
         return future
 
     async def send_and_wait(  # noqa: PLR0917 -- aiokafka's positional signature
@@ -509,39 +518,6 @@ class _Transaction:
     ) -> bool | None:
         assert self._cm is not None
         return await self._cm.__aexit__(exc_type, exc, tb)
-
-
-class _FutureSink:
-    """Resolves one send()'s asyncio future straight from the producer's events."""
-
-    __slots__ = ("future",)
-
-    def __init__(self, future: asyncio.Future[RecordMetadata]) -> None:
-        self.future = future
-
-    def done(self) -> bool:
-        return self.future.done()
-
-    def _resolve(
-        self, ack: tuple[str, int, int, int, int] | None, error: KafkaError | None
-    ) -> None:
-        future = self.future
-        if future.done():
-            return  # cancelled by its owner
-        if error is not None:
-            future.set_exception(error)
-            return
-        assert ack is not None
-        topic, partition, offset, timestamp, timestamp_type = ack
-        future.set_result(
-            RecordMetadata(
-                topic=topic,
-                partition=partition,
-                offset=offset,
-                timestamp=timestamp,
-                timestamp_type=timestamp_type,
-            )
-        )
 
 
 def _settle(future: asyncio.Future[RecordMetadata], delivery: Delivery) -> None:

@@ -8,10 +8,12 @@ not through the driver's private state.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import ssl
 import uuid
+import weakref
 from typing import Any
 
 import anyio
@@ -28,6 +30,7 @@ from kafkastate.errors import (
     KafkaTimeoutError,
     MessageTooLargeError,
 )
+from kafkastate.structs import TopicPartition
 
 kafka = pytest.importorskip("kafka")
 
@@ -297,6 +300,56 @@ def test_aiokafka_producer(kafka_cluster: Any) -> None:
         assert record.key == str(i).encode()
     last = by_place[(metas[50].partition, metas[50].offset)]
     assert (last.partition, last.value, last.key) == (1, b"raw", None)
+
+
+def test_aiokafka_send_futures_and_record_metadata(kafka_cluster: Any) -> None:
+    # Keyless sends take the producer's hot path. Futures the caller keeps, awaits or
+    # hangs a callback on get aiokafka's RecordMetadata; a dropped one (nobody can see
+    # it) is simply released.
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=1)
+
+    async def main() -> tuple[list[Any], list[Any], int, list[Any]]:
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+            kept = []
+            called: list[Any] = []
+            dropped = []
+            for i in range(600):
+                future = await producer.send(topic, b"v%d" % i)
+                if i % 3 == 0:
+                    kept.append(future)
+                elif i % 3 == 1:
+                    future.add_done_callback(lambda f: called.append(f.result()))
+                else:
+                    dropped.append(weakref.ref(future))
+                del future
+            gathered = await asyncio.gather(*kept)
+            await producer.flush()
+            gc.collect()
+            alive = sum(ref() is not None for ref in dropped)
+            return gathered, called, alive, [f.result() for f in kept]
+
+    gathered, called, alive, results = asyncio.run(main())
+    assert gathered == results
+    assert len(called) == 200 and alive == 0
+    metas = sorted([*gathered, *called], key=lambda m: m.offset)
+    assert [m.offset for m in metas] == [i for i in range(600) if i % 3 != 2]
+    first = metas[0]
+    assert isinstance(first, tuple) and first._fields == (
+        "topic",
+        "partition",
+        "topic_partition",
+        "offset",
+        "timestamp",
+        "timestamp_type",
+        "log_start_offset",
+    )
+    assert first.topic_partition == TopicPartition(topic, 0) == (first.topic, first.partition)
+    assert all(m.timestamp_type == 0 and m.log_start_offset == 0 for m in metas)
+    records = consume(bootstrap, topic, 600)
+    assert [r.value for r in sorted(records, key=lambda r: r.offset)] == [
+        b"v%d" % i for i in range(600)
+    ]
 
 
 def test_aiokafka_producer_bad_options() -> None:

@@ -229,6 +229,9 @@ class RecordsAcknowledged:
     LOG_APPEND_TIME topic, else the record's own create time."""
     log_append_time: int
     """The broker's append time in ms, or -1 on a CREATE_TIME topic."""
+    log_start_offset: int = -1
+    """The partition's log start offset when the broker wrote the batch (Produce v5+),
+    -1 if it did not say."""
 
     def results(self) -> list[tuple[RecordId, int, int]]:
         """Per record: ``(record_id, offset, timestamp)``; offset -1 when unknown.
@@ -595,6 +598,9 @@ class Accumulator:
         self._flushes: dict[FlushId, list[int]] = {}  # id -> [mark, records still pending]
         self._drain_start: dict[NodeId, int] = {}
         self._events: deque[AccumulatorEvent] = deque()
+        # topic -> the sticky partition's open batch, its deque, the partitioner's state
+        # for the topic and the switch threshold: what append_sticky needs (see there).
+        self._lanes: dict[str, tuple[ProducerBatch, deque[ProducerBatch], Any, int]] = {}
 
     # ----------------------------------------------------------------------- queries
 
@@ -792,7 +798,77 @@ class Accumulator:
             self._readiness_changed = True  # full: sendable now
         if sticky and self._partitioner is not None:
             self._partitioner.on_append(topic, partition, grown, batch_full=not batch._accepting)
+            lane = self._partitioner.sticky_lane(topic) if batch._accepting else None
+            if lane is not None and lane[0].partition == partition:
+                self._lanes[topic] = (batch, dq, lane[0], lane[1])
+            else:
+                self._lanes.pop(topic, None)
         return rid
+
+    def append_sticky(
+        self, topic: str, timestamp_ms: int, value: bytes, cluster: ClusterMetadata
+    ) -> RecordId | None:
+        """The hot path of a keyless record without headers whose partition the sticky
+        partitioner chooses: when the topic's sticky partition is still the one of
+        ``cluster`` and its open batch has room, append there in one step.
+
+        The outcome is what ``Partitioner.partition`` followed by ``append(sticky=True)``
+        would give, and it changes nothing the owner must react to (no batch opens or
+        fills up: :meth:`take_readiness_changed` stays as it was). Whenever anything might
+        differ (no lane yet, new metadata, the sticky partition changed, the batch was
+        closed, drained, expired or could fill up, the buffer is nearly full, an unusual
+        argument), nothing is appended and the caller takes the general path.
+
+        Args:
+            topic: the topic.
+            timestamp_ms: create time, ms since the epoch.
+            value: the serialized value (``bytes``).
+            cluster: the current metadata snapshot.
+
+        Returns:
+            The record's id, or None: not appended, use the general path.
+        """
+        lane = self._lanes.get(topic)
+        if lane is None:
+            return None
+        batch, dq, s, switch = lane
+        n = len(value)
+        if not (
+            batch._accepting
+            and s.checked_in is cluster
+            and dq
+            and dq[-1] is batch
+            and n < _SMALL_VALUE
+            and type(timestamp_ms) is int
+            and 0 <= timestamp_ms <= _MAX_TIMESTAMP
+            and type(value) is bytes
+        ):
+            return None
+        body = 19 + n if n < 64 else 20 + n  # _small_value_upper_bound, inlined
+        upper = body + (1 if body < 64 else 2)
+        if (
+            batch._size + upper >= self._batch_limit  # it might fill the batch
+            or self._used + upper > self.config.buffer_memory
+        ):
+            return None  # the general path decides exactly (and may refuse)
+        builder = batch._builder
+        if builder is None:  # pragma: no cover - an accepting batch has its builder
+            return None
+        size = builder.append_value(timestamp_ms, value)
+        grown = size - batch._size
+        batch._size = size
+        rid = self._next_record
+        batch._ids.append(rid)  # type: ignore[arg-type] # RecordId is an int
+        batch._records.append((timestamp_ms, None, value, ()))
+        self._next_record = rid + 1
+        self._used += grown
+        self._outstanding += 1
+        produced = s.produced + grown
+        if produced < 2 * switch:  # the batch has room: no switch yet (on_append's rule)
+            s.produced = produced
+        elif self._partitioner is not None:
+            self._partitioner.on_append(topic, batch.partition, grown, batch_full=False)
+        return rid  # type: ignore[return-value] # RecordId is an int
 
     def append_batch(
         self,
@@ -1007,6 +1083,7 @@ class Accumulator:
         *,
         base_offset: int,
         log_append_time: int = -1,
+        log_start_offset: int = -1,
         now: float,
     ) -> None:
         """The broker acknowledged an in-flight batch: emit :class:`RecordsAcknowledged`.
@@ -1015,6 +1092,7 @@ class Accumulator:
             batch: a batch from :meth:`drain`.
             base_offset: the offset the broker gave the first record (-1 for ``acks=0``).
             log_append_time: the broker's append time (ms) on a LOG_APPEND_TIME topic, else -1.
+            log_start_offset: the partition's log start offset, or -1 if unknown.
             now: the driver's clock (recorded as ``batch.done_at``).
 
         Raises:
@@ -1036,6 +1114,7 @@ class Accumulator:
                 base_offset=base_offset,
                 timestamps=timestamps,
                 log_append_time=log_append_time,
+                log_start_offset=log_start_offset,
             )
         )
         self._resolved(batch)

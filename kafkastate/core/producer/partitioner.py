@@ -161,6 +161,22 @@ class Partitioner:
         """The custom partitioner, or None."""
         return self._custom
 
+    def sticky_lane(self, topic: str) -> tuple[_Sticky, int] | None:
+        """The topic's sticky state and switch threshold, for the accumulator's hot path
+        (:meth:`Accumulator.append_sticky`), or None before its first keyless record.
+
+        The caller may add to ``produced`` while it stays below the threshold; at or past
+        it, it must call :meth:`on_append` (which may switch partitions).
+
+        Args:
+            topic: the topic.
+
+        Returns:
+            ``(state, threshold)`` or None.
+        """
+        s = self._sticky.get(topic)
+        return None if s is None else (s, self._sticky_bytes)
+
     def sticky_partition(self, topic: str) -> int | None:
         """The topic's current sticky partition, or None before its first keyless record.
 
@@ -252,6 +268,7 @@ class Partitioner:
         ):
             # The next sticky partition is drawn at the topic's next keyless record, when
             # the metadata then current says which partitions have a leader.
+            s.checked_in = None  # stale for whoever kept it (the accumulator's lane)
             del self._sticky[topic]
 
     # ------------------------------------------------------------------ internals
@@ -288,6 +305,8 @@ class Partitioner:
         pool = available or list(partitions)
         chosen = pool[self._rng.randrange(len(pool))]
         checked = cluster if cluster.leader_for(topic, chosen) is not None else None
+        if s is not None:
+            s.checked_in = None  # replaced: stale for whoever kept it
         self._sticky[topic] = _Sticky(partition=chosen, checked_in=checked)
         return chosen
 

@@ -400,6 +400,7 @@ class ProducerMachine:
     def __init__(self, config: ProducerConfig, *, rng: random.Random) -> None:
         self.config = config
         self._client = Client(config.client, rng=rng, topics=())
+        self._metadata = self._client.metadata
         self._partitioner = Partitioner(
             rng=rng, batch_size=config.accumulator.batch_size, custom=config.partitioner
         )
@@ -436,7 +437,15 @@ class ProducerMachine:
         self._kick_at: float | None = None
         self._now = 0.0
         self._tracked: set[str] = set()  # topics handed to the metadata
-        self._steps = 0
+        self.steps = 0
+        """How many times the machine has re-examined its state; it only grows (read it,
+        do not set it).
+
+        A cheap change detector for drivers: :meth:`send` appending to a batch that has
+        room changes no output and no deadline, and leaves this unchanged. If it changed
+        across a command, the driver should look at :meth:`data_to_send`,
+        :meth:`next_event` and :meth:`get_timer` again. (A plain attribute: drivers read
+        it twice per record.)"""
 
     # ---------------------------------------------------------------- queries
 
@@ -474,17 +483,6 @@ class ProducerMachine:
     def producer_epoch(self) -> int:
         """The producer epoch, -1 before InitProducerId or without idempotence."""
         return -1 if self._idem is None else self._idem.producer_epoch
-
-    @property
-    def steps(self) -> int:
-        """How many times the machine has re-examined its state; it only grows.
-
-        A cheap change detector for drivers: :meth:`send` appending to a batch that has
-        room changes no output and no deadline, and leaves this unchanged. If it changed
-        across a command, the driver should look at :meth:`data_to_send`,
-        :meth:`next_event` and :meth:`get_timer` again.
-        """
-        return self._steps
 
     # --------------------------------------------------------------- commands
 
@@ -525,11 +523,30 @@ class ProducerMachine:
             LocalProtocolError: the producer is closing or closed.
             KafkaError: the producer failed fatally (the error of its ProducerFailed).
         """
+        txn = self._txn
+        if (
+            key is None
+            and partition is None
+            and not headers
+            and txn is None
+            and self._state is ProducerState.OPEN
+        ):
+            # The common case in one step (keyless, to the sticky partition's open batch);
+            # None when anything needs the general path below.
+            rid = self._acc.append_sticky(
+                topic,
+                timestamp_ms,
+                value,  # type: ignore[arg-type] # anything but bytes: the general path
+                self._metadata.cluster,
+            )
+            if rid is not None:
+                if now > self._now:  # noqa: PLR1730 -- the hot path: no max() call
+                    self._now = now
+                return rid
         if self._state is not ProducerState.OPEN:
             if self._state is ProducerState.FAILED and self._fatal is not None:
                 raise self._fatal
             raise LocalProtocolError(f"send on a producer that is {self._state.name}")
-        txn = self._txn
         if txn is not None:
             txn.check_send()
         if not isinstance(topic, str) or not topic:
@@ -890,7 +907,7 @@ class ProducerMachine:
         self._events.append(event)
 
     def _step(self, now: float) -> None:
-        self._steps += 1
+        self.steps += 1
         self._now = max(self._now, now)
         if self._state is ProducerState.CLOSED:
             return
@@ -1182,6 +1199,7 @@ class ProducerMachine:
                 batch,
                 base_offset=int(part.base_offset),
                 log_append_time=_append_time_ms(getattr(part, "log_append_time", None)),
+                log_start_offset=int(getattr(part, "log_start_offset", -1)),
                 now=now,
             )
             return
