@@ -427,7 +427,19 @@ class Producer:
             KafkaError: the record was refused for good (too large, producer closed or
                 failed...).
         """
-        delivery = await self._append(topic, value, key, partition, timestamp_ms, headers, None)
+        try:
+            # The common case without a detour through another coroutine: appended now.
+            delivery, moved = self._append_now(
+                topic, value, key, partition, timestamp_ms, headers, None
+            )
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            # wait for metadata or buffer room (max_block_ms)
+            delivery = await self._append(topic, value, key, partition, timestamp_ms, headers, None)
+        else:
+            if moved:
+                await anyio.lowlevel.cancel_shielded_checkpoint()  # appended: no Cancelled
         return cast(Delivery, delivery)
 
     def _append_now(  # noqa: PLR0917 -- internal, positional for speed

@@ -21,16 +21,23 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
 from kafkastate.core.protocol.framing import (
+    EncodedRequest,
     FrameDecoder,
     decode_body,
     decode_response_header,
+    encode_body,
     encode_request,
     request_header_bytes,
     response_header_version,
 )
-from kafkastate.core.protocol.requests import build, nested_type
-from kafkastate.core.protocol.versions import ApiKey, request_type, response_type
-from kafkastate.errors import RemoteProtocolError
+from kafkastate.core.protocol.requests import (
+    build,
+    nested_type,
+    produce_request,
+    produce_request_body,
+)
+from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable, request_type, response_type
+from kafkastate.errors import KafkaConfigurationError, RemoteProtocolError
 from tests.peer import api_versions_response, parse_request, response_frame
 
 client_ids = st.none() | st.text(max_size=40)
@@ -247,3 +254,80 @@ def test_guard_accepts_valid_api_versions(version: int) -> None:
     _cid, offset = decode_response_header(view, 0)
     body = decode_body(response_type(ApiKey.API_VERSIONS, version), view, offset)
     assert len(body.api_keys) > 20
+
+
+# ------------------------------------------------- the hand-written Produce encoder
+
+
+def _kio_produce_body(
+    version: int,
+    batches: dict[tuple[str, uuid.UUID | None, int], bytes],
+    acks: int,
+    timeout_ms: int,
+    transactional_id: str | None,
+) -> bytes:
+    cls = request_type(ApiKey.PRODUCE, version)
+    topic_cls = nested_type(cls, "TopicProduceData")
+    part_cls = nested_type(cls, "PartitionProduceData")
+    by_topic: dict[tuple[str, uuid.UUID | None], list[Any]] = {}
+    for (topic, topic_id, partition), records in batches.items():
+        by_topic.setdefault((topic, topic_id), []).append(
+            part_cls(index=i32(partition), records=records)
+        )
+    entity = build(
+        cls,
+        transactional_id=transactional_id,
+        acks=i16(acks),
+        timeout=datetime.timedelta(milliseconds=timeout_ms),
+        topic_data=tuple(
+            build(topic_cls, name=name, topic_id=tid, partition_data=tuple(parts))
+            for (name, tid), parts in by_topic.items()
+        ),
+    )
+    return encode_body(entity)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    version=st.integers(3, 13),
+    batches=st.dictionaries(
+        st.tuples(
+            st.sampled_from(["t", "a-topic", "é" * 3, "x" * 200]),
+            st.integers(0, 2**31 - 1),
+        ),
+        st.binary(max_size=300),
+        max_size=6,
+    ),
+    acks=st.sampled_from([-1, 0, 1]),
+    timeout_ms=st.integers(0, 2**31 - 1),
+    transactional_id=st.none() | st.text(max_size=130),
+)
+def test_produce_body_is_what_kio_writes(
+    version: int,
+    batches: dict[tuple[str, int], bytes],
+    acks: int,
+    timeout_ms: int,
+    transactional_id: str | None,
+) -> None:
+    ids = {"t": uuid.UUID(int=1), "a-topic": uuid.UUID(int=2), "é" * 3: uuid.UUID(int=3)}
+    ids["x" * 200] = uuid.UUID(int=4)
+    keyed = {(t, ids[t], p): records for (t, p), records in batches.items()}
+    ours = produce_request_body(
+        version, keyed, acks=acks, timeout=timeout_ms / 1000, transactional_id=transactional_id
+    )
+    assert ours == _kio_produce_body(version, keyed, acks, timeout_ms, transactional_id)
+    entity = decode_body(request_type(ApiKey.PRODUCE, version), memoryview(ours), 0)
+    assert len(entity.topic_data) == len({t for t, _ in batches})
+
+
+def test_produce_request_is_an_encoded_request_of_the_negotiated_version() -> None:
+    table = ApiVersionTable({ApiKey.PRODUCE: (3, 11)})
+    request = produce_request(table, {("t", None, 0): b"rec"}, acks=1, timeout=2.0)
+    assert isinstance(request, EncodedRequest)
+    cls = type(request)
+    assert (cls.__api_key__, cls.__version__, cls.__flexible__) == (0, 11, True)
+    capped = produce_request(table, {("t", None, 0): b"rec"}, max_version=8)
+    assert (type(capped).__version__, type(capped).__flexible__) == (8, False)
+    assert encode_body(request) == request.body
+    with pytest.raises(KafkaConfigurationError, match="needs the id"):
+        produce_request_body(13, {("t", None, 0): b""})

@@ -20,9 +20,10 @@ them. Nothing here does IO; :class:`FrameDecoder` accepts bytes at any split poi
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from kio.serial import entity_reader, entity_writer
 
@@ -32,11 +33,13 @@ from kafkastate.errors import RemoteProtocolError
 __all__ = [
     "API_VERSIONS_KEY",
     "DEFAULT_MAX_FRAME_SIZE",
+    "EncodedRequest",
     "FrameDecoder",
     "decode_body",
     "decode_response_header",
     "encode_body",
     "encode_request",
+    "encoded_request_type",
     "request_header_bytes",
     "response_header_version",
 ]
@@ -79,8 +82,56 @@ def request_header_bytes(
     return head + b"\x00" if flexible else head
 
 
+class EncodedRequest:
+    """A request whose body was encoded ahead, by a hand-written encoder for a hot
+    request (Produce): :func:`encode_request` writes :attr:`body` as it is.
+
+    Like a kio entity class, each subclass names its API key, version and flexibility
+    (:func:`encoded_request_type`), so connections treat both alike.
+
+    Args:
+        body: the encoded body.
+    """
+
+    __slots__ = ("body",)
+    __api_key__: ClassVar[int]
+    __version__: ClassVar[int]
+    __flexible__: ClassVar[bool]
+
+    def __init__(self, body: bytes) -> None:
+        self.body: Final = body
+        """The encoded request body."""
+
+    def __repr__(self) -> str:
+        cls = type(self)
+        return f"<EncodedRequest api_key={cls.__api_key__} v{cls.__version__} {len(self.body)} B>"
+
+
+@functools.cache
+def encoded_request_type(api_key: int, version: int, *, flexible: bool) -> type[EncodedRequest]:
+    """The :class:`EncodedRequest` subclass for one API key and version.
+
+    Args:
+        api_key: the API key.
+        version: the request version.
+        flexible: whether that version is flexible (KIP-482).
+
+    Returns:
+        The class (one per arguments).
+    """
+    namespace = {
+        "__slots__": (),
+        "__api_key__": api_key,
+        "__version__": version,
+        "__flexible__": flexible,
+    }
+    return type(f"EncodedRequest{api_key}v{version}", (EncodedRequest,), namespace)
+
+
 def encode_body(entity: Any) -> bytes:
     """Serialize a kio request or response entity (body only)."""
+    if isinstance(entity, EncodedRequest):
+        return entity.body
     buf = io.BytesIO()
     entity_writer(type(entity))(buf, entity)
     return buf.getvalue()
