@@ -601,6 +601,7 @@ class Accumulator:
         # topic -> the sticky partition's open batch, its deque, the partitioner's state
         # for the topic and the switch threshold: what append_sticky needs (see there).
         self._lanes: dict[str, tuple[ProducerBatch, deque[ProducerBatch], Any, int]] = {}
+        self._opened: tuple[ProducerBatch, deque[ProducerBatch]] | None = None  # by append
 
     # ----------------------------------------------------------------------- queries
 
@@ -772,6 +773,7 @@ class Accumulator:
                 buffer_memory=cfg.buffer_memory,
             )
         rid = RecordId(self._next_record)
+        self._opened = None
         if fits and last is not None:
             batch = last
             grown = batch._append(rid, rec, self._batch_limit)
@@ -791,6 +793,7 @@ class Accumulator:
                 last._accepting = False
             dq.append(batch)
             self._readiness_changed = True  # a new linger deadline
+            self._opened = (batch, dq)
         self._next_record += 1
         self._used += grown
         self._outstanding += 1
@@ -956,6 +959,36 @@ class Accumulator:
         self._outstanding += len(records)
         self._readiness_changed = True
         return list(batch._ids)
+
+    def take_quiet_open(self, cluster: ClusterMetadata) -> float | None:
+        """After an :meth:`append` that changed readiness: if all it did was open a batch
+        that only waits for its linger (nothing else queued for the partition, a leader
+        known, nothing forcing sends), that batch's linger deadline; else None (the
+        owner must look at :meth:`ready` again). Clears what it looked at.
+
+        Args:
+            cluster: the current metadata.
+
+        Returns:
+            The new batch's send deadline, or None.
+        """
+        opened, self._opened = self._opened, None
+        if opened is None:
+            return None
+        batch, dq = opened
+        linger = self.config.linger
+        if (
+            linger <= 0
+            or self._closed
+            or self._blocked
+            or self._flushes
+            or not batch._accepting
+            or dq[0] is not batch  # the new batch is the last: alone in its deque
+            or batch.retry_at is not None
+            or cluster.leader_for(batch.topic, batch.partition) is None
+        ):
+            return None
+        return batch.created + linger
 
     def take_readiness_changed(self) -> bool:
         """Whether an :meth:`append` since the last call opened a batch or filled one.

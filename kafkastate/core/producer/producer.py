@@ -582,7 +582,16 @@ class ProducerMachine:
         elif acc.take_readiness_changed():
             # A new batch (a new linger deadline; maybe a new partition) or a full one.
             self._partitions[(topic, chosen)] = None
-            self._step(now)
+            deadline = acc.take_quiet_open(cluster)
+            if deadline is None:
+                self._step(now)
+            else:
+                # Only a new linger deadline: no need to look at everything again, but
+                # drivers must see the new timer (steps moved).
+                if self._next_ready_at is None or deadline < self._next_ready_at:
+                    self._next_ready_at = deadline
+                self.steps += 1
+                self._now = max(self._now, now)
         elif now > self._now:
             self._now = now
         return rid
