@@ -588,6 +588,7 @@ class Accumulator:
         self._queues: dict[_TP, deque[ProducerBatch]] = {}
         self._in_flight: dict[int, ProducerBatch] = {}
         self._used = 0
+        self._buffer_memory = config.buffer_memory
         self._blocked = False
         self._closed = False
         self._next_record = 0
@@ -851,27 +852,24 @@ class Accumulator:
         upper = body + (1 if body < 64 else 2)
         if (
             batch._size + upper >= self._batch_limit  # it might fill the batch
-            or self._used + upper > self.config.buffer_memory
+            or self._used + upper > self._buffer_memory
+            or s.produced + upper >= 2 * switch  # it might switch partitions
         ):
-            return None  # the general path decides exactly (and may refuse)
+            return None  # the general path decides exactly (and may refuse, or switch)
         builder = batch._builder
         if builder is None:  # pragma: no cover - an accepting batch has its builder
             return None
         size = builder.append_value(timestamp_ms, value)
         grown = size - batch._size
         batch._size = size
-        rid = self._next_record
-        batch._ids.append(rid)  # type: ignore[arg-type] # RecordId is an int
+        next_id = self._next_record
+        batch._ids.append(next_id)  # type: ignore[arg-type] # RecordId is an int
         batch._records.append((timestamp_ms, None, value, ()))
-        self._next_record = rid + 1
+        self._next_record = next_id + 1
         self._used += grown
         self._outstanding += 1
-        produced = s.produced + grown
-        if produced < 2 * switch:  # the batch has room: no switch yet (on_append's rule)
-            s.produced = produced
-        elif self._partitioner is not None:
-            self._partitioner.on_append(topic, batch.partition, grown, batch_full=False)
-        return rid  # type: ignore[return-value] # RecordId is an int
+        s.produced += grown  # below 2 x switch with room in the batch: no switch (on_append)
+        return next_id  # type: ignore[return-value] # RecordId is an int
 
     def append_batch(
         self,
