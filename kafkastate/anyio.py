@@ -1115,6 +1115,7 @@ async def open_producer(
         on_event=producer._handle_event,
         ssl_context=tls,
         connect_timeout=config.client.socket_connection_setup_timeout,
+        timers_when_due=True,  # the producer's commands step for themselves
     )
     try:
         async with driver:

@@ -462,7 +462,11 @@ def test_a_crashed_driver_fails_waiters_instead_of_hanging(kafka_cluster: Any) -
         def broken(*, now: float) -> None:
             raise _Boom("a bug in the machine")
 
+        def broken_timer() -> float | None:
+            raise _Boom("a bug in the machine")
+
         inner.machine.handle_timer = broken  # type: ignore[method-assign]
+        inner.machine.get_timer = broken_timer  # type: ignore[method-assign]
         inner.machine.abort = broken  # type: ignore[method-assign]  # no orderly outcome
         inner._driver.wake()
         with pytest.raises(ProducerClosedError):

@@ -75,6 +75,10 @@ class AsyncDriver:
         ssl_context: TLS for every connection, or None for plaintext.
         connect_timeout: seconds for TCP connect plus TLS handshake
             (``socket.connection.setup.timeout.ms``).
+        timers_when_due: run ``handle_timer`` only when ``get_timer()`` says it is due,
+            not on every wake-up. For machines whose commands do their own work (the
+            producer: a send that opens or fills a batch has already stepped), where a
+            full timer pass per wake-up would be wasted.
     """
 
     def __init__(
@@ -84,8 +88,10 @@ class AsyncDriver:
         on_event: Callable[[Any], None],
         ssl_context: ssl.SSLContext | None = None,
         connect_timeout: float = 10.0,
+        timers_when_due: bool = False,
     ) -> None:
         self._machine = machine
+        self._timers_when_due = timers_when_due
         self._on_event = on_event
         self._ssl = ssl_context
         self._connect_timeout = connect_timeout
@@ -158,13 +164,19 @@ class AsyncDriver:
 
     async def _pump(self) -> None:
         machine = self._machine
+        lazy = self._timers_when_due
         while True:
             # A fresh event before looking at the machine: a wake() from here on is not lost.
             self._wakeup = wakeup = anyio.Event()
-            machine.handle_timer(now=self.now())
+            now = self.now()
+            deadline = machine.get_timer() if lazy else None
+            if not lazy or (deadline is not None and deadline <= now):
+                machine.handle_timer(now=now)
+                deadline = None
             self._process_events()
             self._write()
-            deadline = machine.get_timer()
+            if deadline is None:
+                deadline = machine.get_timer()
             with anyio.CancelScope(deadline=math.inf if deadline is None else deadline):
                 await wakeup.wait()
 
