@@ -120,9 +120,24 @@ class RecordMetadata(NamedTuple):
 
 # RecordMetadata(...) without the keyword-argument parsing: one per acknowledged record.
 _new_tuple: Final = tuple.__new__
-# A C future that only the producer refers to cannot be observed by anyone: CPython
-# reports 2 references then (the caller's variable and getrefcount's argument).
-_refcount: Final[Callable[[object], int] | None] = getattr(sys, "getrefcount", None)
+
+
+def _unobserved_refcount() -> int | None:
+    """What ``sys.getrefcount`` reports for an object held only by a local variable just
+    popped from a dict, as :meth:`Producer._acknowledged` holds a future (2 on CPython
+    3.11: the variable and the call's argument); None where there is no reference count
+    to ask (PyPy) or where borrowed references make it unreliable (CPython 3.14+)."""
+    refcount = getattr(sys, "getrefcount", None)
+    if refcount is None or sys.version_info >= (3, 14):
+        return None
+    holder = {0: object()}
+    sink = holder.pop(0)
+    count: int = refcount(sink)
+    return count
+
+
+# A future that only the producer refers to cannot be observed by anyone.
+_UNOBSERVED: Final = _unobserved_refcount()
 _Ack = tuple[str, int, TopicPartition, int, int, int, int]  # RecordMetadata's fields
 
 
@@ -333,17 +348,16 @@ _Sink = Delivery | asyncio.Future[RecordMetadata]
 
 def _settle(sink: _Sink, ack: _Ack | None, error: KafkaError | None) -> None:
     """Give ``sink`` its outcome (an acknowledgement or an error)."""
-    if type(sink) is Delivery:
+    if isinstance(sink, Delivery):
         sink._resolve(ack, error)
         return
-    future = cast("asyncio.Future[RecordMetadata]", sink)  # AIOKafkaProducer.send's
-    if future.done():
-        return  # cancelled by its owner
+    if sink.done():  # AIOKafkaProducer.send's future, cancelled by its owner
+        return
     if error is not None:
-        future.set_exception(error)
+        sink.set_exception(error)
     else:
         assert ack is not None
-        future.set_result(_new_tuple(RecordMetadata, ack))
+        sink.set_result(_new_tuple(RecordMetadata, ack))
 
 
 class Producer:
@@ -852,15 +866,16 @@ class Producer:
         offset = event.base_offset
         step = 1 if offset >= 0 else 0  # acks=0: every offset stays -1
         pop = self._deliveries.pop
-        refcount = _refcount
+        unobserved = _UNOBSERVED
+        refcount = sys.getrefcount
         for rid, ts in zip(event.record_ids, event.timestamps, strict=True):
             sink = pop(rid, None)
             if sink is not None:
                 if isinstance(sink, Delivery):
                     sink._resolve((topic, partition, tp, offset, ts, ts_type, lso), None)
                 elif (
-                    refcount is not None
-                    and refcount(sink) <= 2  # see _refcount
+                    unobserved is not None
+                    and refcount(sink) <= unobserved  # see _unobserved_refcount
                     and getattr(sink, "_callbacks", ()) is None
                 ):
                     # An asyncio future dropped by the caller of send(), with no callback

@@ -7,11 +7,14 @@ scripted peer cluster of test_producer_machine answers."""
 
 from __future__ import annotations
 
+import asyncio
 import random
+import sys
 from typing import Any
 
 import pytest
 
+from kafkastate.anyio import _UNOBSERVED
 from kafkastate.core.producer import RecordsAcknowledged, RecordsFailed
 from kafkastate.core.protocol.versions import ApiKey
 from tests.test_producer_machine import (
@@ -148,3 +151,23 @@ def test_hot_path_is_left_when_the_metadata_changes() -> None:
     assert acc.append_sticky("t", 1.5, b"e", m.client.cluster) is None  # type: ignore[arg-type]
     assert acc.append_sticky("t", TS, bytearray(b"e"), m.client.cluster) is None  # type: ignore[arg-type]
     assert acc.append_sticky("t", -1, b"e", m.client.cluster) is None
+
+
+def test_a_future_nobody_holds_is_recognised() -> None:
+    # AIOKafkaProducer.send's futures: one the caller dropped (no callback) is not resolved;
+    # one the caller still holds must be.
+    if sys.implementation.name != "cpython" or sys.version_info >= (3, 14):
+        assert _UNOBSERVED is None  # no reliable reference count: resolve every future
+        return
+    assert _UNOBSERVED is not None
+    loop = asyncio.new_event_loop()
+    try:
+        held = loop.create_future()
+        deliveries = {1: held, 2: loop.create_future()}
+        sink = deliveries.pop(1)
+        assert sys.getrefcount(sink) > _UNOBSERVED
+        sink = deliveries.pop(2)
+        assert sys.getrefcount(sink) <= _UNOBSERVED
+        assert held is not sink
+    finally:
+        loop.close()
