@@ -846,7 +846,11 @@ class TransactionManager:
             )
             if self._state is _S.ABORTABLE_ERROR:
                 error = self._abortable_error("send")
-            self._acc.abort_undrained(error, now=now)
+            for batch in self._acc.abort_undrained(error, now=now):
+                if batch.base_sequence >= 0:
+                    # sent before (a retry was queued): a late copy may still land, and at
+                    # this epoch it would join the next transaction -- bump (KIP-360)
+                    self._bump_required = True
 
     def _begin_abort(self, now: float) -> None:
         self._to(_S.ABORTING)
