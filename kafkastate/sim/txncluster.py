@@ -306,7 +306,7 @@ class Marker:
     dst: int
     tags: tuple[Any, ...]
     serial: int
-    due: float  # when to send it again if unanswered
+    due: float | None  # when to send it again (once it is known to be lost), else None
 
     def frame(self) -> bytes:
         """The request frame (WriteTxnMarkers v1) this marker travels as."""
@@ -358,10 +358,14 @@ class TxnCluster(SimCluster):
         self.request_tag: Any = None
         self.violations: list[tuple[str, str]] = []
         self.appended: list[tuple[_TP, TxnBatch]] = []  # new data batches, for checkers
-        self.ended: list[tuple[TxnMeta, bool, tuple[Any, ...]]] = []  # EndTxn accepted
+        self.accepted: list[tuple[str, str, Any]] = []
+        """Coordinator requests that took effect: ``(init|add|end, transactional id, tag)``."""
         self.completed: list[tuple[str, int, bool]] = []  # (tid, serial, committed)
         self.epoch_history: dict[str, list[int]] = {}
         self.ignore_coordinator_epoch = False
+        self.verify_partitions = True
+        self._now = 0.0
+        self._offset_coordinator_epochs: dict[tuple[str, int], int] = {}
 
     # ----------------------------------------------------------------- admin
 
@@ -393,6 +397,7 @@ class TxnCluster(SimCluster):
 
     def handle(self, node: int, token: Hashable, request: Request, now: float) -> list[Any]:
         """As :meth:`SimCluster.handle`, plus the producer and transaction APIs."""
+        self._now = now
         key, version, body = request.api_key, request.version, request.body
         if key == ApiKey.PRODUCE:
             return [self._produce(node, version, body)]
@@ -467,6 +472,8 @@ class TxnCluster(SimCluster):
                 if dup is not None:
                     first_base = dup if first_base < 0 else first_base
                     continue
+            if transactional and pid not in part.open and not self._verified(tp, pid, epoch):
+                return _INVALID_TXN_STATE, -1
             status = "open" if transactional else "plain"
             data = _restamp(chunk, part.end, self.leader_epochs[tp])
             added = part._add(
@@ -488,6 +495,19 @@ class TxnCluster(SimCluster):
             self.appended.append((tp, added))
             first_base = added.base if first_base < 0 else first_base
         return _NONE, first_base
+
+    def _verified(self, tp: _TP, pid: int, epoch: int) -> bool:
+        """KIP-890 part 1 (on by default since Kafka 3.6): before the first transactional
+        batch of a producer opens a transaction on a partition, the leader asks the
+        coordinator whether that transaction is ongoing with this partition at this epoch
+        (modelled as an instant look-up). Off, a late Produce of an ended transaction
+        opens a hanging one."""
+        if not self.verify_partitions:
+            return True
+        meta = self.by_pid.get(pid)
+        return (
+            meta is not None and meta.state == ONGOING and meta.epoch == epoch and tp in meta.partitions
+        )
 
     def _check_sequence(
         self, part: TxnPartition, pid: int, epoch: int, first_seq: int, count: int
@@ -635,6 +655,7 @@ class TxnCluster(SimCluster):
             self.txns[tid] = meta
             self.by_pid[meta.pid] = meta
             self._set_epoch(meta, 0)
+            self.accepted.append(("init", tid, self.request_tag))
             return self._txn_answer(key, version, _NONE, producer_id=meta.pid, producer_epoch=0)
         given_pid = int(getattr(body, "producer_id", -1))
         given_epoch = int(getattr(body, "producer_epoch", -1))
@@ -656,6 +677,7 @@ class TxnCluster(SimCluster):
         meta.timeout = timeout
         meta.last_epoch = -1
         self._set_epoch(meta, meta.epoch + 1)
+        self.accepted.append(("init", tid, self.request_tag))
         return self._txn_answer(
             key, version, _NONE, producer_id=meta.pid, producer_epoch=meta.epoch
         )
@@ -682,6 +704,7 @@ class TxnCluster(SimCluster):
         for tp in tps:
             meta.partitions[tp] = None
         meta.tags[self.request_tag] = None
+        self.accepted.append(("add", meta.tid, self.request_tag))
         if len(meta.tags) > 1:
             self.violations.append(
                 (
@@ -738,7 +761,7 @@ class TxnCluster(SimCluster):
         state = meta.state
         if state == ONGOING:
             meta.tags[self.request_tag] = None
-            self.ended.append((meta, commit, tuple(meta.tags)))
+            self.accepted.append(("end", meta.tid, self.request_tag))
             if len(meta.tags) > 1:
                 self.violations.append(
                     (
@@ -774,7 +797,7 @@ class TxnCluster(SimCluster):
                 dst=self._marker_destination(tp),
                 tags=tuple(meta.tags),
                 serial=meta.serial,
-                due=now + MARKER_RETRY,
+                due=None,
             )
             meta.pending[tp] = marker.mid
             self.markers[marker.mid] = marker
@@ -802,7 +825,7 @@ class TxnCluster(SimCluster):
             mid=self._next_marker,
             coordinator_epoch=self.coordinator_epoch,
             dst=self._marker_destination(marker.tp),
-            due=(marker.due if now is None else now) + MARKER_RETRY,
+            due=None,
         )
         self.markers[again.mid] = again
         self.sent_markers[again.mid] = again
@@ -811,17 +834,27 @@ class TxnCluster(SimCluster):
         if meta.pending.get(marker.tp) == marker.mid:
             meta.pending[marker.tp] = again.mid
 
+    def marker_lost(self, frame: bytes, *, now: float) -> None:
+        """A marker's broker was down when it arrived: send it again after a backoff (the
+        inter-broker channel is reliable otherwise; its 30 s request timeout is not
+        modelled)."""
+        (mid,) = struct.unpack_from(">i", frame, 8)
+        marker = self.markers.get(mid)
+        if marker is not None:
+            marker.due = now + MARKER_RETRY
+
     def txn_timer(self) -> float | None:
         """When :meth:`handle_txn_timer` has something to do (a marker to send again, a
         transaction to time out)."""
-        times = [m.due for m in self.markers.values()]
+        times = [m.due for m in self.markers.values() if m.due is not None]
         times += [m.started + m.timeout for m in self.txns.values() if m.state == ONGOING]
         return min(times, default=None)
 
     def handle_txn_timer(self, *, now: float) -> None:
-        """Send unanswered markers again; abort transactions open past their timeout."""
+        """Send lost markers again; abort transactions open past their timeout."""
+        self._now = now
         for marker in sorted(self.markers.values(), key=lambda m: m.mid):
-            if marker.due <= now:
+            if marker.due is not None and marker.due <= now:
                 self._resend(marker, now)
         for meta in self.txns.values():
             if meta.state == ONGOING and meta.started + meta.timeout <= now:
@@ -880,6 +913,10 @@ class TxnCluster(SimCluster):
             if node != self.coordinator_node:
                 return _NOT_COORDINATOR
             group = tp[0].split("/", 1)[1]
+            seen = self._offset_coordinator_epochs.get((group, pid), -1)
+            if coordinator_epoch < seen and not self.ignore_coordinator_epoch:
+                return _COORDINATOR_FENCED  # a copy from before the coordinator moved
+            self._offset_coordinator_epochs[(group, pid)] = coordinator_epoch
             pending = self.pending_offsets.pop((group, pid), None)
             self.offset_epochs[(group, pid)] = max(self.offset_epochs.get((group, pid), -1), epoch)
             if pending and commit:
@@ -955,7 +992,7 @@ class TxnCluster(SimCluster):
         body = decode_body(cls, memoryview(frame), 5)
         codes = [int(p.error_code) for m in body.markers for t in m.topics for p in t.partitions]
         if any(code in (_NOT_LEADER, _NOT_COORDINATOR, _UNKNOWN_TOPIC) for code in codes):
-            marker.due = min(marker.due, 0.0)  # resend at the next timer, to the new leader
+            marker.due = self._now + MARKER_RETRY  # to the new leader, after a backoff
             return
         del self.markers[mid]
         meta = self.txns[marker.tid]

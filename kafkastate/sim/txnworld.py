@@ -264,7 +264,8 @@ class TxnSim(Sim):
         self.fed = 0  # feeder writes queued so far
         self._feed_queue: list[tuple[int, bytes]] = []
         self._appended_seen = 0
-        self._ended_seen = 0
+        self._accepted_seen = 0
+        self._holders: dict[str, tuple[str, int]] = {}  # transactional id -> (pipe, k)
         self._input_values: dict[int, set[bytes]] = defaultdict(set)
         self._start_feeder()
         self._start_reader()
@@ -767,7 +768,9 @@ class TxnSim(Sim):
 
     def _one_marker(self, src: int, dst: int, frame: bytes) -> None:
         if dst not in self.cluster.alive:
-            return  # lost with the broker; the coordinator sends it again
+            self.cluster.marker_lost(frame, now=self._s())  # the coordinator sends it again
+            self._arm_cluster_timers()
+            return
         self.stats["markers"] += 1
         answer = self.cluster.write_markers(dst, frame[4:])
         self._pipe(dst, src, "marker_answer", answer)
@@ -961,17 +964,20 @@ class TxnSim(Sim):
                         )
                     seen.add(value)
         self._appended_seen = len(cluster.appended)
-        for meta, commit, tags in cluster.ended[self._ended_seen :]:
-            for tag in tags:
-                latest = self.inited.get(tag[0]) if isinstance(tag, tuple) else None
-                if commit and latest is not None and tag[1] != latest:
-                    raise InvariantViolation(
-                        "T3",
-                        f"{meta.tid!r}: the commit of {tag} was accepted after incarnation "
-                        f"{latest} had initialised later (a zombie committed)",
-                        at=self.now,
-                    )
-        self._ended_seen = len(cluster.ended)
+        for what, tid, tag in cluster.accepted[self._accepted_seen :]:
+            if not isinstance(tag, tuple):
+                continue
+            holder = self._holders.get(tid)
+            if what == "init":
+                self._holders[tid] = tag[:2]  # every other incarnation is fenced now
+            elif holder is not None and tag[:2] != holder:
+                raise InvariantViolation(
+                    "T3",
+                    f"{tid!r}: {what} of {tag} accepted after incarnation {holder[1]} took the "
+                    "transactional id over (a fenced producer's request took effect)",
+                    at=self.now,
+                )
+        self._accepted_seen = len(cluster.accepted)
         for proc in self.procs.values():
             if proc.phase == "dead":
                 continue
@@ -1017,7 +1023,10 @@ class TxnSim(Sim):
         return [self.transform(v) for v in self.cluster.committed_values((INPUT, partition))]
 
     def _caught_up(self) -> bool:
-        return not self._feed_queue and all(
+        settled = all(
+            m.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) for m in self.cluster.txns.values()
+        )
+        return settled and not self._feed_queue and all(
             [v.rsplit(b"|", 1)[0] for v in self.read[p]] == self._expected(p)
             and self.cluster.parts[(OUTPUT, p)].lso() == self.cluster.parts[(OUTPUT, p)].end
             for p in range(self.tc.partitions)
