@@ -737,7 +737,9 @@ def test_an_abort_of_records_never_sent_does_not_bump() -> None:
     peer.m.abort_transaction(now=peer.now)
     peer.pump()
     empty = build(
-        response_type(ADD_PARTS, add.req.version), throttle_time=_T0, results_by_topic_v3_and_below=()
+        response_type(ADD_PARTS, add.req.version),
+        throttle_time=_T0,
+        results_by_topic_v3_and_below=(),
     )
     peer.answer(add, empty)
     peer.answer_code(END)

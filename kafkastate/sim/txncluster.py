@@ -58,6 +58,7 @@ import datetime
 import io
 import struct
 import sys
+from collections import Counter
 from collections.abc import Hashable, Mapping
 from typing import Any, Final
 
@@ -208,18 +209,19 @@ class TxnPartition(PartitionLog):
         builder = RecordBatchBuilder(base_offset=self.end, partition_leader_epoch=epoch)
         for value in values:
             builder.append(_TIMESTAMP, None, value)
-        self._add(builder.build(), -1, -1, -1, False, False, tuple(values), None, "plain")
+        self._add(builder.build(), values=tuple(values), status="plain")
 
     def _add(
         self,
         data: bytes,
-        pid: int,
-        epoch: int,
-        first_seq: int,
-        transactional: bool,
-        control: bool,
+        *,
+        pid: int = -1,
+        epoch: int = -1,
+        first_seq: int = -1,
+        transactional: bool = False,
+        control: bool = False,
         values: tuple[bytes, ...],
-        tag: Any,
+        tag: Any = None,
         status: str,
     ) -> TxnBatch:
         count = max(len(values), 1)
@@ -326,7 +328,9 @@ class Marker:
                 ),
             ),
         )
-        return encode_request(body, correlation_id=self.mid, client_id=f"txn-coordinator-{self.dst}")
+        return encode_request(
+            body, correlation_id=self.mid, client_id=f"txn-coordinator-{self.dst}"
+        )
 
 
 class TxnCluster(SimCluster):
@@ -364,6 +368,8 @@ class TxnCluster(SimCluster):
         self.epoch_history: dict[str, list[int]] = {}
         self.ignore_coordinator_epoch = False
         self.verify_partitions = True
+        self.counts: Counter[str] = Counter()
+        """What happened, for tests: ``refused <api> <code>``, ``marker resent``..."""
         self._now = 0.0
         self._offset_coordinator_epochs: dict[tuple[str, int], int] = {}
 
@@ -477,7 +483,14 @@ class TxnCluster(SimCluster):
             status = "open" if transactional else "plain"
             data = _restamp(chunk, part.end, self.leader_epochs[tp])
             added = part._add(
-                data, pid, epoch, first_seq, transactional, False, values, self.request_tag, status
+                data,
+                pid=pid,
+                epoch=epoch,
+                first_seq=first_seq,
+                transactional=transactional,
+                values=values,
+                tag=self.request_tag,
+                status=status,
             )
             if pid >= 0:
                 entry = part.producers.setdefault(pid, _ProducerEntry(epoch=epoch))
@@ -506,7 +519,10 @@ class TxnCluster(SimCluster):
             return True
         meta = self.by_pid.get(pid)
         return (
-            meta is not None and meta.state == ONGOING and meta.epoch == epoch and tp in meta.partitions
+            meta is not None
+            and meta.state == ONGOING
+            and meta.epoch == epoch
+            and tp in meta.partitions
         )
 
     def _check_sequence(
@@ -621,6 +637,8 @@ class TxnCluster(SimCluster):
     # -- the transaction coordinator
 
     def _txn_answer(self, key: int, version: int, code: int, **fields: Any) -> Any:
+        if code:
+            self.counts[f"refused {key} {code}"] += 1
         cls = load_response_schema(key, version)
         return build(cls, throttle_time=_NO_TIME, error_code=ErrorCode(code), **fields)
 
@@ -644,9 +662,13 @@ class TxnCluster(SimCluster):
         key = ApiKey.INIT_PRODUCER_ID
         if tid is None:  # idempotent producer: any broker hands out a fresh id
             self._next_pid += 1
-            return self._txn_answer(key, version, _NONE, producer_id=self._next_pid, producer_epoch=0)
+            return self._txn_answer(
+                key, version, _NONE, producer_id=self._next_pid, producer_epoch=0
+            )
         if node != self.txn_node:
-            return self._txn_answer(key, version, _NOT_COORDINATOR, producer_id=-1, producer_epoch=-1)
+            return self._txn_answer(
+                key, version, _NOT_COORDINATOR, producer_id=-1, producer_epoch=-1
+            )
         timeout = body.transaction_timeout.total_seconds()
         meta = self.txns.get(tid)
         if meta is None:
@@ -659,13 +681,14 @@ class TxnCluster(SimCluster):
             return self._txn_answer(key, version, _NONE, producer_id=meta.pid, producer_epoch=0)
         given_pid = int(getattr(body, "producer_id", -1))
         given_epoch = int(getattr(body, "producer_epoch", -1))
-        if given_pid >= 0:
-            # KIP-360: only the current producer (or, after a timeout abort, the one just
-            # fenced by it -- KIP-588) may bump its own epoch
-            if given_pid != meta.pid or given_epoch not in (meta.epoch, meta.last_epoch):
-                return self._txn_answer(
-                    key, version, _PRODUCER_FENCED, producer_id=-1, producer_epoch=-1
-                )
+        # KIP-360: only the current producer (or, after a timeout abort, the one just
+        # fenced by it -- KIP-588) may bump its own epoch
+        if given_pid >= 0 and (
+            given_pid != meta.pid or given_epoch not in (meta.epoch, meta.last_epoch)
+        ):
+            return self._txn_answer(
+                key, version, _PRODUCER_FENCED, producer_id=-1, producer_epoch=-1
+            )
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
             return self._txn_answer(key, version, _CONCURRENT, producer_id=-1, producer_epoch=-1)
         if meta.state == ONGOING:
@@ -818,6 +841,7 @@ class TxnCluster(SimCluster):
         self.completed.append((meta.tid, meta.serial, commit))
 
     def _resend(self, marker: Marker, now: float | None) -> None:
+        self.counts["marker resent"] += 1
         del self.markers[marker.mid]
         self._next_marker += 1
         again = attrs.evolve(
@@ -882,11 +906,11 @@ class TxnCluster(SimCluster):
                     code = self._apply_marker(
                         node,
                         (str(t.name), int(p)),
-                        int(m.producer_id),
-                        int(m.producer_epoch),
-                        bool(m.transaction_result),
-                        int(m.coordinator_epoch),
-                        request.correlation_id,
+                        pid=int(m.producer_id),
+                        epoch=int(m.producer_epoch),
+                        commit=bool(m.transaction_result),
+                        coordinator_epoch=int(m.coordinator_epoch),
+                        mid=request.correlation_id,
                     )
                     parts.append(build(part_cls, partition_index=p, error_code=ErrorCode(code)))
                 topics.append(build(topic_cls, name=t.name, partitions=tuple(parts)))
@@ -901,6 +925,7 @@ class TxnCluster(SimCluster):
         self,
         node: int,
         tp: _TP,
+        *,
         pid: int,
         epoch: int,
         commit: bool,
@@ -915,6 +940,7 @@ class TxnCluster(SimCluster):
             group = tp[0].split("/", 1)[1]
             seen = self._offset_coordinator_epochs.get((group, pid), -1)
             if coordinator_epoch < seen and not self.ignore_coordinator_epoch:
+                self.counts["marker fenced"] += 1
                 return _COORDINATOR_FENCED  # a copy from before the coordinator moved
             self._offset_coordinator_epochs[(group, pid)] = coordinator_epoch
             pending = self.pending_offsets.pop((group, pid), None)
@@ -946,6 +972,7 @@ class TxnCluster(SimCluster):
             return _NOT_LEADER
         entry = part.producers.setdefault(pid, _ProducerEntry(epoch=epoch))
         if coordinator_epoch < entry.coordinator_epoch and not self.ignore_coordinator_epoch:
+            self.counts["marker fenced"] += 1
             return _COORDINATOR_FENCED
         entry.coordinator_epoch = coordinator_epoch
         if epoch > entry.epoch:
@@ -975,7 +1002,9 @@ class TxnCluster(SimCluster):
             partition_leader_epoch=self.leader_epochs[tp],
         )
         last = part.end - 1
-        part._add(data, pid, epoch, -1, True, True, (), None, "marker")
+        part._add(
+            data, pid=pid, epoch=epoch, transactional=True, control=True, values=(), status="marker"
+        )
         if not commit:
             part.aborted.append((pid, txn.first, last))
         return _NONE

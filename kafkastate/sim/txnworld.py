@@ -58,7 +58,7 @@ import attrs
 
 from kafkastate.core.client import ClientConfig, CloseRequested, ConnectRequested
 from kafkastate.core.consumer.fetcher import FetcherConfig, FetcherMachine
-from kafkastate.core.metadata import MetadataConfig, NodeId
+from kafkastate.core.metadata import MetadataConfig
 from kafkastate.core.producer.accumulator import (
     AccumulatorConfig,
     RecordsAcknowledged,
@@ -122,6 +122,7 @@ class TxnConfig:
     request_timeout_ms: int = 4_000
     transaction_timeout_ms: int = 15_000
     abort_one_in: int = 5  # the application aborts about one transaction in this many
+    process_ms: int = 0  # how long the application works between its sends and the commit
     defence: bool = True  # ProducerConfig.transaction_defence
     planted: str | None = None
     script: tuple[tuple[Any, ...], ...] = ()
@@ -141,7 +142,11 @@ class TxnConfig:
             faults = tuple(sorted({*faults, "hold", "reset"}, key=TXN_FAULTS.index))
         if not defence:
             faults = tuple(sorted({*faults, "hold_end_txn"}, key=TXN_FAULTS.index))
+        extra: dict[str, Any] = {}
+        if planted == "producer_without_sequences":
+            extra = {"writes": 14, "records": 2}  # the feeder sends often: retries overlap faults
         return cls(
+            **extra,
             brokers=1 + entropy.below(3, "brokers"),
             partitions=1 + entropy.below(3, "partitions"),
             pipelines=1 + entropy.below(2, "pipelines"),
@@ -152,6 +157,7 @@ class TxnConfig:
             request_timeout_ms=3_000 + 1_000 * entropy.below(3, "request timeout"),
             transaction_timeout_ms=10_000 + 5_000 * entropy.below(3, "transaction timeout"),
             abort_one_in=3 + entropy.below(4, "abort rate"),
+            process_ms=200 * entropy.below(6, "process ms"),
             defence=defence,
             planted=planted,
         )
@@ -185,6 +191,7 @@ class _Process:
     values: list[tuple[int, bytes]] = attrs.Factory(list)
     offsets: dict[TopicPartition, int] = attrs.Factory(dict)
     abort_next: bool = False
+    ready_at: int = 0  # processing done (phase "processing")
     scheduled: bool = False
     checked: int = 0  # transitions T4 has read
 
@@ -210,7 +217,7 @@ class TxnSim(Sim):
     def __init__(
         self,
         entropy: Entropy,
-        config: TxnConfig,  # type: ignore[override]
+        config: TxnConfig,
         *,
         transform: Callable[[bytes], bytes] | None = None,
     ) -> None:
@@ -293,11 +300,18 @@ class TxnSim(Sim):
         """Undo every fault, then give the pipelines time to finish; raises on L1/C3/T2."""
         cfg = self.tc
         self._heal()
-        deadline = self.now + 2 * cfg.transaction_timeout_ms + 30_000
+        # L1: done within a quiet window (it restarts while the reader makes progress)
+        window = 2 * cfg.transaction_timeout_ms + 30_000
+        deadline, cap = self.now + window, self.now + 20 * window
+        progress = -1
         while self.now < deadline:
             self._run_until(min(deadline, self.now + 1_000))
             if self._caught_up():
                 break
+            read = sum(len(v) for v in self.read.values())
+            if read > progress:
+                progress = read
+                deadline = min(cap, max(deadline, self.now + window))
         self._check_end()
 
     # ------------------------------------------------------------------- hosts
@@ -310,6 +324,16 @@ class TxnSim(Sim):
 
     def _rng(self, name: str) -> random.Random:
         return random.Random(self.entropy.below(1 << 30, f"rng {name}"))
+
+    def _producer(self, name: str) -> ProducerMachine:
+        """The producer machine of process ``name`` (``p0#1``)."""
+        return self._as_producer(self.hosts[f"{name}/p"])
+
+    @staticmethod
+    def _as_producer(host: _Host) -> ProducerMachine:
+        machine: Any = host.machine  # _Host is typed for the group simulator's consumers
+        assert isinstance(machine, ProducerMachine)
+        return machine
 
     def _add_host(self, name: str, machine: Any) -> _Host:
         host = _Host(name, machine, 0)
@@ -435,7 +459,9 @@ class TxnSim(Sim):
                 case TransactionOperationCompleted() if proc is not None:
                     self._on_operation(proc, event)
                 case ProducerFailed(error=error) if proc is not None:
-                    self._kill(proc, f"producer failed: {error!r}", restart_after=self._restart_ms())
+                    self._kill(
+                        proc, f"producer failed: {error!r}", restart_after=self._restart_ms()
+                    )
                     return
                 case RecordsAcknowledged() if host.name == "feeder":
                     self.stats["fed acknowledged"] += len(event.record_ids)
@@ -473,9 +499,11 @@ class TxnSim(Sim):
             return
         proc.op = None
         error = event.error
-        pm = self.hosts[f"{proc.name}/p"].machine
+        pm = self._producer(proc.name)
         if error is not None and not isinstance(error, TransactionFailedError):
-            self._kill(proc, f"{event.operation} failed: {error!r}", restart_after=self._restart_ms())
+            self._kill(
+                proc, f"{event.operation} failed: {error!r}", restart_after=self._restart_ms()
+            )
             return
         try:
             if event.operation == "init":
@@ -533,12 +561,19 @@ class TxnSim(Sim):
             proc.scheduled = True
             self._at(ph.paused_until, "proc", (name,))
             return
-        if proc.phase == "idle":
+        try:
             try:
-                self._begin(proc, ph, ch)
-            except KafkaError as exc:
-                self._kill(proc, f"{exc!r}", restart_after=self._restart_ms())
-                return
+                if proc.phase == "idle":
+                    self._begin(proc, ph, ch)
+                elif proc.phase == "processing" and self.now >= proc.ready_at:
+                    self._offsets(proc, self._producer(name))
+            except TransactionFailedError as exc:  # a record failed meanwhile: abort
+                self._line(f"{name} txn {proc.txn} failed: {exc!r}")
+                proc.op = self._producer(name).abort_transaction(now=self._s())
+                proc.phase = "aborting"
+        except KafkaError as exc:
+            self._kill(proc, f"{exc!r}", restart_after=self._restart_ms())
+            return
         self._pump(ch)
         self._pump(ph)
         if proc.phase != "dead" and not proc.scheduled:
@@ -546,7 +581,7 @@ class TxnSim(Sim):
             self._at(self.now + TICK_MS, "proc", (name,))
 
     def _begin(self, proc: _Process, ph: _Host, ch: _Host) -> None:
-        pm, cm = ph.machine, ch.machine
+        pm, cm = self._producer(proc.name), ch.machine
         if OUTPUT not in pm.client.cluster.topics:
             return  # the producer has no metadata yet
         runs = cm.poll(self.tc.batch, now=self._s())
@@ -564,6 +599,12 @@ class TxnSim(Sim):
                 proc.values.append((tp[1], tagged))
             proc.offsets[TopicPartition(*tp)] = records[-1].offset + 1
         self._line(f"{proc.name} txn {proc.txn} begins with {len(proc.values)} records")
+        proc.phase = "processing"
+        proc.ready_at = self.now + self.tc.process_ms
+        if not self.tc.process_ms:
+            self._offsets(proc, pm)
+
+    def _offsets(self, proc: _Process, pm: Any) -> None:
         proc.op = pm.send_offsets_to_transaction(dict(proc.offsets), GROUP, now=self._s())
         proc.phase = "offsets"
 
@@ -587,13 +628,19 @@ class TxnSim(Sim):
         self.fed += cfg.records
         self._on_feeder()
 
+    def feed(self) -> None:
+        """Have the feeder write the configured number of records to every input
+        partition (for stepwise control: a Hypothesis RuleBasedStateMachine)."""
+        self._line("feed")
+        self._feed()
+
     def _on_feed(self) -> None:
         self._line("feed")
         self._feed()
 
     def _on_feeder(self) -> None:
         host = self.hosts["feeder"]
-        m = host.machine
+        m = self._as_producer(host)
         while self._feed_queue:
             p, value = self._feed_queue[0]
             try:
@@ -817,6 +864,8 @@ class TxnSim(Sim):
         if kind == "hold":
             names = sorted(n for n, h in self.hosts.items() if h.alive)
             name = names[self.entropy.below(len(names), "fault host")]
+            if cfg.planted == "producer_without_sequences":
+                name = "feeder"  # the self-test aims at the producer under test
             self._hold(name, node, 500 * (1 + self.entropy.below(16, "hold ms")))
         elif kind == "hold_end_txn" and proc is not None:
             self._arm_trap(proc, 1_000 * (1 + self.entropy.below(12, "trap ms")), only_abort=False)
@@ -829,7 +878,10 @@ class TxnSim(Sim):
                 self._line(f"fault reset {host.name} conn {conn.cid}")
                 self._close(conn, notify_client=True)
         elif kind == "pause" and proc is not None:
-            self._pause(proc, 1_000 * (1 + self.entropy.below(cfg.transaction_timeout_ms // 1000, "pause ms")))
+            self._pause(
+                proc,
+                1_000 * (1 + self.entropy.below(cfg.transaction_timeout_ms // 1000, "pause ms")),
+            )
         elif kind == "crash_pipeline" and proc is not None:
             self._kill(proc, "crashed (fault)", restart_after=self._restart_ms())
         elif kind == "zombie" and proc is not None:
@@ -859,7 +911,9 @@ class TxnSim(Sim):
         host = f"{proc.name}/p"
         self._traps[host] = only_abort
         self._trap_ms[host] = ms
-        self._line(f"fault trap: hold {host}'s next EndTxn{'(abort)' if only_abort else ''} {ms} ms")
+        self._line(
+            f"fault trap: hold {host}'s next EndTxn{'(abort)' if only_abort else ''} {ms} ms"
+        )
 
     def _pause(self, proc: _Process, ms: int) -> None:
         self._line(f"fault pause {proc.name} {ms} ms")
@@ -981,7 +1035,7 @@ class TxnSim(Sim):
         for proc in self.procs.values():
             if proc.phase == "dead":
                 continue
-            txn = self.hosts[f"{proc.name}/p"].machine.transactions
+            txn = self._producer(proc.name).transactions
             assert txn is not None
             for before, after in txn.transitions[proc.checked :]:
                 if before not in TRANSITIONS[after]:
@@ -1026,10 +1080,14 @@ class TxnSim(Sim):
         settled = all(
             m.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) for m in self.cluster.txns.values()
         )
-        return settled and not self._feed_queue and all(
-            [v.rsplit(b"|", 1)[0] for v in self.read[p]] == self._expected(p)
-            and self.cluster.parts[(OUTPUT, p)].lso() == self.cluster.parts[(OUTPUT, p)].end
-            for p in range(self.tc.partitions)
+        return (
+            settled
+            and not self._feed_queue
+            and all(
+                [v.rsplit(b"|", 1)[0] for v in self.read[p]] == self._expected(p)
+                and self.cluster.parts[(OUTPUT, p)].lso() == self.cluster.parts[(OUTPUT, p)].end
+                for p in range(self.tc.partitions)
+            )
         )
 
     def _check_end(self) -> None:
