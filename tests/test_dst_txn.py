@@ -10,6 +10,9 @@ harness self-test (planted bugs found within a bounded number of seeds); Hypothe
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -218,6 +221,21 @@ def test_replay_cli_reproduces_a_failure(tmp_path: Path, monkeypatch: pytest.Mon
     saved = json.loads(recorded.read_text())
     assert saved["invariant"] == "T1" and saved["workload"] == "txn"
     assert sim_main(["replay", str(recorded)]) == 0  # same trace, same failure
+
+
+def test_runs_are_identical_across_processes_and_hash_seeds() -> None:
+    outputs = set()
+    for hash_seed in ("1", "2"):
+        done = subprocess.run(
+            [sys.executable, "-m", "kafkastate.sim", "run", "3", "--workload", "txn"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+        )
+        outputs.add(done.stdout)
+    assert len(outputs) == 1, outputs
+    assert "ok, trace" in outputs.pop()
 
 
 @settings(

@@ -36,8 +36,9 @@ EndTxn of transaction n end transaction n+1.
 Invariants (../shared/DST.md A3.6), after every event unless marked (E) end of run:
 T1 the reader never gets a record of an aborted or still open transaction, nor one at or
 above the LSO; T2 (E) every transaction the client saw commit is visible whole, none it
-saw abort is visible at all; T3 the epoch per transactional id never decreases, and no
-commit of an incarnation is accepted after a newer incarnation's init completed; T4 every
+saw abort is visible at all; T3 the epoch per transactional id never decreases, and once an
+incarnation's InitProducerId took the transactional id over, no AddPartitionsToTxn,
+AddOffsetsToTxn or EndTxn of an older one takes effect; T4 every
 transition of each TransactionManager is in its table (``TRANSITIONS``); T5 no
 coordinator transaction, marker or transactional offset mixes requests of two client
 transactions; G0 coordinator transitions per A2.9; P2 no value twice in an input
@@ -1141,6 +1142,7 @@ def run_txn_seed(
     *,
     planted: str | None = None,
     defence: bool = True,
+    transform: Callable[[bytes], bytes] | None = None,
     **overrides: Any,
 ) -> TxnSim:
     """Run the transactional swarm configuration of ``seed`` to its end.
@@ -1149,6 +1151,7 @@ def run_txn_seed(
         seed: picks everything: sizes, timeouts, faults, delays.
         planted: one of :data:`TXN_PLANTED_BUGS`, for the harness's self-test.
         defence: the client's KIP-890 defence (False: the harness must find the anomaly).
+        transform: the pipeline's processing step (see :class:`TxnSim`).
         overrides: :class:`TxnConfig` fields to fix instead of drawing them.
 
     Returns:
@@ -1161,6 +1164,6 @@ def run_txn_seed(
 
     entropy = SeededEntropy(seed)
     config = attrs.evolve(TxnConfig.draw(entropy, planted=planted, defence=defence), **overrides)
-    sim = TxnSim(entropy, config)
+    sim = TxnSim(entropy, config, transform=transform)
     sim.run()
     return sim

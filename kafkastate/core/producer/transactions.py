@@ -62,7 +62,10 @@ AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit or EndTxn is unknown (reque
 connection lost after sending), the request is retried (all four are idempotent within one
 transaction) and, once the transaction is over, the producer re-initialises -- InitProducerId
 with its id and epoch, epoch + 1 -- *before* the next transaction may begin. A late message
-then carries an old epoch and the coordinator refuses it.
+then carries an old epoch and the coordinator refuses it. Likewise when an abort fails a
+batch that had been sent before (a Produce timed out and its retry was still queued): a
+late copy of it would be the next sequence at the same epoch and join the next transaction
+on the partition, so the epoch is bumped after the abort (KIP-360).
 
 Pure: no IO, no clock; ``now`` comes in, deadlines go out through :meth:`get_timer`.
 """
