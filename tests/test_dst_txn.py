@@ -9,12 +9,14 @@ harness self-test (planted bugs found within a bounded number of seeds); Hypothe
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -23,8 +25,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from kafkastate.core.producer.transactions import TRANSITIONS, TransactionState
+from kafkastate.core.protocol.records import RecordBatchBuilder
+from kafkastate.core.protocol.requests import build, fetch_request, nested_type, produce_request
+from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable, request_type
 from kafkastate.sim.__main__ import main as sim_main
+from kafkastate.sim.cluster import Request
+from kafkastate.sim.coordinator import ClassicCoordinator
 from kafkastate.sim.entropy import HypothesisEntropy, SeededEntropy, TapeEntropy
+from kafkastate.sim.txncluster import TXN_SERVED_VERSIONS, TxnCluster
 from kafkastate.sim.txnworld import TXN_PLANTED_BUGS, TxnConfig, TxnSim
 from kafkastate.sim.world import InvariantViolation
 
@@ -322,3 +330,175 @@ TestPipelineDST.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+
+# ------------------------------------------------- the broker model, request by request
+
+VERSIONS = ApiVersionTable(TXN_SERVED_VERSIONS)
+
+
+def _cluster() -> TxnCluster:
+    cluster = TxnCluster(1, ClassicCoordinator(), txn_node=1)
+    cluster.create_topic("t", 1)
+    return cluster
+
+
+def _ask(cluster: TxnCluster, body: Any, *, now: float = 0.0) -> Any:
+    cls = type(body)
+    request = Request(int(cls.__api_key__), int(cls.__version__), 1, body)
+    (answer,) = cluster.handle(1, (1, request), request, now)
+    return answer
+
+
+def _batch(pid: int, epoch: int, seq: int, *values: bytes, txn: bool = True) -> bytes:
+    builder = RecordBatchBuilder(
+        producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=txn
+    )
+    for value in values:
+        builder.append(0, None, value)
+    return builder.build()
+
+
+def _produce(cluster: TxnCluster, data: bytes) -> tuple[int, int]:
+    answer = _ask(cluster, produce_request(VERSIONS, {("t", None, 0): data}, transactional_id="x"))
+    part = answer.responses[0].partition_responses[0]
+    return int(part.error_code), int(part.base_offset)
+
+
+def _txn(cluster: TxnCluster, api: int, **fields: Any) -> Any:
+    return _ask(cluster, build(request_type(api, VERSIONS.version_for(api)), **fields))
+
+
+def _init(cluster: TxnCluster, pid: int = -1, epoch: int = -1) -> tuple[int, int, int]:
+    answer = _txn(
+        cluster,
+        ApiKey.INIT_PRODUCER_ID,
+        transactional_id="x",
+        transaction_timeout=datetime.timedelta(seconds=60),
+        producer_id=pid,
+        producer_epoch=epoch,
+    )
+    return int(answer.error_code), int(answer.producer_id), int(answer.producer_epoch)
+
+
+def _add(cluster: TxnCluster, pid: int, epoch: int) -> int:
+    cls = request_type(24, VERSIONS.version_for(24))
+    topic = nested_type(cls, "AddPartitionsToTxnTopic")(name="t", partitions=(0,))
+    answer = _txn(
+        cluster,
+        24,
+        v3_and_below_transactional_id="x",
+        v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=(topic,),
+    )
+    return int(answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
+
+
+def _end(cluster: TxnCluster, pid: int, epoch: int, *, commit: bool) -> int:
+    answer = _txn(
+        cluster, 26, transactional_id="x", producer_id=pid, producer_epoch=epoch, committed=commit
+    )
+    return int(answer.error_code)
+
+
+def _deliver_markers(cluster: TxnCluster) -> None:
+    while cluster.markers_out:
+        marker = cluster.markers_out.pop(0)
+        cluster.markers_answered(cluster.write_markers(marker.dst, marker.frame()[4:])[4:])
+
+
+def test_model_sequences_dedupe_and_epochs() -> None:
+    cluster = _cluster()
+    assert _produce(cluster, _batch(7, 0, 0, b"a", b"b", txn=False)) == (0, 0)
+    assert _produce(cluster, _batch(7, 0, 0, b"a", b"b", txn=False)) == (0, 0)  # a retry
+    assert _produce(cluster, _batch(7, 0, 5, b"c", txn=False))[0] == 45  # a gap
+    assert _produce(cluster, _batch(7, 0, 2, b"c", txn=False)) == (0, 2)
+    assert _produce(cluster, _batch(7, 1, 1, b"d", txn=False))[0] == 45  # new epoch: seq 0
+    assert _produce(cluster, _batch(7, 1, 0, b"d", txn=False)) == (0, 3)
+    assert _produce(cluster, _batch(7, 0, 3, b"e", txn=False))[0] == 47  # the old epoch
+    assert cluster.committed_values(("t", 0)) == [b"a", b"b", b"c", b"d"]
+
+
+def test_model_transaction_markers_lso_and_fencing() -> None:
+    cluster = _cluster()
+    code, pid, epoch = _init(cluster)
+    assert (code, epoch) == (0, 0)
+    # KIP-890 part 1: no transactional write to a partition not in an ongoing transaction
+    assert _produce(cluster, _batch(pid, 0, 0, b"early"))[0] == 48
+    assert _add(cluster, pid, 0) == 0
+    assert _produce(cluster, _batch(pid, 0, 0, b"x1", b"x2")) == (0, 0)
+    assert cluster.parts[("t", 0)].lso() == 0  # the open transaction holds the LSO
+    assert _end(cluster, pid, 0, commit=False) == 0
+    assert _add(cluster, pid, 0) == 51  # CONCURRENT_TRANSACTIONS until the markers are in
+    assert _end(cluster, pid, 0, commit=False) == 51
+    _deliver_markers(cluster)
+    assert cluster.txns["x"].state == "CompleteAbort"
+    assert cluster.parts[("t", 0)].aborted == [(pid, 0, 1)]
+    assert _end(cluster, pid, 0, commit=False) == 0  # a retry of the finished abort
+    assert _end(cluster, pid, 0, commit=True) == 48  # INVALID_TXN_STATE
+    assert _add(cluster, pid, 0) == 0
+    assert _produce(cluster, _batch(pid, 0, 2, b"y")) == (0, 3)
+    code, _pid, _epoch = _init(cluster)  # a new incarnation: aborts, then fences
+    assert code == 51 and cluster.txns["x"].state == "PrepareAbort"
+    _deliver_markers(cluster)
+    assert _init(cluster) == (0, pid, 2)
+    assert _end(cluster, pid, 0, commit=True) == 90  # PRODUCER_FENCED
+    assert _produce(cluster, _batch(pid, 0, 3, b"zombie"))[0] == 47
+    assert cluster.epoch_history["x"] == [0, 1, 2]
+    assert cluster.committed_values(("t", 0)) == []
+    fetch = fetch_request(VERSIONS, {("t", None, 0): 0}, isolation_level=1)
+    answer = _ask(cluster, fetch)
+    part = answer.responses[0].partitions[0]
+    assert int(part.last_stable_offset) == 5 and int(part.high_watermark) == 5
+    assert [(int(a.producer_id), int(a.first_offset)) for a in part.aborted_transactions] == [
+        (pid, 0),
+        (pid, 3),
+    ]
+
+
+def test_model_txn_offset_commit_kip_447_and_unstable_offsets() -> None:
+    cluster = _cluster()
+    _code, pid, _epoch = _init(cluster)
+    cls = request_type(28, VERSIONS.version_for(28))
+    topic_cls = nested_type(cls, "TxnOffsetCommitRequestTopic")
+    part_cls = nested_type(cls, "TxnOffsetCommitRequestPartition")
+
+    def commit(generation: int, member: str) -> int:
+        part = part_cls(
+            partition_index=0,
+            committed_offset=9,
+            committed_leader_epoch=-1,
+            committed_metadata="",
+        )
+        answer = _txn(
+            cluster,
+            28,
+            transactional_id="x",
+            group_id="g",
+            producer_id=pid,
+            producer_epoch=0,
+            generation_id=generation,
+            member_id=member,
+            group_instance_id=None,
+            topics=(topic_cls(name="t", partitions=(part,)),),
+        )
+        return int(answer.topics[0].partitions[0].error_code)
+
+    assert commit(3, "m-1") == 22  # ILLEGAL_GENERATION: a zombie's offsets (KIP-447)
+    added = _txn(cluster, 25, transactional_id="x", producer_id=pid, producer_epoch=0, group_id="g")
+    assert int(added.error_code) == 0
+    assert commit(-1, "") == 0  # an assign-based consumer's plain group id
+    fetch_cls = request_type(ApiKey.OFFSET_FETCH, VERSIONS.version_for(ApiKey.OFFSET_FETCH))
+    ofetch = build(
+        fetch_cls,
+        group_id="g",
+        topics=(
+            nested_type(fetch_cls, "OffsetFetchRequestTopic")(name="t", partition_indexes=(0,)),
+        ),
+        require_stable=True,
+    )
+    assert int(_ask(cluster, ofetch).topics[0].partitions[0].error_code) == 88  # unstable
+    assert _end(cluster, pid, 0, commit=True) == 0
+    _deliver_markers(cluster)
+    assert int(_ask(cluster, ofetch).topics[0].partitions[0].committed_offset) == 9
