@@ -265,6 +265,7 @@ class TxnSim(Sim):
         self._tags: dict[tuple[int, int], Any] = {}
         self._marker_last: dict[tuple[int, int, str], tuple[int, list[bytes]]] = {}
         self._in_air: dict[tuple[int, str], tuple[int, list[bytes]]] = {}
+        self._inbox: dict[int, list[bytes]] = {}  # answers waiting for a stalled process
         self._marker_held: dict[int, list[tuple[int, bytes]]] = {}
         self._txn_timer: int | None = None
         self.outcomes: dict[tuple[str, int, int], tuple[str, list[tuple[int, bytes]]]] = {}
@@ -764,7 +765,27 @@ class TxnSim(Sim):
                 else:
                     self._serve(conn, request)
             return
+        if direction == "down":
+            host = self.hosts.get(conn.host)
+            inbox = self._inbox.get(cid)
+            if inbox is not None or (host is not None and host.paused_until > self.now):
+                # a stalled process reads nothing; what arrives waits, in order (Sim's
+                # _deferred would re-queue each delivery with its own tie-break)
+                if inbox is None:
+                    inbox = self._inbox[cid] = []
+                    self._at(self.now if host is None else host.paused_until, "inbox", (cid,))
+                inbox.append(data)
+                return
         super()._on_deliver(cid, direction, data)
+
+    def _on_inbox(self, cid: int) -> None:
+        host = self.hosts.get(self._conns[cid].host)
+        if host is not None and host.alive and host.paused_until > self.now:
+            self._at(host.paused_until, "inbox", (cid,))  # stalled for longer
+            return
+        data = b"".join(self._inbox.pop(cid, []))
+        if data:
+            super()._on_deliver(cid, "down", data)
 
     def _serve(self, conn: _Conn, request: Any) -> None:
         self.cluster.request_tag = self._tags.pop((conn.cid, request.correlation_id), None)
