@@ -270,6 +270,8 @@ class TxnSim(Sim):
         self._txn_timer: int | None = None
         self.outcomes: dict[tuple[str, int, int], tuple[str, list[tuple[int, bytes]]]] = {}
         self.read: dict[int, list[bytes]] = defaultdict(list)
+        self.txn_offsets: dict[tuple[str, int, int], dict[TopicPartition, int]] = {}
+        """The input offsets each client transaction sent (send_offsets_to_transaction)."""
         self.fed = 0  # feeder writes queued so far
         self._feed_queue: list[tuple[int, bytes]] = []
         self._appended_seen = 0
@@ -428,6 +430,7 @@ class TxnSim(Sim):
                 self._crash_host(host)
         if proc.txn and proc.tag not in self.outcomes and proc.values:
             self.outcomes[proc.tag] = ("unknown", list(proc.values))
+            self.txn_offsets[proc.tag] = dict(proc.offsets)
         if restart_after is not None and self.newest[proc.pipe] == proc.k:
             self._at(self.now + restart_after, "restart_pipe", (proc.pipe, proc.k))
 
@@ -538,10 +541,12 @@ class TxnSim(Sim):
                     proc.phase = "aborting"
             elif event.operation == "commit":
                 self.outcomes[proc.tag] = ("committed", list(proc.values))
+                self.txn_offsets[proc.tag] = dict(proc.offsets)
                 self._line(f"{proc.name} txn {proc.txn} committed")
                 proc.phase = "idle"
             elif event.operation == "abort":
                 self.outcomes[proc.tag] = ("aborted", list(proc.values))
+                self.txn_offsets[proc.tag] = dict(proc.offsets)
                 self._line(f"{proc.name} txn {proc.txn} aborted")
                 cm = self.hosts[f"{proc.name}/c"].machine
                 cm.seek_to_committed(proc.inputs, now=self._s())
@@ -1095,6 +1100,38 @@ class TxnSim(Sim):
             )
         self.read[partition].append(value)
 
+    def _check_offsets(self) -> None:
+        """T2 for offsets: the group's committed offset of each input partition is one a
+        transaction committed (or whose outcome its client never learned), no lower than
+        any the client saw commit, and -- everything processed -- the input's end."""
+        group = self.cluster.coordinator.groups.get(GROUP)
+        offsets = {} if group is None else group.offsets
+        for p in range(self.tc.partitions):
+            tp = TopicPartition(INPUT, p)
+            actual = offsets.get((INPUT, p), -1)
+            known = [
+                o[tp]
+                for tag, o in self.txn_offsets.items()
+                if tp in o and self.outcomes[tag][0] == "committed"
+            ]
+            possible = {
+                o[tp]
+                for tag, o in self.txn_offsets.items()
+                if tp in o and self.outcomes[tag][0] != "aborted"
+            }
+            end = self.cluster.parts[(INPUT, p)].end
+            if (possible and actual not in possible) or (known and actual < max(known)):
+                raise InvariantViolation(
+                    "T2",
+                    f"committed offset {actual} of {INPUT}-{p} is not one a committed "
+                    f"transaction sent (committed: {sorted(set(known))[-3:]})",
+                    at=self.now,
+                )
+            if actual != end and end:
+                raise InvariantViolation(
+                    "C3", f"{INPUT}-{p}: committed offset {actual}, input end {end}", at=self.now
+                )
+
     def _expected(self, partition: int) -> list[bytes]:
         return [self.transform(v) for v in self.cluster.committed_values((INPUT, partition))]
 
@@ -1143,6 +1180,7 @@ class TxnSim(Sim):
                 )
         if self._feed_queue:
             raise InvariantViolation("L1", "the feeder could not write its records", at=self.now)
+        self._check_offsets()
         for p in range(self.tc.partitions):
             got = [v.rsplit(b"|", 1)[0] for v in self.read[p]]
             want = self._expected(p)
