@@ -366,7 +366,6 @@ class TxnCluster(SimCluster):
         """Coordinator requests that took effect: ``(init|add|end, transactional id, tag)``."""
         self.completed: list[tuple[str, int, bool]] = []  # (tid, serial, committed)
         self.epoch_history: dict[str, list[int]] = {}
-        self.ignore_coordinator_epoch = False
         self.verify_partitions = True
         self.counts: Counter[str] = Counter()
         """What happened, for tests: ``refused <api> <code>``, ``marker resent``..."""
@@ -939,7 +938,7 @@ class TxnCluster(SimCluster):
                 return _NOT_COORDINATOR
             group = tp[0].split("/", 1)[1]
             seen = self._offset_coordinator_epochs.get((group, pid), -1)
-            if coordinator_epoch < seen and not self.ignore_coordinator_epoch:
+            if coordinator_epoch < seen:
                 self.counts["marker fenced"] += 1
                 return _COORDINATOR_FENCED  # a copy from before the coordinator moved
             self._offset_coordinator_epochs[(group, pid)] = coordinator_epoch
@@ -971,7 +970,7 @@ class TxnCluster(SimCluster):
         if self.leader(*tp) != node:
             return _NOT_LEADER
         entry = part.producers.setdefault(pid, _ProducerEntry(epoch=epoch))
-        if coordinator_epoch < entry.coordinator_epoch and not self.ignore_coordinator_epoch:
+        if coordinator_epoch < entry.coordinator_epoch:
             self.counts["marker fenced"] += 1
             return _COORDINATOR_FENCED
         entry.coordinator_epoch = coordinator_epoch

@@ -226,8 +226,6 @@ class TxnSim(Sim):
         self.entropy = entropy
         self.config = config  # type: ignore[assignment]  # Sim's network reads faults, latency
         self.tc = config
-        self._make_listener = None
-        self._user_check = None
         self.now = 0
         self.trace: list[str] = []
         self._heap = []
@@ -242,11 +240,6 @@ class TxnSim(Sim):
         self._chaos = True
         self._crashed_brokers: set[int] = set()
         self.stats: dict[str, int] = defaultdict(int)
-        self.consumed = defaultdict(set)
-        self.written = 0
-        self._generation = 0
-        self._generations_seen = 0
-        self._assigned = {}
         # transactions
         self.transform = transform or (lambda value: b"t:" + value)
         self.cluster: TxnCluster = TxnCluster(
@@ -256,7 +249,6 @@ class TxnSim(Sim):
         self.cluster.create_topic(OUTPUT, config.partitions)
         self.procs: dict[str, _Process] = {}
         self.newest: dict[str, int] = {}  # pipeline -> newest incarnation
-        self.inited: dict[str, int] = {}  # pipeline -> newest incarnation whose init completed
         self._draining: set[int] = set()  # closed by the client; what it sent still arrives
         self._held_conns: set[int] = set()
         self._traps: dict[str, bool] = {}  # producer host -> hold its next EndTxn (abort only?)
@@ -513,7 +505,6 @@ class TxnSim(Sim):
         try:
             if event.operation == "init":
                 cm = self.hosts[f"{proc.name}/c"].machine
-                self.inited[proc.pipe] = proc.k  # the newest epoch holder of the id
                 cm.assign(proc.inputs, now=self._s())
                 self._pump(self.hosts[f"{proc.name}/c"])
                 proc.phase = "idle"
