@@ -166,6 +166,25 @@ def test_a_zombie_is_fenced() -> None:
     assert any("p0#1 exits" in line and "Fenced" in line for line in sim.trace)
 
 
+def test_a_transaction_past_its_timeout_is_aborted_and_the_pipeline_goes_on() -> None:
+    # p0 stalls mid-transaction for longer than transaction.timeout.ms: the coordinator
+    # aborts it and bumps the epoch; the client's next request is refused, it reports
+    # TransactionTimedOutError, aborts by re-initialising with the old epoch (KIP-588) and
+    # goes on -- no restart, every input still exactly once
+    config = TxnConfig(
+        partitions=1,
+        process_ms=600,
+        transaction_timeout_ms=10_000,
+        script=((6_700, "pause", "p0", 12_000),),
+    )
+    sim = TxnSim(SeededEntropy(0), config)
+    sim.run()
+    assert sim.cluster.counts["timeout abort"] == 1
+    assert sim.cluster.epoch_history["tx-p0"] == [0, 1, 2]
+    assert list(sim.procs) == ["p0#1"]
+    assert any("TransactionTimedOutError" in line for line in sim.trace)
+
+
 # ------------------------------------------------- the harness self-test (mutation)
 
 
@@ -502,3 +521,24 @@ def test_model_txn_offset_commit_kip_447_and_unstable_offsets() -> None:
     assert _end(cluster, pid, 0, commit=True) == 0
     _deliver_markers(cluster)
     assert int(_ask(cluster, ofetch).topics[0].partitions[0].committed_offset) == 9
+
+
+def test_model_list_offsets_latest_is_the_lso_under_read_committed() -> None:
+    cluster = _cluster()
+    _code, pid, _epoch = _init(cluster)
+    assert _produce(cluster, _batch(pid, 0, 0, b"plain", txn=False))[0] == 0
+    assert _add(cluster, pid, 0) == 0
+    assert _produce(cluster, _batch(pid, 0, 1, b"open")) == (0, 1)
+    for isolation, expected in ((0, 2), (1, 1)):
+        cls = request_type(ApiKey.LIST_OFFSETS, VERSIONS.version_for(ApiKey.LIST_OFFSETS))
+        topic_cls = nested_type(cls, "ListOffsetsTopic")
+        part_cls = nested_type(cls, "ListOffsetsPartition")
+        part = build(part_cls, partition_index=0, timestamp=-1, current_leader_epoch=-1)
+        body = build(
+            cls,
+            replica_id=-1,
+            isolation_level=isolation,
+            topics=(build(topic_cls, name="t", partitions=(part,)),),
+        )
+        answer = _ask(cluster, body)
+        assert int(answer.topics[0].partitions[0].offset) == expected

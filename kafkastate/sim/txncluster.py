@@ -257,6 +257,13 @@ class TxnPartition(PartitionLog):
         return bytes(out)
 
 
+def _replace(entity: Any, **changes: Any) -> Any:
+    """A copy of a frozen kio entity with some fields changed."""
+    import dataclasses  # noqa: PLC0415
+
+    return dataclasses.replace(entity, **changes)
+
+
 def _split_batches(records: bytes) -> list[bytes]:
     """The v2 batches of a Produce request's records, one ``bytes`` each."""
     out = []
@@ -601,6 +608,27 @@ class TxnCluster(SimCluster):
             responses=tuple(topics),
         )
 
+    def _list_offsets(self, node: int, version: int, body: Any) -> Any:
+        """As SimCluster's, except that "latest" under read_committed is the LSO."""
+        answer = super()._list_offsets(node, version, body)
+        if int(getattr(body, "isolation_level", 0)) != 1:
+            return answer
+        asked = {
+            (str(t.name), int(p.partition_index)): int(p.timestamp)
+            for t in body.topics
+            for p in t.partitions
+        }
+        topics = []
+        for t in answer.topics:
+            parts = []
+            for p in t.partitions:
+                tp = (str(t.name), int(p.partition_index))
+                if int(p.error_code) == 0 and asked.get(tp) == -1:
+                    p = _replace(p, offset=self.parts[tp].lso())
+                parts.append(p)
+            topics.append(_replace(t, partitions=tuple(parts)))
+        return _replace(answer, topics=tuple(topics))
+
     def _offset_fetch(self, version: int, body: Any) -> Any:
         cls = load_response_schema(ApiKey.OFFSET_FETCH, version)
         topic_cls = nested_type(cls, "OffsetFetchResponseTopic")
@@ -882,6 +910,7 @@ class TxnCluster(SimCluster):
         for meta in self.txns.values():
             if meta.state == ONGOING and meta.started + meta.timeout <= now:
                 # TransactionCoordinator.abortTimedOutTransactions: fence, then abort
+                self.counts["timeout abort"] += 1
                 meta.last_epoch = meta.epoch
                 self._set_epoch(meta, meta.epoch + 1)
                 self._prepare_end(meta, commit=False, now=now)

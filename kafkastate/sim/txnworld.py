@@ -898,7 +898,9 @@ class TxnSim(Sim):
         elif kind == "pause" and proc is not None:
             self._pause(
                 proc,
-                1_000 * (1 + self.entropy.below(cfg.transaction_timeout_ms // 1000, "pause ms")),
+                # up to 1.5 transaction timeouts: the coordinator's timeout abort (KIP-588)
+                1_000
+                * (1 + self.entropy.below(cfg.transaction_timeout_ms * 3 // 2000, "pause ms")),
             )
         elif kind == "crash_pipeline" and proc is not None:
             self._kill(proc, "crashed (fault)", restart_after=self._restart_ms())
