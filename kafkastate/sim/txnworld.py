@@ -408,9 +408,6 @@ class TxnSim(Sim):
         proc.op = pm.init_transactions(now=self._s())
         self._pump(ph)
 
-    def _procs_of(self, pipe: str) -> list[_Process]:
-        return [p for p in self.procs.values() if p.pipe == pipe and p.phase != "dead"]
-
     def _kill(self, proc: _Process, why: str, *, restart_after: int | None) -> None:
         if proc.phase == "dead":
             return
