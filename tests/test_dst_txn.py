@@ -166,6 +166,29 @@ def test_a_zombie_is_fenced() -> None:
     assert any("p0#1 exits" in line and "Fenced" in line for line in sim.trace)
 
 
+def test_a_late_produce_of_an_aborted_transaction_does_not_join_the_next() -> None:
+    # The client bug this simulator found (fixed in TransactionManager): p0's link to b2,
+    # the leader of output-1, is held for 6 s. Transaction n's Produce there times out and
+    # its retry waits; the application aborts n, which fails the retry. n+1 begins and adds
+    # output-1; when the link is released, the first Produce of n (already sent) arrives
+    # first. At the same epoch it would pass the broker's checks (next sequence; KIP-890
+    # part 1 finds n+1 ongoing with that partition) and be committed with n+1 (T5, then C3
+    # duplicates). With the epoch bumped after such an abort, the broker refuses it.
+    config = TxnConfig(
+        brokers=3,
+        partitions=2,
+        batch=12,
+        process_ms=1_000,
+        abort_one_in=0,
+        request_timeout_ms=3_000,
+        script=((6_000, "hold", "p0#1/p", 2, 6_000), (6_000, "abort_next", "p0")),
+    )
+    sim = TxnSim(SeededEntropy(0), config)
+    sim.run()
+    assert sim.cluster.counts["refused 0 48"] == 1  # the late Produce: INVALID_TXN_STATE
+    assert sim.cluster.epoch_history["tx-p0"] == [0, 1]
+
+
 def test_a_transaction_past_its_timeout_is_aborted_and_the_pipeline_goes_on() -> None:
     # p0 stalls mid-transaction for longer than transaction.timeout.ms: the coordinator
     # aborts it and bumps the epoch; the client's next request is refused, it reports

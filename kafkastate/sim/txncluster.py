@@ -448,6 +448,8 @@ class TxnCluster(SimCluster):
             for p in t.partition_data:
                 tp = (str(t.name), int(p.index))
                 code, base = self._append_produce(node, tp, bytes(p.records or b""))
+                if code:
+                    self.counts[f"refused 0 {code}"] += 1
                 fields: dict[str, Any] = {
                     "index": tp[1],
                     "error_code": ErrorCode(code),
