@@ -78,3 +78,18 @@ def dst(session: nox.Session) -> None:
     session.run(
         "python", "-m", "kafkastate.sim", "sweep", *(session.posargs or ["--seeds", "1000"])
     )
+
+
+@nox.session(venv_backend="none")
+def dst_txn(session: nox.Session) -> None:
+    """A long deterministic-simulation sweep of the exactly-once transactional pipeline
+    (``-- --seeds N --start S``; ``-- --no-defence`` must fail: the harness's self-test)."""
+    session.run(
+        "python",
+        "-m",
+        "kafkastate.sim",
+        "sweep",
+        "--workload",
+        "txn",
+        *(session.posargs or ["--seeds", "1000"]),
+    )

@@ -704,6 +704,48 @@ def test_an_add_partitions_with_unknown_outcome_bumps_the_epoch_after_the_transa
     assert peer.m.producer_epoch == 1
 
 
+def test_a_produce_with_unknown_outcome_failed_by_an_abort_bumps_the_epoch() -> None:
+    # Found by the simulator (tests/test_dst_txn.py, seed 244): a Produce times out (its
+    # copy may still be on the wire), the batch waits for its retry, the application
+    # aborts -- the abort fails the queued retry. A late copy of that Produce would land
+    # in the *next* transaction at the same epoch (its sequence is the next one the broker
+    # expects) and commit with it. Its sequence range is untrusted: bump first (KIP-360).
+    peer = initialised(request_timeout=5.0, delivery_timeout=30.0)
+    peer.m.begin_transaction()
+    peer.send(b"a", partition=0)
+    peer.answer_add()
+    peer.take(ApiKey.PRODUCE)  # held: never answered
+    peer.advance(peer.now + 5.0)  # times out; the batch is queued for its retry
+    peer.m.abort_transaction(now=peer.now)
+    peer.pump()
+    failed = [e for e in peer.events if isinstance(e, RecordsFailed)]
+    assert len(failed) == 1 and isinstance(failed[0].error, TransactionAbortedError)
+    peer.advance()  # reconnect to the coordinator
+    peer.answer_code(END)
+    assert peer.txn_state is S.INITIALIZING
+    init = peer.take(INIT)
+    assert (init.req.body.producer_id, init.req.body.producer_epoch) == (PID, 0)
+    peer.answer_init_txn(epoch=1)
+    assert peer.txn_state is S.READY and peer.m.producer_epoch == 1
+
+
+def test_an_abort_of_records_never_sent_does_not_bump() -> None:
+    peer = initialised()
+    in_transaction_with(peer, ("t", 0))
+    peer.send(b"queued", partition=1)  # waits for its partition: never sent
+    add = peer.take(ADD_PARTS)
+    peer.m.abort_transaction(now=peer.now)
+    peer.pump()
+    empty = build(
+        response_type(ADD_PARTS, add.req.version),
+        throttle_time=_T0,
+        results_by_topic_v3_and_below=(),
+    )
+    peer.answer(add, empty)
+    peer.answer_code(END)
+    assert peer.txn_state is S.READY and INIT not in peer.kinds()
+
+
 def test_without_unknown_outcomes_no_epoch_bump() -> None:
     peer = initialised()
     for _ in range(3):

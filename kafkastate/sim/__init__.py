@@ -1,10 +1,16 @@
-"""kafkastate.sim: deterministic simulation of consumer groups (see ../shared/DST.md).
+"""kafkastate.sim: deterministic simulation of consumer groups and transactions (see
+../shared/DST.md).
 
 * :mod:`kafkastate.sim.world` -- :class:`~kafkastate.sim.world.Sim`: virtual time, a TCP-like
   network with faults, a simulated cluster, consumer hosts running kafkastate's own machines,
   and the invariants checked after every event.
 * :mod:`kafkastate.sim.cluster` -- brokers that speak the wire protocol.
 * :mod:`kafkastate.sim.coordinator` -- a pure model of Kafka's classic group coordinator.
+* :mod:`kafkastate.sim.txnworld` -- :class:`~kafkastate.sim.txnworld.TxnSim`: an
+  exactly-once pipeline (kafkastate's transactional producer and read_committed consumer)
+  under faults, with the transaction invariants T1-T5 and C3.
+* :mod:`kafkastate.sim.txncluster` -- brokers with producer state, read_committed fetches,
+  the transaction coordinator and markers.
 * :mod:`kafkastate.sim.entropy` -- seeded, replayed and Hypothesis-driven decisions.
-* ``python -m kafkastate.sim run|sweep|replay`` -- the command line.
+* ``python -m kafkastate.sim run|sweep|replay [--workload txn]`` -- the command line.
 """

@@ -1,8 +1,15 @@
-"""``python -m kafkastate.sim``: run, sweep and replay simulated consumer-group runs.
+"""``python -m kafkastate.sim``: run, sweep and replay simulated runs.
 
-    python -m kafkastate.sim run SEED [--planted BUG] [--trace FILE]
-    python -m kafkastate.sim sweep [--seeds N] [--start S] [--planted BUG]
+    python -m kafkastate.sim run SEED [--workload group|txn] [--planted BUG] [--no-defence]
+                                      [--trace FILE]
+    python -m kafkastate.sim sweep [--seeds N] [--start S] [--workload group|txn]
+                                   [--planted BUG] [--no-defence]
     python -m kafkastate.sim replay RUN.json [--trace FILE]
+
+``--workload group`` (the default) runs consumer groups (:mod:`kafkastate.sim.world`);
+``--workload txn`` an exactly-once transactional pipeline (:mod:`kafkastate.sim.txnworld`),
+where ``--no-defence`` switches the producer's KIP-890 client defence off (the harness
+must then find the Jepsen anomaly).
 
 A failing run prints its seed, the derived options and the invariant, and writes
 ``sim-failure-SEED.json`` (seed, options, the entropy tape); ``replay`` runs that file again
@@ -21,8 +28,19 @@ from typing import Any
 
 import attrs
 
-from kafkastate.sim.entropy import SeededEntropy, TapeEntropy
+from kafkastate.sim.entropy import Entropy, SeededEntropy, TapeEntropy
+from kafkastate.sim.txnworld import TXN_PLANTED_BUGS, TxnConfig, TxnSim
 from kafkastate.sim.world import PLANTED_BUGS, InvariantViolation, Sim, SimConfig
+
+
+def _make(entropy: Entropy, workload: str, planted: str | None, defence: bool) -> Sim:
+    if workload == "txn":
+        if planted is not None and planted not in TXN_PLANTED_BUGS:
+            raise SystemExit(f"--planted for --workload txn is one of {TXN_PLANTED_BUGS}")
+        return TxnSim(entropy, TxnConfig.draw(entropy, planted=planted, defence=defence))
+    if planted is not None and planted not in PLANTED_BUGS:
+        raise SystemExit(f"--planted for --workload group is one of {PLANTED_BUGS}")
+    return Sim(entropy, SimConfig.draw(entropy, planted=planted))
 
 
 def _run(sim: Sim) -> InvariantViolation | None:
@@ -38,6 +56,7 @@ def _record(path: Path, seed: int | None, sim: Sim, failure: InvariantViolation 
         json.dumps(
             {
                 "seed": seed,
+                "workload": "txn" if isinstance(sim, TxnSim) else "group",
                 "config": attrs.asdict(sim.config),
                 "tape": sim.entropy.tape,
                 "trace_hash": sim.trace_hash(),
@@ -50,7 +69,7 @@ def _record(path: Path, seed: int | None, sim: Sim, failure: InvariantViolation 
 
 def cmd_run(args: argparse.Namespace) -> int:
     entropy = SeededEntropy(args.seed)
-    sim = Sim(entropy, SimConfig.draw(entropy, planted=args.planted))
+    sim = _make(entropy, args.workload, args.planted, not args.no_defence)
     failure = _run(sim)
     if args.trace:
         Path(args.trace).write_text("\n".join(sim.trace) + "\n")
@@ -67,11 +86,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     saved: dict[str, Any] = json.loads(Path(args.run).read_text())
     entropy = TapeEntropy(saved["tape"])
-    config = SimConfig.draw(entropy, planted=saved["config"]["planted"])
-    if json.loads(json.dumps(attrs.asdict(config))) != saved["config"]:
+    sim = _make(
+        entropy,
+        saved.get("workload", "group"),
+        saved["config"]["planted"],
+        saved["config"].get("defence", True),
+    )
+    if json.loads(json.dumps(attrs.asdict(sim.config))) != saved["config"]:
         print("the tape derives other options than recorded (the code changed?)")
         return 1
-    sim = Sim(entropy, config)
     failure = _run(sim)
     if args.trace:
         Path(args.trace).write_text("\n".join(sim.trace) + "\n")
@@ -88,7 +111,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     width = 40
     for i, seed in enumerate(range(args.start, args.start + args.seeds)):
         entropy = SeededEntropy(seed)
-        sim = Sim(entropy, SimConfig.draw(entropy, planted=args.planted))
+        sim = _make(entropy, args.workload, args.planted, not args.no_defence)
         failure = _run(sim)
         if failure is not None:
             found[failure.invariant] += 1
@@ -114,12 +137,18 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one seed")
     run.add_argument("seed", type=int)
-    run.add_argument("--planted", choices=PLANTED_BUGS)
     run.add_argument("--trace")
     sweep = sub.add_parser("sweep", help="run many seeds, summarise the failures")
     sweep.add_argument("--seeds", type=int, default=200)
     sweep.add_argument("--start", type=int, default=0)
-    sweep.add_argument("--planted", choices=PLANTED_BUGS)
+    for command in (run, sweep):
+        command.add_argument("--workload", choices=("group", "txn"), default="group")
+        command.add_argument("--planted", choices=PLANTED_BUGS + TXN_PLANTED_BUGS)
+        command.add_argument(
+            "--no-defence",
+            action="store_true",
+            help="txn: switch the producer's KIP-890 defence off (the harness must fail)",
+        )
     replay = sub.add_parser("replay", help="replay a recorded run")
     replay.add_argument("run")
     replay.add_argument("--trace")

@@ -25,7 +25,7 @@ import datetime
 import io
 import struct
 import uuid
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -137,6 +137,9 @@ class SimCluster:
         coordinator: the group coordinator model (its ``offsets`` are the committed ones).
     """
 
+    served: Mapping[int, tuple[int, int]] = SERVED_VERSIONS
+    """The API versions advertised in ApiVersions (a subclass serves more)."""
+
     def __init__(self, brokers: int, coordinator: ClassicCoordinator) -> None:
         self.nodes = list(range(1, brokers + 1))
         self.alive = set(self.nodes)
@@ -245,7 +248,7 @@ class SimCluster:
         entry = nested_type(cls, "ApiVersion")
         keys = tuple(
             entry(api_key=i16(k), min_version=i16(lo), max_version=i16(hi))
-            for k, (lo, hi) in sorted(SERVED_VERSIONS.items())
+            for k, (lo, hi) in sorted(self.served.items())
         )
         return build(cls, error_code=ErrorCode(0), api_keys=keys, throttle_time=_NO_TIME)
 

@@ -62,7 +62,10 @@ AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit or EndTxn is unknown (reque
 connection lost after sending), the request is retried (all four are idempotent within one
 transaction) and, once the transaction is over, the producer re-initialises -- InitProducerId
 with its id and epoch, epoch + 1 -- *before* the next transaction may begin. A late message
-then carries an old epoch and the coordinator refuses it.
+then carries an old epoch and the coordinator refuses it. Likewise when an abort fails a
+batch that had been sent before (a Produce timed out and its retry was still queued): a
+late copy of it would be the next sequence at the same epoch and join the next transaction
+on the partition, so the epoch is bumped after the abort (KIP-360).
 
 Pure: no IO, no clock; ``now`` comes in, deadlines go out through :meth:`get_timer`.
 """
@@ -846,7 +849,11 @@ class TransactionManager:
             )
             if self._state is _S.ABORTABLE_ERROR:
                 error = self._abortable_error("send")
-            self._acc.abort_undrained(error, now=now)
+            for batch in self._acc.abort_undrained(error, now=now):
+                if batch.base_sequence >= 0:
+                    # sent before (a retry was queued): a late copy may still land, and at
+                    # this epoch it would join the next transaction -- bump (KIP-360)
+                    self._bump_required = True
 
     def _begin_abort(self, now: float) -> None:
         self._to(_S.ABORTING)
