@@ -25,11 +25,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from kafkastate.core.producer.transactions import TRANSITIONS, TransactionState
+from kafkastate.core.protocol.framing import encode_request
 from kafkastate.core.protocol.records import RecordBatchBuilder
 from kafkastate.core.protocol.requests import build, fetch_request, nested_type, produce_request
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable, request_type
 from kafkastate.sim.__main__ import main as sim_main
-from kafkastate.sim.cluster import Request
+from kafkastate.sim.cluster import parse_request
 from kafkastate.sim.coordinator import ClassicCoordinator
 from kafkastate.sim.entropy import HypothesisEntropy, SeededEntropy, TapeEntropy
 from kafkastate.sim.txncluster import TXN_SERVED_VERSIONS, TxnCluster
@@ -301,7 +302,8 @@ def test_hypothesis_drives_the_transaction_simulator(data: st.DataObject) -> Non
 
 def test_hypothesis_finds_the_jepsen_anomaly_without_the_defence() -> None:
     @settings(
-        max_examples=40,
+        max_examples=60,
+        derandomize=True,  # a fixed example sequence: no flaky hunt in CI
         deadline=None,
         database=None,
         phases=[Phase.generate],
@@ -386,8 +388,9 @@ def _cluster() -> TxnCluster:
 
 
 def _ask(cluster: TxnCluster, body: Any, *, now: float = 0.0) -> Any:
-    cls = type(body)
-    request = Request(int(cls.__api_key__), int(cls.__version__), 1, body)
+    # through the wire format, as the simulated network carries it (Produce requests are
+    # encoded by hand: there is no kio object to hand over)
+    request = parse_request(encode_request(body, correlation_id=1, client_id="t")[4:])
     (answer,) = cluster.handle(1, (1, request), request, now)
     return answer
 
