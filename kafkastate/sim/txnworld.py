@@ -256,8 +256,8 @@ class TxnSim(Sim):
         self._tag_decoders: dict[int, FrameDecoder] = {}
         self._tags: dict[tuple[int, int], Any] = {}
         self._marker_last: dict[tuple[int, int, str], tuple[int, list[bytes]]] = {}
-        self._in_air: dict[tuple[int, str], tuple[int, list[bytes]]] = {}
-        self._inbox: dict[int, list[bytes]] = {}  # answers waiting for a stalled process
+        self._in_air: dict[tuple[int, str], tuple[int, list[bytes]]] = {}  # Sim's pipes
+        self._inbox: dict[int, list[bytes]] = {}  # Sim's: arrived while a host was paused
         self._marker_held: dict[int, list[tuple[int, bytes]]] = {}
         self._txn_timer: int | None = None
         self.outcomes: dict[tuple[str, int, int], tuple[str, list[tuple[int, bytes]]]] = {}
@@ -671,32 +671,7 @@ class TxnSim(Sim):
         if direction == "up" and conn.cid in self._held_conns:
             self._queued[conn.cid].append((direction, data))
             return
-        self._wire(conn, direction, data)
-
-    def _wire(self, conn: _Conn, direction: str, data: bytes) -> None:
-        """Sim._send, except that frames due at the same millisecond on one pipe travel
-        as one delivery: same-time events may be reordered by tie-breaks, and a TCP pipe
-        must not reorder."""
-        if (conn.host, conn.broker) in self._blocked:
-            self._queued[conn.cid].append((direction, data))
-            return
-        due = max(conn.last[direction], self.now + self._delay(direction))
-        conn.last[direction] = due
-        key = (conn.cid, direction)
-        last = self._in_air.get(key)
-        if last is not None and last[0] == due:
-            last[1].append(data)
-            return
-        chunks = [data]
-        self._in_air[key] = (due, chunks)
-        self._at(due, "deliver_chunks", (conn.cid, direction, chunks))
-
-    def _on_deliver_chunks(self, cid: int, direction: str, chunks: list[bytes]) -> None:
-        key = (cid, direction)
-        last = self._in_air.get(key)
-        if last is not None and last[1] is chunks:
-            del self._in_air[key]
-        self._on_deliver(cid, direction, b"".join(chunks))
+        super()._send(conn, direction, data)
 
     def _frames(self, conn: _Conn, data: bytes) -> list[bytes]:
         decoder = self._tag_decoders.setdefault(conn.cid, FrameDecoder())
@@ -724,14 +699,14 @@ class TxnSim(Sim):
         if conn.cid in self._held_conns:
             self._queued[conn.cid].append(("up", frame))
             return
-        self._wire(conn, "up", frame)
+        super()._send(conn, "up", frame)
 
     def _on_release_conn(self, cid: int) -> None:
         self._held_conns.discard(cid)
         conn = self._conns[cid]
         for direction, data in self._queued.pop(cid, []):
             if direction == "up" and (conn.open or cid in self._draining):
-                self._wire(conn, direction, data)
+                super()._send(conn, direction, data)
         self._line(f"release conn {cid}")
 
     def _on_release(self, name: str, node: int) -> None:
@@ -742,43 +717,23 @@ class TxnSim(Sim):
             if conn.open or conn.cid in self._draining:
                 for direction, data in self._queued.pop(conn.cid, []):
                     if conn.open or direction == "up":
-                        self._wire(conn, direction, data)
+                        super()._send(conn, direction, data)
 
-    def _on_deliver(self, cid: int, direction: str, data: bytes) -> None:
+    def _arrive(self, cid: int, direction: str, data: bytes) -> None:
         conn = self._conns[cid]
         if direction == "up" and not conn.open and cid in self._draining:
             if conn.broker not in self.cluster.alive:
                 return
             conn.decoder.feed(data)
             while (frame := conn.decoder.next_frame()) is not None:
-                request = parse_request(bytes(frame))
+                request = conn.read(frame, self.now)
                 self.stats[f"api {request.api_key} (closed)"] += 1
                 if conn.outstanding is not None:
                     conn.backlog.append(request)
                 else:
                     self._serve(conn, request)
             return
-        if direction == "down":
-            host = self.hosts.get(conn.host)
-            inbox = self._inbox.get(cid)
-            if inbox is not None or (host is not None and host.paused_until > self.now):
-                # a stalled process reads nothing; what arrives waits, in order (Sim's
-                # _deferred would re-queue each delivery with its own tie-break)
-                if inbox is None:
-                    inbox = self._inbox[cid] = []
-                    self._at(self.now if host is None else host.paused_until, "inbox", (cid,))
-                inbox.append(data)
-                return
-        super()._on_deliver(cid, direction, data)
-
-    def _on_inbox(self, cid: int) -> None:
-        host = self.hosts.get(self._conns[cid].host)
-        if host is not None and host.alive and host.paused_until > self.now:
-            self._at(host.paused_until, "inbox", (cid,))  # stalled for longer
-            return
-        data = b"".join(self._inbox.pop(cid, []))
-        if data:
-            super()._on_deliver(cid, "down", data)
+        super()._arrive(cid, direction, data)
 
     def _serve(self, conn: _Conn, request: Any) -> None:
         self.cluster.request_tag = self._tags.pop((conn.cid, request.correlation_id), None)

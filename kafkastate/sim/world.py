@@ -32,7 +32,10 @@ before JoinGroup), G5 the coordinator accepts only commits its rules allow, G6 a
 commit comes from the partition's owner in that generation, G7 a member is removed by
 session expiry no earlier than its session allows, C1 no skipped offsets while ownership is
 stable, PI a member that has not polled for ``max_poll_interval`` owns nothing, C2 every
-record consumed, L1 the group settles with every partition owned once, D1 determinism.
+record consumed, L1 the group settles with every partition owned once, D1 determinism, NET
+a broker reads each connection's requests in order (the harness's own network: frames due
+at the same millisecond on a pipe travel as one delivery, and a paused host's arrivals
+wait in one inbox per connection, so tie-breaks never reorder a pipe).
 """
 
 from __future__ import annotations
@@ -212,6 +215,21 @@ class _Conn:
     backlog: list[Any] = attrs.Factory(list)  # requests read after it
     decoder: FrameDecoder = attrs.Factory(FrameDecoder)
     last: dict[str, int] = attrs.Factory(lambda: {"up": 0, "down": 0})
+    correlation: int = -1  # the last request id the broker read (they only grow)
+
+    def read(self, frame: memoryview | bytes, at: int) -> Any:
+        """The broker reads one request frame; a request older than the last one means
+        the simulated network reordered a pipe (invariant NET: TCP never does)."""
+        request = parse_request(bytes(frame))
+        if request.correlation_id <= self.correlation:
+            raise InvariantViolation(
+                "NET",
+                f"connection {self.cid}: request {request.correlation_id} arrived after "
+                f"{self.correlation}",
+                at=at,
+            )
+        self.correlation = request.correlation_id
+        return request
 
 
 @attrs.define
@@ -303,6 +321,9 @@ class Sim:
         self._next_conn = 0
         self._blocked: set[tuple[str, int]] = set()  # (host, node) links held
         self._queued: dict[int, list[tuple[str, bytes]]] = defaultdict(list)
+        # per (connection, direction): the delivery already due at the pipe's last time
+        self._in_air: dict[tuple[int, str], tuple[int, list[bytes]]] = {}
+        self._inbox: dict[int, list[bytes]] = {}  # arrived while the host was paused
         self._coord_timer: int | None = None
         self._fetch_timer: int | None = None
         self.consumed: dict[tuple[str, int], set[int]] = defaultdict(set)
@@ -554,18 +575,29 @@ class Sim:
         return cfg.latency_ms + extra
 
     def _send(self, conn: _Conn, direction: str, data: bytes) -> None:
+        """Put ``data`` on the connection's pipe. Frames due at the same millisecond on one
+        pipe travel as one delivery: separate same-time events could be reordered by
+        tie-breaks, and a TCP pipe never reorders."""
         if (conn.host, conn.broker) in self._blocked:
             self._queued[conn.cid].append((direction, data))
             return
         due = max(conn.last[direction], self.now + self._delay(direction))
         conn.last[direction] = due
-        self._at(due, "deliver", (conn.cid, direction, data))
+        key = (conn.cid, direction)
+        last = self._in_air.get(key)
+        if last is not None and last[0] == due:
+            last[1].append(data)
+            return
+        chunks = [data]
+        self._in_air[key] = (due, chunks)
+        self._at(due, "deliver", (conn.cid, direction, chunks))
 
     def _close(self, conn: _Conn, *, notify_client: bool) -> None:
         if not conn.open:
             return
         conn.open = False
         self._queued.pop(conn.cid, None)
+        self._inbox.pop(conn.cid, None)
         self.cluster.drop_held(conn.cid)
         host = self.hosts.get(conn.host)
         if notify_client and host is not None and host.alive and host.conns.get(conn.node) is conn:
@@ -610,7 +642,15 @@ class Sim:
             host.machine.connection_made(node, now=self._s())
         self._pump(host)
 
-    def _on_deliver(self, cid: int, direction: str, data: bytes) -> None:
+    def _on_deliver(self, cid: int, direction: str, chunks: list[bytes]) -> None:
+        key = (cid, direction)
+        last = self._in_air.get(key)
+        if last is not None and last[1] is chunks:
+            del self._in_air[key]
+        self._arrive(cid, direction, b"".join(chunks))
+
+    def _arrive(self, cid: int, direction: str, data: bytes) -> None:
+        """Bytes reach the end of one pipe: the broker or the client host."""
         conn = self._conns[cid]
         if not conn.open:
             return
@@ -619,7 +659,7 @@ class Sim:
                 return
             conn.decoder.feed(data)
             while (frame := conn.decoder.next_frame()) is not None:
-                request = parse_request(bytes(frame))
+                request = conn.read(frame, self.now)
                 self.stats[f"api {request.api_key}"] += 1
                 if conn.outstanding is not None:
                     conn.backlog.append(request)  # a broker reads on after it answered
@@ -629,10 +669,26 @@ class Sim:
         host = self.hosts.get(conn.host)
         if host is None or not host.alive:
             return
-        if self._deferred(host, "deliver", (cid, direction, data)):
+        inbox = self._inbox.get(cid)
+        if inbox is not None or host.paused_until > self.now:
+            # A paused host reads nothing; what arrives waits in order, in one inbox per
+            # connection (separate deferred deliveries could be reordered by tie-breaks).
+            if inbox is None:
+                inbox = self._inbox[cid] = []
+                self._at(host.paused_until, "inbox", (cid,))
+            inbox.append(data)
             return
         host.machine.receive_data(conn.node, data, now=self._s())
         self._pump(host)
+
+    def _on_inbox(self, cid: int) -> None:
+        host = self.hosts.get(self._conns[cid].host)
+        if host is not None and host.alive and host.paused_until > self.now:
+            self._at(host.paused_until, "inbox", (cid,))  # paused for longer
+            return
+        data = b"".join(self._inbox.pop(cid, []))
+        if data:
+            self._arrive(cid, "down", data)
 
     def _serve(self, conn: _Conn, request: Any) -> None:
         """The broker handles one request of ``conn``; like Kafka, it takes the
