@@ -378,6 +378,8 @@ class SimCluster:
         cls = load_response_schema(ApiKey.FETCH, version)
         topic_cls = nested_type(cls, "FetchableTopicResponse")
         part_cls = nested_type(cls, "PartitionData")
+        aborted_cls = nested_type(cls, "AbortedTransaction")
+        committed_only = int(getattr(body, "isolation_level", 0)) == 1
         budget = int(body.max_bytes)
         anything = False
         topics = []
@@ -385,17 +387,11 @@ class SimCluster:
             parts = []
             for p in t.partitions:
                 tp = (str(t.topic), int(p.partition))
-                log = self.logs.get(tp)
-                code, data, end = 0, b"", 0
-                if log is None:
-                    code = _UNKNOWN_TOPIC
-                elif self.leader(*tp) != node:
-                    code = _NOT_LEADER
-                else:
-                    end = log.end
-                    limit = min(int(p.partition_max_bytes), max(budget, 1))
-                    data = log.read(int(p.fetch_offset), limit)
-                    budget -= len(data)
+                limit = min(int(p.partition_max_bytes), max(budget, 1))
+                code, data, end, lso, aborted = self._read_partition(
+                    node, tp, int(p.fetch_offset), limit, committed_only=committed_only
+                )
+                budget -= len(data)
                 anything = anything or bool(data) or code != 0
                 parts.append(
                     build(
@@ -403,9 +399,12 @@ class SimCluster:
                         partition_index=tp[1],
                         error_code=ErrorCode(code),
                         high_watermark=end,
-                        last_stable_offset=end,
+                        last_stable_offset=lso,
                         log_start_offset=0,
-                        aborted_transactions=(),
+                        aborted_transactions=tuple(
+                            build(aborted_cls, producer_id=pid, first_offset=first)
+                            for pid, first in aborted
+                        ),
                         preferred_read_replica=-1,
                         records=data,
                     )
@@ -420,6 +419,20 @@ class SimCluster:
             session_id=0,
             responses=tuple(topics),
         )
+
+    def _read_partition(
+        self, node: int, tp: tuple[str, int], offset: int, limit: int, *, committed_only: bool
+    ) -> tuple[int, bytes, int, int, list[tuple[int, int]]]:
+        """One partition of a Fetch at ``node``: error code, records from ``offset`` (up to
+        ``limit`` bytes), high watermark, last stable offset, and the aborted transactions
+        a read_committed reader must skip as ``(producer id, first offset)``. Without
+        transactions the last stable offset is the high watermark."""
+        log = self.logs.get(tp)
+        if log is None:
+            return _UNKNOWN_TOPIC, b"", 0, 0, []
+        if self.leader(*tp) != node:
+            return _NOT_LEADER, b"", 0, 0, []
+        return 0, log.read(offset, limit), log.end, log.end, []
 
 
 def _of(token: Hashable, connection: Hashable) -> bool:

@@ -552,63 +552,25 @@ class TxnCluster(SimCluster):
 
     # -- fetch (isolation levels)
 
-    def _fetch(self, node: int, version: int, body: Any, *, empty_ok: bool = False) -> Any:
-        cls = load_response_schema(ApiKey.FETCH, version)
-        topic_cls = nested_type(cls, "FetchableTopicResponse")
-        part_cls = nested_type(cls, "PartitionData")
-        aborted_cls = nested_type(cls, "AbortedTransaction")
-        committed_only = int(getattr(body, "isolation_level", 0)) == 1
-        budget = int(body.max_bytes)
-        anything = False
-        topics = []
-        for t in body.topics:
-            parts = []
-            for p in t.partitions:
-                tp = (str(t.topic), int(p.partition))
-                part = self.parts.get(tp)
-                code, data, end, lso = 0, b"", 0, 0
-                aborted: list[Any] = []
-                if part is None:
-                    code = _UNKNOWN_TOPIC
-                elif self.leader(*tp) != node:
-                    code = _NOT_LEADER
-                else:
-                    end, lso = part.end, part.lso()
-                    upper = lso if committed_only else end
-                    offset = int(p.fetch_offset)
-                    limit = min(int(p.partition_max_bytes), max(budget, 1))
-                    data = part.read(offset, limit, upper)
-                    budget -= len(data)
-                    if committed_only and data:
-                        aborted = [
-                            build(aborted_cls, producer_id=pid, first_offset=first)
-                            for pid, first, last in part.aborted
-                            if last >= offset and first < upper
-                        ]
-                anything = anything or bool(data) or code != 0
-                parts.append(
-                    build(
-                        part_cls,
-                        partition_index=tp[1],
-                        error_code=ErrorCode(code),
-                        high_watermark=end,
-                        last_stable_offset=lso,
-                        log_start_offset=0,
-                        aborted_transactions=tuple(aborted),
-                        preferred_read_replica=-1,
-                        records=data,
-                    )
-                )
-            topics.append(build(topic_cls, topic=t.topic, partitions=tuple(parts)))
-        if not anything and not empty_ok:
-            return None
-        return build(
-            cls,
-            throttle_time=_NO_TIME,
-            error_code=ErrorCode(0),
-            session_id=0,
-            responses=tuple(topics),
-        )
+    def _read_partition(
+        self, node: int, tp: tuple[str, int], offset: int, limit: int, *, committed_only: bool
+    ) -> tuple[int, bytes, int, int, list[tuple[int, int]]]:
+        part = self.parts.get(tp)
+        if part is None:
+            return _UNKNOWN_TOPIC, b"", 0, 0, []
+        if self.leader(*tp) != node:
+            return _NOT_LEADER, b"", 0, 0, []
+        end, lso = part.end, part.lso()
+        upper = lso if committed_only else end
+        data = part.read(offset, limit, upper)
+        aborted = []
+        if committed_only and data:
+            aborted = [
+                (pid, first)
+                for pid, first, last in part.aborted
+                if last >= offset and first < upper
+            ]
+        return 0, data, end, lso, aborted
 
     def _list_offsets(self, node: int, version: int, body: Any) -> Any:
         """As SimCluster's, except that "latest" under read_committed is the LSO."""
