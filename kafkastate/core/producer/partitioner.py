@@ -165,8 +165,9 @@ class Partitioner:
         """The topic's sticky state and switch threshold, for the accumulator's hot path
         (:meth:`Accumulator.append_sticky`), or None before its first keyless record.
 
-        The caller may add to ``produced`` while it stays below the threshold; at or past
-        it, it must call :meth:`on_append` (which may switch partitions).
+        While the partition's batch has room, :meth:`on_append` switches only once
+        ``produced`` reaches twice the threshold: below that the caller may add to
+        ``produced`` itself; otherwise it must call :meth:`on_append`.
 
         Args:
             topic: the topic.

@@ -582,7 +582,7 @@ class ProducerMachine:
         elif acc.take_readiness_changed():
             # A new batch (a new linger deadline; maybe a new partition) or a full one.
             self._partitions[(topic, chosen)] = None
-            deadline = acc.take_quiet_open(cluster)
+            deadline = acc.take_quiet_open(cluster) if txn is None else None
             if deadline is None:
                 self._step(now)
             else:
