@@ -450,7 +450,9 @@ class Producer:
             if not exc.retriable:
                 raise
             # wait for metadata or buffer room (max_block_ms)
-            delivery = await self._append(topic, value, key, partition, timestamp_ms, headers, None)
+            delivery = await self._append(
+                topic, value, key, partition, timestamp_ms, headers, None, refused=exc
+            )
         else:
             if moved:
                 await anyio.lowlevel.cancel_shielded_checkpoint()  # appended: no Cancelled
@@ -512,13 +514,27 @@ class Producer:
         timestamp_ms: int | None,
         headers: Headers,
         sink: _Sink | None,
+        *,
+        refused: KafkaError,
     ) -> _Sink:
-        """:meth:`enqueue`, reporting the outcome to ``sink`` (None: a new Delivery);
-        waits up to ``max_block`` while the machine refuses the record for a retriable
-        reason (no metadata yet, ``buffer_memory`` full)."""
+        """After :meth:`_append_now` refused the record for a retriable reason
+        (``refused``: no metadata yet, ``buffer_memory`` full), wait for the machine to
+        change and try again, up to ``max_block``; ``sink`` (None: a new Delivery) gets
+        the outcome."""
         deadline: float | None = None
         while True:
             changed = self._changed
+            driver = self._running()
+            now = driver.now()
+            driver.wake()  # the machine may have asked for metadata
+            if deadline is None:
+                deadline = now + self._max_block
+            if now >= deadline:
+                raise KafkaTimeoutError(
+                    f"send waited {self._max_block:g} s (max_block_ms): {refused}"
+                ) from refused
+            with anyio.move_on_after(deadline - now):
+                await changed.wait()
             try:
                 target, moved = self._append_now(
                     topic, value, key, partition, timestamp_ms, headers, sink
@@ -526,17 +542,7 @@ class Producer:
             except KafkaError as exc:
                 if not exc.retriable:
                     raise
-                driver = self._running()
-                now = driver.now()
-                driver.wake()  # the machine may have asked for metadata
-                if deadline is None:
-                    deadline = now + self._max_block
-                if now >= deadline:
-                    raise KafkaTimeoutError(
-                        f"send waited {self._max_block:g} s (max_block_ms): {exc}"
-                    ) from exc
-                with anyio.move_on_after(deadline - now):
-                    await changed.wait()
+                refused = exc
                 continue
             if moved:
                 await anyio.lowlevel.cancel_shielded_checkpoint()  # appended: no Cancelled

@@ -321,7 +321,7 @@ class AIOKafkaProducer:
             if not exc.retriable:
                 raise
             await producer._append(  # wait for metadata or buffer room (max_block_ms)
-                topic, value, key, partition, timestamp_ms, headers or (), future
+                topic, value, key, partition, timestamp_ms, headers or (), future, refused=exc
             )
         else:
             if moved:

@@ -37,7 +37,7 @@ from kio.static.primitive import i16
 from kafkastate.core.protocol.records import RecordBatchBuilder
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey
-from kafkastate.sim.coordinator import ClassicCoordinator
+from kafkastate.sim.coordinator import ClassicCoordinator, commit_answer
 
 __all__ = ["SERVED_VERSIONS", "Request", "SimCluster"]
 
@@ -444,19 +444,7 @@ def _not_coordinator(key: int, version: int, body: Any) -> Any:
     cls = load_response_schema(key, version)
     code = _NOT_COORDINATOR
     if key == ApiKey.OFFSET_COMMIT:
-        topic_cls = nested_type(cls, "OffsetCommitResponseTopic")
-        part_cls = nested_type(cls, "OffsetCommitResponsePartition")
-        topics = tuple(
-            build(
-                topic_cls,
-                name=t.name,
-                partitions=tuple(
-                    build(part_cls, partition_index=p.partition_index, error_code=ErrorCode(code))
-                    for p in t.partitions
-                ),
-            )
-            for t in body.topics
-        )
+        topics = commit_answer(cls, "OffsetCommit", body.topics, code)
         return build(cls, throttle_time=_NO_TIME, topics=topics)
     if key == ApiKey.OFFSET_FETCH:
         return build(cls, throttle_time=_NO_TIME, topics=(), error_code=ErrorCode(code))

@@ -50,6 +50,25 @@ _MEMBER_ID_REQUIRED: Final = 79
 _FENCED_INSTANCE_ID: Final = 82
 
 
+def commit_answer(cls: type[Any], prefix: str, topics: Any, code: int) -> tuple[Any, ...]:
+    """The ``topics`` of an (Txn)OffsetCommit response that gives every partition of the
+    request the same error code; ``prefix`` names the API's nested types
+    (``"OffsetCommit"``, ``"TxnOffsetCommit"``)."""
+    topic_cls = nested_type(cls, f"{prefix}ResponseTopic")
+    part_cls = nested_type(cls, f"{prefix}ResponsePartition")
+    return tuple(
+        build(
+            topic_cls,
+            name=t.name,
+            partitions=tuple(
+                build(part_cls, partition_index=p.partition_index, error_code=ErrorCode(code))
+                for p in t.partitions
+            ),
+        )
+        for t in topics
+    )
+
+
 class GroupState(enum.Enum):
     """ClassicGroupState (Dead is left out: no unloading here)."""
 

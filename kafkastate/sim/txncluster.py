@@ -72,7 +72,7 @@ from kafkastate.core.protocol.records import ControlRecordType, build_control_ba
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey
 from kafkastate.sim.cluster import SERVED_VERSIONS, PartitionLog, Request, SimCluster, parse_request
-from kafkastate.sim.coordinator import ClassicCoordinator
+from kafkastate.sim.coordinator import ClassicCoordinator, commit_answer
 
 __all__ = [
     "MARKER_RETRY",
@@ -1027,8 +1027,6 @@ class TxnCluster(SimCluster):
 
     def _txn_offset_commit(self, node: int, version: int, body: Any) -> Any:
         cls = load_response_schema(TXN_OFFSET_COMMIT, version)
-        topic_cls = nested_type(cls, "TxnOffsetCommitResponseTopic")
-        part_cls = nested_type(cls, "TxnOffsetCommitResponsePartition")
         group, pid, epoch = str(body.group_id), int(body.producer_id), int(body.producer_epoch)
         code = _NONE
         if node != self.coordinator_node:
@@ -1053,17 +1051,7 @@ class TxnCluster(SimCluster):
                 for p in t.partitions:
                     tp = (str(t.name), int(p.partition_index))
                     pending[tp] = (int(p.committed_offset), epoch, self.request_tag)
-        topics = tuple(
-            build(
-                topic_cls,
-                name=t.name,
-                partitions=tuple(
-                    build(part_cls, partition_index=p.partition_index, error_code=ErrorCode(code))
-                    for p in t.partitions
-                ),
-            )
-            for t in body.topics
-        )
+        topics = commit_answer(cls, "TxnOffsetCommit", body.topics, code)
         return build(cls, throttle_time=_NO_TIME, topics=topics)
 
     # ------------------------------------------------------------- views
