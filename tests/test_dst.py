@@ -62,6 +62,24 @@ def test_planted_bug_is_found(bug: str) -> None:
     pytest.fail(f"{bug} not found by {invariant} within {within} seeds")
 
 
+def test_a_network_that_reorders_a_pipe_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The harness checks itself (NET): frames of one connection put on the wire one event
+    # each (same-millisecond ones then reorder by tie-break) must fail the run.
+    def one_event_per_frame(self: Sim, conn: object, direction: str, data: bytes) -> None:
+        due = max(conn.last[direction], self.now + self._delay(direction))  # type: ignore[attr-defined]
+        conn.last[direction] = due  # type: ignore[attr-defined]
+        self._at(due, "deliver", (conn.cid, direction, [data]))  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(Sim, "_send", one_event_per_frame)
+    for seed in range(10):
+        try:
+            _run(seed)
+        except InvariantViolation as exc:
+            if exc.invariant == "NET":
+                return
+    pytest.fail("a reordering network went unnoticed in 10 seeds")
+
+
 # ---------------------------------------------------------------- scenarios (A3.7)
 
 
