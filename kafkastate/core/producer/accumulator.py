@@ -859,7 +859,8 @@ class Accumulator:
         builder = batch._builder
         if builder is None:  # pragma: no cover - an accepting batch has its builder
             return None
-        size = builder.append_value(timestamp_ms, value)
+        builder.append(timestamp_ms, None, value)
+        size = builder.size_in_bytes()
         grown = size - batch._size
         batch._size = size
         next_id = self._next_record

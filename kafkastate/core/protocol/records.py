@@ -661,38 +661,6 @@ class RecordBatchBuilder:
         self._size += size
         return od
 
-    def append_value(self, timestamp_ms: int, value: bytes) -> int:
-        """:meth:`append` of a record without key and headers, for the producer's hot path.
-
-        Args:
-            timestamp_ms: milliseconds since the epoch.
-            value: the value.
-
-        Returns:
-            :meth:`size_in_bytes` after the append.
-
-        Raises:
-            KafkaConfigurationError: as for :meth:`append`.
-        """
-        c_append = _c_append_record
-        base_ts = self._base_ts
-        if c_append is None or base_ts is None:
-            self.append(timestamp_ms, None, value)
-            return RECORD_BATCH_OVERHEAD + self._size
-        od = self._next_delta
-        try:
-            size = c_append(self._parts, od, timestamp_ms - base_ts, None, value, ())
-        except (TypeError, ValueError, BufferError) as exc:
-            raise KafkaConfigurationError(f"invalid record argument: {exc}") from None
-        if size is None:  # a shape the C code leaves to Python
-            self.append(timestamp_ms, None, value)
-            return RECORD_BATCH_OVERHEAD + self._size
-        if timestamp_ms > self._max_ts:  # noqa: PLR1730 -- the hot path: no max() call
-            self._max_ts = timestamp_ms
-        self._next_delta = od + 1
-        self._size += size
-        return RECORD_BATCH_OVERHEAD + self._size
-
     def append_with_offset_delta(
         self,
         offset_delta: int,
