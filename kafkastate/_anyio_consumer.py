@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import math
 import random
 import re
 import ssl
@@ -34,17 +33,14 @@ import anyio
 
 from kafkastate.adapters._async_driver import AsyncDriver, wait_for_cluster
 from kafkastate.adapters._common import build_client_config, check_consumer_options, check_ms
-from kafkastate.adapters._group import (
-    build_group_config,
-    check_listener,
-    check_subscription,
-    follow_subscription,
-    group_metadata,
-    listener_error,
-    listener_method,
-    start_subscription,
-)
+from kafkastate.adapters._group import build_group_config
 from kafkastate.core.client import MetadataUpdated
+from kafkastate.core.consumer.consumer import (
+    AutoCommitted,
+    ConsumerMachine,
+    ListenerCallRequested,
+    check_listener,
+)
 from kafkastate.core.consumer.fetcher import (
     EARLIEST,
     LATEST,
@@ -55,8 +51,6 @@ from kafkastate.core.consumer.fetcher import (
     GroupLeft,
     OffsetsCommitted,
     OffsetsListed,
-    PartitionsAssigned,
-    PartitionsRevoked,
     PositionsResolved,
     PositionState,
     RecordsFetched,
@@ -64,11 +58,9 @@ from kafkastate.core.consumer.fetcher import (
 from kafkastate.core.protocol.records import Record, consumer_tuples
 from kafkastate.errors import (
     ConsumerStoppedError,
-    IllegalStateError,
     KafkaConfigurationError,
     KafkaError,
     KafkaTimeoutError,
-    RebalanceListenerError,
 )
 from kafkastate.structs import (
     ConsumerGroupMetadata,
@@ -116,80 +108,41 @@ def _deserialized(
     return made
 
 
-def take_buffered(
-    buffer: Iterable[ConsumerRecord],
-    limit: int,
-    *,
-    paused: Iterable[tuple[str, int]],
-    wanted: Iterable[tuple[str, int]] = (),
-) -> tuple[dict[TopicPartition, list[ConsumerRecord]], list[ConsumerRecord]]:
-    """Split records fetched for iteration (not yet returned) into up to ``limit`` to hand
-    out now -- of ``wanted`` partitions (all if empty) that are not ``paused`` -- and the
-    ones to keep, each in order."""
-    skip = {(t, p) for t, p in paused}
-    only = {(t, p) for t, p in wanted}
-    out: dict[TopicPartition, list[ConsumerRecord]] = {}
-    keep: list[ConsumerRecord] = []
-    for record in buffer:
-        tp = TopicPartition(record.topic, record.partition)
-        if limit and (not only or tp in only) and tp not in skip:
-            out.setdefault(tp, []).append(record)
-            limit -= 1
-        else:
-            keep.append(record)
-    return out, keep
-
-
 class Consumer:
     """Reads records through a running :class:`AsyncDriver`; made by :func:`open_consumer`.
 
+    Every decision (what is handed out, what a commit stores, when auto-commit fires, how a
+    rebalance is sequenced) is the :class:`~kafkastate.core.consumer.consumer.ConsumerMachine`'s;
+    this class gives it commands, waits for its answers and runs the rebalance listener
+    when it asks.
+
     Args:
-        machine: the fetcher machine.
+        machine: the consumer machine.
         key_deserializer: turns key bytes into the record's key, or None.
         value_deserializer: turns value bytes into the record's value, or None.
-        max_poll_records: default record limit of :meth:`getmany` and iteration.
         request_timeout: seconds an offset query may take before KafkaTimeoutError.
-        auto_commit: commit the positions of partitions before they are revoked (group
-            members with auto-commit on).
-        exclude_internal_topics: leave internal topics out of pattern subscriptions.
     """
 
     def __init__(
         self,
-        machine: FetcherMachine,
+        machine: ConsumerMachine,
         *,
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
-        max_poll_records: int | None = None,
         request_timeout: float = 30.0,
-        auto_commit: bool = False,
-        exclude_internal_topics: bool = True,
     ) -> None:
         self.machine: Final = machine
         """The sans-IO machine."""
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
-        self._max_records = max_poll_records if max_poll_records is not None else 500
         self._timeout = request_timeout
         self._driver: AsyncDriver | None = None
         self._data = anyio.Event()  # set when records arrive; replaced after each wait
         self._changed = anyio.Event()  # set on metadata and answers
         self._answers: dict[int, Any] = {}
-        self._subscribed: tuple[str, ...] = ()
-        self._buffer: list[ConsumerRecord] = []  # for iteration and getone
-        self._last_poll: dict[TopicPartition, float] = {}
-        self._auto_commit = auto_commit
-        self._exclude_internal = exclude_internal_topics
-        self._pattern: re.Pattern[str] | None = None
-        # group membership: events waiting for the rebalance task, the listener, its error
-        self._listener: Any = None
-        self._listener_error: RebalanceListenerError | None = None
-        self._group_events: deque[PartitionsRevoked | PartitionsAssigned] = deque()
-        self._group_wake = anyio.Event()
-        self._group_lock = anyio.Lock()
+        self._calls: deque[ListenerCallRequested] = deque()
+        self._call_wake = anyio.Event()
         self._left = anyio.Event()
-        self._closing = False
-        self._polled_at = -math.inf
 
     # ----------------------------------------------------------- assignment
 
@@ -200,9 +153,7 @@ class Consumer:
             KafkaConfigurationError: a malformed partition.
         """
         driver = self._running()
-        self._subscribed = ()
-        self.machine.assign([(tp[0], tp[1]) for tp in partitions], now=driver.now())
-        self._buffer.clear()
+        self.machine.assign(partitions, now=driver.now())
         driver.wake()
 
     def subscribe(
@@ -225,19 +176,13 @@ class Consumer:
             KafkaConfigurationError: an empty or malformed topic list, both topics and a
                 pattern, a bad pattern or listener, or a listener without a ``group_id``.
         """
-        compiled = check_subscription(
-            topics, pattern, listener, group=self.machine.member is not None
-        )
         driver = self._running()
-        self._listener = listener
-        self._pattern = compiled
-        self._subscribed = start_subscription(self.machine, topics, compiled, driver.now())
-        self._follow_subscription()
+        self.machine.subscribe(topics, pattern=pattern, listener=listener, now=driver.now())
         driver.wake()
 
     def subscription(self) -> frozenset[str]:
         """The subscribed topics (empty with a manual assignment)."""
-        return frozenset(self._subscribed)
+        return frozenset(self.machine.subscription())
 
     def unsubscribe(self) -> None:
         """Drop the subscription and the assignment.
@@ -247,14 +192,7 @@ class Consumer:
                 again is not supported yet: close the consumer instead).
         """
         driver = self._running()
-        if self.machine.member is not None and self.machine.member.subscription:
-            raise IllegalStateError(
-                "unsubscribe() of a group member is not supported yet: close the consumer"
-            )
-        self._subscribed = ()
-        self._pattern = None
-        self.machine.assign((), now=driver.now())
-        self._buffer.clear()
+        self.machine.unsubscribe(now=driver.now())
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """This member's group metadata, for a transactional producer's
@@ -264,7 +202,7 @@ class Consumer:
         Raises:
             IllegalStateError: no ``group_id``.
         """
-        return group_metadata(self.machine)
+        return self.machine.group_metadata()
 
     def assignment(self) -> frozenset[TopicPartition]:
         """The partitions being read."""
@@ -294,25 +232,20 @@ class Consumer:
             RebalanceListenerError: the rebalance listener raised (once per failure).
         """
         driver = self._running()
-        self._raise_listener_error()
-        limit = self._max_records if max_records is None else max_records
-        if limit < 1:
-            raise KafkaConfigurationError(f"max_records must be >= 1, got {limit!r}")
-        if self._buffer:
-            out = self._from_buffer(partitions, limit)
-            if out:
-                return out  # else: what is buffered is for other partitions
+        machine = self.machine
         deadline = driver.now() + timeout_ms / 1000
         while True:
             data = self._data
-            out = self._poll(partitions, limit, driver)
-            if out or driver.now() >= deadline:
-                return out
+            runs = machine.poll(max_records, partitions, now=driver.now())
+            driver.wake()  # drained partitions are fetched again at once
+            if runs:
+                return to_consumer_records(runs, self._key_deserializer, self._value_deserializer)
+            if driver.now() >= deadline:
+                return {}
             with anyio.move_on_after(deadline - driver.now()):
                 await data.wait()
             if self._driver is not driver:
                 raise ConsumerStoppedError("the consumer was stopped while waiting for records")
-            self._raise_listener_error()
 
     async def getone(self, *partitions: tuple[str, int]) -> ConsumerRecord:
         """The next record (of these partitions), waiting as long as it takes.
@@ -321,18 +254,21 @@ class Consumer:
             KafkaError: a partition failed.
             RebalanceListenerError: the rebalance listener raised.
         """
-        wanted = {TopicPartition(*tp) for tp in partitions}
+        driver = self._running()
+        machine = self.machine
         while True:
-            self._raise_listener_error()
-            paused = self._paused_now()
-            for i, record in enumerate(self._buffer):
-                tp = (record.topic, record.partition)
-                if (not wanted or tp in wanted) and tp not in paused:
-                    self._note_poll()
-                    return self._buffer.pop(i)
-            batch = await self.getmany(*partitions, timeout_ms=60_000)
-            for records in batch.values():
-                self._buffer.extend(records)
+            data = self._data
+            run = machine.take_one(partitions, now=driver.now())
+            if run is not None:
+                (topic, partition), records, epoch = run
+                record = consumer_tuples(ConsumerRecord, records, topic, partition, epoch)[0]
+                if self._key_deserializer is not None or self._value_deserializer is not None:
+                    record = _deserialized(record, self._key_deserializer, self._value_deserializer)
+                return record
+            driver.wake()
+            await data.wait()
+            if self._driver is not driver:
+                raise ConsumerStoppedError("the consumer was stopped while waiting for records")
 
     def __aiter__(self) -> Consumer:
         return self
@@ -349,38 +285,6 @@ class Consumer:
         except ConsumerStoppedError:
             raise StopAsyncIteration from None
 
-    def _poll(
-        self, partitions: Sequence[tuple[str, int]], limit: int, driver: AsyncDriver
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
-        machine = self.machine
-        now = driver.now()
-        if partitions:
-            wanted = {(tp[0], tp[1]) for tp in partitions}
-            others = [tp for tp in machine.assignment() if tp not in wanted]
-            paused = set(machine.paused())
-            machine.pause(others)
-            try:
-                runs = machine.poll(limit, now=now)
-            finally:
-                machine.resume([tp for tp in others if tp not in paused], now=now)
-        else:
-            runs = machine.poll(limit, now=now)
-        driver.wake()  # drained partitions are fetched again at once
-        if not runs:
-            return {}
-        wall = time.time()
-        for (topic, partition), _records, _epoch in runs:
-            self._last_poll[TopicPartition(topic, partition)] = wall
-        return to_consumer_records(runs, self._key_deserializer, self._value_deserializer)
-
-    def _from_buffer(
-        self, partitions: Sequence[tuple[str, int]], limit: int
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
-        out, self._buffer = take_buffered(
-            self._buffer, limit, paused=self._paused_now(), wanted=partitions
-        )
-        return out
-
     # ------------------------------------------------------------ positions
 
     def seek(self, partition: tuple[str, int], offset: int) -> None:
@@ -391,8 +295,7 @@ class Consumer:
             KafkaConfigurationError: a negative offset.
         """
         driver = self._running()
-        self._drop_buffered([partition])
-        self.machine.seek(self._assigned(partition), offset, now=driver.now())
+        self.machine.seek(partition, offset, now=driver.now())
         driver.wake()
 
     async def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
@@ -411,18 +314,12 @@ class Consumer:
             IllegalStateError: no group_id, or a partition is not assigned.
         """
         driver = self._running()
-        if self.machine.config.group_id is None:
-            raise IllegalStateError("seek_to_committed needs a group_id")
-        tps = self._targets(partitions)
-        self._drop_buffered(tps)
-        self.machine.seek_to_committed(tps, now=driver.now())
+        self.machine.seek_to_committed(partitions, now=driver.now())
         driver.wake()
 
     def _seek_to(self, partitions: Sequence[tuple[str, int]], timestamp: int) -> None:
         driver = self._running()
-        tps = self._targets(partitions)
-        self._drop_buffered(tps)
-        self.machine.seek_to(tps, timestamp, now=driver.now())
+        self.machine.seek_to(partitions, timestamp, now=driver.now())
         driver.wake()
 
     async def position(self, partition: tuple[str, int]) -> int:
@@ -435,47 +332,47 @@ class Consumer:
             KafkaError: the lookup failed (NoOffsetForPartitionError...).
         """
         driver = self._running()
-        tp = self._assigned(partition)
-        buffered = [r.offset for r in self._buffer if (r.topic, r.partition) == tp]
-        if buffered:
-            return buffered[0]
+        machine = self.machine
         deadline = driver.now() + self._timeout
         while True:
             changed = self._changed
-            state = self.machine.position_state(tp)
-            if state is PositionState.FETCHING:
-                position = self.machine.position(tp)
-                assert position is not None
+            position = machine.position(partition)
+            if position is not None:
                 return position
-            if state is PositionState.FAILED:
-                self.machine.poll(0, now=driver.now())  # raises the partition's error
+            if machine.fetcher.position_state(machine.check_partition(partition)) is (
+                PositionState.FAILED
+            ):
+                machine.fetcher.poll(0, now=driver.now())  # raises the partition's error
             if driver.now() >= deadline:
-                raise KafkaTimeoutError(f"no position for {tp[0]}-{tp[1]} in {self._timeout:g} s")
+                raise KafkaTimeoutError(
+                    f"no position for {partition[0]}-{partition[1]} in {self._timeout:g} s"
+                )
             with anyio.move_on_after(deadline - driver.now()):
                 await changed.wait()
 
     def highwater(self, partition: tuple[str, int]) -> int | None:
         """The high watermark of the last fetch, or None before one."""
-        return self.machine.highwater(self._assigned(partition))
+        return self.machine.fetcher.highwater(self.machine.check_partition(partition))
 
     def last_stable_offset(self, partition: tuple[str, int]) -> int | None:
         """The last stable offset of the last fetch, or None before one."""
-        return self.machine.last_stable_offset(self._assigned(partition))
+        return self.machine.fetcher.last_stable_offset(self.machine.check_partition(partition))
 
     def last_poll_timestamp(self, partition: tuple[str, int]) -> int | None:
         """When records of ``partition`` were last handed out (ms since the epoch)."""
-        self._assigned(partition)
-        wall = self._last_poll.get(TopicPartition(*partition))
-        return None if wall is None else int(wall * 1000)
+        at = self.machine.last_handout(partition)
+        if at is None:
+            return None
+        return int((time.time() - (self._running().now() - at)) * 1000)
 
     def pause(self, *partitions: tuple[str, int]) -> None:
         """Stop fetching and returning records of these partitions."""
-        self.machine.pause([self._assigned(tp) for tp in partitions])
+        self.machine.pause(partitions)
 
     def resume(self, *partitions: tuple[str, int]) -> None:
         """Undo :meth:`pause`."""
         driver = self._running()
-        self.machine.resume([self._assigned(tp) for tp in partitions], now=driver.now())
+        self.machine.resume(partitions, now=driver.now())
         driver.wake()
 
     def paused(self) -> frozenset[TopicPartition]:
@@ -530,9 +427,7 @@ class Consumer:
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets (None where nothing is committed)."""
         driver = self._running()
-        if self.machine.config.group_id is None:
-            raise IllegalStateError("committed offsets need a group_id")
-        qid = self.machine.fetch_committed([(tp[0], tp[1]) for tp in partitions], now=driver.now())
+        qid = self.machine.fetch_committed(partitions, now=driver.now())
         answer = await self._answer(qid)
         assert isinstance(answer, CommittedOffsets)
         if answer.error is not None:
@@ -549,22 +444,14 @@ class Consumer:
 
         Raises:
             IllegalStateError: no group_id.
+            TypeError: ``offsets`` is not a mapping.
+            KafkaConfigurationError: a malformed partition or offset (a ValueError).
             KafkaError: the commit failed (the broker's error).
         """
         driver = self._running()
-        if self.machine.config.group_id is None:
-            raise IllegalStateError("commit needs a group_id")
-        if offsets is None:
-            offsets = self._consumed()
-        plain: dict[tuple[str, int], int | tuple[int, str]] = {}
-        for tp, value in offsets.items():
-            if isinstance(value, OffsetAndMetadata):
-                plain[(tp[0], tp[1])] = (value.offset, value.metadata)
-            else:
-                plain[(tp[0], tp[1])] = value
-        if not plain:
+        qid = self.machine.commit(offsets, now=driver.now())
+        if qid is None:
             return
-        qid = self.machine.commit(plain, now=driver.now())
         answer = await self._answer(qid)
         assert isinstance(answer, OffsetsCommitted)
         if answer.error is not None:
@@ -588,41 +475,27 @@ class Consumer:
 
     async def topics(self) -> frozenset[str]:
         """Every topic in the cluster (asks the cluster once)."""
-        driver = self._running()
-        metadata = self.machine.client.metadata
-        metadata.set_topics(None)
-        self.machine.client.request_metadata_update()
-        driver.wake()
+        seen = self.machine.want_metadata(None, now=self._running().now())
         try:
-            await self._wait_metadata(lambda: True)
+            await self._wait_metadata(seen, lambda: True)
             return frozenset(self.machine.client.cluster.topics)
         finally:
-            metadata.set_topics(self._interesting())
+            self.machine.metadata_done()
 
     async def partitions_for_topic(self, topic: str) -> frozenset[int] | None:
         """The partitions of ``topic``, or None if it does not exist."""
-        driver = self._running()
         client = self.machine.client
-        client.metadata.add_topics([topic])
-        client.request_metadata_update()
-        driver.wake()
-        await self._wait_metadata(lambda: topic in client.cluster.topics)
+        seen = self.machine.want_metadata([topic], now=self._running().now())
+        await self._wait_metadata(seen, lambda: topic in client.cluster.topics)
         found = client.cluster.partitions_for(topic)
         return None if found is None else frozenset(found)
 
     # ------------------------------------------------------------- plumbing
 
-    def _interesting(self) -> list[str] | None:
-        if self._pattern is not None:
-            return None  # every topic: the pattern picks
-        topics = dict.fromkeys(self._subscribed)
-        topics.update(dict.fromkeys(t for t, _ in self.machine.assignment()))
-        return list(topics)
-
-    async def _wait_metadata(self, ready: Callable[[], bool]) -> None:
+    async def _wait_metadata(self, seen: Any, ready: Callable[[], bool]) -> None:
         driver = self._running()
+        driver.wake()
         deadline = driver.now() + self._timeout
-        seen = self.machine.client.cluster
         while self.machine.client.cluster is seen or not ready():
             changed = self._changed
             if driver.now() >= deadline:
@@ -653,40 +526,6 @@ class Consumer:
                 await changed.wait()
         return self._answers.pop(qid)
 
-    def _targets(self, partitions: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
-        if not partitions:
-            return list(self.machine.assignment())
-        return [self._assigned(tp) for tp in partitions]
-
-    def _assigned(self, partition: tuple[str, int]) -> tuple[str, int]:
-        tp = (partition[0], partition[1])
-        if tp not in self.machine.assignment():
-            raise IllegalStateError(f"partition {tp[0]}-{tp[1]} is not assigned")
-        return tp
-
-    def _consumed(self) -> dict[tuple[str, int], int]:
-        """Per assigned partition with a known position: the offset after the last record
-        the application was given (records buffered for ``getone`` and iteration are not
-        consumed yet), which is what a commit stores."""
-        first_buffered: dict[tuple[str, int], int] = {}
-        for record in self._buffer:
-            first_buffered.setdefault((record.topic, record.partition), record.offset)
-        out: dict[tuple[str, int], int] = {}
-        for tp in self.machine.assignment():
-            position = first_buffered.get(tp)
-            if position is None:
-                position = self.machine.position(tp)
-            if position is not None:
-                out[tp] = position
-        return out
-
-    def _paused_now(self) -> set[tuple[str, int]]:
-        return set(self.machine.paused())
-
-    def _drop_buffered(self, partitions: Iterable[tuple[str, int]]) -> None:
-        gone = {(tp[0], tp[1]) for tp in partitions}
-        self._buffer = [r for r in self._buffer if (r.topic, r.partition) not in gone]
-
     def _running(self) -> AsyncDriver:
         if self._driver is None:
             raise RuntimeError("the consumer is not running: use `async with open_consumer(...)`")
@@ -694,16 +533,6 @@ class Consumer:
 
     def _attach(self, driver: AsyncDriver | None) -> None:
         self._driver = driver
-
-    def _follow_subscription(self) -> None:
-        if self._driver is not None:
-            self._subscribed = follow_subscription(
-                self.machine,
-                self._subscribed,
-                self._pattern,
-                exclude_internal=self._exclude_internal,
-                now=self._driver.now(),
-            )
 
     def _handle_event(self, event: Any) -> None:
         match event:
@@ -715,13 +544,12 @@ class Consumer:
                 | OffsetsCommitted(query_id=qid)
             ):
                 self._answers[qid] = event
-            case MetadataUpdated():
-                self._follow_subscription()
-            case PositionsResolved():
-                pass
-            case PartitionsRevoked() | PartitionsAssigned():
-                self._group_events.append(event)
-                self._group_wake.set()
+            case ListenerCallRequested():
+                self._calls.append(event)
+                self._call_wake.set()
+                return
+            case AutoCommitted(error=error) if error is not None:
+                log.warning("auto-commit of %s failed: %s", sorted(event.offsets), error)
                 return
             case GroupFailed(error=error):
                 log.error("the group member failed: %s", error)
@@ -729,6 +557,8 @@ class Consumer:
             case GroupLeft():
                 self._left.set()
                 return
+            case MetadataUpdated() | PositionsResolved():
+                pass
             case _:
                 return
         self._changed.set()
@@ -738,86 +568,61 @@ class Consumer:
         self._data.set()
         self._data = anyio.Event()
 
-    def _note_poll(self) -> None:
-        """Records handed out from the buffer count as polls for ``max_poll_interval``
-        (told to the machine at most once a second)."""
-        driver = self._driver
-        if driver is None or self.machine.member is None:
-            return
-        now = driver.now()
-        if now - self._polled_at >= 1.0:
-            self._polled_at = now
-            self.machine.polled(now=now)
-            driver.wake()
-
-    def _raise_listener_error(self) -> None:
-        error = self._listener_error
-        if error is not None:
-            self._listener_error = None
-            raise error
-
     # ------------------------------------------------------------ the group
 
-    async def _run_group(self) -> None:
-        """The rebalance task: one group event at a time, each to its end."""
+    async def _run_listener(self) -> None:
+        """The listener task: runs the calls the machine asks for, one at a time, each to
+        its end (a coroutine callback is awaited), and reports back."""
         while True:
-            while not self._group_events:
-                self._group_wake = anyio.Event()
-                await self._group_wake.wait()
-            event = self._group_events.popleft()
-            async with self._group_lock:
-                if not self._closing:
-                    await self._rebalance(event)
+            while not self._calls:
+                self._call_wake = anyio.Event()
+                await self._call_wake.wait()
+            call = self._calls.popleft()
+            error: BaseException | None = None
+            try:
+                result = getattr(self.machine.listener, call.method)(
+                    {TopicPartition(*tp) for tp in call.partitions}
+                )
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                log.exception("rebalance listener %s raised", call.method)
+                error = exc
+            driver = self._driver
+            if driver is None:
+                return
+            self.machine.listener_done(call.call_id, error=error, now=driver.now())
+            driver.wake()
+            if error is not None:
+                self._wake_readers()  # the next read raises it
 
-    async def _rebalance(self, event: PartitionsRevoked | PartitionsAssigned) -> None:
-        driver = self._running()
-        if isinstance(event, PartitionsRevoked):
-            tps = set(event.partitions)
-            if self._auto_commit and not event.lost:
-                consumed = {tp: o for tp, o in self._consumed().items() if tp in tps}
-                try:
-                    await self.commit(consumed)
-                except KafkaError as exc:  # as Java: the rebalance goes on
-                    log.warning("commit before revoking %s failed: %s", sorted(tps), exc)
-            self._drop_buffered(tps)
-            callback = "on_partitions_lost" if event.lost else "on_partitions_revoked"
-            await self._call_listener(callback, tps)
-            self.machine.revocation_done(now=driver.now())
-        else:
-            await self._call_listener("on_partitions_assigned", set(event.added))
-            self.machine.assignment_done(now=driver.now())
-        driver.wake()
+    async def _close(self, timeout: float, *, commit: bool) -> None:
+        """On leaving the block: the final auto-commit (``commit``), then the listener's
+        revoke for what is owned and LeaveGroup (answered, or ``timeout`` passes).
 
-    async def _call_listener(self, callback: str, partitions: set[tuple[str, int]]) -> None:
-        listener = self._listener
-        if listener is None:
-            return
-        try:
-            result = listener_method(listener, callback)({TopicPartition(*tp) for tp in partitions})
-            if inspect.isawaitable(result):
-                await result
-        except Exception as exc:
-            log.exception("rebalance listener %s raised", callback)
-            if self._listener_error is None:
-                self._listener_error = listener_error(listener, callback, exc)
-            self._wake_readers()
-
-    async def _leave_group(self, timeout: float) -> None:
-        """On close: the listener's revoke for what is owned, then leave the group (the
-        LeaveGroup is answered, or ``timeout`` passes)."""
-        member = self.machine.member
+        Raises:
+            KafkaError: the final commit of a consumer without group membership failed.
+        """
         driver = self._driver
-        if member is None or driver is None:
+        if driver is None:
             return
-        with anyio.move_on_after(timeout):
-            async with self._group_lock:
-                self._closing = True
-                owned = set(member.owned)
-                if owned and member.active:
-                    await self._call_listener("on_partitions_revoked", owned)
-                self.machine.leave_group(now=driver.now())
-                driver.wake()
-                await self._left.wait()
+        machine = self.machine
+        try:
+            if commit:
+                qid = machine.final_commit(now=driver.now())
+                if qid is not None:
+                    answer = await self._answer(qid)
+                    if answer.error is not None:
+                        raise answer.error
+        except KafkaError as exc:
+            if machine.final_commit_failed(exc) is not None:
+                raise
+            log.warning("the final auto-commit failed: %s", exc)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(timeout):
+                if machine.leave(now=driver.now()):
+                    driver.wake()
+                    await self._left.wait()
 
 
 def build_fetcher_config(
@@ -997,17 +802,19 @@ async def open_consumer(
         retry_backoff_ms=config.retry_backoff * 1000,
     )
     check_listener(listener)
-    if enable_auto_commit and config.group_id is None:
-        enable_auto_commit = False  # nothing to commit to (aiokafka ignores it too)
-    machine = FetcherMachine(config, rng=random.SystemRandom(), group=group)
+    fetcher = FetcherMachine(config, rng=random.SystemRandom(), group=group)
+    machine = ConsumerMachine(
+        fetcher,
+        max_poll_records=500 if max_poll_records is None else max_poll_records,
+        auto_commit=enable_auto_commit,
+        auto_commit_interval=auto_commit_interval_ms / 1000,
+        exclude_internal_topics=exclude_internal_topics,
+    )
     consumer = Consumer(
         machine,
         key_deserializer=key_deserializer,
         value_deserializer=value_deserializer,
-        max_poll_records=max_poll_records,
         request_timeout=config.client.connection.request_timeout,
-        auto_commit=enable_auto_commit,
-        exclude_internal_topics=exclude_internal_topics,
     )
     driver = AsyncDriver(
         machine,
@@ -1017,52 +824,27 @@ async def open_consumer(
     )
     try:
         # No task group of our own: the body's exception must come out as it is, not in an
-        # ExceptionGroup (the driver's task group, which runs auto-commit, takes care).
+        # ExceptionGroup (the driver's task group, which runs the listener, takes care).
         async with driver:
             consumer._attach(driver)
+            completed = False
             try:
                 if group is not None:
-                    driver.start_soon(consumer._run_group, name="kafkastate rebalance")
+                    driver.start_soon(consumer._run_listener, name="kafkastate rebalance")
                 if topics:
                     consumer.subscribe(list(topics), listener=listener)
                 elif listener is not None:
                     raise KafkaConfigurationError("listener= needs topics to subscribe to")
-                if enable_auto_commit:
-                    driver.start_soon(
-                        _auto_commit,
-                        consumer,
-                        auto_commit_interval_ms / 1000,
-                        name="kafkastate auto-commit",
-                    )
                 yield consumer
-                if enable_auto_commit:
-                    await _final_commit(consumer)
+                completed = True
             finally:
-                with anyio.CancelScope(shield=True):
-                    await consumer._leave_group(config.client.connection.request_timeout)
-                machine.close()
-                consumer._attach(None)
+                try:
+                    await consumer._close(
+                        config.client.connection.request_timeout, commit=completed
+                    )
+                finally:
+                    machine.close()
+                    consumer._attach(None)
     finally:
         consumer._data.set()
         consumer._changed.set()
-
-
-async def _final_commit(consumer: Consumer) -> None:
-    try:
-        await consumer.commit()
-    except KafkaError as exc:
-        member = consumer.machine.member
-        if member is None or not member.subscription:
-            raise
-        # A group member that fell out of its generation cannot commit; the partitions'
-        # next owner reads from the last commit (at-least-once), as Java logs and goes on.
-        log.warning("the final auto-commit failed: %s", exc)
-
-
-async def _auto_commit(consumer: Consumer, interval: float) -> None:
-    while True:
-        await anyio.sleep(interval)
-        try:
-            await consumer.commit()
-        except KafkaError as exc:  # the next period tries again, as the Java client does
-            log.warning("auto-commit failed: %s", exc)

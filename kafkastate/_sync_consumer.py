@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
-from kafkastate._anyio_consumer import build_fetcher_config, take_buffered, to_consumer_records
+from kafkastate._anyio_consumer import build_fetcher_config, to_consumer_records
 from kafkastate.adapters._common import (
     KAFKA_PYTHON_UNSUPPORTED,
     check_consumer_options,
@@ -39,17 +39,14 @@ from kafkastate.adapters._common import (
     no_brokers_error,
     refuse_options,
 )
-from kafkastate.adapters._group import (
-    build_group_config,
-    check_subscription,
-    follow_subscription,
-    group_metadata,
-    listener_error,
-    listener_method,
-    start_subscription,
-)
+from kafkastate.adapters._group import build_group_config
 from kafkastate.adapters.blocking import SocketLoop
-from kafkastate.core.client import CloseRequested, ConnectRequested, MetadataUpdated
+from kafkastate.core.client import CloseRequested, ConnectRequested
+from kafkastate.core.consumer.consumer import (
+    AutoCommitted,
+    ConsumerMachine,
+    ListenerCallRequested,
+)
 from kafkastate.core.consumer.fetcher import (
     EARLIEST,
     LATEST,
@@ -59,8 +56,6 @@ from kafkastate.core.consumer.fetcher import (
     GroupLeft,
     OffsetsCommitted,
     OffsetsListed,
-    PartitionsAssigned,
-    PartitionsRevoked,
     PositionState,
 )
 from kafkastate.errors import (
@@ -126,8 +121,9 @@ class KafkaConsumer:
         value_deserializer: bytes -> value.
         auto_offset_reset: ``"earliest"``, ``"latest"`` or ``"none"``.
         enable_auto_commit: commit what the application was given every
-            ``auto_commit_interval_ms`` from :meth:`poll`, and on :meth:`close` (needs a
-            ``group_id``).
+            ``auto_commit_interval_ms`` (on the consumer's timer: inside :meth:`poll`, and
+            for a group member between polls too), before partitions are revoked, and on
+            :meth:`close` (needs a ``group_id``).
         auto_commit_interval_ms: the auto-commit period (> 0).
         default_offset_commit_callback: ``callback(offsets, error)`` for
             :meth:`commit_async` calls without a callback, and for auto-commits.
@@ -325,30 +321,25 @@ class KafkaConsumer:
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
         )
-        self._machine = FetcherMachine(config, rng=random.SystemRandom(), group=group)
-        self._exclude_internal = exclude_internal_topics
-        self._pattern: re.Pattern[str] | None = None
-        self._listener: Any = None
-        self._group_events: deque[PartitionsRevoked | PartitionsAssigned] = deque()
+        self._machine = ConsumerMachine(
+            FetcherMachine(config, rng=random.SystemRandom(), group=group),
+            max_poll_records=max_poll_records,
+            auto_commit=enable_auto_commit,
+            auto_commit_interval=auto_commit_interval_ms / 1000,
+            exclude_internal_topics=exclude_internal_topics,
+        )
+        # Listener calls the machine asked for, run by the application's thread in poll().
+        self._calls: deque[ListenerCallRequested] = deque()
         self._callbacks: list[tuple[CommitCallback, dict[TopicPartition, Any], Any]] = []
         self._left = False
         self._in_background = False
-        self._polled_at = -float("inf")
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
-        self._max_records = max_poll_records
         self._timeout = request_timeout_ms / 1000
         self._consumer_timeout = consumer_timeout_ms / 1000
-        self._auto_commit = enable_auto_commit and group_id is not None
-        self._auto_commit_interval = auto_commit_interval_ms / 1000
-        self._next_auto_commit = time.monotonic() + self._auto_commit_interval
         self._default_callback = default_offset_commit_callback
         self._answers: dict[int, Any] = {}
         self._abandoned: set[int] = set()  # queries whose caller stopped waiting
-        self._subscribed: tuple[str, ...] = ()
-        # Records poll() fetched for iteration and not yet returned by __next__: not
-        # consumed, so position() and commit() do not count them.
-        self._buffer: deque[ConsumerRecord] = deque()
         self._loop = SocketLoop(
             self._machine,
             ssl_context=tls,
@@ -370,9 +361,7 @@ class KafkaConsumer:
     def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Read exactly these partitions (a manual assignment)."""
         self._open()
-        self._subscribed = ()
-        self._buffer.clear()
-        self._machine.assign([(tp[0], tp[1]) for tp in partitions], now=time.monotonic())
+        self._machine.assign(partitions, now=time.monotonic())
 
     @_locked
     def assignment(self) -> set[TopicPartition]:
@@ -397,13 +386,8 @@ class KafkaConsumer:
                 pattern or listener, or a listener without a ``group_id``.
         """
         self._open()
-        group = self._machine.member is not None
-        compiled = check_subscription(topics, pattern, listener, group=group)
-        self._listener = listener
-        self._pattern = compiled
-        self._subscribed = start_subscription(self._machine, topics, compiled, time.monotonic())
-        self._follow_subscription()
-        if group and self._background is None:
+        self._machine.subscribe(topics, pattern=pattern, listener=listener, now=time.monotonic())
+        if self._machine.member is not None and self._background is None:
             self._background = threading.Thread(
                 target=self._run_background, name="kafkastate group member", daemon=True
             )
@@ -417,12 +401,12 @@ class KafkaConsumer:
         Raises:
             IllegalStateError: no ``group_id``.
         """
-        return group_metadata(self._machine)
+        return self._machine.group_metadata()
 
     @_locked
     def subscription(self) -> set[str]:
         """The subscribed topics."""
-        return set(self._subscribed)
+        return set(self._machine.subscription())
 
     @_locked
     def unsubscribe(self) -> None:
@@ -433,14 +417,7 @@ class KafkaConsumer:
                 again is not supported yet: close the consumer instead).
         """
         self._open()
-        if self._machine.member is not None and self._machine.member.subscription:
-            raise IllegalStateError(
-                "unsubscribe() of a group member is not supported yet: close the consumer"
-            )
-        self._subscribed = ()
-        self._pattern = None
-        self._buffer.clear()
-        self._machine.assign((), now=time.monotonic())
+        self._machine.unsubscribe(now=time.monotonic())
 
     # -------------------------------------------------------------- reading
 
@@ -466,17 +443,11 @@ class KafkaConsumer:
         """
         self._open()
         self._after_io()
-        limit = self._max_records if max_records is None else max_records
-        if self._buffer:  # fetched for iteration, not returned yet: they come first
-            buffered = self._from_buffer(limit)
-            if buffered:
-                return buffered
         deadline = time.monotonic() + timeout_ms / 1000
         machine = self._machine
         while True:
-            self._maybe_auto_commit()
-            self._rebalance()
-            runs = machine.poll(limit, now=time.monotonic())
+            self._run_listener_calls()
+            runs = machine.poll(max_records, now=time.monotonic())
             if runs:
                 return to_consumer_records(runs, self._key_deserializer, self._value_deserializer)
             if time.monotonic() >= deadline:
@@ -494,49 +465,22 @@ class KafkaConsumer:
             StopIteration: no record came within ``consumer_timeout_ms``, or the consumer is
                 closed (as kafka-python's).
         """
+        machine = self._machine
+        deadline = time.monotonic() + self._consumer_timeout
         while True:
             if self._closed:
                 raise StopIteration
-            buffer = self._buffer
-            if buffer:
-                paused = set(self._machine.paused())
-                for i, record in enumerate(buffer):
-                    if (record.topic, record.partition) not in paused:
-                        del buffer[i]
-                        self._note_poll()
-                        return record
-            batch = self.poll(timeout_ms=min(self._consumer_timeout, 3600.0) * 1000)
-            if not batch:
-                if self._consumer_timeout != float("inf"):
-                    raise StopIteration
-                continue
-            for records in batch.values():
-                self._buffer.extend(records)
-
-    def _from_buffer(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Up to ``limit`` buffered records of partitions that are not paused."""
-        out, keep = take_buffered(self._buffer, limit, paused=self._machine.paused())
-        self._buffer = deque(keep)
-        return out
-
-    def _drop_buffered(self, partitions: Iterable[tuple[str, int]]) -> None:
-        gone = {(tp[0], tp[1]) for tp in partitions}
-        self._buffer = deque(r for r in self._buffer if (r.topic, r.partition) not in gone)
-
-    def _consumed(self) -> dict[tuple[str, int], int]:
-        """Per assigned partition with a known position: the offset after the last record
-        returned to the application (buffered records excluded), what a commit stores."""
-        first_buffered: dict[tuple[str, int], int] = {}
-        for record in self._buffer:
-            first_buffered.setdefault((record.topic, record.partition), record.offset)
-        out: dict[tuple[str, int], int] = {}
-        for tp in self._machine.assignment():
-            position = first_buffered.get(tp)
-            if position is None:
-                position = self._machine.position(tp)
-            if position is not None:
-                out[tp] = position
-        return out
+            self._after_io()
+            self._run_listener_calls()
+            run = machine.take_one(now=time.monotonic())
+            if run is not None:
+                return to_consumer_records([run], self._key_deserializer, self._value_deserializer)[
+                    TopicPartition(*run[0])
+                ][0]
+            now = time.monotonic()
+            if now >= deadline:
+                raise StopIteration
+            self._turn(min(deadline, now + 3600.0))
 
     # ------------------------------------------------------------ positions
 
@@ -544,25 +488,19 @@ class KafkaConsumer:
     def seek(self, partition: tuple[str, int], offset: int) -> None:
         """Read ``partition`` from ``offset`` next."""
         self._open()
-        tp = self._assigned(partition)
-        self._drop_buffered([tp])
-        self._machine.seek(tp, offset, now=time.monotonic())
+        self._machine.seek(partition, offset, now=time.monotonic())
 
     @_locked
     def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
         """Read from the log start (every assigned partition if none given)."""
         self._open()
-        tps = self._targets(partitions)
-        self._drop_buffered(tps)
-        self._machine.seek_to(tps, EARLIEST, now=time.monotonic())
+        self._machine.seek_to(partitions, EARLIEST, now=time.monotonic())
 
     @_locked
     def seek_to_end(self, *partitions: tuple[str, int]) -> None:
         """Read only what is written from now on (every assigned partition if none given)."""
         self._open()
-        tps = self._targets(partitions)
-        self._drop_buffered(tps)
-        self._machine.seek_to(tps, LATEST, now=time.monotonic())
+        self._machine.seek_to(partitions, LATEST, now=time.monotonic())
 
     @_locked
     def position(self, partition: tuple[str, int], timeout_ms: float | None = None) -> int:
@@ -573,20 +511,16 @@ class KafkaConsumer:
                 ``request_timeout_ms``).
         """
         self._open()
-        tp = self._assigned(partition)
-        for record in self._buffer:  # fetched for iteration, not returned yet
-            if (record.topic, record.partition) == tp:
-                return record.offset
+        machine = self._machine
+        tp = machine.check_partition(partition)
         wait = self._timeout if timeout_ms is None else timeout_ms / 1000
         deadline = time.monotonic() + wait
         while True:
-            state = self._machine.position_state(tp)
-            if state is PositionState.FETCHING:
-                position = self._machine.position(tp)
-                assert position is not None
+            position = machine.position(tp)
+            if position is not None:
                 return position
-            if state is PositionState.FAILED:
-                self._machine.poll(0, now=time.monotonic())  # raises its error
+            if machine.fetcher.position_state(tp) is PositionState.FAILED:
+                machine.fetcher.poll(0, now=time.monotonic())  # raises its error
             if time.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"no position for {tp[0]}-{tp[1]} within {wait:g} s")
             self._turn(deadline)
@@ -594,17 +528,17 @@ class KafkaConsumer:
     @_locked
     def highwater(self, partition: tuple[str, int]) -> int | None:
         """The high watermark of the last fetch, or None before one."""
-        return self._machine.highwater(self._assigned(partition))
+        return self._machine.fetcher.highwater(self._machine.check_partition(partition))
 
     @_locked
     def pause(self, *partitions: tuple[str, int]) -> None:
         """Stop fetching and returning these partitions' records."""
-        self._machine.pause([self._assigned(tp) for tp in partitions])
+        self._machine.pause(partitions)
 
     @_locked
     def resume(self, *partitions: tuple[str, int]) -> None:
         """Undo :meth:`pause`."""
-        self._machine.resume([self._assigned(tp) for tp in partitions], now=time.monotonic())
+        self._machine.resume(partitions, now=time.monotonic())
 
     @_locked
     def paused(self) -> set[TopicPartition]:
@@ -673,10 +607,8 @@ class KafkaConsumer:
                 ``request_timeout_ms``).
         """
         self._open()
-        if self._machine.config.group_id is None:
-            raise IllegalStateError("committed offsets need a group_id")
         wait = self._wait(timeout_ms)
-        qid = self._machine.fetch_committed([(partition[0], partition[1])], now=time.monotonic())
+        qid = self._machine.fetch_committed([partition], now=time.monotonic())
         answer = self._answer(qid, wait)
         assert isinstance(answer, CommittedOffsets)
         if answer.error is not None:
@@ -695,12 +627,15 @@ class KafkaConsumer:
 
         Raises:
             IllegalStateError: no group_id.
+            TypeError: ``offsets`` is not a mapping.
+            KafkaConfigurationError: a malformed partition or offset (a ValueError).
             KafkaTimeoutError: no answer within ``timeout_ms`` (default
                 ``request_timeout_ms``).
             KafkaError: the commit failed.
         """
+        self._open()
         wait = self._wait(timeout_ms)
-        qid = self._start_commit(offsets)
+        qid = self._machine.commit(offsets, now=time.monotonic())
         if qid is None:
             return
         answer = self._answer(qid, wait)
@@ -720,29 +655,15 @@ class KafkaConsumer:
 
         Raises:
             IllegalStateError: no group_id.
+            TypeError: ``offsets`` is not a mapping.
+            KafkaConfigurationError: a malformed partition or offset (a ValueError).
         """
-        qid = self._start_commit(offsets)
+        self._open()
+        qid = self._machine.commit(offsets, now=time.monotonic())
         if callback is None:
             callback = self._default_callback
         if qid is not None and callback is not None:
             self._answers[qid] = callback
-
-    def _start_commit(self, offsets: Mapping[tuple[str, int], Any] | None) -> int | None:
-        self._open()
-        if self._machine.config.group_id is None:
-            raise IllegalStateError("commit needs a group_id")
-        plain: dict[tuple[str, int], int | tuple[int, str]] = {}
-        if offsets is None:
-            plain.update(self._consumed())
-        else:
-            for tp, value in offsets.items():
-                if isinstance(value, OffsetAndMetadata):
-                    plain[(tp[0], tp[1])] = (value.offset, value.metadata)
-                else:
-                    plain[(tp[0], tp[1])] = value
-        if not plain:
-            return None
-        return self._machine.commit(plain, now=time.monotonic())
 
     # ------------------------------------------------------------- metadata
 
@@ -750,23 +671,20 @@ class KafkaConsumer:
     def topics(self) -> set[str]:
         """Every topic in the cluster."""
         self._open()
-        metadata = self._machine.client.metadata
-        metadata.set_topics(None)
-        self._machine.client.request_metadata_update()
+        seen = self._machine.want_metadata(None, now=time.monotonic())
         try:
-            self._wait_metadata(lambda: True)
+            self._wait_metadata(seen, lambda: True)
             return set(self._machine.client.cluster.topics)
         finally:
-            metadata.set_topics(self._interesting())
+            self._machine.metadata_done()
 
     @_locked
     def partitions_for_topic(self, topic: str) -> set[int] | None:
         """The partitions of ``topic``, or None if it does not exist."""
         self._open()
         client = self._machine.client
-        client.metadata.add_topics([topic])
-        client.request_metadata_update()
-        self._wait_metadata(lambda: topic in client.cluster.topics)
+        seen = self._machine.want_metadata([topic], now=time.monotonic())
+        self._wait_metadata(seen, lambda: topic in client.cluster.topics)
         found = client.cluster.partitions_for(topic)
         return None if found is None else set(found)
 
@@ -788,12 +706,16 @@ class KafkaConsumer:
             if self._closed:
                 return
             try:
-                if autocommit and self._auto_commit:
+                if autocommit:
+                    wait = self._wait(timeout_ms)
+                    qid = self._machine.final_commit(now=time.monotonic())
                     try:
-                        self.commit(timeout_ms=timeout_ms)
+                        if qid is not None:
+                            answer = self._answer(qid, wait)
+                            if answer.error is not None:
+                                raise answer.error
                     except KafkaError as exc:
-                        member = self._machine.member
-                        if member is None or not member.subscription:
+                        if self._machine.final_commit_failed(exc) is not None:
                             raise
                         log.warning("the final auto-commit failed: %s", exc)
             finally:
@@ -808,7 +730,7 @@ class KafkaConsumer:
 
     def _shut(self) -> None:
         self._closed = True
-        self._buffer.clear()
+        self._calls.clear()
         machine = self._machine
         machine.close()
         loop = self._loop
@@ -821,17 +743,14 @@ class KafkaConsumer:
             loop.close()
 
     def _leave_group(self, timeout: float) -> None:
-        member = self._machine.member
-        if member is None or not member.subscription or self._loop is None:
+        if self._loop is None or not self._machine.leave(now=time.monotonic()):
             return
-        owned = set(member.owned)
-        if owned and member.active:
-            error = self._call_listener("on_partitions_revoked", owned)
-            if error is not None:
-                log.error("%s", error)
-        self._machine.leave_group(now=time.monotonic())
         deadline = time.monotonic() + timeout
-        while not self._left and time.monotonic() < deadline:
+        while True:
+            self._handle_events()
+            self._run_listener_calls(report=True)
+            if self._left or time.monotonic() >= deadline:
+                return
             self._turn(deadline)
 
     def __enter__(self) -> KafkaConsumer:
@@ -881,7 +800,7 @@ class KafkaConsumer:
 
     def _run_background(self) -> None:
         """A group member's thread: between calls, turn the loop for the machine's deadlines
-        (heartbeats...) and what arrived; never runs application code."""
+        (heartbeats, auto-commit...) and what arrived; never runs application code."""
         while not self._stopping.is_set():
             with self._lock:
                 if self._closed:
@@ -903,61 +822,31 @@ class KafkaConsumer:
                 finally:
                     self._in_background = False
 
-    def _note_poll(self) -> None:
-        """Records handed out from the buffer count as polls for ``max_poll_interval_ms``
-        (told to the machine at most once a second)."""
-        if self._machine.member is None:
-            return
-        now = time.monotonic()
-        if now - self._polled_at >= 1.0:
-            self._polled_at = now
-            self._machine.polled(now=now)
-
-    def _rebalance(self) -> None:
-        """Run the group's revocations and assignments (commit, listener), in order.
-
-        Raises:
-            RebalanceListenerError: the listener raised (after the rebalance went on).
-        """
-        failed: RebalanceListenerError | None = None
-        while self._group_events:
-            event = self._group_events.popleft()
-            if isinstance(event, PartitionsRevoked):
-                tps = set(event.partitions)
-                if self._auto_commit and not event.lost:
-                    consumed = {tp: o for tp, o in self._consumed().items() if tp in tps}
-                    try:
-                        self.commit(consumed)
-                    except KafkaError as exc:  # as Java: the rebalance goes on
-                        log.warning("commit before revoking %s failed: %s", sorted(tps), exc)
-                self._drop_buffered(tps)
-                callback = "on_partitions_lost" if event.lost else "on_partitions_revoked"
-                error = self._call_listener(callback, tps)
-                self._machine.revocation_done(now=time.monotonic())
-            else:
-                error = self._call_listener("on_partitions_assigned", set(event.added))
-                self._machine.assignment_done(now=time.monotonic())
-            failed = failed or error
-        if failed is not None:
-            raise failed
-
-    def _call_listener(
-        self, callback: str, partitions: set[tuple[str, int]]
-    ) -> RebalanceListenerError | None:
-        listener = self._listener
-        if listener is None:
-            return None
-        try:
-            result = listener_method(listener, callback)({TopicPartition(*tp) for tp in partitions})
-            if inspect.isawaitable(result):
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
-                raise TypeError("the blocking consumer cannot await a coroutine listener")
-        except Exception as exc:
-            log.exception("rebalance listener %s raised", callback)
-            return listener_error(listener, callback, exc)
-        return None
+    def _run_listener_calls(self, *, report: bool = False) -> None:
+        """In the application's thread: the listener calls the machine asked for, in order.
+        A callback that raised is raised by the next read (``report``: logged instead)."""
+        while self._calls:
+            call = self._calls.popleft()
+            error: BaseException | None = None
+            try:
+                result = getattr(self._machine.listener, call.method)(
+                    {TopicPartition(*tp) for tp in call.partitions}
+                )
+                if inspect.isawaitable(result):
+                    close = getattr(result, "close", None)
+                    if close is not None:
+                        close()
+                    raise TypeError("the blocking consumer cannot await a coroutine listener")
+            except Exception as exc:
+                log.exception("rebalance listener %s raised", call.method)
+                error = exc
+            self._machine.listener_done(call.call_id, error=error, now=time.monotonic())
+            self._handle_events()
+        if report:
+            try:
+                self._machine.raise_pending_error()
+            except RebalanceListenerError as exc:
+                log.error("%s", exc)
 
     def _handle_events(self) -> None:
         loop = self._loop
@@ -969,8 +858,14 @@ class KafkaConsumer:
                     loop.open(node, host, port)
                 case CloseRequested(node_id=node):
                     loop.forget(node)
-                case MetadataUpdated():
-                    self._follow_subscription()
+                case ListenerCallRequested():
+                    self._calls.append(event)
+                case AutoCommitted(offsets=committed, error=error):
+                    if error is not None:
+                        log.warning("auto-commit of %s failed: %s", sorted(committed), error)
+                    if self._default_callback is not None and not event.before_revoke:
+                        done = {TopicPartition(*tp): o for tp, o in committed.items()}
+                        self._callbacks.append((self._default_callback, done, error))
                 case OffsetsCommitted(query_id=qid) if callable(self._answers.get(qid)):
                     callback = self._answers.pop(qid)
                     offsets = {TopicPartition(*tp): o for tp, o in event.offsets.items()}
@@ -984,8 +879,6 @@ class KafkaConsumer:
                         self._abandoned.discard(qid)
                     else:
                         self._answers[qid] = event
-                case PartitionsRevoked() | PartitionsAssigned():
-                    self._group_events.append(event)
                 case GroupFailed(error=error):
                     log.error("the group member failed: %s", error)  # poll() raises it
                 case GroupLeft():
@@ -1047,51 +940,9 @@ class KafkaConsumer:
             raise answer.error
         return {TopicPartition(*tp): o for tp, o in answer.offsets.items()}
 
-    def _wait_metadata(self, ready: Callable[[], bool]) -> None:
+    def _wait_metadata(self, seen: Any, ready: Callable[[], bool]) -> None:
         deadline = time.monotonic() + self._timeout
-        seen = self._machine.client.cluster
         while self._machine.client.cluster is seen or not ready():
             if time.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"no metadata within {self._timeout:g} s")
             self._turn(deadline)
-
-    def _maybe_auto_commit(self) -> None:
-        if not self._auto_commit or time.monotonic() < self._next_auto_commit:
-            return
-        self._next_auto_commit = time.monotonic() + self._auto_commit_interval
-        qid = self._start_commit(None)
-        if qid is not None:
-            self._answers[qid] = self._auto_committed
-
-    def _interesting(self) -> list[str] | None:
-        if self._pattern is not None:
-            return None  # every topic: the pattern picks
-        topics = dict.fromkeys(self._subscribed)
-        topics.update(dict.fromkeys(t for t, _ in self._machine.assignment()))
-        return list(topics)
-
-    def _targets(self, partitions: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
-        if not partitions:
-            return list(self._machine.assignment())
-        return [self._assigned(tp) for tp in partitions]
-
-    def _assigned(self, partition: tuple[str, int]) -> tuple[str, int]:
-        tp = (partition[0], partition[1])
-        if tp not in self._machine.assignment():
-            raise IllegalStateError(f"partition {tp[0]}-{tp[1]} is not assigned")
-        return tp
-
-    def _follow_subscription(self) -> None:
-        self._subscribed = follow_subscription(
-            self._machine,
-            self._subscribed,
-            self._pattern,
-            exclude_internal=self._exclude_internal,
-            now=time.monotonic(),
-        )
-
-    def _auto_committed(self, offsets: dict[TopicPartition, Any], error: Any) -> None:
-        if error is not None:
-            log.warning("auto-commit of %s failed: %s", offsets, error)
-        if self._default_callback is not None:
-            self._default_callback(offsets, error)

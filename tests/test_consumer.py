@@ -440,7 +440,7 @@ def test_consumption_resumes_after_the_leader_is_killed(kafka_cluster3: Any) -> 
         consumer.seek(tp, 0)
         # Watch the KIP-320 check the leader change must cause (a real OffsetForLeaderEpoch
         # round trip): (position, position epoch, end offset the new leader answered).
-        machine = consumer._machine
+        machine = consumer._machine.fetcher
         validations: list[tuple[int, int, int]] = []
         complete = machine._complete_validation
 
@@ -493,7 +493,7 @@ def test_fetch_from_the_closest_replica(kafka_cluster3: Any) -> None:
         max_poll_records=20,
         max_partition_fetch_bytes=1024,  # many small fetches: most after the redirect
     ) as consumer:
-        machine = consumer._machine
+        machine = consumer._machine.fetcher
         served: list[tuple[int, int]] = []  # (node, records bytes) per Fetch answer for tp
         on_response = machine._on_fetch_response
 
