@@ -1,0 +1,281 @@
+"""Building Fetch requests: which partitions to fetch from which node, and the request.
+
+Theory of operation
+-------------------
+Every assigned partition that is FETCHING, not paused or revoked, not named by a request in
+flight and has no fetched data waiting for the application is *fetchable*
+(:func:`fetchable`); it goes to its leader, or to the preferred read replica the leader
+named (KIP-392, :mod:`.follower`). One Fetch request per node is in flight at a time. A
+Fetch that would name only partitions already at their end (:func:`caught_up`) waits while
+another partition of the same node still has data for the application
+(:func:`buffered_on`): the broker would hold it for ``fetch.max.wait.ms``, and the partition
+being drained could not be fetched meanwhile.
+
+The node's fetch session (KIP-227, :mod:`.session`) decides what the request carries;
+:func:`fetch_request_from_session` turns that into the Fetch entity of the negotiated
+version (Fetch protocol: topics by name up to v12, by topic id from v13, KIP-516).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from kafkastate.core.client import Client
+from kafkastate.core.consumer.fetch import follower
+from kafkastate.core.consumer.fetch.decode import _Completed
+from kafkastate.core.consumer.fetch.session import (
+    SESSION_MIN_VERSION,
+    FetchRequestData,
+    PartitionFetchState,
+)
+from kafkastate.core.consumer.fetch.state import PositionState, TopicPartition, _Partition
+from kafkastate.core.metadata import NodeId
+from kafkastate.core.protocol.requests import build, nested_type
+from kafkastate.core.protocol.versions import (
+    CLIENT_VERSIONS,
+    ApiKey,
+    ApiVersionTable,
+    api_name,
+    request_type,
+)
+from kafkastate.errors import LocalProtocolError, UnsupportedVersionError
+
+__all__ = [
+    "TOPIC_ID_MIN_VERSION",
+    "buffered_on",
+    "caught_up",
+    "fetch_factory",
+    "fetch_request_from_session",
+    "fetchable",
+]
+
+TOPIC_ID_MIN_VERSION: Final = 13
+"""Fetch v13 names topics by id instead of by name (KIP-516)."""
+
+_LAST_VERSION_BY_NAME: Final = TOPIC_ID_MIN_VERSION - 1
+
+
+def fetchable(
+    parts: Mapping[TopicPartition, _Partition],
+    completed: Mapping[TopicPartition, _Completed],
+    client: Client,
+    *,
+    partition_max_bytes: int,
+    now: float,
+) -> dict[NodeId, dict[TopicPartition, PartitionFetchState]]:
+    """The partitions to fetch now, by the node to fetch them from.
+
+    A partition whose leader is unknown asks for a metadata refresh instead.
+
+    Args:
+        parts: the assigned partitions, in assignment order (kept on the wire).
+        completed: fetched data not yet drained by the application.
+        client: the machine's Client (metadata, node states).
+        partition_max_bytes: ``max.partition.fetch.bytes``.
+        now: the driver's clock.
+
+    Returns:
+        ``node -> {tp: fetch state}`` for :meth:`FetchSession.build`.
+    """
+    cluster = client.cluster
+    out: dict[NodeId, dict[TopicPartition, PartitionFetchState]] = {}
+    for tp, p in parts.items():
+        if (
+            p.state is not PositionState.FETCHING
+            or p.paused
+            or p.revoking
+            or p.in_flight
+            or p.awaits_metadata
+            or p.backoff_until > now
+            or tp in completed
+        ):
+            continue
+        topic = cluster.topics.get(tp[0])
+        leader = cluster.leader_for(*tp)
+        if topic is None or leader is None:
+            client.request_metadata_update()
+            continue
+        node = follower.fetch_node(p, leader, client)
+        meta = topic.partitions.get(tp[1])
+        out.setdefault(node, {})[tp] = PartitionFetchState(
+            topic=tp[0],
+            topic_id=topic.topic_id,
+            partition=tp[1],
+            fetch_offset=p.position,
+            log_start_offset=-1,
+            current_leader_epoch=-1 if meta is None else meta.leader_epoch,
+            partition_max_bytes=partition_max_bytes,
+        )
+    return out
+
+
+def caught_up(p: _Partition, *, read_committed: bool) -> bool:
+    """Whether ``p``'s position is at the end the last Fetch reported (the last stable
+    offset for read_committed, else the high watermark)."""
+    end = p.last_stable_offset if read_committed else p.high_watermark
+    return end >= 0 and p.position >= end
+
+
+def buffered_on(
+    node: NodeId,
+    parts: Mapping[TopicPartition, _Partition],
+    completed: Iterable[TopicPartition],
+    client: Client,
+) -> bool:
+    """Whether a partition fetched from ``node`` has data the application has not
+    drained yet (and is not paused): it will want fetching as soon as it is drained."""
+    cluster = client.cluster
+    for tp in completed:
+        p = parts.get(tp)
+        if p is None or p.paused:
+            continue
+        if follower.fetched_from(p, tp, cluster) == node:
+            return True
+    return False
+
+
+def fetch_factory(
+    data: FetchRequestData,
+    *,
+    max_wait: float,
+    min_bytes: int,
+    max_bytes: int,
+    isolation_level: int,
+    rack_id: str,
+) -> Callable[[ApiVersionTable], Any]:
+    """The request factory the Client calls once the node's versions are known."""
+
+    def factory(versions: ApiVersionTable) -> Any:
+        return fetch_request_from_session(
+            versions,
+            data,
+            max_wait=max_wait,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+            isolation_level=isolation_level,
+            rack_id=rack_id,
+        )
+
+    return factory
+
+
+def _ms(seconds: float) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=round(seconds * 1000))
+
+
+def _fetch_version(versions: ApiVersionTable, data: FetchRequestData) -> int:
+    version = versions.version_for(ApiKey.FETCH)
+    if version >= TOPIC_ID_MIN_VERSION and not data.uses_topic_ids:
+        # A partition without a topic id can only be named: fall back to v12 as Java does.
+        lo = max(CLIENT_VERSIONS[ApiKey.FETCH][0], versions.broker_ranges[ApiKey.FETCH][0])
+        if lo > _LAST_VERSION_BY_NAME:
+            name = api_name(ApiKey.FETCH)
+            raise UnsupportedVersionError(
+                f"a partition to fetch has no topic id, which needs {name} "
+                f"v{_LAST_VERSION_BY_NAME} or older; the broker offers "
+                f"{versions.broker_ranges[ApiKey.FETCH]}",
+                api_key=ApiKey.FETCH,
+                api_name=name,
+                client_range=CLIENT_VERSIONS[ApiKey.FETCH],
+                broker_range=versions.broker_ranges[ApiKey.FETCH],
+            )
+        version = _LAST_VERSION_BY_NAME
+    if not data.is_full and version < SESSION_MIN_VERSION:
+        raise LocalProtocolError(
+            f"an incremental fetch needs Fetch v{SESSION_MIN_VERSION}+, negotiated v{version}"
+        )
+    return version
+
+
+def fetch_request_from_session(
+    versions: ApiVersionTable,
+    data: FetchRequestData,
+    *,
+    max_wait: float,
+    min_bytes: int,
+    max_bytes: int,
+    isolation_level: int,
+    rack_id: str = "",
+) -> Any:
+    """The kio Fetch request for ``data``.
+
+    Topics go by name before v13 and by id since; a request naming a partition without a
+    topic id is built at v12 (Java caps the version the same way). Forgotten partitions
+    are :attr:`FetchRequestData.to_forget`, plus :attr:`FetchRequestData.replaced` where
+    topics go by id. Before v7 there are no session fields: the request is a plain full one.
+
+    Args:
+        versions: the negotiated versions.
+        data: from :meth:`FetchSession.build` or :meth:`FetchSession.close`.
+        max_wait: seconds the broker may wait for ``min_bytes`` (``fetch.max.wait.ms``).
+        min_bytes: ``fetch.min.bytes``.
+        max_bytes: ``fetch.max.bytes``.
+        isolation_level: 0 read_uncommitted, 1 read_committed.
+        rack_id: ``client.rack`` (KIP-392).
+
+    Returns:
+        The kio request entity.
+
+    Raises:
+        UnsupportedVersionError: a partition has no topic id and the broker only speaks
+            Fetch v13+.
+        LocalProtocolError: ``data`` is incremental but the broker speaks no Fetch v7.
+    """
+    version = _fetch_version(versions, data)
+    cls = request_type(ApiKey.FETCH, version)
+    by_id = version >= TOPIC_ID_MIN_VERSION
+    topic_cls = nested_type(cls, "FetchTopic")
+    part_cls = nested_type(cls, "FetchPartition")
+    topics = tuple(
+        build(topic_cls, topic=state.topic, topic_id=state.topic_id, partitions=tuple(parts))
+        for state, parts in _by_topic(
+            data.to_send,
+            by_id,
+            lambda s: build(
+                part_cls,
+                partition=s.partition,
+                current_leader_epoch=s.current_leader_epoch,
+                fetch_offset=s.fetch_offset,
+                last_fetched_epoch=-1,
+                log_start_offset=s.log_start_offset,
+                partition_max_bytes=s.partition_max_bytes,
+            ),
+        )
+    )
+    gone = data.to_forget + data.replaced if by_id else data.to_forget
+    forgotten: tuple[Any, ...] = ()
+    if gone:  # incremental only, so v7+ (checked above) has the type
+        forgotten_cls = nested_type(cls, "ForgottenTopic")
+        forgotten = tuple(
+            build(forgotten_cls, topic=state.topic, topic_id=state.topic_id, partitions=parts)
+            for state, parts in _by_topic(gone, by_id, lambda s: s.partition)
+        )
+    return build(
+        cls,
+        replica_id=-1,
+        max_wait=_ms(max_wait),
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=isolation_level,
+        session_id=data.session_id,
+        session_epoch=data.epoch,
+        topics=topics,
+        forgotten_topics_data=forgotten,
+        rack_id=rack_id,
+    )
+
+
+def _by_topic(
+    states: Iterable[PartitionFetchState],
+    by_id: bool,
+    item: Callable[[PartitionFetchState], Any],
+) -> list[tuple[PartitionFetchState, tuple[Any, ...]]]:
+    """Group by the topic's wire key (id or name) in first-seen order (never a set: the
+    order reaches the wire). Each group comes with its first state, for the topic fields."""
+    groups: dict[object, tuple[PartitionFetchState, list[Any]]] = {}
+    for state in states:
+        wire_key = state.topic_id if by_id else state.topic
+        groups.setdefault(wire_key, (state, []))[1].append(item(state))
+    return [(first, tuple(items)) for first, items in groups.values()]
