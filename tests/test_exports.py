@@ -38,6 +38,7 @@ PUBLIC_MODULES = [
     "kafkastate.core.consumer.fetch.reset",
     "kafkastate.core.consumer.fetch.offsets",
     "kafkastate.core.consumer.fetch.state",
+    "kafkastate.core.consumer.fetch.membership",
     "kafkastate.core.consumer.fetcher",
     "kafkastate.core.sasl",
     "kafkastate.core.protocol.framing",

@@ -1,48 +1,34 @@
-"""FetcherMachine: the sans-IO consumer without groups -- positions, offsets and fetching.
+"""FetcherMachine: the sans-IO consumer -- positions, offsets, fetching, group membership.
 
 Theory of operation
 -------------------
 The machine owns a :class:`~kafkastate.core.client.Client` and exposes its IO surface
-unchanged, like the producer. Partitions are assigned by the application (``assign``);
-group membership comes later and drives the same ``assign``. Each assigned partition is in
-one :class:`PositionState`:
+unchanged, like the producer. Partitions are assigned by the application (``assign``) or by
+the group member running inside the machine (``group=``, :meth:`FetcherMachine.subscribe`).
+Each assigned partition is in one :class:`PositionState`:
 
 * ``AWAIT_COMMITTED`` -- a ``group_id`` is set and no position is known: the committed
-  offset is asked for (FindCoordinator, then OffsetFetch). A committed offset becomes the
-  position; none (-1) falls through to the reset policy.
-* ``AWAIT_RESET`` -- the position comes from ListOffsets with the partition's reset
-  strategy (earliest = -2, latest = -1, or a timestamp for ``seek_to_timestamp``).
-  ``auto_offset_reset="none"`` instead parks the partition in ``FAILED`` with a
-  :class:`~kafkastate.errors.NoOffsetForPartitionError` that :meth:`poll` raises.
-* ``AWAIT_VALIDATION`` -- the leader changed since the position was known good (or the
-  position is a committed offset with a leader epoch): OffsetForLeaderEpoch checks it against
-  the leader's log (KIP-320); a truncated log moves it back, or FAILS it with
-  :class:`~kafkastate.errors.LogTruncationError` under ``none``.
-* ``FETCHING`` -- the position is known; the partition is fetched from its leader (or the
-  preferred read replica the leader named, KIP-392) whenever it is not paused and has no
-  fetched data waiting for the application (aiokafka's per-partition prefetch: a partition
-  drained by :meth:`poll` is fetched again at once).
+  offset is asked for (FindCoordinator, then OffsetFetch); none falls through to the reset
+  policy.
+* ``AWAIT_RESET`` -- the position comes from ListOffsets with the reset strategy (earliest =
+  -2, latest = -1, or a timestamp); ``auto_offset_reset="none"`` FAILS the partition instead.
+* ``AWAIT_VALIDATION`` -- the leader changed since the position was known good:
+  OffsetForLeaderEpoch checks it against the leader's log (KIP-320).
+* ``FETCHING`` -- fetched from its leader (or the preferred read replica, KIP-392) whenever
+  it is not paused and has no fetched data waiting for the application (per-partition
+  prefetch: a partition drained by :meth:`poll` is fetched again at once).
+* ``FAILED`` -- an error :meth:`poll` raises until a seek.
 
-One Fetch request per node is in flight at a time, built from that node's incremental fetch
-session (KIP-227). A partition's data is kept as it arrived and decoded only when :meth:`poll`
-reaches it; data fetched for a position that has since moved (a seek) is dropped.
+The group member's decisions become :class:`PartitionsRevoked` (fetching stops at once; the
+application commits, runs its listener and calls :meth:`FetcherMachine.revocation_done`) and
+:class:`PartitionsAssigned` (then :meth:`FetcherMachine.assignment_done`).
 
-Group membership (optional, ``group=``): a :class:`~kafkastate.core.consumer.group.GroupMember`
-(classic protocol, ``GroupConfig``) or a
-:class:`~kafkastate.core.consumer.group848.ConsumerGroupMember` (KIP-848, ``ConsumerGroupConfig``)
-runs inside the machine. :meth:`FetcherMachine.subscribe` hands it the topics; the machine finds
-the coordinator for it, sends its requests and routes the answers back, gives it partition
-counts from metadata, and turns its decisions into the assignment: :class:`PartitionsRevoked`
-(fetching of those partitions stops at once; the application commits and runs its listener,
-then calls :meth:`FetcherMachine.revocation_done`, which drops them) and
-:class:`PartitionsAssigned` (the partitions are assigned and look for their committed offset;
-the application runs its listener and calls :meth:`FetcherMachine.assignment_done`).
-
-This module is the orchestration: config, events, commands, and :meth:`FetcherMachine._step`,
-which runs the jobs in :mod:`kafkastate.core.consumer.fetch` in turn -- fetch sessions
-(``session``), building Fetch requests (``request``, ``follower``), decoding responses
-(``decode``, ``aborted`` for read_committed), resets and leader-epoch validation
-(``reset``), and offset queries (``offsets``). Each of those modules explains its job.
+This module is the orchestration: config, events, commands and :meth:`FetcherMachine._step`,
+which runs the jobs of :mod:`kafkastate.core.consumer.fetch` in turn, each explained in its
+module: fetch sessions (KIP-227, ``session``), building Fetch requests (``request``,
+``follower``), decoding responses (``decode``, ``aborted`` for read_committed), resets and
+leader-epoch validation (``reset``), offset queries (``offsets``) and the group member's
+coordinator (``membership``).
 """
 
 from __future__ import annotations
@@ -65,14 +51,20 @@ from kafkastate.core.client import (
     RequestFailed,
     RequestId,
 )
-from kafkastate.core.consumer.fetch import decode, request, reset
+from kafkastate.core.consumer.fetch import decode, membership, reset
 from kafkastate.core.consumer.fetch.decode import _Completed
-from kafkastate.core.consumer.fetch.offsets import ListedOffset, OffsetQueries, _Query
-from kafkastate.core.consumer.fetch.session import FetchSession
+from kafkastate.core.consumer.fetch.offsets import (
+    ListedOffset,
+    OffsetQueries,
+    _Query,
+    commit_entries,
+)
+from kafkastate.core.consumer.fetch.request import Fetches
 from kafkastate.core.consumer.fetch.state import (
     PositionState,
     TopicPartition,
     _Partition,
+    checked_partitions,
 )
 from kafkastate.core.consumer.group import (
     AssignPartitions,
@@ -85,11 +77,7 @@ from kafkastate.core.consumer.group import (
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig, ConsumerGroupMember
 from kafkastate.core.metadata import NodeId
 from kafkastate.core.protocol.records import Record
-from kafkastate.errors import (
-    KafkaConfigurationError,
-    KafkaError,
-    LocalProtocolError,
-)
+from kafkastate.errors import KafkaConfigurationError, KafkaError, LocalProtocolError
 
 __all__ = [
     "EARLIEST",
@@ -118,8 +106,6 @@ LATEST: Final = -1
 
 _RESETS: Final = {"earliest": EARLIEST, "latest": LATEST, "none": None}
 
-# FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH: the session handles them.
-_SESSION_ERRORS: Final = frozenset({70, 71})
 # How long a member that just subscribed waits for its topics' metadata before joining.
 _SUBSCRIPTION_METADATA_WAIT: Final = 3.0
 
@@ -333,12 +319,10 @@ class FetcherMachine:
         self._client = Client(config.client, rng=rng, topics=())
         self._parts: dict[TopicPartition, _Partition] = {}
         self._completed: dict[TopicPartition, _Completed] = {}
-        self._sessions: dict[NodeId, FetchSession] = {}
-        self._fetching: dict[RequestId, tuple[NodeId, dict[TopicPartition, int]]] = {}
+        # Fetch requests in flight and the fetch sessions, per node
+        self._fetches = Fetches(config, self._client)
         # OffsetForLeaderEpoch in flight: tp -> (position, position epoch, leader epoch)
         self._validating: dict[RequestId, dict[TopicPartition, reset.Validation]] = {}
-        self._node_busy: set[NodeId] = set()
-        self._node_backoff: dict[NodeId, float] = {}
         # ListOffsets, OffsetFetch, OffsetCommit and the coordinator they go to
         self._offsets = OffsetQueries(config, self._client, self.member, self._complete_query)
         self._metadata_news = False  # metadata arrived during this step's last pull
@@ -395,13 +379,7 @@ class FetcherMachine:
 
     def has_records(self) -> bool:
         """Whether :meth:`poll` would return something (records or an error) now."""
-        if any(p.state is PositionState.FAILED for p in self._parts.values()):
-            return True
-        return any(
-            not self._parts[tp].paused
-            and (c.taken < len(c.pending) or c.batches is None or c.records)
-            for tp, c in self._completed.items()
-        )
+        return decode.has_records(self._parts, self._completed)
 
     # --------------------------------------------------------------- commands
 
@@ -412,21 +390,7 @@ class FetcherMachine:
         Raises:
             KafkaConfigurationError: a malformed ``(topic, partition)``.
         """
-        wanted: dict[TopicPartition, None] = {}
-        for tp in partitions:
-            if (
-                not isinstance(tp, tuple)
-                or len(tp) != 2
-                or not isinstance(tp[0], str)
-                or not tp[0]
-                or isinstance(tp[1], bool)
-                or not isinstance(tp[1], int)
-                or tp[1] < 0
-            ):
-                raise KafkaConfigurationError(
-                    f"a partition must be a (topic: str, partition: int >= 0) pair, got {tp!r}"
-                )
-            wanted[(tp[0], tp[1])] = None
+        wanted = checked_partitions(partitions)
         if self.member is not None and self.member.subscription:
             raise LocalProtocolError("assign() while subscribed through the group")
         self._set_assignment(wanted)
@@ -590,31 +554,7 @@ class FetcherMachine:
         for part in self._parts.values():
             if part.state is PositionState.FAILED and part.error is not None and not part.paused:
                 raise part.error
-        out: list[tuple[TopicPartition, list[Record], int]] = []
-        left = max_records
-        drained: list[TopicPartition] = []
-        for tp in list(self._completed):
-            if left <= 0:
-                break
-            p = self._parts.get(tp)
-            if p is None or p.paused or p.revoking:
-                continue
-            done = self._completed[tp]
-            try:
-                records = self._take(done, p, left)
-            except KafkaError as exc:
-                del self._completed[tp]
-                p.state, p.error = PositionState.FAILED, exc
-                if out:
-                    break  # hand out what we have; the error comes next time
-                raise
-            if records:
-                out.append((tp, records, done.leader_epoch))
-                left -= len(records)
-            if done.taken >= len(done.pending) and done.batches is False:
-                drained.append(tp)
-        for tp in drained:
-            self._completed.pop(tp, None)
+        out, drained = decode.hand_out(self._completed, self._parts, max_records, self._take)
         if drained:
             self._step(now)
         return out
@@ -669,18 +609,7 @@ class FetcherMachine:
         if self.member is not None and generation < 0 and self.member.generation >= 0:
             # a group member commits as one: the coordinator fences other generations
             generation, member_id, group_instance_id = self.member.commit_identity()
-        parts: dict[TopicPartition, Any] = {}
-        for tp, value in offsets.items():
-            offset, meta = value if isinstance(value, tuple) else (value, "")
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise KafkaConfigurationError(f"offset for {tp} must be an int >= 0")
-            # Committing the position: its leader epoch goes along (KIP-320), so whoever
-            # resumes from it can validate it.
-            p = self._parts.get(tp)
-            epoch = -1
-            if p is not None and p.state is PositionState.FETCHING and p.position == offset:
-                epoch = p.position_epoch
-            parts[tp] = (offset, meta, generation, member_id, group_instance_id, epoch)
+        parts = commit_entries(offsets, self._parts, (generation, member_id, group_instance_id))
         q = self._offsets.new("commit", parts)
         member = self.member
         if (
@@ -754,15 +683,9 @@ class FetcherMachine:
             return None
         times = [t for t in (self._client.get_timer(),) if t is not None]
         now = self._now
-        times.extend(t for t in self._node_backoff.values() if t > now)
+        times.extend(t for t in self._fetches.node_backoff.values() if t > now)
         times.extend(p.backoff_until for p in self._parts.values() if p.backoff_until > now)
-        times.extend(
-            q.retry_at
-            for q in self._offsets.queries.values()
-            if q.retry_at is not None and q.retry_at > now
-        )
-        if self._offsets.coordinator_retry_at > now:
-            times.append(self._offsets.coordinator_retry_at)
+        times.extend(self._offsets.deadlines(now))
         if self._subscription_wait_until > now:
             times.append(self._subscription_wait_until)
         if self.member is not None:
@@ -784,9 +707,14 @@ class FetcherMachine:
             p = _Partition(state=PositionState.AWAIT_COMMITTED)
         else:
             p = _Partition(state=PositionState.AWAIT_RESET)
-            reset.apply_policy(p, tp, _RESETS[self.config.auto_offset_reset])
+            reset.apply_policy(p, tp, self._reset_to)
         self._moved(p)  # an answer for an earlier assignment of tp is not for this one
         return p
+
+    @property
+    def _reset_to(self) -> int | None:
+        """The reset policy's ListOffsets timestamp; None for ``none``."""
+        return _RESETS[self.config.auto_offset_reset]
 
     def _moved(self, p: _Partition) -> None:
         """The application (re)placed ``p``'s position: lookups already sent are stale."""
@@ -800,9 +728,11 @@ class FetcherMachine:
         for _ in range(4):
             self._pull_client(now)
             self._drive_group(now)
-            self._positions(now)
+            reset.start_lookups(  # committed offsets, resets, validation
+                self._parts, self._completed, self._client, self._offsets, self._validating, now=now
+            )
             self._offsets.run(now)
-            self._send_fetches(now)
+            self._fetches.send(self._parts, self._completed, now)
             self._metadata_news = False
             self._pull_client(now)
             if self._metadata_news:
@@ -826,55 +756,33 @@ class FetcherMachine:
                 case RequestFailed(request_id=rid, error=error):
                     self._on_failure(rid, error, now)
                 case NodeDisconnected(node_id=node):
-                    session = self._sessions.get(node)
-                    if session is not None:
-                        session.handle_error()
+                    self._fetches.disconnected(node)
 
     def _metadata_arrived(self) -> None:
         """What waited for metadata (not for a backoff after an error) goes on at once."""
         self._metadata_news = True
         member = self.member
         if member is not None and member.subscription:
-            topics = self._client.cluster.topics
-            counts = {
-                t: len(topics[t].partitions)
-                for t in member.subscription
-                if t in topics and topics[t].error_code == 0
-            }
-            member.update_partition_counts(counts, now=self._now)
-            names = {t.topic_id: name for name, t in topics.items() if t.topic_id is not None}
-            member.update_topic_ids(names, now=self._now)
+            membership.tell_metadata(member, self._client.cluster, self._now)
         for p in self._parts.values():
             p.awaits_metadata = False
         self._offsets.metadata_arrived()
 
     # -- the group member: coordinator, requests, decisions
 
-    def _subscription_known(self, now: float) -> bool:
-        """Whether metadata describes every subscribed topic (or waiting for it is over):
-        a member that joined before would make the leader assign without those topics, and
-        the group would rebalance again as soon as they arrive."""
-        member = self.member
-        if member is None or now >= self._subscription_wait_until:
-            return True
-        topics = self._client.cluster.topics
-        return all(t in topics and topics[t].error_code == 0 for t in member.subscription)
-
     def _drive_group(self, now: float) -> None:
         member = self.member
         if member is None:
             return
         member.handle_timer(now=now)
-        if member.coordinator_wanted:
-            if self._member_coordinator is not None:  # the member lost it: look again
-                if self._offsets.coordinator == self._member_coordinator:
-                    self._offsets.coordinator = None
-                self._member_coordinator = None
-            if member.active:
-                node = self._offsets.find_coordinator(now)
-                if node is not None and self._subscription_known(now):
-                    self._member_coordinator = node
-                    member.coordinator_found(now=now)
+        cluster, wait = self._client.cluster, self._subscription_wait_until
+        self._member_coordinator = membership.coordinator_for(
+            member,
+            self._offsets,
+            self._member_coordinator,
+            lambda: membership.subscription_known(member, cluster, wait, now),
+            now,
+        )
         for out in member.take_requests():
             rid = self._client.send(
                 out.factory, now=now, node_id=self._member_coordinator, timeout=out.timeout
@@ -902,35 +810,6 @@ class FetcherMachine:
             self._leaving = False
             self._events.append(GroupLeft())
 
-    # -- positions: committed offsets and resets become internal queries
-    # -- positions: committed offsets and resets become internal queries (fetch/reset.py)
-
-    def _positions(self, now: float) -> None:
-        committed: list[TopicPartition] = []
-        resets: dict[TopicPartition, int] = {}
-        validate: list[TopicPartition] = []
-        cluster = self._client.cluster
-        for tp, p in self._parts.items():
-            if p.in_flight or p.awaits_metadata or p.backoff_until > now:
-                continue
-            if p.state is PositionState.FETCHING:
-                reset.check_leader(tp, p, cluster, self._completed)
-            if p.state is PositionState.AWAIT_COMMITTED:
-                committed.append(tp)
-            elif p.state is PositionState.AWAIT_RESET and p.reset_to is not None:
-                resets[tp] = p.reset_to
-            elif p.state is PositionState.AWAIT_VALIDATION:
-                validate.append(tp)
-        if validate:
-            reset.send_validations(validate, self._parts, self._client, self._validating, now=now)
-        for kind, asked in (("committed", dict.fromkeys(committed)), ("list", resets)):
-            if asked:
-                q = self._offsets.new(kind, asked)
-                q.internal = True
-                for tp in asked:
-                    self._parts[tp].in_flight = True
-                    q.seeks[tp] = self._parts[tp].seeks
-
     def _complete_query(self, q: _Query, now: float) -> None:
         if q.internal:
             self._events.append(PositionsResolved(partitions=tuple(q.partitions)))
@@ -938,7 +817,7 @@ class FetcherMachine:
                 q,
                 self._parts,
                 self._client.cluster,
-                reset_to=_RESETS[self.config.auto_offset_reset],
+                reset_to=self._reset_to,
                 retry_backoff=self.config.retry_backoff,
                 now=now,
             )
@@ -959,63 +838,14 @@ class FetcherMachine:
     def _complete_validation(
         self, tp: TopicPartition, p: _Partition, request: reset.Validation, part: Any
     ) -> None:
-        reset.complete_validation(tp, p, request, part, _RESETS[self.config.auto_offset_reset])
+        reset.complete_validation(tp, p, request, part, self._reset_to)
 
     # -- fetching (fetch/request.py, fetch/session.py, fetch/decode.py)
-
-    def _send_fetches(self, now: float) -> None:
-        cfg = self.config
-        fetchable = request.fetchable(
-            self._parts,
-            self._completed,
-            self._client,
-            partition_max_bytes=cfg.max_partition_fetch_bytes,
-            now=now,
-        )
-        for node, parts in fetchable.items():
-            if node in self._node_busy or self._node_backoff.get(node, 0.0) > now:
-                continue
-            if all(
-                request.caught_up(self._parts[tp], read_committed=cfg.read_committed)
-                for tp in parts
-            ) and request.buffered_on(node, self._parts, self._completed, self._client):
-                # Only partitions at their end: the broker would hold this Fetch for
-                # fetch_max_wait while the partitions being drained, which have more to
-                # read, could not be fetched (one Fetch per node). Ask once they are drained.
-                continue
-            session = self._sessions.get(node)
-            if session is None:
-                session = FetchSession(sessionless=not cfg.use_fetch_sessions)
-                self._sessions[node] = session
-            factory = request.fetch_factory(
-                session.build(parts),
-                max_wait=cfg.fetch_max_wait,
-                min_bytes=cfg.fetch_min_bytes,
-                max_bytes=cfg.fetch_max_bytes,
-                isolation_level=1 if cfg.read_committed else 0,
-                rack_id=cfg.client_rack,
-            )
-            timeout = self._client.config.connection.request_timeout + cfg.fetch_max_wait
-            rid = self._client.send(factory, now=now, node_id=node, timeout=timeout)
-            self._fetching[rid] = (node, {tp: st.fetch_offset for tp, st in parts.items()})
-            self._node_busy.add(node)
-            for tp in parts:
-                self._parts[tp].in_flight = True
 
     def _on_fetch_response(
         self, node: NodeId, offsets: dict[TopicPartition, int], response: Any, now: float
     ) -> None:
-        session = self._sessions.get(node)
-        code = int(getattr(response, "error_code", 0))
-        if session is not None:
-            session.handle_response(code, int(getattr(response, "session_id", 0)))
-        for tp in offsets:
-            p = self._parts.get(tp)
-            if p is not None:
-                p.in_flight = False
-        if code != 0:
-            if code not in _SESSION_ERRORS:
-                self._node_backoff[node] = now + self.config.retry_backoff
+        if not self._fetches.session_answered(node, offsets, self._parts, response, now):
             return
         arrived = decode.read_response(
             response,
@@ -1023,7 +853,7 @@ class FetcherMachine:
             self._parts,
             self._completed,
             self._client,
-            reset_to=_RESETS[self.config.auto_offset_reset],
+            reset_to=self._reset_to,
             now=now,
         )
         if arrived:
@@ -1031,23 +861,13 @@ class FetcherMachine:
 
     def _take(self, done: _Completed, p: _Partition, limit: int) -> list[Record]:
         """Up to ``limit`` records from ``done`` (:func:`.decode.take`)."""
-        cfg = self.config
-        return decode.take(
-            done,
-            p,
-            limit,
-            check_crcs=cfg.check_crcs,
-            read_committed=cfg.read_committed,
-            max_partition_fetch_bytes=cfg.max_partition_fetch_bytes,
-            fetch_max_bytes=cfg.fetch_max_bytes,
-        )
+        return decode.take(done, p, limit, self.config)
 
     # -- responses
 
     def _on_response(self, rid: RequestId, node: NodeId, response: Any, now: float) -> None:
-        fetch = self._fetching.pop(rid, None)
+        fetch = self._fetches.answered(rid)
         if fetch is not None:
-            self._node_busy.discard(fetch[0])
             self._on_fetch_response(fetch[0], fetch[1], response, now)
             return
         sent = self._validating.pop(rid, None)
@@ -1064,20 +884,7 @@ class FetcherMachine:
         self._offsets.handle_response(rid, response, now)
 
     def _on_failure(self, rid: RequestId, error: KafkaError, now: float) -> None:
-        fetch = self._fetching.pop(rid, None)
-        if fetch is not None:
-            node, offsets = fetch
-            self._node_busy.discard(node)
-            session = self._sessions.get(node)
-            if session is not None:
-                session.handle_error()
-            self._node_backoff[node] = now + self.config.retry_backoff
-            for tp in offsets:
-                p = self._parts.get(tp)
-                if p is not None:
-                    p.in_flight = False
-                    p.read_replica = None
-            self._client.request_metadata_update()
+        if self._fetches.failed(rid, self._parts, now):
             return
         sent = self._validating.pop(rid, None)
         if sent is not None:

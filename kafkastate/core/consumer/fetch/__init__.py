@@ -10,5 +10,6 @@ and the orchestration; what it orchestrates lives here:
 * :mod:`.decode` -- Fetch responses: per-partition errors, lazy decoding into records;
 * :mod:`.aborted` -- read_committed: skipping aborted transactions (KIP-98);
 * :mod:`.reset` -- the reset policy and leader-epoch validation (KIP-320);
-* :mod:`.offsets` -- offset queries: ListOffsets, OffsetFetch, OffsetCommit, FindCoordinator.
+* :mod:`.offsets` -- offset queries: ListOffsets, OffsetFetch, OffsetCommit, FindCoordinator;
+* :mod:`.membership` -- the group member's coordinator and the metadata it needs.
 """

@@ -27,8 +27,8 @@ send it (very old brokers; since KIP-74 they always do): :class:`RecordTooLargeE
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
-from typing import Any
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -44,9 +44,12 @@ from kafkastate.core.consumer.fetch.state import (
     await_metadata,
 )
 from kafkastate.core.protocol.records import Batch, Record, iter_batches
-from kafkastate.errors import RecordTooLargeError, error_for_code
+from kafkastate.errors import KafkaError, RecordTooLargeError, error_for_code
 
-__all__ = ["read_partition", "read_response", "take"]
+if TYPE_CHECKING:
+    from kafkastate.core.consumer.fetcher import FetcherConfig
+
+__all__ = ["hand_out", "has_records", "read_partition", "read_response", "take"]
 
 
 @attrs.define(slots=True)
@@ -165,18 +168,10 @@ def read_partition(
     return True
 
 
-def take(
-    done: _Completed,
-    p: _Partition,
-    limit: int,
-    *,
-    check_crcs: bool,
-    read_committed: bool,
-    max_partition_fetch_bytes: int,
-    fetch_max_bytes: int,
-) -> list[Record]:
+def take(done: _Completed, p: _Partition, limit: int, config: FetcherConfig) -> list[Record]:
     """Up to ``limit`` records from ``done``, skipping what the application must not
-    see; advances the position.
+    see; advances the position (``config``: ``check_crcs``, ``isolation_level`` and the
+    fetch limits for the error).
 
     Raises:
         CorruptRecordError: a batch failed to decode (or its CRC check).
@@ -184,7 +179,8 @@ def take(
     """
     out: list[Record] = []
     if done.batches is None:
-        done.batches = iter_batches(done.records, check_crcs=check_crcs)
+        done.batches = iter_batches(done.records, check_crcs=config.check_crcs)
+    read_committed = config.read_committed
     while len(out) < limit:
         pending = done.pending
         if done.taken < len(pending):
@@ -201,7 +197,7 @@ def take(
         if batch is None:
             done.batches = False
             if not out and p.position == done.fetch_offset and done.records:
-                _check_progress(done, p, max_partition_fetch_bytes, fetch_max_bytes)
+                _check_progress(done, p, config)
             break
         if batch.next_offset <= p.position:
             continue  # before the position (a compressed batch's head, a re-fetch)
@@ -228,15 +224,75 @@ def take(
     return out
 
 
-def _check_progress(
-    done: _Completed, p: _Partition, max_partition_fetch_bytes: int, fetch_max_bytes: int
-) -> None:
+def _check_progress(done: _Completed, p: _Partition, config: FetcherConfig) -> None:
     """Data arrived but not one whole batch at the position: the first batch is larger
     than the fetch limits and the broker could not send it (very old brokers; since
     KIP-74 they always do)."""
     raise RecordTooLargeError(
         f"the batch at offset {p.position} of {done.tp[0]}-{done.tp[1]} is larger than "
-        f"max_partition_fetch_bytes ({max_partition_fetch_bytes}) / "
-        f"fetch_max_bytes ({fetch_max_bytes}) and the broker sent only "
+        f"max_partition_fetch_bytes ({config.max_partition_fetch_bytes}) / "
+        f"fetch_max_bytes ({config.fetch_max_bytes}) and the broker sent only "
         f"{len(done.records)} bytes of it"
     )
+
+
+def has_records(
+    parts: Mapping[TopicPartition, _Partition], completed: Mapping[TopicPartition, _Completed]
+) -> bool:
+    """Whether ``poll`` would return something (records or an error) now."""
+    if any(p.state is PositionState.FAILED for p in parts.values()):
+        return True
+    return any(
+        not parts[tp].paused and (c.taken < len(c.pending) or c.batches is None or c.records)
+        for tp, c in completed.items()
+    )
+
+
+def hand_out(
+    completed: MutableMapping[TopicPartition, _Completed],
+    parts: Mapping[TopicPartition, _Partition],
+    max_records: int,
+    take_from: Callable[[_Completed, _Partition, int], list[Record]],
+) -> tuple[list[tuple[TopicPartition, list[Record], int]], bool]:
+    """``poll``'s turn over the fetched data: each partition hands out one run, in turn.
+
+    Args:
+        completed: the fetched data; drained partitions are removed.
+        parts: the assigned partitions (paused and revoked ones are skipped).
+        max_records: at most this many records in all.
+        take_from: the machine's :func:`take`.
+
+    Returns:
+        ``(partition, records, leader_epoch)`` runs, and whether a partition was drained
+        (it wants fetching again).
+
+    Raises:
+        KafkaError: the first partition to fail, if nothing was handed out before it (the
+            partition is FAILED with it either way).
+    """
+    out: list[tuple[TopicPartition, list[Record], int]] = []
+    left = max_records
+    drained: list[TopicPartition] = []
+    for tp in list(completed):
+        if left <= 0:
+            break
+        p = parts.get(tp)
+        if p is None or p.paused or p.revoking:
+            continue
+        done = completed[tp]
+        try:
+            records = take_from(done, p, left)
+        except KafkaError as exc:
+            del completed[tp]
+            p.state, p.error = PositionState.FAILED, exc
+            if out:
+                break  # hand out what we have; the error comes next time
+            raise
+        if records:
+            out.append((tp, records, done.leader_epoch))
+            left -= len(records)
+        if done.taken >= len(done.pending) and done.batches is False:
+            drained.append(tp)
+    for tp in drained:
+        completed.pop(tp, None)
+    return out, bool(drained)

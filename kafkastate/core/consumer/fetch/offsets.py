@@ -33,18 +33,23 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from kafkastate.core.client import Client, RequestId
-from kafkastate.core.consumer.fetch.state import TopicPartition
+from kafkastate.core.consumer.fetch.state import PositionState, TopicPartition, _Partition
 from kafkastate.core.consumer.group import GroupMember
 from kafkastate.core.consumer.group848 import ConsumerGroupMember
 from kafkastate.core.metadata import NodeId
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
-from kafkastate.errors import CommitFailedError, KafkaError, error_for_code
+from kafkastate.errors import (
+    CommitFailedError,
+    KafkaConfigurationError,
+    KafkaError,
+    error_for_code,
+)
 
 if TYPE_CHECKING:
     from kafkastate.core.consumer.fetcher import FetcherConfig
 
-__all__ = ["ListedOffset", "OffsetQueries"]
+__all__ = ["ListedOffset", "OffsetQueries", "commit_entries"]
 
 # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: look again.
 _COORDINATOR_MOVED: Final = frozenset({14, 15, 16})
@@ -80,6 +85,38 @@ class _Query:
     awaits_metadata: bool = False  # retry_at was set only to wait for metadata
     epochs: dict[TopicPartition, int] = attrs.field(factory=dict)  # committed leader epochs
     seeks: dict[TopicPartition, int] = attrs.field(factory=dict)  # _Partition.seeks when sent
+
+
+def commit_entries(
+    offsets: Mapping[TopicPartition, int | tuple[int, str]],
+    parts: Mapping[TopicPartition, _Partition],
+    identity: tuple[int, str, str | None],
+) -> dict[TopicPartition, Any]:
+    """What a ``commit`` query carries per partition: (offset, metadata, generation, member
+    id, group instance id, leader epoch).
+
+    Args:
+        offsets: the application's offsets, each with or without metadata.
+        parts: the assigned partitions.
+        identity: the member's (generation, member id, group instance id).
+
+    Raises:
+        KafkaConfigurationError: a malformed offset.
+    """
+    generation, member_id, group_instance_id = identity
+    entries: dict[TopicPartition, Any] = {}
+    for tp, value in offsets.items():
+        offset, meta = value if isinstance(value, tuple) else (value, "")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise KafkaConfigurationError(f"offset for {tp} must be an int >= 0")
+        # Committing the position: its leader epoch goes along (KIP-320), so whoever
+        # resumes from it can validate it.
+        p = parts.get(tp)
+        epoch = -1
+        if p is not None and p.state is PositionState.FETCHING and p.position == offset:
+            epoch = p.position_epoch
+        entries[tp] = (offset, meta, generation, member_id, group_instance_id, epoch)
+    return entries
 
 
 class OffsetQueries:
@@ -118,6 +155,15 @@ class OffsetQueries:
         self._next_query += 1
         q = self.queries[qid] = _Query(kind=kind, query_id=qid, partitions=partitions)
         return q
+
+    def deadlines(self, now: float) -> list[float]:
+        """The retry times after ``now`` (queries, the coordinator lookup)."""
+        times = [
+            q.retry_at for q in self.queries.values() if q.retry_at is not None and q.retry_at > now
+        ]
+        if self.coordinator_retry_at > now:
+            times.append(self.coordinator_retry_at)
+        return times
 
     def handle_response(self, rid: RequestId, response: Any, now: float) -> bool:
         """Take in the answer to request ``rid`` if it is one of ours."""

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from kafkastate.core.client import Client
+from kafkastate.core.client import Client, RequestId
 from kafkastate.core.consumer.fetch import follower
 from kafkastate.core.consumer.fetch.decode import _Completed
 from kafkastate.core.consumer.fetch.session import (
     SESSION_MIN_VERSION,
     FetchRequestData,
+    FetchSession,
     PartitionFetchState,
 )
 from kafkastate.core.consumer.fetch.state import PositionState, TopicPartition, _Partition
@@ -42,8 +43,12 @@ from kafkastate.core.protocol.versions import (
 )
 from kafkastate.errors import LocalProtocolError, UnsupportedVersionError
 
+if TYPE_CHECKING:
+    from kafkastate.core.consumer.fetcher import FetcherConfig
+
 __all__ = [
     "TOPIC_ID_MIN_VERSION",
+    "Fetches",
     "buffered_on",
     "caught_up",
     "fetch_factory",
@@ -55,6 +60,129 @@ TOPIC_ID_MIN_VERSION: Final = 13
 """Fetch v13 names topics by id instead of by name (KIP-516)."""
 
 _LAST_VERSION_BY_NAME: Final = TOPIC_ID_MIN_VERSION - 1
+# FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH: the session handles them.
+_SESSION_ERRORS: Final = frozenset({70, 71})
+
+
+class Fetches:
+    """The machine's Fetch requests: one in flight per node, each node's fetch session,
+    and the backoff after a failed Fetch.
+
+    Args:
+        config: the machine's settings.
+        client: the machine's Client.
+    """
+
+    def __init__(self, config: FetcherConfig, client: Client) -> None:
+        self._config = config
+        self._client = client
+        self.sessions: dict[NodeId, FetchSession] = {}
+        self.in_flight: dict[RequestId, tuple[NodeId, dict[TopicPartition, int]]] = {}
+        self.node_busy: set[NodeId] = set()
+        self.node_backoff: dict[NodeId, float] = {}
+
+    def send(
+        self,
+        parts: Mapping[TopicPartition, _Partition],
+        completed: Mapping[TopicPartition, _Completed],
+        now: float,
+    ) -> None:
+        """Send a Fetch to every node that has fetchable partitions and none in flight."""
+        cfg = self._config
+        fetch_from = fetchable(
+            parts,
+            completed,
+            self._client,
+            partition_max_bytes=cfg.max_partition_fetch_bytes,
+            now=now,
+        )
+        for node, states in fetch_from.items():
+            if node in self.node_busy or self.node_backoff.get(node, 0.0) > now:
+                continue
+            if all(
+                caught_up(parts[tp], read_committed=cfg.read_committed) for tp in states
+            ) and buffered_on(node, parts, completed, self._client):
+                # Only partitions at their end: the broker would hold this Fetch for
+                # fetch_max_wait while the partitions being drained, which have more to
+                # read, could not be fetched (one Fetch per node). Ask once they are drained.
+                continue
+            session = self.sessions.get(node)
+            if session is None:
+                session = FetchSession(sessionless=not cfg.use_fetch_sessions)
+                self.sessions[node] = session
+            factory = fetch_factory(
+                session.build(states),
+                max_wait=cfg.fetch_max_wait,
+                min_bytes=cfg.fetch_min_bytes,
+                max_bytes=cfg.fetch_max_bytes,
+                isolation_level=1 if cfg.read_committed else 0,
+                rack_id=cfg.client_rack,
+            )
+            timeout = self._client.config.connection.request_timeout + cfg.fetch_max_wait
+            rid = self._client.send(factory, now=now, node_id=node, timeout=timeout)
+            self.in_flight[rid] = (node, {tp: st.fetch_offset for tp, st in states.items()})
+            self.node_busy.add(node)
+            for tp in states:
+                parts[tp].in_flight = True
+
+    def answered(self, rid: RequestId) -> tuple[NodeId, dict[TopicPartition, int]] | None:
+        """``(node, fetch offsets)`` if ``rid`` is one of our Fetches (now answered)."""
+        fetch = self.in_flight.pop(rid, None)
+        if fetch is not None:
+            self.node_busy.discard(fetch[0])
+        return fetch
+
+    def session_answered(
+        self,
+        node: NodeId,
+        offsets: Iterable[TopicPartition],
+        parts: Mapping[TopicPartition, _Partition],
+        response: Any,
+        now: float,
+    ) -> bool:
+        """The node's session takes in the response's session fields (KIP-227) and the
+        partitions it named are no longer in flight; False if the response has a top-level
+        error (a session error makes the next request a full one at once, any other waits
+        ``retry.backoff.ms``)."""
+        session = self.sessions.get(node)
+        code = int(getattr(response, "error_code", 0))
+        if session is not None:
+            session.handle_response(code, int(getattr(response, "session_id", 0)))
+        for tp in offsets:
+            p = parts.get(tp)
+            if p is not None:
+                p.in_flight = False
+        if code != 0:
+            if code not in _SESSION_ERRORS:
+                self.node_backoff[node] = now + self._config.retry_backoff
+            return False
+        return True
+
+    def failed(
+        self, rid: RequestId, parts: Mapping[TopicPartition, _Partition], now: float
+    ) -> bool:
+        """If ``rid`` is one of our Fetches: it got no answer; the session closes, the
+        node backs off, its partitions go back to their leaders after a metadata refresh."""
+        fetch = self.in_flight.pop(rid, None)
+        if fetch is None:
+            return False
+        node, offsets = fetch
+        self.node_busy.discard(node)
+        self.disconnected(node)
+        self.node_backoff[node] = now + self._config.retry_backoff
+        for tp in offsets:
+            p = parts.get(tp)
+            if p is not None:
+                p.in_flight = False
+                p.read_replica = None
+        self._client.request_metadata_update()
+        return True
+
+    def disconnected(self, node: NodeId) -> None:
+        """The connection to ``node`` was lost: its session is gone too."""
+        session = self.sessions.get(node)
+        if session is not None:
+            session.handle_error()
 
 
 def fetchable(

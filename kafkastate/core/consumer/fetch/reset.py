@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
 from kafkastate.core.client import Client, RequestId
-from kafkastate.core.consumer.fetch.offsets import ListedOffset, _Query
+from kafkastate.core.consumer.fetch.offsets import ListedOffset, OffsetQueries, _Query
 from kafkastate.core.consumer.fetch.state import (
     OFFSET_OUT_OF_RANGE,
     REFRESH_CODES,
@@ -59,6 +59,7 @@ __all__ = [
     "leader_epoch",
     "read_validation",
     "send_validations",
+    "start_lookups",
     "validation_failed",
 ]
 
@@ -95,6 +96,43 @@ def apply_policy(
         )
     else:
         p.state, p.reset_to = PositionState.AWAIT_RESET, reset_to
+
+
+def start_lookups(
+    parts: Mapping[TopicPartition, _Partition],
+    completed: MutableMapping[TopicPartition, Any],
+    client: Client,
+    queries: OffsetQueries,
+    validating: MutableMapping[RequestId, dict[TopicPartition, Validation]],
+    *,
+    now: float,
+) -> None:
+    """Start what each partition's position waits for: validation after a leader change
+    (OffsetForLeaderEpoch), committed offsets and resets (the machine's own queries)."""
+    committed: list[TopicPartition] = []
+    resets: dict[TopicPartition, int] = {}
+    validate: list[TopicPartition] = []
+    cluster = client.cluster
+    for tp, p in parts.items():
+        if p.in_flight or p.awaits_metadata or p.backoff_until > now:
+            continue
+        if p.state is PositionState.FETCHING:
+            check_leader(tp, p, cluster, completed)
+        if p.state is PositionState.AWAIT_COMMITTED:
+            committed.append(tp)
+        elif p.state is PositionState.AWAIT_RESET and p.reset_to is not None:
+            resets[tp] = p.reset_to
+        elif p.state is PositionState.AWAIT_VALIDATION:
+            validate.append(tp)
+    if validate:
+        send_validations(validate, parts, client, validating, now=now)
+    for kind, asked in (("committed", dict.fromkeys(committed)), ("list", resets)):
+        if asked:
+            q = queries.new(kind, asked)
+            q.internal = True
+            for tp in asked:
+                parts[tp].in_flight = True
+                q.seeks[tp] = parts[tp].seeks
 
 
 def finish_lookup(

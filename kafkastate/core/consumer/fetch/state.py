@@ -13,15 +13,23 @@ error the application must see. The jobs of the machine (:mod:`.request`, :mod:`
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from typing import Final
 
 import attrs
 
 from kafkastate.core.client import Client
 from kafkastate.core.metadata import NodeId
-from kafkastate.errors import KafkaError
+from kafkastate.errors import KafkaConfigurationError, KafkaError
 
-__all__ = ["OFFSET_OUT_OF_RANGE", "REFRESH_CODES", "PositionState", "TopicPartition"]
+__all__ = [
+    "OFFSET_OUT_OF_RANGE",
+    "REFRESH_CODES",
+    "PositionState",
+    "TopicPartition",
+    "await_metadata",
+    "checked_partitions",
+]
 
 TopicPartition = tuple[str, int]
 """``(topic, partition)``."""
@@ -86,3 +94,27 @@ def await_metadata(p: _Partition, client: Client) -> None:
     retries its refreshes; retrying ``p`` before would ask the same stale leader)."""
     p.awaits_metadata = True
     client.request_metadata_update()
+
+
+def checked_partitions(partitions: Iterable[TopicPartition]) -> dict[TopicPartition, None]:
+    """``partitions`` as plain ``(topic, partition)`` keys, in order.
+
+    Raises:
+        KafkaConfigurationError: a malformed ``(topic, partition)``.
+    """
+    wanted: dict[TopicPartition, None] = {}
+    for tp in partitions:
+        if (
+            not isinstance(tp, tuple)
+            or len(tp) != 2
+            or not isinstance(tp[0], str)
+            or not tp[0]
+            or isinstance(tp[1], bool)
+            or not isinstance(tp[1], int)
+            or tp[1] < 0
+        ):
+            raise KafkaConfigurationError(
+                f"a partition must be a (topic: str, partition: int >= 0) pair, got {tp!r}"
+            )
+        wanted[(tp[0], tp[1])] = None
+    return wanted
