@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from kafkastate.errors import (
+from kafkastate._error_base import (
     AuthenticationFailedError,
     BrokerResponseError,
     KafkaConnectionError,

@@ -9,7 +9,20 @@ own classes below.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from kafkastate._error_base import (
+    AuthenticationFailedError,
+    BrokerResponseError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    UnsupportedVersionError,
+)
+
+# One class per broker error code, importable from here (``kafkastate.errors.NotCoordinatorError``).
+# The generated module imports only kafkastate._error_base: the dependency is one-way.
+from kafkastate._error_codes import *  # noqa: F403
+from kafkastate._error_codes import BY_CODE, MessageTooLargeError, ProducerFencedError
+from kafkastate._error_codes import __all__ as _code_names
 
 __all__ = [
     "AuthenticationFailedError",
@@ -43,13 +56,7 @@ __all__ = [
     "UnsupportedVersionError",
     "error_for_code",
 ]
-
-
-class KafkaError(Exception):
-    """Root of every error kafkastate raises on purpose."""
-
-    retriable: ClassVar[bool] = False
-    """Whether the same operation may succeed if tried again later."""
+__all__ += _code_names  # noqa: PLE0605
 
 
 class KafkaConfigurationError(KafkaError, ValueError):
@@ -99,18 +106,6 @@ class CorruptRecordError(KafkaError):
 
 class UnsupportedCodecError(KafkaError):
     """A record batch names a compression codec this build cannot handle."""
-
-
-class KafkaConnectionError(KafkaError):
-    """A connection to a broker failed or was lost."""
-
-    retriable = True
-
-
-class KafkaTimeoutError(KafkaError):
-    """A local deadline passed (request timeout, max block time…); the message says which."""
-
-    retriable = True
 
 
 class NoOffsetForPartitionError(KafkaError):
@@ -212,55 +207,6 @@ class PartitionerError(KafkaError):
         """The record's topic."""
 
 
-class AuthenticationFailedError(KafkaError):
-    """SASL authentication failed: wrong credentials, mechanism refused, bad server proof.
-
-    Not retriable: retrying with the same credentials cannot succeed.
-    """
-
-
-class UnsupportedVersionError(KafkaError):
-    """Client and broker share no version of an API.
-
-    Attributes name the API and both inclusive ranges so the message says exactly what
-    did not overlap.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        api_key: int | None = None,
-        api_name: str | None = None,
-        client_range: tuple[int, int] | None = None,
-        broker_range: tuple[int, int] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.api_key = api_key
-        self.api_name = api_name
-        self.client_range = client_range
-        self.broker_range = broker_range
-
-
-class BrokerResponseError(KafkaError):
-    """A broker answered with a non-zero error code.
-
-    Subclasses exist for every code the protocol defines; ``errno`` is the code.
-    """
-
-    errno: ClassVar[int] = -1
-    error_name: ClassVar[str] = "unknown_server_error"
-    description: ClassVar[str] = ""
-
-    def __init__(self, message: str = "", **context: object) -> None:
-        text = message or self.description or self.error_name
-        if context:
-            details = ", ".join(f"{k}={v!r}" for k, v in context.items())
-            text = f"{text} ({details})"
-        super().__init__(text)
-        self.context = context
-
-
 class UnknownBrokerError(BrokerResponseError):
     """The broker sent an error code this client does not know."""
 
@@ -278,16 +224,7 @@ def error_for_code(code: int) -> type[BrokerResponseError]:
     return BY_CODE.get(code, UnknownBrokerError)
 
 
-# One class per broker error code, importable from here (``kafkastate.errors.NotCoordinatorError``).
-from kafkastate._error_codes import *  # noqa: E402, F403
-from kafkastate._error_codes import BY_CODE, MessageTooLargeError  # noqa: E402
-from kafkastate._error_codes import __all__ as _code_names  # noqa: E402
-
-__all__ += _code_names  # noqa: PLE0605
-
-from kafkastate._error_codes import ProducerFencedError as _ProducerFencedError  # noqa: E402
-
-ProducerFenced = _ProducerFencedError
+ProducerFenced = ProducerFencedError
 """aiokafka's name for :class:`ProducerFencedError` (PRODUCER_FENCED): another producer
 with the same ``transactional_id`` started, or the transaction coordinator fenced this one.
 Fatal: close the producer."""

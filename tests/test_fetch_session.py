@@ -11,13 +11,13 @@ import attrs
 import pytest
 from kio.serial import entity_reader, entity_writer
 
-from kafkastate.core.consumer.fetch_session import (
+from kafkastate.core.consumer.fetch.request import fetch_request_from_session
+from kafkastate.core.consumer.fetch.session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     FetchRequestData,
     FetchSession,
     PartitionFetchState,
-    fetch_request_from_session,
     next_epoch,
     response_partitions,
 )

@@ -56,7 +56,7 @@ def main() -> None:
     print()
     print("from __future__ import annotations")
     print()
-    print("from kafkastate.errors import (")
+    print("from kafkastate._error_base import (")
     for b in sorted({"BrokerResponseError", *SPECIAL_BASES.values()}):
         print(f"    {b},")
     print(")")

@@ -41,13 +41,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from kio.serial import entity_reader, entity_writer
 
-from kafkastate.core.consumer.fetch_session import (
+from kafkastate.core.consumer.fetch.request import fetch_request_from_session
+from kafkastate.core.consumer.fetch.session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     FetchRequestData,
     FetchSession,
     PartitionFetchState,
-    fetch_request_from_session,
     next_epoch,
 )
 from kafkastate.core.protocol.requests import nested_type

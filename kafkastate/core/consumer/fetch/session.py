@@ -50,36 +50,25 @@ Pure: no IO, no clock; partitions are kept in dicts in the caller's order.
 
 from __future__ import annotations
 
-import datetime
 import itertools
 import types
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Iterable, Mapping
+from typing import Final
 
 import attrs
 
-from kafkastate.core.protocol.requests import build, nested_type
-from kafkastate.core.protocol.versions import (
-    CLIENT_VERSIONS,
-    ApiKey,
-    ApiVersionTable,
-    api_name,
-    request_type,
-)
-from kafkastate.errors import LocalProtocolError, UnsupportedVersionError
+from kafkastate.errors import LocalProtocolError
 
 __all__ = [
     "FINAL_EPOCH",
     "INITIAL_EPOCH",
     "INVALID_SESSION_ID",
     "SESSION_MIN_VERSION",
-    "TOPIC_ID_MIN_VERSION",
     "FetchRequestData",
     "FetchSession",
     "PartitionFetchState",
     "ResponsePartitions",
-    "fetch_request_from_session",
     "next_epoch",
     "response_partitions",
 ]
@@ -92,11 +81,8 @@ FINAL_EPOCH: Final = -1
 """A full fetch without a session (or closing one)."""
 SESSION_MIN_VERSION: Final = 7
 """Fetch v7 carries session id, epoch and forgotten topics (KIP-227)."""
-TOPIC_ID_MIN_VERSION: Final = 13
-"""Fetch v13 names topics by id instead of by name (KIP-516)."""
 
 _MAX_EPOCH: Final = 2**31 - 1
-_LAST_VERSION_BY_NAME: Final = TOPIC_ID_MIN_VERSION - 1
 _FETCH_SESSION_ID_NOT_FOUND: Final = 70
 
 _TP = tuple[str, int]
@@ -284,7 +270,8 @@ class FetchSession:
                 partitions in request order until ``fetch.max.bytes`` runs out).
 
         Returns:
-            What the request must carry; pass it to :func:`fetch_request_from_session`.
+            What the request must carry; pass it to
+            :func:`~kafkastate.core.consumer.fetch.request.fetch_request_from_session`.
 
         Raises:
             LocalProtocolError: a request is still pending (one at a time), or a key is
@@ -423,123 +410,3 @@ class FetchSession:
         self.epoch = epoch
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             self._partitions = {}
-
-
-def _ms(seconds: float) -> datetime.timedelta:
-    return datetime.timedelta(milliseconds=round(seconds * 1000))
-
-
-def _fetch_version(versions: ApiVersionTable, data: FetchRequestData) -> int:
-    version = versions.version_for(ApiKey.FETCH)
-    if version >= TOPIC_ID_MIN_VERSION and not data.uses_topic_ids:
-        # A partition without a topic id can only be named: fall back to v12 as Java does.
-        lo = max(CLIENT_VERSIONS[ApiKey.FETCH][0], versions.broker_ranges[ApiKey.FETCH][0])
-        if lo > _LAST_VERSION_BY_NAME:
-            name = api_name(ApiKey.FETCH)
-            raise UnsupportedVersionError(
-                f"a partition to fetch has no topic id, which needs {name} "
-                f"v{_LAST_VERSION_BY_NAME} or older; the broker offers "
-                f"{versions.broker_ranges[ApiKey.FETCH]}",
-                api_key=ApiKey.FETCH,
-                api_name=name,
-                client_range=CLIENT_VERSIONS[ApiKey.FETCH],
-                broker_range=versions.broker_ranges[ApiKey.FETCH],
-            )
-        version = _LAST_VERSION_BY_NAME
-    if not data.is_full and version < SESSION_MIN_VERSION:
-        raise LocalProtocolError(
-            f"an incremental fetch needs Fetch v{SESSION_MIN_VERSION}+, negotiated v{version}"
-        )
-    return version
-
-
-def fetch_request_from_session(
-    versions: ApiVersionTable,
-    data: FetchRequestData,
-    *,
-    max_wait: float,
-    min_bytes: int,
-    max_bytes: int,
-    isolation_level: int,
-    rack_id: str = "",
-) -> Any:
-    """The kio Fetch request for ``data``.
-
-    Topics go by name before v13 and by id since; a request naming a partition without a
-    topic id is built at v12 (Java caps the version the same way). Forgotten partitions
-    are :attr:`FetchRequestData.to_forget`, plus :attr:`FetchRequestData.replaced` where
-    topics go by id. Before v7 there are no session fields: the request is a plain full one.
-
-    Args:
-        versions: the negotiated versions.
-        data: from :meth:`FetchSession.build` or :meth:`FetchSession.close`.
-        max_wait: seconds the broker may wait for ``min_bytes`` (``fetch.max.wait.ms``).
-        min_bytes: ``fetch.min.bytes``.
-        max_bytes: ``fetch.max.bytes``.
-        isolation_level: 0 read_uncommitted, 1 read_committed.
-        rack_id: ``client.rack`` (KIP-392).
-
-    Returns:
-        The kio request entity.
-
-    Raises:
-        UnsupportedVersionError: a partition has no topic id and the broker only speaks
-            Fetch v13+.
-        LocalProtocolError: ``data`` is incremental but the broker speaks no Fetch v7.
-    """
-    version = _fetch_version(versions, data)
-    cls = request_type(ApiKey.FETCH, version)
-    by_id = version >= TOPIC_ID_MIN_VERSION
-    topic_cls = nested_type(cls, "FetchTopic")
-    part_cls = nested_type(cls, "FetchPartition")
-    topics = tuple(
-        build(topic_cls, topic=state.topic, topic_id=state.topic_id, partitions=tuple(parts))
-        for state, parts in _by_topic(
-            data.to_send,
-            by_id,
-            lambda s: build(
-                part_cls,
-                partition=s.partition,
-                current_leader_epoch=s.current_leader_epoch,
-                fetch_offset=s.fetch_offset,
-                last_fetched_epoch=-1,
-                log_start_offset=s.log_start_offset,
-                partition_max_bytes=s.partition_max_bytes,
-            ),
-        )
-    )
-    gone = data.to_forget + data.replaced if by_id else data.to_forget
-    forgotten: tuple[Any, ...] = ()
-    if gone:  # incremental only, so v7+ (checked above) has the type
-        forgotten_cls = nested_type(cls, "ForgottenTopic")
-        forgotten = tuple(
-            build(forgotten_cls, topic=state.topic, topic_id=state.topic_id, partitions=parts)
-            for state, parts in _by_topic(gone, by_id, lambda s: s.partition)
-        )
-    return build(
-        cls,
-        replica_id=-1,
-        max_wait=_ms(max_wait),
-        min_bytes=min_bytes,
-        max_bytes=max_bytes,
-        isolation_level=isolation_level,
-        session_id=data.session_id,
-        session_epoch=data.epoch,
-        topics=topics,
-        forgotten_topics_data=forgotten,
-        rack_id=rack_id,
-    )
-
-
-def _by_topic(
-    states: Iterable[PartitionFetchState],
-    by_id: bool,
-    item: Callable[[PartitionFetchState], Any],
-) -> list[tuple[PartitionFetchState, tuple[Any, ...]]]:
-    """Group by the topic's wire key (id or name) in first-seen order (never a set: the
-    order reaches the wire). Each group comes with its first state, for the topic fields."""
-    groups: dict[object, tuple[PartitionFetchState, list[Any]]] = {}
-    for state in states:
-        wire_key = state.topic_id if by_id else state.topic
-        groups.setdefault(wire_key, (state, []))[1].append(item(state))
-    return [(first, tuple(items)) for first, items in groups.values()]
