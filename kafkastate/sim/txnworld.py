@@ -11,14 +11,15 @@ hosts, each on kafkastate's own machines:
   writing unique values (``p:i``) to the input topic, a few records at a time;
 * **pipelines** -- each a process with a transactional ``ProducerMachine`` (its
   :class:`~kafkastate.core.producer.transactions.TransactionManager`) and an assign-based
-  read_committed :class:`~kafkastate.core.consumer.fetcher.FetcherMachine` over its share of
-  the input partitions. The application is the exactly-once loop of
+  read_committed consumer (the :class:`~kafkastate.core.consumer.consumer.ConsumerMachine`
+  over a :class:`~kafkastate.core.consumer.fetcher.FetcherMachine`, as the adapters run it)
+  over its share of the input partitions. The application is the exactly-once loop of
   ``examples/eos_asyncio.py``: init_transactions, then poll; begin; send each record's
   transform to the same output partition; send_offsets_to_transaction; commit (or, now and
   then, abort on purpose); after an abort, seek to the committed offsets. A fatal error
   ends the process and a new incarnation starts; a *zombie* fault starts a new incarnation
   while the old one is stalled, so two live incarnations share a transactional id;
-* a **reader** -- an assign-based read_committed ``FetcherMachine`` over the output topic,
+* a **reader** -- an assign-based read_committed ``ConsumerMachine`` over the output topic,
   the downstream consumer whose view the invariants judge.
 
 Two network details matter for transactions. A connection the *client* closes (after a
@@ -58,6 +59,7 @@ from typing import Any, Final
 import attrs
 
 from kafkastate.core.client import ClientConfig, CloseRequested, ConnectRequested
+from kafkastate.core.consumer.consumer import ConsumerMachine
 from kafkastate.core.consumer.fetcher import FetcherConfig, FetcherMachine
 from kafkastate.core.metadata import MetadataConfig
 from kafkastate.core.producer.accumulator import (
@@ -362,7 +364,7 @@ class TxnSim(Sim):
             fetch_max_wait=0.5,
         )
         cls = _IgnoresAborted if self.tc.planted == "consumer_ignores_aborted" else FetcherMachine
-        machine = cls(fetcher, rng=self._rng("reader"))
+        machine = ConsumerMachine(cls(fetcher, rng=self._rng("reader")))
         machine.assign(
             [TopicPartition(OUTPUT, p) for p in range(self.tc.partitions)], now=self._s()
         )
@@ -401,7 +403,7 @@ class TxnSim(Sim):
             use_fetch_sessions=False,
             fetch_max_wait=0.5,
         )
-        cm = FetcherMachine(fetcher, rng=self._rng(f"{proc.name}/c"))
+        cm = ConsumerMachine(FetcherMachine(fetcher, rng=self._rng(f"{proc.name}/c")))
         ph = self._add_host(f"{proc.name}/p", pm)
         self._add_host(f"{proc.name}/c", cm)
         self._line(f"{proc.name} start {[tp.partition for tp in inputs]}")

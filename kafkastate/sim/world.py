@@ -15,11 +15,13 @@ The network is TCP-like: frames on one connection, in one direction, arrive in o
 connections. A blocked link (a network partition, or ``hold``) keeps frames queued until it
 is released; a reset closes the connection at both ends and drops what was in flight.
 
-Each consumer host runs a :class:`~kafkastate.core.consumer.fetcher.FetcherMachine` with a
-classic :class:`~kafkastate.core.consumer.group.GroupMember` -- the very code the adapters
-run -- and a small application: it polls, "processes" each batch for a drawn time, commits
-what it processed, and answers rebalances like a listener that commits before giving
-partitions up.
+Each consumer host runs a :class:`~kafkastate.core.consumer.consumer.ConsumerMachine` over a
+:class:`~kafkastate.core.consumer.fetcher.FetcherMachine` with a classic
+:class:`~kafkastate.core.consumer.group.GroupMember` -- the very code the adapters run, policy
+included: the auto-commit before a revocation and the rebalance sequence around the listener
+are the machine's -- and a small application: it polls, "processes" each batch for a drawn
+time, commits what it processed, and runs the listener calls the machine asks for (taking
+``revoke_ms`` over a revocation).
 
 Phases: chaos (faults drawn from the swarm configuration), heal (every fault undone, crashed
 nodes restarted), then a liveness window in which the group must settle (L1) and consume
@@ -58,13 +60,16 @@ from kafkastate.core.consumer.assignors import (
     RebalanceProtocol,
     decode_assignment,
 )
+from kafkastate.core.consumer.consumer import (
+    AutoCommitted,
+    ConsumerMachine,
+    ListenerCallRequested,
+)
 from kafkastate.core.consumer.fetcher import (
     FetcherConfig,
     FetcherMachine,
     GroupFailed,
     OffsetsCommitted,
-    PartitionsAssigned,
-    PartitionsRevoked,
 )
 from kafkastate.core.consumer.group import GroupConfig, GroupMember, MemberState
 from kafkastate.core.metadata import MetadataConfig, NodeId
@@ -80,6 +85,7 @@ __all__ = ["PLANTED_BUGS", "InvariantViolation", "Sim", "SimConfig", "run_seed"]
 GROUP: Final = "sim-group"
 TOPIC: Final = "events"
 TICK_MS: Final = 100  # how often an idle application polls
+AUTO_COMMIT_MS: Final = 2_000  # the application's commit period
 PLANTED_BUGS: Final = (
     "coordinator_ignores_generation",
     "assign_before_revoke",
@@ -242,17 +248,30 @@ class _App:
     last_poll: int = 0
     last_offset: dict[tuple[str, int], int] = attrs.Factory(dict)
     processed: dict[tuple[str, int], int] = attrs.Factory(dict)
-    revoking: PartitionsRevoked | None = None
-    revoke_commit: int | None = None
     revoke_until: int | None = None
-    group_events: list[Any] = attrs.Factory(list)
+    calls: list[ListenerCallRequested] = attrs.Factory(list)  # the machine's, in order
     history: list[tuple[str, tuple[str, int]]] = attrs.Factory(list)  # callbacks per tp
     history_checked: int = 0  # how much of it G4 has read
     callback_state: dict[tuple[str, int], str] = attrs.Factory(dict)
 
 
+class _AppListener:
+    """What the machine is given as the listener: the simulator runs each call itself
+    (bookkeeping, then the application's listener under test)."""
+
+    def __init__(self, user: Any) -> None:
+        if callable(getattr(user, "on_partitions_lost", None)):
+            self.on_partitions_lost = self.on_partitions_revoked
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        raise AssertionError("the simulator runs listener calls itself")
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        raise AssertionError("the simulator runs listener calls itself")
+
+
 class _Host:
-    def __init__(self, name: str, machine: FetcherMachine, incarnation: int) -> None:
+    def __init__(self, name: str, machine: ConsumerMachine, incarnation: int) -> None:
         self.name = name
         self.machine = machine
         self.app = _App()
@@ -443,17 +462,25 @@ class Sim:
             group_instance_id=f"static-{name}" if cfg.static else None,
         )
         rng = random.Random(self.entropy.below(1 << 30, f"rng {name}"))
-        machine = FetcherMachine(fetcher, rng=rng, group=group)
+        inner = FetcherMachine(fetcher, rng=rng, group=group)
         if cfg.planted == "assign_before_revoke":
-            setattr(machine, "member", _NoRevokeMember(group))  # noqa: B010
+            setattr(inner, "member", _NoRevokeMember(group))  # noqa: B010
         elif cfg.planted == "ignores_max_poll_interval":
-            setattr(machine, "member", _NoPollTimeoutMember(group))  # noqa: B010
+            setattr(inner, "member", _NoPollTimeoutMember(group))  # noqa: B010
+        # The application commits what it processed before a revocation exactly when its
+        # consumer auto-commits; its periodic commits are the auto-commit's timer.
+        machine = ConsumerMachine(
+            inner,
+            max_poll_records=50,
+            auto_commit=cfg.commit_on_revoke,
+            auto_commit_interval=AUTO_COMMIT_MS / 1000,
+        )
         host = _Host(name, machine, incarnation)
         if self._make_listener is not None:
             host.listener = self._make_listener(name)
         host.app.last_poll = self.now
         self.hosts[name] = host
-        machine.subscribe([TOPIC], now=self._s())
+        machine.subscribe([TOPIC], listener=_AppListener(host.listener), now=self._s())
         self._line(f"{name} start #{incarnation}")
         self._pump(host)
         self._at(self.now, "app", (name, incarnation))
@@ -462,9 +489,22 @@ class Sim:
         return self.now / 1000
 
     def _pump(self, host: _Host) -> None:
-        """Drain the machine: events, bytes, its next deadline."""
+        """Drain the machine: events, bytes, listener calls, its next deadline."""
         if not host.alive:
             return
+        m = host.machine
+        self._drain(host)
+        self._group_step(host)
+        timer = m.get_timer()
+        if timer is not None:
+            due = max(self.now, _ms_at(timer))
+            if host.timer_at is None or due < host.timer_at:
+                host.timer_at = due  # the one timer event that counts (earlier ones lapse)
+                host.timer_serial += 1
+                self._at(due, "timer", (host.name, host.incarnation, host.timer_serial))
+
+    def _drain(self, host: _Host) -> None:
+        """The machine's events and bytes."""
         m = host.machine
         while (event := m.next_event()) is not None:
             match event:
@@ -481,11 +521,9 @@ class Sim:
                     conn = host.conns.pop(node, None)
                     if conn is not None:
                         self._close(conn, notify_client=False)
-                case PartitionsRevoked() | PartitionsAssigned():
-                    host.app.group_events.append(event)
-                case OffsetsCommitted(query_id=qid, error=error):
-                    if qid == host.app.revoke_commit:
-                        host.app.revoke_commit = None
+                case ListenerCallRequested():
+                    host.app.calls.append(event)
+                case OffsetsCommitted(error=error) | AutoCommitted(error=error):
                     self.stats["commit ok" if error is None else "commit failed"] += 1
                 case GroupFailed(error=error):
                     self._line(f"{host.name} group failed {error!r}")
@@ -495,74 +533,48 @@ class Sim:
             conn = host.conns.get(node)
             if conn is not None and conn.open:
                 self._send(conn, "up", data)
-        self._group_step(host)
-        timer = m.get_timer()
-        if timer is not None:
-            due = max(self.now, _ms_at(timer))
-            if host.timer_at is None or due < host.timer_at:
-                host.timer_at = due  # the one timer event that counts (earlier ones lapse)
-                host.timer_serial += 1
-                self._at(due, "timer", (host.name, host.incarnation, host.timer_serial))
 
     def _group_step(self, host: _Host) -> None:
-        """The listener: revocations (commit first) and assignments, in order."""
+        """Run the listener calls the machine asked for, in order (a revocation takes the
+        application ``revoke_ms``), with the application's bookkeeping."""
         app, m = host.app, host.machine
-        while app.group_events and app.revoke_commit is None:
-            event = app.group_events[0]
-            if isinstance(event, PartitionsRevoked):
-                if app.revoking is None:
-                    app.revoking = event
-                    mine = {tp: o for tp, o in app.processed.items() if tp in event.partitions}
-                    self._call_listener(
-                        host,
-                        "on_partitions_lost" if event.lost else "on_partitions_revoked",
-                        event.partitions,
-                    )
-                    for tp in event.partitions:
-                        app.history.append(("lost" if event.lost else "revoked", tp))
-                        app.owned.discard(tp)
-                        app.last_offset.pop(tp, None)
-                        app.processed.pop(tp, None)
-                    if self.config.commit_on_revoke and not event.lost and mine:
-                        app.revoke_commit = m.commit(mine, now=self._s())
-                        continue
+        while app.calls:
+            call = app.calls[0]
+            if call.callback != "on_partitions_assigned":
                 if self.config.revoke_ms and app.revoke_until is None:
                     app.revoke_until = self.now + self.config.revoke_ms
                     self._at(app.revoke_until, "revoked", (host.name, host.incarnation))
                 if app.revoke_until is not None and self.now < app.revoke_until:
                     return  # the listener is still working
                 app.revoke_until = None
-                app.revoking = None
-                app.group_events.pop(0)
-                self._line(f"{host.name} revoked {list(event.partitions)} lost={event.lost}")
-                m.revocation_done(now=self._s())
-            else:
-                app.group_events.pop(0)
-                self._call_listener(host, "on_partitions_assigned", event.added)
-                for tp in event.added:
-                    app.history.append(("assigned", tp))
-                app.owned = set(event.assigned)
-                for tp in event.added:
+                lost = call.callback == "on_partitions_lost"
+                self._call_listener(host, call)
+                for tp in call.partitions:
+                    app.history.append(("lost" if lost else "revoked", tp))
+                    app.owned.discard(tp)
                     app.last_offset.pop(tp, None)
-                self._line(f"{host.name} assigned {list(event.assigned)} gen={event.generation}")
-                m.assignment_done(now=self._s())
-            for node, data in m.data_to_send():
-                conn = host.conns.get(node)
-                if conn is not None and conn.open:
-                    self._send(conn, "up", data)
+                    app.processed.pop(tp, None)
+                self._line(f"{host.name} revoked {list(call.partitions)} lost={lost}")
+            else:
+                self._call_listener(host, call)
+                for tp in call.partitions:
+                    app.history.append(("assigned", tp))
+                    app.last_offset.pop(tp, None)
+                app.owned = set(m.assignment())
+                self._line(f"{host.name} assigned {list(m.assignment())} gen={m.member.generation}")
+            app.calls.pop(0)
+            m.listener_done(call.call_id, error=None, now=self._s())
+            self._drain(host)  # what finishing the step set off (it may ask the next call)
 
-    def _call_listener(self, host: _Host, callback: str, partitions: Any) -> None:
+    def _call_listener(self, host: _Host, call: ListenerCallRequested) -> None:
         listener = host.listener
         if listener is None:
             return
-        method = getattr(listener, callback, None)
-        if method is None:  # no on_partitions_lost: the revoked callback stands in
-            method = listener.on_partitions_revoked
         try:
-            method({TopicPartition(*tp) for tp in partitions})
+            getattr(listener, call.method)({TopicPartition(*tp) for tp in call.partitions})
         except Exception as exc:
             raise InvariantViolation(
-                "LISTENER", f"{host.name}: {callback} raised {exc!r}", at=self.now
+                "LISTENER", f"{host.name}: {call.callback} raised {exc!r}", at=self.now
             ) from exc
 
     # ------------------------------------------------------------------ network
@@ -800,10 +812,11 @@ class Sim:
                 self.consumed[tp].add(record.offset)
                 took += 1
             app.processed[tp] = records[-1].offset + 1
-        if took or (app.processed and self.now >= app.next_commit):
-            # after each batch, and every 2 s anyway (as auto-commit does)
+        periodic = not self.config.commit_on_revoke  # else the auto-commit's timer does it
+        if took or (periodic and app.processed and self.now >= app.next_commit):
+            # after each batch, and every 2 s anyway
             m.commit(dict(app.processed), now=self._s())
-            app.next_commit = self.now + 2_000
+            app.next_commit = self.now + AUTO_COMMIT_MS
         if took:
             self._line(f"{name} polled {took}")
             stall = self.entropy.below(10, "processing")
@@ -1075,7 +1088,7 @@ class Sim:
         stalled = sum(max(0, min(end, self.now) - max(start, since)) for start, end in host.pauses)
         idle = self.now - since - stalled  # a stalled process cannot notice anything
         limit = self.config.max_poll_ms + self.config.heartbeat_ms + 2_000
-        if idle > limit and host.app.owned and not host.app.group_events:
+        if idle > limit and host.app.owned and not host.machine.rebalancing:
             raise InvariantViolation(
                 "PI",
                 f"{host.name} did not poll for {idle} ms and still owns {sorted(host.app.owned)}",

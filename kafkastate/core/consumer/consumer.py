@@ -355,6 +355,11 @@ class ConsumerMachine:
         """The group member machine (classic or KIP-848), or None."""
         return self.fetcher.member
 
+    @property
+    def rebalancing(self) -> bool:
+        """A group event (revocation, assignment) or a listener call is in progress."""
+        return bool(self._group_events or self._calls)
+
     # ------------------------------------------------------------------ state
 
     def _allow(self, kind: str) -> None:
