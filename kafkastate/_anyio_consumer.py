@@ -22,7 +22,6 @@ import inspect
 import logging
 import random
 import re
-import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -32,21 +31,18 @@ from typing import Any, Final
 import anyio
 
 from kafkastate.adapters._async_driver import AsyncDriver, wait_for_cluster
-from kafkastate.adapters._common import build_client_config, check_consumer_options, check_ms
-from kafkastate.adapters._group import build_group_config
+from kafkastate.adapters._common import tls_context
 from kafkastate.core.client import MetadataUpdated
+from kafkastate.core.config import consumer_machine, resolve
 from kafkastate.core.consumer.consumer import (
     AutoCommitted,
     ConsumerMachine,
     ListenerCallRequested,
-    check_listener,
 )
 from kafkastate.core.consumer.fetcher import (
     EARLIEST,
     LATEST,
     CommittedOffsets,
-    FetcherConfig,
-    FetcherMachine,
     GroupFailed,
     GroupLeft,
     OffsetsCommitted,
@@ -70,7 +66,7 @@ from kafkastate.structs import (
     TopicPartition,
 )
 
-__all__ = ["Consumer", "build_fetcher_config", "open_consumer"]
+__all__ = ["Consumer", "open_consumer", "running_consumer"]
 
 log = logging.getLogger("kafkastate.consumer")
 
@@ -625,202 +621,72 @@ class Consumer:
                     await self._left.wait()
 
 
-def build_fetcher_config(
-    bootstrap_servers: str | Sequence[str],
-    *,
-    client_id: str | None = "kafkastate",
-    group_id: str | None = None,
-    auto_offset_reset: str = "latest",
-    isolation_level: str = "read_uncommitted",
-    fetch_min_bytes: int = 1,
-    fetch_max_wait_ms: float = 500,
-    fetch_max_bytes: int = 52_428_800,
-    max_partition_fetch_bytes: int = 1_048_576,
-    check_crcs: bool = True,
-    client_rack: str | None = None,
-    request_timeout_ms: float = 30000,
-    retry_backoff_ms: float = 100,
-    metadata_max_age_ms: float = 300000,
-    connections_max_idle_ms: float = 540000,
-    security_protocol: str = "PLAINTEXT",
-    ssl_context: ssl.SSLContext | None = None,
-    sasl_mechanism: str | None = None,
-    sasl_plain_username: str | None = None,
-    sasl_plain_password: str | None = None,
-    allow_auto_create_topics: bool = False,
-    reconnect_backoff_ms: float = 50,
-    reconnect_backoff_max_ms: float = 1000,
-    max_in_flight_requests_per_connection: int = 5,
-    receive_message_max_bytes: int | None = None,
-    enable_incremental_fetch_sessions: bool = True,
-) -> tuple[FetcherConfig, ssl.SSLContext | None]:
-    """Build a :class:`FetcherConfig` (and the TLS context) from aiokafka/kafka-python
-    style options; see :func:`open_consumer`. A ``receive_message_max_bytes`` below
-    ``fetch_max_bytes + max_partition_fetch_bytes`` is raised to that, as kafka-python does
-    (a Fetch response may be that large).
-
-    Raises:
-        KafkaConfigurationError: a bad option value (a ValueError).
-    """
-    check_ms(fetch_max_wait_ms=fetch_max_wait_ms)
-    client, ssl_context = build_client_config(
-        bootstrap_servers,
-        client_id=client_id,
-        request_timeout_ms=request_timeout_ms,
-        retry_backoff_ms=retry_backoff_ms,
-        metadata_max_age_ms=metadata_max_age_ms,
-        connections_max_idle_ms=connections_max_idle_ms,
-        security_protocol=security_protocol,
-        ssl_context=ssl_context,
-        sasl_mechanism=sasl_mechanism,
-        sasl_plain_username=sasl_plain_username,
-        sasl_plain_password=sasl_plain_password,
-        allow_auto_create_topics=allow_auto_create_topics,
-        reconnect_backoff_ms=reconnect_backoff_ms,
-        reconnect_backoff_max_ms=reconnect_backoff_max_ms,
-        max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
-        receive_message_max_bytes=_frame_limit(
-            receive_message_max_bytes, fetch_max_bytes, max_partition_fetch_bytes
-        ),
-    )
-    try:
-        config = FetcherConfig(
-            client=client,
-            group_id=group_id,
-            auto_offset_reset=auto_offset_reset,
-            isolation_level=isolation_level,
-            fetch_min_bytes=fetch_min_bytes,
-            fetch_max_wait=fetch_max_wait_ms / 1000,
-            fetch_max_bytes=fetch_max_bytes,
-            max_partition_fetch_bytes=max_partition_fetch_bytes,
-            check_crcs=check_crcs,
-            client_rack=client_rack or "",
-            retry_backoff=retry_backoff_ms / 1000,
-            use_fetch_sessions=bool(enable_incremental_fetch_sessions),
-        )
-    except KafkaConfigurationError:
-        raise
-    except (ValueError, TypeError) as exc:
-        raise KafkaConfigurationError(str(exc)) from exc
-    return config, ssl_context
-
-
-def _frame_limit(given: int | None, fetch_max_bytes: Any, max_partition_fetch_bytes: Any) -> Any:
-    if given is None or isinstance(given, bool) or not isinstance(given, int) or given < 1:
-        return given  # None keeps the core's limit; a bad value is refused by name later
-    if isinstance(fetch_max_bytes, int) and isinstance(max_partition_fetch_bytes, int):
-        return max(given, fetch_max_bytes + max_partition_fetch_bytes)
-    return given
-
-
 @asynccontextmanager
-async def open_consumer(
-    *topics: str,
-    bootstrap_servers: str | Sequence[str] = "localhost",
-    key_deserializer: Deserializer | None = None,
-    value_deserializer: Deserializer | None = None,
-    max_poll_records: int | None = None,
-    enable_auto_commit: bool = False,
-    auto_commit_interval_ms: float = 5000,
-    listener: Any = None,
-    group_protocol: str = "classic",
-    partition_assignment_strategy: Sequence[Any] | None = None,
-    session_timeout_ms: float = 45000,
-    heartbeat_interval_ms: float = 3000,
-    max_poll_interval_ms: float = 300000,
-    rebalance_timeout_ms: float | None = None,
-    group_instance_id: str | None = None,
-    group_remote_assignor: str | None = None,
-    exclude_internal_topics: bool = True,
-    **options: Any,
-) -> AsyncIterator[Consumer]:
+async def open_consumer(*topics: str, **options: Any) -> AsyncIterator[Consumer]:
     """Run a consumer for the duration of an ``async with`` block (asyncio or trio).
 
     With a ``group_id``, subscribing (``topics`` here, or :meth:`Consumer.subscribe`) joins
     the consumer group: heartbeats run in the background and the group assigns the
-    partitions. When the block ends the consumer commits (with auto-commit), runs the
-    listener's revoke for what it owns, and leaves the group.
+    partitions. When the block ends normally the consumer commits (with auto-commit), runs
+    the listener's revoke for what it owns, and leaves the group.
 
     Args:
         topics: topics to subscribe to (or call :meth:`Consumer.subscribe` /
             :meth:`Consumer.assign`).
-        bootstrap_servers: ``"host[:port],..."`` or a list of such strings.
-        key_deserializer: bytes -> key, or None.
-        value_deserializer: bytes -> value, or None.
-        max_poll_records: default record limit per :meth:`Consumer.getmany` (None: 500;
-            else an int >= 1).
-        enable_auto_commit: with a ``group_id``, commit what was handed out every
-            ``auto_commit_interval_ms``, before partitions are revoked, and when the block
-            exits normally.
-        auto_commit_interval_ms: the auto-commit period (> 0).
-        listener: a :class:`~kafkastate.abc.ConsumerRebalanceListener` for ``topics``.
-        group_protocol: ``"classic"`` (JoinGroup/SyncGroup) or ``"consumer"`` (KIP-848:
-            the coordinator assigns; Kafka 4.0+).
-        partition_assignment_strategy: classic protocol assignors, preferred first: names
-            (``"range"``, ``"roundrobin"``, ``"sticky"``, ``"cooperative-sticky"``) or
-            :class:`~kafkastate.abc.Assignor` objects (default: range then
-            cooperative-sticky, Java's default).
-        session_timeout_ms: ``session.timeout.ms`` (classic).
-        heartbeat_interval_ms: ``heartbeat.interval.ms`` (classic).
-        max_poll_interval_ms: ``max.poll.interval.ms``: a member whose application takes
-            no records for this long leaves the group; it rejoins on its next read.
-        rebalance_timeout_ms: how long the coordinator waits for members to rejoin
-            (classic; default ``max_poll_interval_ms``).
-        group_instance_id: ``group.instance.id``: static membership (KIP-345).
-        group_remote_assignor: the broker's assignor (``"uniform"``, ``"range"``) with
-            ``group_protocol="consumer"``.
-        exclude_internal_topics: leave internal topics out of pattern subscriptions.
-        options: :func:`build_fetcher_config` options (``group_id``,
-            ``auto_offset_reset``, ``isolation_level``, ``fetch_*``, TLS, SASL...).
+        options: any consumer option of :data:`kafkastate.core.config.OPTIONS` (the
+            kafka-python / aiokafka keyword, or the Java property name), with kafkastate's
+            defaults: ``bootstrap_servers``, ``group_id``, ``key_deserializer``,
+            ``value_deserializer``, ``enable_auto_commit`` (off here), ``listener`` (a
+            :class:`~kafkastate.abc.ConsumerRebalanceListener` for ``topics``),
+            ``group_protocol`` (``"consumer"``: KIP-848), ``auto_offset_reset``,
+            ``isolation_level``, ``fetch_*``, TLS, SASL... (docs/options.md lists them all).
 
     Yields:
         The running :class:`Consumer`.
 
     Raises:
-        KafkaConfigurationError: a bad option.
+        KafkaConfigurationError: a bad option value, or options that contradict each other.
         TypeError: an unknown option.
     """
-    check_consumer_options(
-        max_poll_records=max_poll_records, auto_commit_interval_ms=auto_commit_interval_ms
-    )
-    unknown = sorted(set(options) - set(inspect.signature(build_fetcher_config).parameters))
-    if unknown:
-        raise TypeError(f"open_consumer() got unexpected keyword arguments: {', '.join(unknown)}")
-    config, tls = build_fetcher_config(bootstrap_servers, **options)
-    group = build_group_config(
-        config.group_id,
-        group_protocol=group_protocol,
-        partition_assignment_strategy=partition_assignment_strategy,
-        session_timeout_ms=session_timeout_ms,
-        heartbeat_interval_ms=heartbeat_interval_ms,
-        max_poll_interval_ms=max_poll_interval_ms,
-        rebalance_timeout_ms=rebalance_timeout_ms,
-        group_instance_id=group_instance_id,
-        group_remote_assignor=group_remote_assignor,
-        client_rack=config.client_rack,
-        request_timeout_ms=config.client.connection.request_timeout * 1000,
-        retry_backoff_ms=config.retry_backoff * 1000,
-    )
-    check_listener(listener)
-    fetcher = FetcherMachine(config, rng=random.SystemRandom(), group=group)
-    machine = ConsumerMachine(
-        fetcher,
-        max_poll_records=500 if max_poll_records is None else max_poll_records,
-        auto_commit=enable_auto_commit,
-        auto_commit_interval=auto_commit_interval_ms / 1000,
-        exclude_internal_topics=exclude_internal_topics,
-    )
+    resolved = resolve("consumer", "kafkastate", options, owner="open_consumer")
+    if resolved["listener"] is not None and not topics:
+        raise KafkaConfigurationError("listener= needs topics to subscribe to")
+    subscription = (topics, None, resolved["listener"]) if topics else None
+    async with running_consumer(resolved, subscription) as consumer:
+        yield consumer
+
+
+@asynccontextmanager
+async def running_consumer(
+    options: Mapping[str, Any],
+    subscription: tuple[Sequence[str], Any, Any] | None = None,
+    *,
+    wait_for_cluster: bool = False,
+) -> AsyncIterator[Consumer]:
+    """A :class:`Consumer` of resolved options (:func:`kafkastate.core.config.resolve`),
+    running for the ``async with`` block: the driver's tasks, the listener's task for a
+    group member, and on the way out the final auto-commit (only when the block ended
+    normally), the listener's revoke and LeaveGroup, then the connections closed.
+
+    Args:
+        options: resolved consumer options.
+        subscription: ``(topics, pattern, listener)`` to subscribe with first, or None.
+        wait_for_cluster: wait for a bootstrap server (``request_timeout_ms``) before
+            subscribing, as aiokafka's ``start()`` does.
+    """
+    machine = consumer_machine(options, rng=random.SystemRandom())
+    request_timeout = machine.config.client.connection.request_timeout
     consumer = Consumer(
         machine,
-        key_deserializer=key_deserializer,
-        value_deserializer=value_deserializer,
-        request_timeout=config.client.connection.request_timeout,
+        key_deserializer=options["key_deserializer"],
+        value_deserializer=options["value_deserializer"],
+        request_timeout=request_timeout,
     )
     driver = AsyncDriver(
         machine,
         on_event=consumer._handle_event,
-        ssl_context=tls,
-        connect_timeout=config.client.socket_connection_setup_timeout,
+        ssl_context=tls_context(options),
+        connect_timeout=machine.config.client.socket_connection_setup_timeout,
     )
     try:
         # No task group of our own: the body's exception must come out as it is, not in an
@@ -829,19 +695,18 @@ async def open_consumer(
             consumer._attach(driver)
             completed = False
             try:
-                if group is not None:
+                if machine.member is not None:
                     driver.start_soon(consumer._run_listener, name="kafkastate rebalance")
-                if topics:
-                    consumer.subscribe(list(topics), listener=listener)
-                elif listener is not None:
-                    raise KafkaConfigurationError("listener= needs topics to subscribe to")
+                if wait_for_cluster:
+                    await consumer.wait_for_cluster(request_timeout)
+                if subscription is not None:
+                    topics, pattern, listener = subscription
+                    consumer.subscribe(list(topics), pattern=pattern, listener=listener)
                 yield consumer
                 completed = True
             finally:
                 try:
-                    await consumer._close(
-                        config.client.connection.request_timeout, commit=completed
-                    )
+                    await consumer._close(request_timeout, commit=completed)
                 finally:
                     machine.close()
                     consumer._attach(None)

@@ -23,35 +23,25 @@ import inspect
 import logging
 import random
 import re
-import ssl
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
-from kafkastate._anyio_consumer import build_fetcher_config, to_consumer_records
-from kafkastate.adapters._common import (
-    KAFKA_PYTHON_UNSUPPORTED,
-    check_consumer_options,
-    check_ms,
-    kafka_python_ssl_context,
-    no_brokers_error,
-    refuse_options,
-)
-from kafkastate.adapters._group import build_group_config
+from kafkastate._anyio_consumer import to_consumer_records
+from kafkastate.adapters._common import check_ms, no_brokers_error, tls_context
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core.client import CloseRequested, ConnectRequested
+from kafkastate.core.config import consumer_machine, resolve
 from kafkastate.core.consumer.consumer import (
     AutoCommitted,
-    ConsumerMachine,
     ListenerCallRequested,
 )
 from kafkastate.core.consumer.fetcher import (
     EARLIEST,
     LATEST,
     CommittedOffsets,
-    FetcherMachine,
     GroupFailed,
     GroupLeft,
     OffsetsCommitted,
@@ -80,8 +70,6 @@ log = logging.getLogger("kafkastate.sync")
 CommitCallback = Callable[[dict[TopicPartition, Any], Any], Any]
 """``callback(offsets, error)``: a commit's outcome (``error`` None on success)."""
 
-# kafka-python options kafkastate does not implement.
-_UNSUPPORTED: Final = KAFKA_PYTHON_UNSUPPORTED | {"metric_group_prefix"}
 # How often the background thread of a group member reads what arrived, at the longest.
 _BACKGROUND_TICK: Final = 0.1
 
@@ -114,74 +102,21 @@ class KafkaConsumer:
 
     Args:
         topics: topics to read every partition of (or call :meth:`assign`).
-        bootstrap_servers: ``"host[:port]"`` or a list of them.
-        client_id: ``client.id``.
-        group_id: where committed offsets are read and written; None for none.
-        key_deserializer: bytes -> key.
-        value_deserializer: bytes -> value.
-        auto_offset_reset: ``"earliest"``, ``"latest"`` or ``"none"``.
-        enable_auto_commit: commit what the application was given every
-            ``auto_commit_interval_ms`` (on the consumer's timer: inside :meth:`poll`, and
-            for a group member between polls too), before partitions are revoked, and on
-            :meth:`close` (needs a ``group_id``).
-        auto_commit_interval_ms: the auto-commit period (> 0).
-        default_offset_commit_callback: ``callback(offsets, error)`` for
-            :meth:`commit_async` calls without a callback, and for auto-commits.
-        fetch_min_bytes: ``fetch.min.bytes``.
-        fetch_max_wait_ms: ``fetch.max.wait.ms``.
-        fetch_max_bytes: ``fetch.max.bytes``.
-        max_partition_fetch_bytes: ``max.partition.fetch.bytes``.
-        max_poll_records: records per :meth:`poll` at most (>= 1).
-        request_timeout_ms: ``request.timeout.ms``; also how long offset queries and
-            commits wait when not given a ``timeout_ms``.
-        retry_backoff_ms: ``retry.backoff.ms``.
-        reconnect_backoff_ms: first reconnect delay (``reconnect.backoff.ms``, 50).
-        reconnect_backoff_max_ms: largest reconnect delay (1000, Java's default;
-            kafka-python's is 30000).
-        max_in_flight_requests_per_connection: requests outstanding per broker (5).
-        receive_message_max_bytes: largest response accepted (at least
-            ``fetch_max_bytes + max_partition_fetch_bytes``, as in kafka-python).
-        metadata_max_age_ms: ``metadata.max.age.ms``.
-        allow_auto_create_topics: let metadata requests for a subscribed topic that does
-            not exist create it (if the broker allows it), as kafka-python's default does.
-        enable_incremental_fetch_sessions: fetch sessions (KIP-227).
-        connections_max_idle_ms: ``connections.max.idle.ms``.
-        check_crcs: ``check.crcs``.
-        isolation_level: ``"read_uncommitted"`` or ``"read_committed"``.
-        consumer_timeout_ms: iteration stops after this long without a record
-            (default: never).
-        client_rack: ``client.rack`` (KIP-392).
-        security_protocol: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
-        ssl_context: TLS settings; without one, SSL builds a context from ``ssl_cafile``,
-            ``ssl_certfile``, ``ssl_keyfile``, ``ssl_password`` and ``ssl_check_hostname``.
-        ssl_check_hostname: check the broker's certificate names it.
-        ssl_cafile: CA certificates (PEM) to verify brokers with.
-        ssl_certfile: client certificate (PEM).
-        ssl_keyfile: the client certificate's key.
-        ssl_password: the key's password.
-        sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
-        sasl_plain_username: SASL user.
-        sasl_plain_password: SASL password.
-        api_version: versions are negotiated whatever it says; when None the constructor
-            waits for a bootstrap server, as kafka-python's does.
-        bootstrap_timeout_ms: how long the constructor waits (kafka-python 3; 30000).
-        api_version_auto_timeout_ms: kafka-python 2's name for the same wait; wins when
-            given.
-        metrics_enabled: accepted; :meth:`metrics` works either way.
-        partition_assignment_strategy: assignors, preferred first: kafka-python's assignor
-            classes of the built-in strategies, names (``"range"``, ``"roundrobin"``,
-            ``"sticky"``, ``"cooperative-sticky"``) or :class:`~kafkastate.abc.Assignor`
-            objects (default: range, then round robin, as kafka-python).
-        session_timeout_ms: ``session.timeout.ms``.
-        heartbeat_interval_ms: ``heartbeat.interval.ms``.
-        max_poll_interval_ms: a member that does not call :meth:`poll` for this long leaves
-            the group (its partitions go to others); the next poll joins again.
-        group_instance_id: static membership (KIP-345).
-        leave_group_on_close: send LeaveGroup on close (default: dynamic members do).
-        exclude_internal_topics: leave internal topics out of pattern subscriptions.
-        group_protocol: ``"classic"`` or ``"consumer"`` (KIP-848; kafkastate's addition).
-        group_remote_assignor: the broker's assignor with ``group_protocol="consumer"``.
-        unsupported: kafka-python options kafkastate does not implement.
+        options: kafka-python's keyword options, with kafka-python's defaults
+            (``bootstrap_servers``, ``group_id``, ``key_deserializer``,
+            ``value_deserializer``, ``auto_offset_reset``, ``enable_auto_commit`` (on: every
+            ``auto_commit_interval_ms`` on the consumer's timer -- inside :meth:`poll`, and
+            for a group member between polls too -- before partitions are revoked, and on
+            :meth:`close`), ``default_offset_commit_callback``, ``max_poll_records``,
+            ``fetch_*``, ``consumer_timeout_ms`` (iteration stops after this long without a
+            record), ``partition_assignment_strategy`` (range, then round robin),
+            ``bootstrap_timeout_ms`` (the constructor's wait; kafka-python 2's
+            ``api_version_auto_timeout_ms`` wins), ``api_version`` (when given, the
+            constructor does not wait), TLS (``ssl_context`` or ``ssl_cafile``,
+            ``ssl_certfile``, ``ssl_keyfile``, ``ssl_password``, ``ssl_check_hostname``),
+            SASL...); also ``group_protocol="consumer"`` (KIP-848) and the Java property
+            names. Every option, its default per library and its check: docs/options.md
+            (:data:`kafkastate.core.config.OPTIONS`).
 
     Raises:
         KafkaConfigurationError: a bad value, or a kafka-python option kafkastate does not
@@ -192,142 +127,23 @@ class KafkaConsumer:
         AuthenticationFailedError: the bootstrap server refused the SASL credentials.
     """
 
-    def __init__(
-        self,
-        *topics: str,
-        bootstrap_servers: str | Sequence[str] = "localhost",
-        client_id: str = "kafkastate",
-        group_id: str | None = None,
-        key_deserializer: Callable[[bytes | None], Any] | None = None,
-        value_deserializer: Callable[[bytes | None], Any] | None = None,
-        auto_offset_reset: str = "latest",
-        enable_auto_commit: bool = True,
-        auto_commit_interval_ms: float = 5000,
-        default_offset_commit_callback: CommitCallback | None = None,
-        fetch_min_bytes: int = 1,
-        fetch_max_wait_ms: float = 500,
-        fetch_max_bytes: int = 52_428_800,
-        max_partition_fetch_bytes: int = 1_048_576,
-        max_poll_records: int = 500,
-        request_timeout_ms: float = 30000,
-        retry_backoff_ms: float = 100,
-        reconnect_backoff_ms: float = 50,
-        reconnect_backoff_max_ms: float = 1000,
-        max_in_flight_requests_per_connection: int = 5,
-        receive_message_max_bytes: int = 100_000_000,
-        metadata_max_age_ms: float = 300000,
-        allow_auto_create_topics: bool = True,
-        enable_incremental_fetch_sessions: bool = True,
-        connections_max_idle_ms: float = 540000,
-        check_crcs: bool = True,
-        isolation_level: str = "read_uncommitted",
-        consumer_timeout_ms: float = float("inf"),
-        client_rack: str | None = None,
-        security_protocol: str = "PLAINTEXT",
-        ssl_context: ssl.SSLContext | None = None,
-        ssl_check_hostname: bool = True,
-        ssl_cafile: str | None = None,
-        ssl_certfile: str | None = None,
-        ssl_keyfile: str | None = None,
-        ssl_password: str | None = None,
-        sasl_mechanism: str | None = None,
-        sasl_plain_username: str | None = None,
-        sasl_plain_password: str | None = None,
-        api_version: Any = None,
-        bootstrap_timeout_ms: float = 30000,
-        api_version_auto_timeout_ms: float | None = None,
-        metrics_enabled: bool = True,
-        partition_assignment_strategy: Sequence[Any] | None = None,
-        session_timeout_ms: float = 45000,
-        heartbeat_interval_ms: float = 3000,
-        max_poll_interval_ms: float = 300000,
-        group_instance_id: str | None = None,
-        leave_group_on_close: bool | None = None,
-        exclude_internal_topics: bool = True,
-        group_protocol: str = "classic",
-        group_remote_assignor: str | None = None,
-        **unsupported: Any,
-    ) -> None:
+    def __init__(self, *topics: str, **options: Any) -> None:
         self._loop: SocketLoop | None = None
         self._closed = True  # until the loop exists: close() then does nothing
         self._lock = threading.RLock()
         self._background: threading.Thread | None = None
         self._stopping = threading.Event()
-        refuse_options(
-            "KafkaConsumer",
-            unsupported,
-            library="kafka-python",
-            unsupported=_UNSUPPORTED,
-        )
-        check_consumer_options(
-            max_poll_records=max_poll_records, auto_commit_interval_ms=auto_commit_interval_ms
-        )
-        if api_version_auto_timeout_ms is not None:  # kafka-python 2's name for it
-            check_ms(api_version_auto_timeout_ms=api_version_auto_timeout_ms)
-            bootstrap_wait = api_version_auto_timeout_ms / 1000
-        else:
-            check_ms(bootstrap_timeout_ms=bootstrap_timeout_ms)
-            bootstrap_wait = bootstrap_timeout_ms / 1000
-        check_ms(consumer_timeout_ms=consumer_timeout_ms)
-        if default_offset_commit_callback is not None and not callable(
-            default_offset_commit_callback
-        ):
-            raise KafkaConfigurationError(
-                "default_offset_commit_callback must be a callable (offsets, error), "
-                f"got {default_offset_commit_callback!r}"
-            )
-        tls = kafka_python_ssl_context(locals())
-        config, tls = build_fetcher_config(
-            bootstrap_servers,
-            client_id=client_id,
-            group_id=group_id,
-            auto_offset_reset=auto_offset_reset,
-            isolation_level=isolation_level,
-            fetch_min_bytes=fetch_min_bytes,
-            fetch_max_wait_ms=fetch_max_wait_ms,
-            fetch_max_bytes=fetch_max_bytes,
-            max_partition_fetch_bytes=max_partition_fetch_bytes,
-            check_crcs=check_crcs,
-            client_rack=client_rack,
-            request_timeout_ms=request_timeout_ms,
-            retry_backoff_ms=retry_backoff_ms,
-            metadata_max_age_ms=metadata_max_age_ms,
-            connections_max_idle_ms=connections_max_idle_ms,
-            security_protocol=security_protocol,
-            # A context given with a plaintext protocol is refused there, as elsewhere.
-            ssl_context=ssl_context if tls is None else tls,
-            sasl_mechanism=sasl_mechanism,
-            sasl_plain_username=sasl_plain_username,
-            sasl_plain_password=sasl_plain_password,
-            allow_auto_create_topics=allow_auto_create_topics,
-            reconnect_backoff_ms=reconnect_backoff_ms,
-            reconnect_backoff_max_ms=reconnect_backoff_max_ms,
-            max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
-            receive_message_max_bytes=receive_message_max_bytes,
-            enable_incremental_fetch_sessions=enable_incremental_fetch_sessions,
-        )
-        group = build_group_config(
-            group_id,
-            group_protocol=group_protocol,
-            partition_assignment_strategy=partition_assignment_strategy,
-            default_strategy=("range", "roundrobin"),  # kafka-python's
-            session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=heartbeat_interval_ms,
-            max_poll_interval_ms=max_poll_interval_ms,
-            group_instance_id=group_instance_id,
-            group_remote_assignor=group_remote_assignor,
-            leave_group_on_close=leave_group_on_close,
-            client_rack=client_rack,
-            request_timeout_ms=request_timeout_ms,
-            retry_backoff_ms=retry_backoff_ms,
-        )
-        self._machine = ConsumerMachine(
-            FetcherMachine(config, rng=random.SystemRandom(), group=group),
-            max_poll_records=max_poll_records,
-            auto_commit=enable_auto_commit,
-            auto_commit_interval=auto_commit_interval_ms / 1000,
-            exclude_internal_topics=exclude_internal_topics,
-        )
+        resolved = resolve("consumer", "kafka-python", options, owner="KafkaConsumer")
+        tls = tls_context(resolved)
+        self._machine = consumer_machine(resolved, rng=random.SystemRandom())
+        config = self._machine.config
+        key_deserializer = resolved["key_deserializer"]
+        value_deserializer = resolved["value_deserializer"]
+        request_timeout_ms = resolved["request_timeout_ms"]
+        consumer_timeout_ms = resolved["consumer_timeout_ms"]
+        default_offset_commit_callback = resolved["default_offset_commit_callback"]
+        bootstrap_wait = resolved["bootstrap_timeout_ms"] / 1000
+        api_version = resolved["api_version"]
         # Listener calls the machine asked for, run by the application's thread in poll().
         self._calls: deque[ListenerCallRequested] = deque()
         self._callbacks: list[tuple[CommitCallback, dict[TopicPartition, Any], Any]] = []

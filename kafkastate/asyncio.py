@@ -24,10 +24,9 @@ from typing import Any, Final, Generic, TypeVar
 
 import anyio.lowlevel
 
-from kafkastate._anyio_consumer import Consumer, build_fetcher_config, open_consumer
+from kafkastate._anyio_consumer import Consumer, open_consumer, running_consumer
 from kafkastate.abc import ConsumerRebalanceListener
-from kafkastate.adapters._common import check_consumer_options, refuse_options
-from kafkastate.adapters._group import build_group_config, check_subscription
+from kafkastate.adapters._common import refuse_options
 from kafkastate.anyio import (
     BatchBuilder,
     Delivery,
@@ -36,6 +35,8 @@ from kafkastate.anyio import (
     build_producer_config,
     open_producer,
 )
+from kafkastate.core.config import resolve
+from kafkastate.core.consumer.consumer import check_subscription
 from kafkastate.core.producer.partitioner import CustomPartitioner
 from kafkastate.errors import IllegalStateError, KafkaConfigurationError, KafkaError
 from kafkastate.structs import (
@@ -529,17 +530,6 @@ def _settle(future: asyncio.Future[RecordMetadata], delivery: Delivery) -> None:
         future.set_exception(exc)
 
 
-# aiokafka consumer options kafkastate does not implement.
-_CONSUMER_UNSUPPORTED: Final = frozenset(
-    {
-        "loop",
-        "sasl_kerberos_service_name",
-        "sasl_kerberos_domain_name",
-        "sasl_oauth_token_provider",
-    }
-)
-
-
 class AIOKafkaConsumer:
     """An asyncio consumer with aiokafka's interface.
 
@@ -554,50 +544,17 @@ class AIOKafkaConsumer:
 
     Args:
         topics: topics to read every partition of.
-        bootstrap_servers: ``"host[:port],..."`` or a list of such strings.
-        client_id: ``client.id``.
-        group_id: where offsets are committed; None for none.
-        key_deserializer: bytes -> key.
-        value_deserializer: bytes -> value.
-        fetch_max_wait_ms: ``fetch.max.wait.ms``.
-        fetch_max_bytes: ``fetch.max.bytes``.
-        fetch_min_bytes: ``fetch.min.bytes``.
-        max_partition_fetch_bytes: ``max.partition.fetch.bytes``.
-        request_timeout_ms: ``request.timeout.ms``.
-        retry_backoff_ms: ``retry.backoff.ms``.
-        auto_offset_reset: ``"earliest"``, ``"latest"`` or ``"none"``.
-        enable_auto_commit: commit positions periodically and on stop (with a group_id).
-        auto_commit_interval_ms: the auto-commit period.
-        check_crcs: ``check.crcs``.
-        metadata_max_age_ms: ``metadata.max.age.ms``.
-        max_poll_records: records per ``getmany`` at most (None: 500; else >= 1).
-        partition_assignment_strategy: assignors, preferred first: aiokafka's assignor
-            classes of the built-in strategies, names (``"range"``, ``"roundrobin"``,
-            ``"sticky"``, ``"cooperative-sticky"``) or :class:`~kafkastate.abc.Assignor`
-            objects (default: round robin, as aiokafka).
-        max_poll_interval_ms: a member whose application takes no records for this long
-            leaves the group; it rejoins on its next ``getmany``/``getone``.
-        rebalance_timeout_ms: how long the coordinator waits for members to rejoin
-            (default: ``session_timeout_ms``, as aiokafka).
-        session_timeout_ms: ``session.timeout.ms``.
-        heartbeat_interval_ms: ``heartbeat.interval.ms``.
-        group_instance_id: static membership (KIP-345).
-        group_protocol: ``"classic"`` or ``"consumer"`` (KIP-848; kafkastate's addition).
-        group_remote_assignor: the broker's assignor with ``group_protocol="consumer"``.
-        exclude_internal_topics: leave internal topics out of pattern subscriptions.
-        connections_max_idle_ms: ``connections.max.idle.ms``.
-        isolation_level: ``"read_uncommitted"`` or ``"read_committed"``.
-        consumer_timeout_ms: accepted without effect (aiokafka's fetcher task sleeps this
-            long when idle; kafkastate's fetching is driven by the broker's answers).
-        api_version: accepted without effect, as in aiokafka since 0.13 (versions are
-            negotiated with ApiVersions).
-        client_rack: ``client.rack`` (KIP-392).
-        security_protocol: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
-        ssl_context: TLS settings.
-        sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
-        sasl_plain_username: SASL user.
-        sasl_plain_password: SASL password.
-        unsupported: aiokafka options kafkastate does not implement yet.
+        options: aiokafka's keyword options, with aiokafka's defaults (``bootstrap_servers``,
+            ``group_id``, ``key_deserializer``, ``value_deserializer``, ``fetch_*``,
+            ``enable_auto_commit`` (on), ``auto_commit_interval_ms``,
+            ``partition_assignment_strategy`` (round robin), ``session_timeout_ms``
+            (10 s), ``rebalance_timeout_ms`` (the session timeout),
+            ``request_timeout_ms`` (40 s), ``isolation_level``, TLS, SASL...); also
+            ``group_protocol="consumer"`` (KIP-848) and the Java property names. Every
+            option, its default per library and its check: docs/options.md
+            (:data:`kafkastate.core.config.OPTIONS`). ``consumer_timeout_ms`` and
+            ``api_version`` are accepted without effect (fetching is driven by the
+            broker's answers; versions are negotiated).
 
     Raises:
         KafkaConfigurationError: a bad option value, or an aiokafka option kafkastate does
@@ -605,108 +562,9 @@ class AIOKafkaConsumer:
         TypeError: an option aiokafka does not have either.
     """
 
-    def __init__(
-        self,
-        *topics: str,
-        bootstrap_servers: str | Sequence[str] = "localhost",
-        client_id: str | None = "kafkastate",
-        group_id: str | None = None,
-        key_deserializer: Callable[[bytes | None], Any] | None = None,
-        value_deserializer: Callable[[bytes | None], Any] | None = None,
-        fetch_max_wait_ms: float = 500,
-        fetch_max_bytes: int = 52_428_800,
-        fetch_min_bytes: int = 1,
-        max_partition_fetch_bytes: int = 1_048_576,
-        request_timeout_ms: float = 40000,
-        retry_backoff_ms: float = 100,
-        auto_offset_reset: str = "latest",
-        enable_auto_commit: bool = True,
-        auto_commit_interval_ms: float = 5000,
-        check_crcs: bool = True,
-        metadata_max_age_ms: float = 300000,
-        max_poll_records: int | None = None,
-        partition_assignment_strategy: Sequence[Any] | None = None,
-        max_poll_interval_ms: float = 300000,
-        rebalance_timeout_ms: float | None = None,
-        session_timeout_ms: float = 10000,
-        heartbeat_interval_ms: float = 3000,
-        group_instance_id: str | None = None,
-        group_protocol: str = "classic",
-        group_remote_assignor: str | None = None,
-        exclude_internal_topics: bool = True,
-        connections_max_idle_ms: float = 540000,
-        isolation_level: str = "read_uncommitted",
-        consumer_timeout_ms: float = 200,
-        client_rack: str | None = None,
-        security_protocol: str = "PLAINTEXT",
-        ssl_context: ssl.SSLContext | None = None,
-        sasl_mechanism: str = "PLAIN",
-        sasl_plain_username: str | None = None,
-        sasl_plain_password: str | None = None,
-        api_version: Any = None,
-        **unsupported: Any,
-    ) -> None:
-        refuse_options(
-            "AIOKafkaConsumer",
-            unsupported,
-            library="aiokafka",
-            unsupported=_CONSUMER_UNSUPPORTED,
-        )
-        check_consumer_options(
-            max_poll_records=max_poll_records, auto_commit_interval_ms=auto_commit_interval_ms
-        )
-        sasl = security_protocol.startswith("SASL")
-        self._options: dict[str, Any] = {
-            "client_id": client_id,
-            "group_id": group_id,
-            "auto_offset_reset": auto_offset_reset,
-            "isolation_level": isolation_level,
-            "fetch_min_bytes": fetch_min_bytes,
-            "fetch_max_wait_ms": fetch_max_wait_ms,
-            "fetch_max_bytes": fetch_max_bytes,
-            "max_partition_fetch_bytes": max_partition_fetch_bytes,
-            "check_crcs": check_crcs,
-            "client_rack": client_rack,
-            "request_timeout_ms": request_timeout_ms,
-            "retry_backoff_ms": retry_backoff_ms,
-            "metadata_max_age_ms": metadata_max_age_ms,
-            "connections_max_idle_ms": connections_max_idle_ms,
-            "security_protocol": security_protocol,
-            "ssl_context": ssl_context,
-            "sasl_mechanism": sasl_mechanism if sasl else None,
-            "sasl_plain_username": sasl_plain_username,
-            "sasl_plain_password": sasl_plain_password,
-        }
-        self._group_options: dict[str, Any] = {
-            "group_protocol": group_protocol,
-            # aiokafka's default is round robin; with KIP-848 a strategy is refused
-            "partition_assignment_strategy": ("roundrobin",)
-            if partition_assignment_strategy is None and group_protocol != "consumer"
-            else partition_assignment_strategy,
-            "session_timeout_ms": session_timeout_ms,
-            "heartbeat_interval_ms": heartbeat_interval_ms,
-            "max_poll_interval_ms": max_poll_interval_ms,
-            "rebalance_timeout_ms": session_timeout_ms
-            if rebalance_timeout_ms is None
-            else rebalance_timeout_ms,
-            "group_instance_id": group_instance_id,
-            "group_remote_assignor": group_remote_assignor,
-        }
-        build_fetcher_config(bootstrap_servers, **self._options)  # validate now
-        build_group_config(
-            group_id,
-            **self._group_options,
-            request_timeout_ms=request_timeout_ms,
-            retry_backoff_ms=retry_backoff_ms,
-        )
-        self._exclude_internal_topics = exclude_internal_topics
-        self._bootstrap = bootstrap_servers
+    def __init__(self, *topics: str, **options: Any) -> None:
+        self._options = resolve("consumer", "aiokafka", options, owner="AIOKafkaConsumer")
         self._topics = topics
-        self._key_deserializer = key_deserializer
-        self._value_deserializer = value_deserializer
-        self._max_poll_records = max_poll_records
-        self._auto_commit = enable_auto_commit
-        self._auto_commit_interval = auto_commit_interval_ms
         self._background: _Background[Consumer] = _Background("AIOKafkaConsumer")
         self._consumer: Consumer | None = None
         self._pending: tuple[Any, Any, Any] | None = None  # subscribe() before start()
@@ -749,23 +607,11 @@ class AIOKafkaConsumer:
         return self._consumer
 
     async def _run(self, ready: asyncio.Future[Consumer], stopping: asyncio.Event) -> None:
-        async with open_consumer(
-            *self._topics,
-            bootstrap_servers=self._bootstrap,
-            key_deserializer=self._key_deserializer,
-            value_deserializer=self._value_deserializer,
-            max_poll_records=self._max_poll_records,
-            enable_auto_commit=self._auto_commit,
-            auto_commit_interval_ms=self._auto_commit_interval,
-            exclude_internal_topics=self._exclude_internal_topics,
-            **self._group_options,
-            **self._options,
-        ) as consumer:
-            await consumer.wait_for_cluster(self._options["request_timeout_ms"] / 1000)
-            if self._pending is not None:
-                topics, pattern, listener = self._pending
-                self._pending = None
-                consumer.subscribe(topics, pattern=pattern, listener=listener)
+        subscription = self._pending
+        self._pending = None
+        if subscription is None and self._topics:
+            subscription = (self._topics, None, None)
+        async with running_consumer(self._options, subscription, wait_for_cluster=True) as consumer:
             ready.set_result(consumer)
             await stopping.wait()
 

@@ -19,6 +19,7 @@ import pytest
 from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.anyio import open_consumer
 from kafkastate.asyncio import AIOKafkaConsumer
+from kafkastate.core.config import accepted
 from kafkastate.errors import (
     AuthenticationFailedError,
     IllegalStateError,
@@ -55,12 +56,10 @@ def _closed_port() -> int:
     return port  # nothing listens here now: connections are refused at once
 
 
-def _parameters(cls: type) -> set[str]:
-    return {
-        name
-        for name, p in inspect.signature(cls).parameters.items()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY
-    }
+def _parameters(cls: type) -> frozenset[str]:
+    """The options a consumer face takes (the option layer's table)."""
+    flavour = "kafka-python" if cls is KafkaConsumer else "aiokafka"
+    return accepted("consumer", flavour)
 
 
 # ------------------------------------------------------------------ every option, by name

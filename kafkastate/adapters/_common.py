@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from kafkastate.core.client import Client, ClientConfig
+from kafkastate.core.config import wants_tls
 from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.metadata import MetadataConfig
 from kafkastate.core.protocol.framing import DEFAULT_MAX_FRAME_SIZE
@@ -20,12 +21,12 @@ from kafkastate.errors import (
 __all__ = [
     "KAFKA_PYTHON_UNSUPPORTED",
     "build_client_config",
-    "check_consumer_options",
     "check_ms",
     "check_positive_ms",
     "kafka_python_ssl_context",
     "no_brokers_error",
     "refuse_options",
+    "tls_context",
 ]
 
 KAFKA_PYTHON_UNSUPPORTED: Final = frozenset(
@@ -97,24 +98,6 @@ def refuse_options(
     raise KafkaConfigurationError(message)
 
 
-def check_consumer_options(*, max_poll_records: Any, auto_commit_interval_ms: Any) -> None:
-    """The consumer options every adapter checks when it is made (``max_poll_records`` None
-    means the adapter's default).
-
-    Raises:
-        KafkaConfigurationError: naming the first bad option.
-    """
-    if max_poll_records is not None and (
-        isinstance(max_poll_records, bool)
-        or not isinstance(max_poll_records, int)
-        or max_poll_records < 1
-    ):
-        raise KafkaConfigurationError(
-            f"max_poll_records must be an int >= 1, got {max_poll_records!r}"
-        )
-    check_positive_ms(auto_commit_interval_ms=auto_commit_interval_ms)
-
-
 def no_brokers_error(client: Client, timeout: float) -> KafkaError:
     """The error for "no bootstrap server answered within ``timeout`` seconds": the
     authentication failure itself if that is why (it is not worth waiting again), else
@@ -176,6 +159,38 @@ def kafka_python_ssl_context(options: Mapping[str, Any]) -> ssl.SSLContext | Non
         if options["ssl_certfile"] is not None:
             context.load_cert_chain(
                 options["ssl_certfile"], options["ssl_keyfile"], options["ssl_password"]
+            )
+    except OSError as exc:  # ssl.SSLError included: a missing or unreadable file
+        raise KafkaConfigurationError(
+            f"ssl_cafile, ssl_certfile, ssl_keyfile or ssl_password: {exc}"
+        ) from exc
+    return context
+
+
+def tls_context(options: Mapping[str, Any]) -> ssl.SSLContext | None:
+    """The TLS context of resolved options (:func:`kafkastate.core.config.resolve`): None
+    unless ``security_protocol`` is SSL or SASL_SSL; else ``ssl_context`` if given, else
+    one built from kafka-python's ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``,
+    ``ssl_password`` and ``ssl_check_hostname`` (where the face has them), else the system's
+    default context.
+
+    Raises:
+        KafkaConfigurationError: TLS files that cannot be loaded.
+    """
+    if not wants_tls(options):
+        return None
+    context = options["ssl_context"]
+    if context is not None:
+        return context  # type: ignore[no-any-return]
+    cafile = options.get("ssl_cafile")
+    try:
+        context = ssl.create_default_context(cafile=cafile)
+        context.check_hostname = bool(options.get("ssl_check_hostname", True))
+        if not context.check_hostname:
+            context.verify_mode = ssl.CERT_NONE if cafile is None else ssl.CERT_REQUIRED
+        if options.get("ssl_certfile") is not None:
+            context.load_cert_chain(
+                options["ssl_certfile"], options.get("ssl_keyfile"), options.get("ssl_password")
             )
     except OSError as exc:  # ssl.SSLError included: a missing or unreadable file
         raise KafkaConfigurationError(

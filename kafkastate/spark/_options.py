@@ -15,17 +15,16 @@ Spark's own source refuses them.
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 import attrs
 
+from kafkastate.core.config import accepted, from_text
 from kafkastate.errors import KafkaConfigurationError
 from kafkastate.spark._offsets import EARLIEST, LATEST, PartitionOffsets, from_json_offsets
-from kafkastate.sync import KafkaConsumer, KafkaProducer
 
 __all__ = [
     "OffsetSpec",
@@ -327,7 +326,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         include_headers=_bool("includeHeaders", opts.get("includeheaders"), False),
         fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss"), True),
         poll_timeout=120.0 if poll_ms is None else poll_ms / 1000,
-        kafka=client_options(opts, _consumer_signature()),
+        kafka=client_options(opts, "consumer"),
     )
 
 
@@ -344,20 +343,13 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
     return SinkOptions(
         topic=topic,
         include_headers=_bool("includeHeaders", opts.get("includeheaders"), False),
-        kafka=client_options(opts, _producer_signature()),
+        kafka=client_options(opts, "producer"),
     )
 
 
-def _consumer_signature() -> Callable[..., Any]:
-    return KafkaConsumer.__init__
-
-
-def _producer_signature() -> Callable[..., Any]:
-    return KafkaProducer.__init__
-
-
-def client_options(opts: Mapping[str, str], target: Callable[..., Any]) -> dict[str, Any]:
-    """Translate ``kafka.*`` options into keyword arguments of ``target``.
+def client_options(opts: Mapping[str, str], role: str) -> dict[str, Any]:
+    """Translate ``kafka.*`` options into keyword arguments of the blocking client of
+    ``role`` (``KafkaConsumer`` or ``KafkaProducer``).
 
     ``kafka.bootstrap.servers`` is required. ``kafka.sasl.jaas.config`` with a
     ``username="..." password="..."`` pair (PlainLoginModule, ScramLoginModule) sets the SASL
@@ -365,8 +357,9 @@ def client_options(opts: Mapping[str, str], target: Callable[..., Any]) -> dict[
 
     Args:
         opts: options, keys lowercased.
-        target: the client's ``__init__``, whose keyword names and annotations decide what
-            is accepted and how values convert.
+        role: ``"consumer"`` or ``"producer"``: the option layer's table
+            (:data:`kafkastate.core.config.OPTIONS`) decides what is accepted and how
+            values convert.
 
     Returns:
         Keyword arguments, values converted from strings.
@@ -375,7 +368,7 @@ def client_options(opts: Mapping[str, str], target: Callable[..., Any]) -> dict[
         KafkaConfigurationError: ``kafka.bootstrap.servers`` missing, or a property that is
             unknown, refused or not of the keyword's type, named.
     """
-    params = inspect.signature(target).parameters
+    known = accepted(role, "kafka-python")
     out: dict[str, Any] = {}
     for key, raw in opts.items():
         if not key.startswith("kafka."):
@@ -393,8 +386,7 @@ def client_options(opts: Mapping[str, str], target: Callable[..., Any]) -> dict[
             out["sasl_plain_password"] = found["password"]
             continue
         keyword = name.replace(".", "_")
-        param = params.get(keyword)
-        if param is None or param.kind is not inspect.Parameter.KEYWORD_ONLY:
+        if keyword not in known:
             raise KafkaConfigurationError(
                 f"option {key} is not a Kafka client property kafkastate knows "
                 f"(no {keyword}= keyword)"
@@ -405,28 +397,7 @@ def client_options(opts: Mapping[str, str], target: Callable[..., Any]) -> dict[
                 raise KafkaConfigurationError(f"option {key} is empty")
             out[keyword] = servers
             continue
-        out[keyword] = _convert(key, raw, str(param.annotation))
+        out[keyword] = from_text(keyword, raw, label=f"option {key}")
     if "bootstrap_servers" not in out:
         raise KafkaConfigurationError("option kafka.bootstrap.servers is required")
     return out
-
-
-def _convert(key: str, raw: str, annotation: str) -> Any:
-    """``raw`` as the type ``annotation`` names (the first of bool, int, float, else str)."""
-    kinds = [a.strip() for a in annotation.split("|")]
-    value = raw.strip()
-    if "bool" in kinds:
-        if value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        raise KafkaConfigurationError(f"option {key} must be true or false, got {raw!r}")
-    for kind, convert in (("int", int), ("float", float)):
-        if kind in kinds:
-            try:
-                return convert(value)
-            except ValueError:
-                if "str" in kinds:
-                    return value
-                raise KafkaConfigurationError(
-                    f"option {key} must be a number, got {raw!r}"
-                ) from None
-    return value

@@ -1,0 +1,916 @@
+"""One option layer: every consumer and producer option, parsed, defaulted, cross-checked
+and refused once, for every runtime.
+
+Theory of operation
+-------------------
+:data:`OPTIONS` is the table: one :class:`Option` per option, with its Python name (the
+kafka-python / aiokafka spelling), its Java / librdkafka property (``fetch.min.bytes``,
+accepted too: ``resolve("consumer", "kafkastate", {"fetch.min.bytes": 10})``), the roles it
+applies to, its check and its default. The libraries users come from disagree on a few
+defaults (aiokafka's consumer auto-commits and waits 40 s for a request, kafka-python's
+producer has no linger...): :data:`FLAVOUR_DEFAULTS` holds those, per flavour --
+``"aiokafka"`` (``AIOKafkaConsumer``/``AIOKafkaProducer``), ``"kafka-python"``
+(``KafkaConsumer``/``KafkaProducer``) and ``"kafkastate"`` (``open_consumer``/
+``open_producer``).
+
+:func:`resolve` takes what a user gave and returns every option of the role with its value:
+
+* an unknown name raises ``TypeError`` (as Python does for an unknown keyword), an option of
+  the user's library that kafkastate does not implement
+  :class:`~kafkastate.errors.KafkaConfigurationError` (a ``ValueError``), both naming it;
+* each value is checked by its option's check, which names the option in its error;
+* options that depend on each other are settled and cross-checked once (a heartbeat below the
+  session timeout, TLS and SASL against ``security_protocol``, a transactional producer is
+  idempotent, ``receive_message_max_bytes`` at least a whole Fetch response...).
+
+The builders (:func:`client_config`, :func:`fetcher_config`, :func:`group_config`,
+:func:`producer_config`) turn resolved options into the machines' configs. TLS contexts are
+IO objects: the core only checks that one is a context and whether TLS is wanted
+(:func:`wants_tls`); the adapters build the context.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+from kafkastate.core.client import ClientConfig
+from kafkastate.core.connection import ConnectionConfig
+from kafkastate.core.consumer.assignors import ASSIGNORS, Assignor
+from kafkastate.core.consumer.consumer import ConsumerMachine
+from kafkastate.core.consumer.fetcher import FetcherConfig, FetcherMachine
+from kafkastate.core.consumer.group import GroupConfig
+from kafkastate.core.consumer.group848 import ConsumerGroupConfig
+from kafkastate.core.metadata import MetadataConfig
+from kafkastate.core.producer.accumulator import AccumulatorConfig
+from kafkastate.core.producer.producer import ProducerConfig
+from kafkastate.core.protocol.compression import Compression
+from kafkastate.core.protocol.framing import DEFAULT_MAX_FRAME_SIZE
+from kafkastate.errors import KafkaConfigurationError
+
+__all__ = [
+    "FLAVOURS",
+    "accepted",
+    "from_text",
+    "FLAVOUR_DEFAULTS",
+    "GROUP_PROTOCOLS",
+    "OPTIONS",
+    "Option",
+    "client_config",
+    "consumer_machine",
+    "fetcher_config",
+    "group_config",
+    "producer_config",
+    "resolve",
+    "resolve_assignors",
+    "wants_tls",
+]
+
+FLAVOURS: Final = ("aiokafka", "kafka-python", "kafkastate")
+"""Whose defaults a face takes."""
+GROUP_PROTOCOLS: Final = ("classic", "consumer")
+"""``group.protocol`` values: the classic JoinGroup/SyncGroup protocol, or KIP-848."""
+PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+COMPRESSION: Final = {
+    None: Compression.NONE,
+    "none": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
+_INT32_MAX: Final = 2**31 - 1
+
+Check = Callable[[str, Any], Any]
+
+
+# ------------------------------------------------------------------------------ checks
+
+
+def _number(name: str, value: Any, *, minimum: float, strict: bool = False) -> float | int:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+    if not ok or value < minimum or (strict and value == minimum):
+        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+        raise KafkaConfigurationError(f"{name} must be a number of ms {bound}, got {value!r}")
+    return value  # type: ignore[no-any-return]
+
+
+def _kind(kind: str) -> Callable[[Check], Check]:
+    """Tag a check with how its option's value is read from text (:func:`from_text`)."""
+
+    def tag(check: Check) -> Check:
+        check.kind = kind  # type: ignore[attr-defined]
+        return check
+
+    return tag
+
+
+@_kind("number")
+def ms(name: str, value: Any) -> float | int:
+    """A duration in ms, >= 0."""
+    return _number(name, value, minimum=0)
+
+
+@_kind("number")
+def positive_ms(name: str, value: Any) -> float | int:
+    """A duration in ms, > 0."""
+    return _number(name, value, minimum=0, strict=True)
+
+
+def _optional(check: Check) -> Check:
+    def optional(name: str, value: Any) -> Any:
+        return None if value is None else check(name, value)
+
+    return _kind(getattr(check, "kind", "object"))(optional)
+
+
+def _at_least(minimum: int) -> Check:
+    @_kind("int")
+    def count(name: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise KafkaConfigurationError(f"{name} must be an int >= {minimum}, got {value!r}")
+        return value
+
+    return count
+
+
+@_kind("bool")
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool | int):
+        raise KafkaConfigurationError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
+
+
+@_kind("str")
+def _text(name: str, value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise KafkaConfigurationError(f"{name} must be a str or None, got {value!r}")
+    return value
+
+
+@_kind("str")
+def _name(name: str, value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise KafkaConfigurationError(f"{name} must be a non-empty str or None, got {value!r}")
+    return value
+
+
+def _one_of(*choices: Any) -> Check:
+    @_kind("int or str")
+    def choice(name: str, value: Any) -> Any:
+        if isinstance(value, bool) or value not in choices:
+            shown = ", ".join(repr(c) for c in choices)
+            raise KafkaConfigurationError(f"{name} must be one of {shown}, got {value!r}")
+        return value
+
+    return choice
+
+
+def _callable(name: str, value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise KafkaConfigurationError(f"{name} must be a callable or None, got {value!r}")
+    return value
+
+
+def _anything(name: str, value: Any) -> Any:
+    del name
+    return value
+
+
+@_kind("str")
+def _servers(name: str, value: Any) -> Any:
+    try:
+        return ClientConfig(bootstrap_servers=value).bootstrap_servers
+    except KafkaConfigurationError as exc:
+        raise KafkaConfigurationError(f"{name}: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise KafkaConfigurationError(f"{name}: {exc}") from None
+
+
+def _ssl_context(name: str, value: Any) -> Any:
+    # the core does not import ssl: an SSLContext is what can wrap sockets
+    if value is not None and not callable(getattr(value, "wrap_socket", None)):
+        raise KafkaConfigurationError(f"{name} must be an ssl.SSLContext, got {value!r}")
+    return value
+
+
+@_kind("int or str")
+def _acks(name: str, value: Any) -> Any:
+    if value is None:
+        return None  # aiokafka: decided by enable_idempotence
+    return _one_of(0, 1, -1, "all")(name, value)
+
+
+@_kind("int")
+def _retries(name: str, value: Any) -> int:
+    if value == math.inf:
+        return _INT32_MAX
+    count: int = _at_least(0)(name, value)
+    return min(count, _INT32_MAX)
+
+
+@_kind("str")
+def _compression(name: str, value: Any) -> Any:
+    if value not in COMPRESSION:
+        raise KafkaConfigurationError(
+            f"{name} must be one of gzip, snappy, lz4, zstd or None, got {value!r}"
+        )
+    return value
+
+
+def _deserializer(name: str, value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise KafkaConfigurationError(f"{name} must be a callable bytes -> value, got {value!r}")
+    return value
+
+
+def _serializer(name: str, value: Any) -> Any:
+    if value is None or callable(value) or callable(getattr(value, "serialize", None)):
+        return value
+    raise KafkaConfigurationError(
+        f"{name} must be a callable f(data) or have serialize(topic, headers, data), got {value!r}"
+    )
+
+
+def _strategy(name: str, value: Any) -> Any:
+    if value is not None:
+        resolve_assignors(value, name=name)
+    return value
+
+
+# ------------------------------------------------------------------------------- table
+
+
+@attrs.frozen
+class Option:
+    """One option of the table."""
+
+    name: str
+    """The Python keyword (kafka-python's and aiokafka's spelling)."""
+    prop: str
+    """The Java / librdkafka property, also accepted ("" if it has none)."""
+    roles: frozenset[str]
+    """``consumer``, ``producer``."""
+    check: Check
+    """Checks a value (naming the option in its error) and returns it normalised."""
+    default: Any
+    """The default (see :data:`FLAVOUR_DEFAULTS` for the libraries' own)."""
+    doc: str
+    """What it does."""
+
+
+_C: Final = frozenset({"consumer"})
+_P: Final = frozenset({"producer"})
+_CP: Final = frozenset({"consumer", "producer"})
+
+_TABLE: Final = (
+    # ------------------------------------------------------------ client (both roles)
+    Option("bootstrap_servers", "bootstrap.servers", _CP, _servers, "localhost",
+           '"host[:port],..." or a list of them (default port 9092).'),
+    Option("client_id", "client.id", _CP, _text, "kafkastate", "Sent with every request."),
+    Option("request_timeout_ms", "request.timeout.ms", _CP, positive_ms, 30000,
+           "How long a request may take; also how long offset queries wait."),
+    Option("retry_backoff_ms", "retry.backoff.ms", _CP, ms, 100,
+           "Wait before retrying a failed request."),
+    Option("metadata_max_age_ms", "metadata.max.age.ms", _CP, ms, 300000,
+           "Refresh metadata at least this often."),
+    Option("connections_max_idle_ms", "connections.max.idle.ms", _CP, positive_ms, 540000,
+           "Close connections idle this long."),
+    Option("reconnect_backoff_ms", "reconnect.backoff.ms", _CP, positive_ms, 50,
+           "First wait before reconnecting to a broker (doubles, jittered)."),
+    Option("reconnect_backoff_max_ms", "reconnect.backoff.max.ms", _CP, positive_ms, 1000,
+           "Longest wait before reconnecting."),
+    Option("max_in_flight_requests_per_connection",
+           "max.in.flight.requests.per.connection", _CP, _at_least(1), 5,
+           "Requests outstanding per broker connection."),
+    Option("receive_message_max_bytes", "receive.message.max.bytes", _CP,
+           _optional(_at_least(1)), None,
+           "Largest response accepted (None: the core's limit; a consumer's is at least "
+           "fetch_max_bytes + max_partition_fetch_bytes)."),
+    Option("allow_auto_create_topics", "allow.auto.create.topics", _CP, _flag, True,
+           "Let metadata requests create missing topics (where the broker allows it)."),
+    Option("security_protocol", "security.protocol", _CP, _one_of(*PROTOCOLS), "PLAINTEXT",
+           "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
+    Option("ssl_context", "", _CP, _ssl_context, None,
+           "The TLS settings for SSL/SASL_SSL (default: the system's trust store)."),
+    Option("ssl_check_hostname", "ssl.endpoint.identification.algorithm", _CP, _flag, True,
+           "Check the broker's certificate names it (without ssl_context)."),
+    Option("ssl_cafile", "ssl.ca.location", _CP, _text, None,
+           "CA certificates (PEM) to verify brokers with (without ssl_context)."),
+    Option("ssl_certfile", "ssl.certificate.location", _CP, _text, None,
+           "Client certificate (PEM)."),
+    Option("ssl_keyfile", "ssl.key.location", _CP, _text, None, "The client certificate's key."),
+    Option("ssl_password", "ssl.key.password", _CP, _text, None, "The key's password."),
+    Option("sasl_mechanism", "sasl.mechanism", _CP, _optional(_one_of(*SASL_MECHANISMS)), None,
+           "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default PLAIN with SASL_*)."),
+    Option("sasl_plain_username", "sasl.username", _CP, _text, None, "SASL user."),
+    Option("sasl_plain_password", "sasl.password", _CP, _text, None, "SASL password."),
+    Option("api_version", "", _CP, _anything, None,
+           "Accepted for compatibility: versions are always negotiated."),
+    Option("bootstrap_timeout_ms", "", _CP, positive_ms, 30000,
+           "How long a blocking client's constructor waits for a bootstrap server."),
+    Option("api_version_auto_timeout_ms", "", _CP, _optional(positive_ms), None,
+           "kafka-python 2's name for bootstrap_timeout_ms (wins when given)."),
+    Option("metrics_enabled", "", _CP, _flag, True, "Accepted; metrics() works either way."),
+    # ------------------------------------------------------------------------ consumer
+    Option("group_id", "group.id", _C, _name, None,
+           "Where committed offsets are read and written; the consumer group."),
+    Option("key_deserializer", "", _C, _deserializer, None, "bytes -> key."),
+    Option("value_deserializer", "", _C, _deserializer, None, "bytes -> value."),
+    Option("auto_offset_reset", "auto.offset.reset", _C,
+           _one_of("earliest", "latest", "none"), "latest",
+           "Where to start without a committed offset."),
+    Option("enable_auto_commit", "enable.auto.commit", _C, _flag, True,
+           "Commit what was handed out every auto_commit_interval_ms, before a "
+           "revocation and on close (needs a group_id)."),
+    Option("auto_commit_interval_ms", "auto.commit.interval.ms", _C, positive_ms, 5000,
+           "The auto-commit period."),
+    Option("default_offset_commit_callback", "", _C, _callable, None,
+           "callback(offsets, error) for auto-commits and commit_async without one "
+           "(blocking consumer)."),
+    Option("fetch_min_bytes", "fetch.min.bytes", _C, _at_least(1), 1,
+           "The broker answers a Fetch once it has this much."),
+    Option("fetch_max_wait_ms", "fetch.max.wait.ms", _C, ms, 500,
+           "How long the broker may hold a Fetch for fetch_min_bytes."),
+    Option("fetch_max_bytes", "fetch.max.bytes", _C, _at_least(1), 52_428_800,
+           "A Fetch response's size limit."),
+    Option("max_partition_fetch_bytes", "max.partition.fetch.bytes", _C, _at_least(1),
+           1_048_576, "A partition's share of a Fetch response."),
+    Option("max_poll_records", "max.poll.records", _C, _optional(_at_least(1)), 500,
+           "Records per getmany()/poll() at most."),
+    Option("check_crcs", "check.crcs", _C, _flag, True, "Verify each batch's CRC32C."),
+    Option("isolation_level", "isolation.level", _C,
+           _one_of("read_uncommitted", "read_committed"), "read_uncommitted",
+           "read_committed hides aborted transactions' records."),
+    Option("client_rack", "client.rack", _C, _text, None,
+           "Fetch from the replica in this rack (KIP-392)."),
+    Option("enable_incremental_fetch_sessions", "", _C, _flag, True,
+           "Incremental fetch sessions (KIP-227)."),
+    Option("exclude_internal_topics", "exclude.internal.topics", _C, _flag, True,
+           "Leave internal topics out of pattern subscriptions."),
+    Option("consumer_timeout_ms", "", _C, ms, math.inf,
+           "Iteration stops after this long without a record."),
+    Option("listener", "", _C, _anything, None,
+           "A ConsumerRebalanceListener for the topics given to open_consumer."),
+    Option("group_protocol", "group.protocol", _C, _one_of(*GROUP_PROTOCOLS), "classic",
+           "classic (JoinGroup/SyncGroup) or consumer (KIP-848)."),
+    Option("partition_assignment_strategy", "partition.assignment.strategy", _C, _strategy,
+           None, "Assignors, preferred first (names, Assignor objects, or another "
+           "library's built-in classes)."),
+    Option("session_timeout_ms", "session.timeout.ms", _C, positive_ms, 45000,
+           "A member silent this long is out of the group (classic)."),
+    Option("heartbeat_interval_ms", "heartbeat.interval.ms", _C, positive_ms, 3000,
+           "Heartbeat period (classic)."),
+    Option("max_poll_interval_ms", "max.poll.interval.ms", _C, positive_ms, 300000,
+           "A member that takes no records for this long leaves the group."),
+    Option("rebalance_timeout_ms", "", _C, _optional(positive_ms), None,
+           "How long the coordinator waits for members to rejoin (default "
+           "max_poll_interval_ms)."),
+    Option("group_instance_id", "group.instance.id", _C, _name, None,
+           "Static membership (KIP-345)."),
+    Option("group_remote_assignor", "group.remote.assignor", _C, _name, None,
+           "The broker's assignor with group_protocol='consumer'."),
+    Option("leave_group_on_close", "", _C, _optional(_flag), None,
+           "Send LeaveGroup on close (default: dynamic members do)."),
+    # ------------------------------------------------------------------------ producer
+    Option("key_serializer", "", _P, _serializer, None, "key -> bytes."),
+    Option("value_serializer", "", _P, _serializer, None, "value -> bytes."),
+    Option("acks", "acks", _P, _acks, "all", "0, 1, -1 or 'all'."),
+    Option("enable_idempotence", "enable.idempotence", _P, _optional(_flag), None,
+           "Idempotent producer (None: on when acks='all')."),
+    Option("linger_ms", "linger.ms", _P, ms, 5, "How long a batch waits for more records."),
+    Option("batch_size", "batch.size", _P, _at_least(0), 16384, "A batch's size in bytes."),
+    Option("max_batch_size", "", _P, _optional(_at_least(0)), None,
+           "aiokafka's name for batch_size (wins when given)."),
+    Option("buffer_memory", "buffer.memory", _P, _at_least(1), 32 * 1024 * 1024,
+           "Bytes of records waiting to be sent; a send beyond it waits max_block_ms."),
+    Option("max_request_size", "max.request.size", _P, _at_least(1), 1024 * 1024,
+           "Largest Produce request (and record)."),
+    Option("compression_type", "compression.type", _P, _compression, None,
+           "gzip, snappy, lz4, zstd or None."),
+    Option("delivery_timeout_ms", "delivery.timeout.ms", _P, positive_ms, 120000,
+           "A record fails if not acknowledged within this."),
+    Option("max_block_ms", "max.block.ms", _P, _optional(ms), 60000,
+           "How long a send waits for metadata or buffer room."),
+    Option("retries", "retries", _P, _retries, _INT32_MAX,
+           "Retries of a failed batch (within delivery_timeout_ms)."),
+    Option("partitioner", "", _P, _callable, None,
+           "(key_bytes, all_partitions, available_partitions) -> partition."),
+    Option("transactional_id", "transactional.id", _P, _name, None,
+           "Makes the producer transactional (and idempotent)."),
+    Option("transaction_timeout_ms", "transaction.timeout.ms", _P, positive_ms, 60000,
+           "The coordinator aborts a transaction open this long."),
+)  # fmt: skip
+
+OPTIONS: Final[Mapping[str, Option]] = {o.name: o for o in _TABLE}
+"""Every option, by Python name."""
+_BY_PROP: Final = {o.prop: o.name for o in _TABLE if o.prop}
+
+FLAVOUR_DEFAULTS: Final[Mapping[tuple[str, str], Mapping[str, Any]]] = {
+    ("aiokafka", "consumer"): {
+        "sasl_mechanism": "PLAIN",
+        "request_timeout_ms": 40000,
+        "session_timeout_ms": 10000,
+        "consumer_timeout_ms": 200,
+        "allow_auto_create_topics": False,
+        "max_poll_records": None,
+        "partition_assignment_strategy": None,  # roundrobin (see resolve)
+    },
+    ("aiokafka", "producer"): {
+        "sasl_mechanism": "PLAIN",
+        "request_timeout_ms": 40000,
+        "acks": None,  # 1, or "all" when idempotent
+        "enable_idempotence": False,
+        "linger_ms": 0,
+        "max_block_ms": None,  # request_timeout_ms
+    },
+    ("kafka-python", "consumer"): {
+        "receive_message_max_bytes": 100_000_000,
+    },
+    ("kafka-python", "producer"): {
+        "client_id": None,  # kafka-python-producer-N
+        "acks": -1,
+        "linger_ms": 0,
+        "reconnect_backoff_max_ms": 30000,
+        "receive_message_max_bytes": 100_000_000,
+    },
+    ("kafkastate", "consumer"): {
+        "enable_auto_commit": False,
+        "allow_auto_create_topics": False,
+        "max_poll_records": None,
+    },
+    ("kafkastate", "producer"): {},
+}
+"""Where a library's default differs from :data:`OPTIONS`'s."""
+
+_ONLY: Final[Mapping[str, frozenset[str]]] = {
+    # options of some faces only: elsewhere they are unknown keywords
+    "listener": frozenset({"kafkastate"}),
+    "consumer_timeout_ms": frozenset({"aiokafka", "kafka-python"}),
+    "default_offset_commit_callback": frozenset({"kafka-python"}),
+    "bootstrap_timeout_ms": frozenset({"kafka-python"}),
+    "api_version_auto_timeout_ms": frozenset({"kafka-python"}),
+    "metrics_enabled": frozenset({"kafka-python"}),
+    "retries": frozenset({"kafka-python"}),
+    "leave_group_on_close": frozenset({"kafka-python"}),
+    "ssl_check_hostname": frozenset({"kafka-python"}),
+    "ssl_cafile": frozenset({"kafka-python"}),
+    "ssl_certfile": frozenset({"kafka-python"}),
+    "ssl_keyfile": frozenset({"kafka-python"}),
+    "ssl_password": frozenset({"kafka-python"}),
+    "api_version": frozenset({"aiokafka", "kafka-python"}),
+    "max_batch_size": frozenset({"aiokafka", "kafkastate"}),
+    "key_serializer": frozenset({"aiokafka", "kafka-python"}),
+    "value_serializer": frozenset({"aiokafka", "kafka-python"}),
+}
+
+UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
+    "kafka-python": frozenset(
+        {
+            "client_dns_lookup",
+            "receive_buffer_bytes",
+            "send_buffer_bytes",
+            "socket_options",
+            "ssl_crlfile",
+            "ssl_ciphers",
+            "metric_reporters",
+            "metrics_num_samples",
+            "metrics_sample_window_ms",
+            "metric_group_prefix",
+            "selector",
+            "sasl_kerberos_name",
+            "sasl_kerberos_service_name",
+            "sasl_kerberos_domain_name",
+            "sasl_oauth_token_provider",
+            "proxy_url",
+            "socks5_proxy",
+            "kafka_client",
+        }
+    ),
+    "aiokafka": frozenset(
+        {
+            "loop",
+            "sasl_kerberos_service_name",
+            "sasl_kerberos_domain_name",
+            "sasl_oauth_token_provider",
+        }
+    ),
+    "kafkastate": frozenset(),
+}
+"""Options of the users' libraries that kafkastate does not implement: refused by name."""
+
+
+def _applies(option: Option, role: str, flavour: str) -> bool:
+    only = _ONLY.get(option.name)
+    return role in option.roles and (only is None or flavour in only)
+
+
+# ------------------------------------------------------------------------------ resolve
+
+
+def from_text(name: str, raw: str, *, label: str | None = None) -> Any:
+    """Option ``name``'s value read from text (a Spark or properties-file option): a bool
+    from ``true``/``false``, a number, an int, or the text itself, as the option takes.
+
+    Args:
+        name: the option's Python name or Java property.
+        raw: the text.
+        label: how messages name it (default ``name``).
+
+    Raises:
+        KafkaConfigurationError: no such option, one that text cannot give (a callable, an
+            SSL context), or text that is not of its kind; named.
+    """
+    option = OPTIONS.get(_BY_PROP.get(name, name))
+    name = name if label is None else label
+    if option is None:
+        raise KafkaConfigurationError(f"{name} is not an option kafkastate knows")
+    kind = getattr(option.check, "kind", "object")
+    text = raw.strip()
+    if kind == "bool":
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise KafkaConfigurationError(f"{name} must be true or false, got {raw!r}")
+    if kind in ("int", "number", "int or str"):
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        if kind == "number":
+            try:
+                return float(text)
+            except ValueError:
+                pass
+        if kind != "int or str":
+            raise KafkaConfigurationError(f"{name} must be a number, got {raw!r}")
+        return text
+    if kind == "str":
+        return text
+    raise KafkaConfigurationError(f"{name} cannot be given as text")
+
+
+def accepted(role: str, flavour: str) -> frozenset[str]:
+    """The Python names of every option a ``flavour`` face of ``role`` takes."""
+    return frozenset(o.name for o in _TABLE if _applies(o, role, flavour))
+
+
+def resolve(role: str, flavour: str, given: Mapping[str, Any], *, owner: str) -> dict[str, Any]:
+    """Every option of ``role`` for a ``flavour`` face, from what the user gave.
+
+    Args:
+        role: ``"consumer"`` or ``"producer"``.
+        flavour: one of :data:`FLAVOURS`: whose defaults apply.
+        given: the user's keywords (Python names, or Java/librdkafka properties).
+        owner: the face's name, for messages (``"AIOKafkaConsumer"``).
+
+    Returns:
+        Python name -> checked value, for every option of the role.
+
+    Raises:
+        TypeError: an option no library has for this face (as Python would).
+        KafkaConfigurationError: an option of the user's library kafkastate does not
+            implement, a bad value, or options that contradict each other; each named.
+    """
+    out: dict[str, Any] = {}
+    defaults = FLAVOUR_DEFAULTS[(flavour, role)]
+    for entry in _TABLE:
+        if _applies(entry, role, flavour):
+            out[entry.name] = defaults.get(entry.name, entry.default)
+    unknown: list[str] = []
+    lacking: list[str] = []
+    for key, value in given.items():
+        name = _BY_PROP.get(key, key)
+        option = OPTIONS.get(name)
+        if option is None or not _applies(option, role, flavour):
+            (lacking if name in UNSUPPORTED[flavour] else unknown).append(key)
+            continue
+        out[name] = value
+    if unknown:
+        raise TypeError(f"{owner}: unknown option(s): {', '.join(sorted(unknown))}")
+    if lacking:
+        raise KafkaConfigurationError(
+            f"{owner}: {', '.join(sorted(lacking))}: {flavour} option(s) not supported by "
+            "kafkastate"
+        )
+    for name, value in out.items():
+        out[name] = OPTIONS[name].check(name, value)
+    _settle_client(out, flavour)
+    if role == "consumer":
+        _settle_consumer(out, flavour)
+    else:
+        _settle_producer(out, flavour)
+    return out
+
+
+def _settle_client(out: dict[str, Any], flavour: str) -> None:
+    protocol = out["security_protocol"]
+    if out["ssl_context"] is not None and not protocol.endswith("SSL"):
+        raise KafkaConfigurationError(
+            f"ssl_context given but security_protocol is {protocol!r}; use 'SSL'"
+        )
+    mechanism = out["sasl_mechanism"]
+    if protocol.startswith("SASL"):
+        if mechanism is None:
+            out["sasl_mechanism"] = "PLAIN"
+        for name in ("sasl_plain_username", "sasl_plain_password"):
+            if not isinstance(out[name], str):
+                raise KafkaConfigurationError(
+                    f"{name} is required with security_protocol={protocol}"
+                )
+    elif mechanism is not None:
+        if flavour != "aiokafka":  # aiokafka's default PLAIN means nothing without SASL
+            raise KafkaConfigurationError(
+                f"sasl_mechanism={mechanism!r} needs security_protocol SASL_PLAINTEXT or "
+                f"SASL_SSL, not {protocol!r}"
+            )
+        out["sasl_mechanism"] = None
+    timeout = out.get("api_version_auto_timeout_ms")
+    if timeout is not None:
+        out["bootstrap_timeout_ms"] = timeout
+
+
+def _settle_consumer(out: dict[str, Any], flavour: str) -> None:
+    if out["max_poll_records"] is None:
+        out["max_poll_records"] = 500
+    if out["group_id"] is None:
+        out["enable_auto_commit"] = False  # nothing to commit to, as the libraries ignore it
+    protocol = out["group_protocol"]
+    if protocol == "consumer":
+        if out["partition_assignment_strategy"] is not None:
+            raise KafkaConfigurationError(
+                "partition_assignment_strategy does not apply to group_protocol="
+                "'consumer' (the coordinator assigns): use group_remote_assignor"
+            )
+    else:
+        if out["group_remote_assignor"] is not None:
+            raise KafkaConfigurationError(
+                "group_remote_assignor needs group_protocol='consumer' (KIP-848)"
+            )
+        if out["partition_assignment_strategy"] is None:
+            out["partition_assignment_strategy"] = {
+                "aiokafka": ("roundrobin",),
+                "kafka-python": ("range", "roundrobin"),
+                "kafkastate": ("range", "cooperative-sticky"),  # Java's
+            }[flavour]
+        if out["heartbeat_interval_ms"] >= out["session_timeout_ms"]:
+            raise KafkaConfigurationError(
+                f"heartbeat_interval_ms ({out['heartbeat_interval_ms']!r}) must be below "
+                f"session_timeout_ms ({out['session_timeout_ms']!r})"
+            )
+    if out["rebalance_timeout_ms"] is None and flavour == "aiokafka":
+        out["rebalance_timeout_ms"] = out["session_timeout_ms"]  # aiokafka's default
+    limit = out["receive_message_max_bytes"]
+    if limit is not None:  # a Fetch response may be this large (kafka-python raises it too)
+        out["receive_message_max_bytes"] = max(
+            limit, out["fetch_max_bytes"] + out["max_partition_fetch_bytes"]
+        )
+    if out.get("listener") is not None and out["group_id"] is None:
+        raise KafkaConfigurationError("a rebalance listener needs a group_id")
+
+
+def _settle_producer(out: dict[str, Any], flavour: str) -> None:
+    if out.get("max_batch_size") is not None:
+        out["batch_size"] = out["max_batch_size"]
+    if out["transactional_id"] is not None and not out["enable_idempotence"]:
+        if out["enable_idempotence"] is False and flavour != "aiokafka":
+            raise KafkaConfigurationError(
+                "transactional_id needs enable_idempotence (a transactional producer is idempotent)"
+            )
+        out["enable_idempotence"] = True  # as aiokafka and kafka-python do
+    if out["acks"] is None:
+        out["acks"] = "all" if out["enable_idempotence"] else 1
+    if out["max_block_ms"] is None:
+        out["max_block_ms"] = out["request_timeout_ms"]
+    if out["delivery_timeout_ms"] < out["linger_ms"] + out["request_timeout_ms"]:
+        raise KafkaConfigurationError(
+            f"delivery_timeout_ms ({out['delivery_timeout_ms']}) must be >= linger_ms "
+            f"({out['linger_ms']}) + request_timeout_ms ({out['request_timeout_ms']})"
+        )
+
+
+# ----------------------------------------------------------------------------- builders
+
+
+def wants_tls(options: Mapping[str, Any]) -> bool:
+    """Whether the connections use TLS (``security_protocol`` SSL or SASL_SSL)."""
+    return str(options["security_protocol"]).endswith("SSL")
+
+
+def _seconds(value: float) -> float:
+    return float(value) / 1000
+
+
+def client_config(options: Mapping[str, Any]) -> ClientConfig:
+    """The :class:`ClientConfig` of resolved options.
+
+    Raises:
+        KafkaConfigurationError: a value the lower configs refuse.
+    """
+    limit = options["receive_message_max_bytes"]
+    try:
+        return ClientConfig(
+            bootstrap_servers=options["bootstrap_servers"],
+            connection=ConnectionConfig(
+                client_id=options["client_id"],
+                request_timeout=_seconds(options["request_timeout_ms"]),
+                max_in_flight=options["max_in_flight_requests_per_connection"],
+                sasl_mechanism=options["sasl_mechanism"],
+                sasl_username=options["sasl_plain_username"],
+                sasl_password=options["sasl_plain_password"],
+                max_frame_size=DEFAULT_MAX_FRAME_SIZE if limit is None else limit,
+            ),
+            metadata=MetadataConfig(
+                metadata_max_age=_seconds(options["metadata_max_age_ms"]),
+                retry_backoff=_seconds(options["retry_backoff_ms"]),
+                allow_auto_topic_creation=options["allow_auto_create_topics"],
+            ),
+            reconnect_backoff=_seconds(options["reconnect_backoff_ms"]),
+            reconnect_backoff_max=_seconds(options["reconnect_backoff_max_ms"]),
+            connections_max_idle=_seconds(options["connections_max_idle_ms"]),
+        )
+    except KafkaConfigurationError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise KafkaConfigurationError(str(exc)) from exc
+
+
+def fetcher_config(options: Mapping[str, Any]) -> FetcherConfig:
+    """The :class:`FetcherConfig` of resolved consumer options.
+
+    Raises:
+        KafkaConfigurationError: a value the lower configs refuse.
+    """
+    try:
+        return FetcherConfig(
+            client=client_config(options),
+            group_id=options["group_id"],
+            auto_offset_reset=options["auto_offset_reset"],
+            isolation_level=options["isolation_level"],
+            fetch_min_bytes=options["fetch_min_bytes"],
+            fetch_max_wait=_seconds(options["fetch_max_wait_ms"]),
+            fetch_max_bytes=options["fetch_max_bytes"],
+            max_partition_fetch_bytes=options["max_partition_fetch_bytes"],
+            check_crcs=options["check_crcs"],
+            client_rack=options["client_rack"] or "",
+            retry_backoff=_seconds(options["retry_backoff_ms"]),
+            use_fetch_sessions=options["enable_incremental_fetch_sessions"],
+        )
+    except KafkaConfigurationError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise KafkaConfigurationError(str(exc)) from exc
+
+
+def group_config(options: Mapping[str, Any]) -> GroupConfig | ConsumerGroupConfig | None:
+    """The group membership settings of resolved consumer options (KIP-848's with
+    ``group_protocol="consumer"``), or None without a ``group_id``.
+
+    Raises:
+        KafkaConfigurationError: a value the group configs refuse.
+    """
+    group_id = options["group_id"]
+    if group_id is None:
+        return None
+    rack = options["client_rack"] or None
+    try:
+        if options["group_protocol"] == "consumer":
+            return ConsumerGroupConfig(
+                group_id=group_id,
+                max_poll_interval=_seconds(options["max_poll_interval_ms"]),
+                request_timeout=_seconds(options["request_timeout_ms"]),
+                retry_backoff=_seconds(options["retry_backoff_ms"]),
+                group_instance_id=options["group_instance_id"],
+                group_remote_assignor=options["group_remote_assignor"],
+                client_rack=rack,
+            )
+        rebalance = options["rebalance_timeout_ms"]
+        return GroupConfig(
+            group_id=group_id,
+            assignors=resolve_assignors(options["partition_assignment_strategy"]),
+            session_timeout=_seconds(options["session_timeout_ms"]),
+            heartbeat_interval=_seconds(options["heartbeat_interval_ms"]),
+            max_poll_interval=_seconds(options["max_poll_interval_ms"]),
+            rebalance_timeout=None if rebalance is None else _seconds(rebalance),
+            request_timeout=_seconds(options["request_timeout_ms"]),
+            retry_backoff=_seconds(options["retry_backoff_ms"]),
+            group_instance_id=options["group_instance_id"],
+            leave_group_on_close=options.get("leave_group_on_close"),
+            client_rack=rack,
+        )
+    except KafkaConfigurationError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise KafkaConfigurationError(str(exc)) from exc
+
+
+def producer_config(options: Mapping[str, Any]) -> ProducerConfig:
+    """The :class:`ProducerConfig` of resolved producer options.
+
+    Raises:
+        KafkaConfigurationError: a value the lower configs refuse.
+    """
+    retry_backoff = _seconds(options["retry_backoff_ms"])
+    client = client_config(options)
+    # Metadata requests share the wire with Produce: never cap the wire below 5.
+    wire = max(5, client.connection.max_in_flight)
+    client = attrs.evolve(client, connection=attrs.evolve(client.connection, max_in_flight=wire))
+    try:
+        return ProducerConfig(
+            client=client,
+            accumulator=AccumulatorConfig(
+                batch_size=options["batch_size"],
+                linger=_seconds(options["linger_ms"]),
+                buffer_memory=options["buffer_memory"],
+                max_request_size=options["max_request_size"],
+                compression=COMPRESSION[options["compression_type"]],
+                request_timeout=_seconds(options["request_timeout_ms"]),
+                delivery_timeout=_seconds(options["delivery_timeout_ms"]),
+                retry_backoff=retry_backoff,
+                retry_backoff_max=max(retry_backoff, 1.0),
+            ),
+            acks=options["acks"],
+            enable_idempotence=options["enable_idempotence"],
+            max_in_flight_requests_per_connection=options["max_in_flight_requests_per_connection"],
+            retries=options.get("retries", _INT32_MAX),
+            partitioner=options["partitioner"],
+            transactional_id=options["transactional_id"],
+            transaction_timeout=_seconds(options["transaction_timeout_ms"]),
+        )
+    except KafkaConfigurationError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise KafkaConfigurationError(str(exc)) from exc
+
+
+# ---------------------------------------------------------------------------- assignors
+
+
+def resolve_assignors(
+    strategy: Any, *, name: str = "partition_assignment_strategy"
+) -> tuple[Assignor, ...]:
+    """The assignors for ``partition_assignment_strategy``: a sequence of names
+    (``"range"``, ``"roundrobin"``, ``"sticky"``, ``"cooperative-sticky"``), kafkastate
+    assignor objects or classes (anything with ``name``, ``protocols`` and ``assign``), or
+    aiokafka/kafka-python assignor classes of a built-in strategy (matched by their
+    ``name``: the wire format is the same).
+
+    Raises:
+        KafkaConfigurationError: an empty sequence, or an entry that is none of these.
+    """
+    if isinstance(strategy, str) or not isinstance(strategy, Sequence) or not strategy:
+        raise KafkaConfigurationError(
+            f"{name} must be a non-empty list of assignors, got {strategy!r}"
+        )
+    out: list[Assignor] = []
+    for entry in strategy:
+        if isinstance(entry, type) and isinstance(getattr(entry, "protocols", None), tuple):
+            entry = entry()  # a kafkastate-style assignor class
+        known = entry if isinstance(entry, str) else getattr(entry, "name", None)
+        if _is_assignor(entry):
+            out.append(entry)
+        elif isinstance(known, str) and known in ASSIGNORS:
+            out.append(ASSIGNORS[known]())  # a name, or another library's built-in class
+        else:
+            raise KafkaConfigurationError(
+                f"{name} entry {entry!r} is not an assignor: give one "
+                f"of {sorted(ASSIGNORS)} or an object with name, protocols and "
+                "assign(partitions_per_topic, subscriptions) (kafkastate.abc.Assignor)"
+            )
+    return tuple(out)
+
+
+def _is_assignor(obj: Any) -> bool:
+    return (
+        isinstance(getattr(obj, "name", None), str)
+        and isinstance(getattr(obj, "protocols", None), tuple)
+        and callable(getattr(obj, "assign", None))
+        and not isinstance(obj, type)
+    )
+
+
+# ----------------------------------------------------------------------------- machines
+
+
+def consumer_machine(options: Mapping[str, Any], *, rng: Any) -> ConsumerMachine:
+    """The :class:`~kafkastate.core.consumer.consumer.ConsumerMachine` (over its fetcher and
+    group member) of resolved consumer options.
+
+    Args:
+        options: from :func:`resolve`.
+        rng: seeded randomness for the fetcher (backoff jitter, node choice).
+
+    Raises:
+        KafkaConfigurationError: a value the lower configs refuse.
+    """
+    fetcher = FetcherMachine(fetcher_config(options), rng=rng, group=group_config(options))
+    return ConsumerMachine(
+        fetcher,
+        max_poll_records=options["max_poll_records"],
+        auto_commit=options["enable_auto_commit"],
+        auto_commit_interval=_seconds(options["auto_commit_interval_ms"]),
+        exclude_internal_topics=options["exclude_internal_topics"],
+    )
