@@ -607,7 +607,7 @@ class _Waiting:
         "upper",
     )
 
-    def __init__(  # noqa: PLR0913, PLR0917 -- internal record
+    def __init__(  # noqa: PLR0917 -- internal record
         self,
         rid: RecordId,
         count: int,
@@ -896,7 +896,7 @@ class Accumulator:
         self._outstanding += 1
         return rid
 
-    def _place(  # noqa: PLR0913, PLR0917 -- internal, positional for speed
+    def _place(  # noqa: PLR0917 -- internal, positional for speed
         self,
         topic: str,
         partition: int,
@@ -943,7 +943,7 @@ class Accumulator:
             else:
                 self._lanes.pop(topic, None)
 
-    def _refuse(  # noqa: PLR0913, PLR0917 -- internal
+    def _refuse(  # noqa: PLR0917 -- internal
         self,
         topic: str,
         partition: int,
@@ -1650,7 +1650,9 @@ class Accumulator:
             del self._waiting[entry.rid]
             self._place_batch(batch)
             self._events.append(
-                RecordsAdmitted(topic=topic, partition=batch.partition, record_ids=tuple(batch._ids))
+                RecordsAdmitted(
+                    topic=topic, partition=batch.partition, record_ids=tuple(batch._ids)
+                )
             )
             return (topic, batch.partition)
         rec = entry.rec
