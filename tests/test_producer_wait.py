@@ -399,5 +399,5 @@ def _run_mix(seed: int) -> tuple[int, int, int]:
 
 @pytest.mark.parametrize("seed", range(16))
 def test_admission_order_is_send_order(seed: int) -> None:
-    waited, admitted, timed_out = _run_mix(seed)
+    waited, _admitted, _timed_out = _run_mix(seed)
     assert waited > 5, "the mix should make sends wait"

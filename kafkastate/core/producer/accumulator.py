@@ -1704,7 +1704,7 @@ class Accumulator:
         cfg = self.config
         assert cfg.max_block is not None  # nothing waits without it
         full = BufferFullError(
-            needed=entry.upper if entry.batch is None else entry.alone,
+            needed=entry.alone,  # at most: the record in a batch of its own
             available=cfg.buffer_memory - self._used,
             buffer_memory=cfg.buffer_memory,
         )
