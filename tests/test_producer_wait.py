@@ -39,9 +39,7 @@ from tests.test_producer_machine import TS, PeerCluster, machine, produce_respon
 MAX_BLOCK = 2.0
 
 
-def waiting_peer(
-    *, max_block: float = MAX_BLOCK, topics: Any = None, **kw: Any
-) -> PeerCluster:
+def waiting_peer(*, max_block: float = MAX_BLOCK, topics: Any = None, **kw: Any) -> PeerCluster:
     """A started producer whose sends wait up to ``max_block`` for buffer memory."""
     kw.setdefault("linger", 10.0)
     kw.setdefault("batch_size", 300)
