@@ -4,8 +4,10 @@ The :class:`Producer` gives commands to a
 :class:`~kafkastate.core.producer.producer.ProducerMachine` and turns its events into
 :class:`Delivery` outcomes; an :class:`~kafkastate.adapters._async_driver.AsyncDriver` does
 the IO. The only error handling here is *waiting*: a record refused with a retriable error
-(metadata pending, unknown topic, buffer full) is offered again after the machine's state
-changed, until ``max_block_ms`` passes (Java ``max.block.ms``).
+(metadata pending, unknown topic) is offered again after the machine's state changed, until
+``max_block_ms`` passes (Java ``max.block.ms``). Buffer memory is the machine's to wait
+for: a record that does not fit waits in its FIFO, and ``enqueue`` waits for the machine's
+RecordsAdmitted (or the RecordsFailed that ends the wait) naming it.
 
 Two ways to send:
 
@@ -41,11 +43,11 @@ from kafkastate.adapters._common import build_client_config, check_ms
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.producer.accumulator import (
     AccumulatorConfig,
-    BufferSpaceFreed,
     FlushCompleted,
     FlushId,
     RecordId,
     RecordsAcknowledged,
+    RecordsAdmitted,
     RecordsFailed,
 )
 from kafkastate.core.producer.partitioner import CustomPartitioner
@@ -360,6 +362,17 @@ def _settle(sink: _Sink, ack: _Ack | None, error: KafkaError | None) -> None:
         sink.set_result(_new_tuple(RecordMetadata, ack))
 
 
+class _Admission:
+    """A send the machine keeps waiting for buffer memory, and its caller waiting for it."""
+
+    __slots__ = ("done", "error", "record_ids")
+
+    def __init__(self, record_ids: Sequence[RecordId]) -> None:
+        self.record_ids = record_ids
+        self.done = anyio.Event()
+        self.error: KafkaError | None = None
+
+
 class Producer:
     """Sends records through a running :class:`AsyncDriver`; made by :func:`open_producer`.
 
@@ -377,6 +390,8 @@ class Producer:
         self._flushes: dict[FlushId, anyio.Event] = {}
         self._txn_ops: dict[TransactionOpId, tuple[anyio.Event, list[KafkaError]]] = {}
         self._changed = anyio.Event()  # set and replaced when a refused send may now pass
+        # sends waiting in the machine for buffer memory, by (first) record id
+        self._admissions: dict[RecordId, _Admission] = {}
         self._closed = anyio.Event()
 
     # ------------------------------------------------------------------ commands
@@ -455,8 +470,39 @@ class Producer:
             )
         else:
             if moved:
-                await anyio.lowlevel.cancel_shielded_checkpoint()  # appended: no Cancelled
+                await self._appended(moved)
         return cast(Delivery, delivery)
+
+    async def _appended(self, moved: bool | _Admission) -> None:
+        """After :meth:`_append_now` said something moved: let the pump run, or wait for
+        the machine to admit a record that waits for buffer memory.
+
+        Raises:
+            KafkaError: the wait ended in failure (``KafkaTimeoutError`` after
+                ``max_block_ms``, the producer closed...).
+        """
+        if moved is True:
+            await anyio.lowlevel.cancel_shielded_checkpoint()  # appended: no Cancelled
+            return
+        assert isinstance(moved, _Admission)
+        try:
+            await moved.done.wait()
+        except BaseException:
+            # Given up (cancelled): take the record back if it still waits. One admitted
+            # meanwhile stays, as any appended record does.
+            first = moved.record_ids[0]
+            driver = self._driver
+            if (
+                driver is not None
+                and self._admissions.pop(first, None) is not None
+                and self.machine.withdraw(first, now=driver.now())
+            ):
+                for rid in moved.record_ids:
+                    self._deliveries.pop(rid, None)
+                driver.wake()
+            raise
+        if moved.error is not None:
+            raise moved.error
 
     def _append_now(  # noqa: PLR0917 -- internal, positional for speed
         self,
@@ -467,13 +513,14 @@ class Producer:
         timestamp_ms: int | None,
         headers: Headers,
         sink: _Sink | None,
-    ) -> tuple[_Sink, bool]:
+    ) -> tuple[_Sink, bool | _Admission]:
         """Append once, without waiting; ``sink`` (None: a new :class:`Delivery`) gets the
         outcome.
 
         Returns:
-            The sink, and whether a batch opened or filled up: then the caller should let
-            the pump run (``await anyio.lowlevel.cancel_shielded_checkpoint()``).
+            The sink, and whether a batch opened or filled up -- then the caller should let
+            the pump run -- or the record's :class:`_Admission` if the machine keeps it
+            waiting for buffer memory; either way ``await self._appended(...)``.
 
         Raises:
             KafkaError: the machine refused the record (retriable ones: wait with
@@ -502,6 +549,9 @@ class Producer:
             # while this task goes on appending. Appending to a batch with room changes
             # nothing the pump would act on, so it does not cost a wake-up.
             driver.wake()
+            if machine.is_waiting(rid):
+                admission = self._admissions[rid] = _Admission((rid,))
+                return sink, admission
             return sink, True
         return sink, False
 
@@ -518,9 +568,8 @@ class Producer:
         refused: KafkaError,
     ) -> _Sink:
         """After :meth:`_append_now` refused the record for a retriable reason
-        (``refused``: no metadata yet, ``buffer_memory`` full), wait for the machine to
-        change and try again, up to ``max_block``; ``sink`` (None: a new Delivery) gets
-        the outcome."""
+        (``refused``: no metadata yet), wait for the machine to change and try again, up
+        to ``max_block``; ``sink`` (None: a new Delivery) gets the outcome."""
         deadline: float | None = None
         while True:
             changed = self._changed
@@ -545,7 +594,7 @@ class Producer:
                 refused = exc
                 continue
             if moved:
-                await anyio.lowlevel.cancel_shielded_checkpoint()  # appended: no Cancelled
+                await self._appended(moved)
             return target
 
     def create_batch(
@@ -584,7 +633,8 @@ class Producer:
             error.
 
         Raises:
-            KafkaTimeoutError: ``max_block_ms`` passed while the batch was refused.
+            KafkaTimeoutError: ``max_block_ms`` passed while the batch was refused or
+                waited for buffer memory.
             KafkaError: the batch was refused for good (too large, empty, closed producer).
         """
         driver = self._running()
@@ -608,6 +658,9 @@ class Producer:
                     await changed.wait()
                 continue
             break
+        admission = None
+        if self.machine.is_waiting(rids[0]):
+            admission = self._admissions[rids[0]] = _Admission(rids)
         whole = Delivery(rids[0])
         left = len(rids)
 
@@ -627,6 +680,8 @@ class Producer:
             self._deliveries[part.record_id] = part
             part.add_done_callback(one_done)
         driver.wake()
+        if admission is not None:
+            await self._appended(admission)  # buffer memory, in the machine's FIFO
         return whole
 
     async def flush(self) -> None:
@@ -856,6 +911,10 @@ class Producer:
         for done in self._flushes.values():
             done.set()
         self._flushes.clear()
+        admissions, self._admissions = self._admissions, {}
+        for admission in admissions.values():
+            admission.error = error
+            admission.done.set()
         ops, self._txn_ops = self._txn_ops, {}
         for done, outcome in ops.values():
             outcome.append(ProducerClosedError("the producer stopped during the operation"))
@@ -899,10 +958,23 @@ class Producer:
                 self._acknowledged(event, topic, partition)
                 return
             case RecordsFailed(record_ids=rids, error=error):
+                admission = self._admissions.pop(rids[0], None) if self._admissions else None
+                if admission is not None:
+                    # it never got into a batch: the waiting send raises instead
+                    for rid in rids:
+                        self._deliveries.pop(rid, None)
+                    admission.error = error
+                    admission.done.set()
+                    return
                 for rid in rids:
                     delivery = self._deliveries.pop(rid, None)
                     if delivery is not None:
                         _settle(delivery, None, error)
+                return
+            case RecordsAdmitted(record_ids=rids):
+                admission = self._admissions.pop(rids[0], None)
+                if admission is not None:
+                    admission.done.set()
                 return
             case FlushCompleted(flush_id=fid):
                 done = self._flushes.pop(fid, None)
@@ -921,7 +993,7 @@ class Producer:
                 for done in self._flushes.values():
                     done.set()  # every record has its outcome
                 self._flushes.clear()
-            case MetadataUpdated() | BufferSpaceFreed() | ProducerFailed():
+            case MetadataUpdated() | ProducerFailed():
                 pass
             case _:
                 return
@@ -954,6 +1026,7 @@ def build_producer_config(
     allow_auto_create_topics: bool = True,
     transactional_id: str | None = None,
     transaction_timeout_ms: float = 60000,
+    max_block_ms: float = 60000,
 ) -> tuple[ProducerConfig, ssl.SSLContext | None]:
     """Build a :class:`ProducerConfig` (and the TLS context) from kafka-python/aiokafka
     style options. See :func:`open_producer` for their meaning.
@@ -975,6 +1048,10 @@ def build_producer_config(
             f"compression_type must be one of gzip, snappy, lz4, zstd or None, "
             f"got {compression_type!r}"
         )
+    if isinstance(max_block_ms, bool) or not isinstance(max_block_ms, int | float):
+        raise KafkaConfigurationError(f"max_block_ms must be a number, got {max_block_ms!r}")
+    if max_block_ms < 0:
+        raise KafkaConfigurationError(f"max_block_ms must be >= 0, got {max_block_ms!r}")
     check_ms(
         linger_ms=linger_ms,
         delivery_timeout_ms=delivery_timeout_ms,
@@ -1006,6 +1083,7 @@ def build_producer_config(
                 request_timeout=request_timeout_ms / 1000,
                 delivery_timeout=delivery_timeout_ms / 1000,
                 retry_backoff=retry_backoff_ms / 1000,
+                max_block=max_block_ms / 1000,
             ),
             acks=acks,
             enable_idempotence=enable_idempotence,
@@ -1100,10 +1178,6 @@ async def open_producer(
         KafkaConfigurationError: a bad option (before anything is started).
         TypeError: an unknown option.
     """
-    if isinstance(max_block_ms, bool) or not isinstance(max_block_ms, int | float):
-        raise KafkaConfigurationError(f"max_block_ms must be a number, got {max_block_ms!r}")
-    if max_block_ms < 0:
-        raise KafkaConfigurationError(f"max_block_ms must be >= 0, got {max_block_ms!r}")
     config, tls = build_producer_config(
         bootstrap_servers,
         client_id=client_id,
@@ -1128,6 +1202,7 @@ async def open_producer(
         allow_auto_create_topics=allow_auto_create_topics,
         transactional_id=transactional_id,
         transaction_timeout_ms=transaction_timeout_ms,
+        max_block_ms=max_block_ms,
     )
     machine = ProducerMachine(config, rng=random.SystemRandom())
     producer = Producer(machine, max_block=max_block_ms / 1000)

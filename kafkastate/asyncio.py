@@ -22,8 +22,6 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Final, Generic, TypeVar
 
-import anyio.lowlevel
-
 from kafkastate._anyio_consumer import Consumer, open_consumer, running_consumer
 from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.adapters._common import refuse_options
@@ -321,12 +319,12 @@ class AIOKafkaProducer:
         except KafkaError as exc:
             if not exc.retriable:
                 raise
-            await producer._append(  # wait for metadata or buffer room (max_block_ms)
+            await producer._append(  # wait for metadata (max_block_ms)
                 topic, value, key, partition, timestamp_ms, headers or (), future, refused=exc
             )
         else:
-            if moved:
-                await anyio.lowlevel.cancel_shielded_checkpoint()  # appended: no Cancelled
+            if moved:  # let the pump run, or wait in the machine's FIFO for buffer memory
+                await producer._appended(moved)
         return future
 
     async def send_and_wait(  # noqa: PLR0917 -- aiokafka's positional signature

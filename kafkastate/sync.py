@@ -398,6 +398,7 @@ def _producer_config(options: Mapping[str, Any]) -> ProducerConfig:
         request_timeout=request_timeout,
         retry_backoff=retry_backoff,
         retry_backoff_max=max(retry_backoff, 1.0),
+        max_block=_ms("max_block_ms", options["max_block_ms"]),
     )
     retries = options["retries"]
     if retries == math.inf:

@@ -750,6 +750,59 @@ def test_unresponsive_leader_fails_records_at_delivery_timeout(
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
+def test_full_buffer_memory_makes_sends_wait_in_order(kafka_cluster: Any, adapter: str) -> None:
+    # buffer_memory holds a handful of records: most sends wait in the machine's FIFO
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=3)
+    records = [
+        Rec(b"%03d" % i + bytes(300), key=None if i % 3 else b"k%d" % (i % 4)) for i in range(120)
+    ]
+    options = {"buffer_memory": 2000, "batch_size": 700, "linger_ms": 0, "max_block_ms": 30_000}
+    report = produce(adapter, Plan(bootstrap, topic, records, options))
+    acked = _acked(report)
+    _check_read_back(records, acked, consume(bootstrap, topic, len(records)), partitions=3)
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_full_buffer_memory_send_times_out_at_max_block(kafka_cluster: Any, adapter: str) -> None:
+    if not kafka_cluster.controllable:
+        pytest.skip("KAFKASTATE_BOOTSTRAP names a cluster the harness cannot pause")
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=1)
+    (broker,) = kafka_cluster.brokers
+    records = [Rec(b"first")] + [Rec(bytes(300)) for _ in range(6)]
+    plan = Plan(
+        bootstrap,
+        topic,
+        records,
+        {
+            "buffer_memory": 1000,
+            "max_block_ms": 500,
+            "linger_ms": 0,
+            "request_timeout_ms": 2000,
+            "delivery_timeout_ms": 4000,
+        },
+        flush_after=frozenset({0}),
+        hooks={0: broker.pause},  # nothing is acknowledged: buffer memory stays full
+        limit=30,
+    )
+    try:
+        report = produce(adapter, plan)
+    finally:
+        broker.resume()
+    assert report.start_error is None
+    assert isinstance(report.outcomes[0], Acked)
+    refused = [o for o in report.outcomes if isinstance(o, Refused)]
+    assert refused, report.outcomes  # the buffer filled up: later sends gave up waiting
+    for outcome in refused:
+        assert isinstance(outcome.error, KafkaTimeoutError), repr(outcome.error)
+        assert "max_block_ms" in str(outcome.error) and "buffer_memory" in str(outcome.error)
+        assert 0.45 <= outcome.seconds < 5
+    for outcome in report.outcomes[1 : 1 + len(records) - 1 - len(refused)]:
+        assert isinstance(outcome, Failed | Acked), outcome  # they got into the buffer
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
 def test_close_delivers_lingering_records(kafka_cluster: Any, adapter: str) -> None:
     bootstrap = kafka_cluster.bootstrap
     topic = _topic(bootstrap, partitions=3)

@@ -12,8 +12,11 @@ write, wait for a socket, the waker, the machine's deadline or a caller's ``max_
 deadline, feed, repeat.
 
 The only decision made here is *waiting*: a record refused with a retriable error
-(metadata pending, unknown topic, buffer full) is tried again after every turn of the loop
-until its ``max_block`` deadline passes -- then it fails with ``KafkaTimeoutError``.
+(metadata pending, unknown topic) is tried again after every turn of the loop until its
+``max_block`` deadline passes -- then it fails with ``KafkaTimeoutError``. Buffer memory is
+the machine's to wait for (``config.accumulator.max_block``): a record that does not fit
+waits in its FIFO, and the sending thread waits for the RecordsAdmitted -- or the
+RecordsFailed that ends the wait -- naming it.
 """
 
 from __future__ import annotations
@@ -35,12 +38,12 @@ from kafkastate.adapters._common import no_brokers_error
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core.client import CloseRequested, ConnectRequested, MetadataUpdated
 from kafkastate.core.producer.accumulator import (
-    BufferFullError,
     BufferSpaceFreed,
     FlushCompleted,
     FlushId,
     RecordId,
     RecordsAcknowledged,
+    RecordsAdmitted,
     RecordsFailed,
 )
 from kafkastate.core.producer.producer import (
@@ -54,6 +57,7 @@ from kafkastate.core.producer.producer import (
 from kafkastate.core.producer.transactions import TransactionOperationCompleted, TransactionOpId
 from kafkastate.errors import (
     IllegalStateError,
+    KafkaConfigurationError,
     KafkaError,
     KafkaTimeoutError,
 )
@@ -155,14 +159,20 @@ class ProducerThread:
     """Runs a ProducerMachine on its own thread; other threads send it commands.
 
     Args:
-        config: the machine's settings.
+        config: the machine's settings; ``accumulator.max_block`` (``max_block_ms``) bounds
+            a send's wait for buffer memory, which the machine keeps.
         ssl_context: TLS for every connection, or None for plaintext.
         name: the thread's name.
+
+    Raises:
+        KafkaConfigurationError: ``config.accumulator.max_block`` is None.
     """
 
     def __init__(
         self, config: ProducerConfig, *, ssl_context: ssl.SSLContext | None, name: str
     ) -> None:
+        if config.accumulator.max_block is None:
+            raise KafkaConfigurationError("ProducerThread needs config.accumulator.max_block")
         self._machine = ProducerMachine(config, rng=random.SystemRandom())
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -179,7 +189,8 @@ class ProducerThread:
         self._accepting = True
         self._commands: collections.deque[_Command] = collections.deque()
         self._sinks: dict[RecordId, RecordSink] = {}
-        self._waiting_sends: list[_Send] = []
+        self._waiting_sends: list[_Send] = []  # for metadata, retried every turn
+        self._blocked: dict[RecordId, _Send] = {}  # in the machine's FIFO, for memory
         self._waiting_partitions: list[_Partitions] = []
         self._flushes: dict[FlushId, Reply] = {}
         self._txn_ops: dict[TransactionOpId, Reply] = {}
@@ -220,7 +231,8 @@ class ProducerThread:
         sink: RecordSink,
         max_block: float,
     ) -> None:
-        """Append a record, waiting up to ``max_block`` seconds for metadata or memory.
+        """Append a record, waiting up to ``max_block`` seconds for metadata (and up to the
+        machine's ``max_block`` for buffer memory).
 
         From the IO thread (a callback) nothing can wait: a retriable refusal leaves the
         record queued and its sink fails with KafkaTimeoutError after ``max_block``.
@@ -234,13 +246,15 @@ class ProducerThread:
         with self._lock:
             if not self._accepting or self._finished or self._close is not None:
                 raise IllegalStateError("KafkaProducer already closed")
-            woke = None
+            woke: bool | _Send | None = None
             if not self._waiting_sends:  # else FIFO: wait behind them
                 woke = self._append_now(
                     topic, value, key, headers, partition, timestamp_ms, sink, inline
                 )
-            if woke is None:
-                # Metadata or buffer memory is missing: the IO thread retries every turn.
+            if isinstance(woke, _Send):
+                cmd = woke  # the machine keeps it waiting for buffer memory
+            elif woke is None:
+                # Metadata is missing: the IO thread retries every turn.
                 cmd = _Send(
                     topic=topic,
                     value=value,
@@ -254,7 +268,7 @@ class ProducerThread:
                     reply=None if inline else Reply(),
                 )
                 self._waiting_sends.append(cmd)
-        if woke is not None:
+        if isinstance(woke, bool):
             if woke:
                 # A batch opened or filled: give the IO thread the GIL now, or a tight send
                 # loop keeps it and records pile up until buffer_memory is full.
@@ -277,9 +291,10 @@ class ProducerThread:
         timestamp_ms: int,
         sink: RecordSink,
         inline: bool,
-    ) -> bool | None:
-        """Append under the lock; None if it must wait (retriable refusal), else whether
-        the IO thread was woken.
+    ) -> bool | _Send | None:
+        """Append under the lock; None if it must wait for metadata (retriable refusal),
+        the record's :class:`_Send` if the machine keeps it waiting for buffer memory,
+        else whether the IO thread was woken.
 
         Raises:
             KafkaError: a refusal that waiting cannot cure.
@@ -301,11 +316,28 @@ class ProducerThread:
                 self._counts["refused"] += 1
                 raise
             return None
+        self._sinks[rid] = sink  # before any event: acks=0 completes once admitted
+        if machine.steps != steps:
+            if machine.is_waiting(rid):
+                cmd = self._blocked[rid] = _Send(
+                    topic=topic,
+                    value=value,
+                    key=key,
+                    headers=headers,
+                    partition=partition,
+                    timestamp_ms=timestamp_ms,
+                    sink=sink,
+                    deadline=float("inf"),  # the machine's max_block
+                    max_block=0.0,
+                    reply=None if inline else Reply(),
+                )
+                return cmd
+            self._counts["sent"] += 1
+            if not inline:
+                self._wake()
+                return True
+            return False
         self._counts["sent"] += 1
-        self._sinks[rid] = sink
-        if machine.steps != steps and not inline:
-            self._wake()
-            return True
         return False
 
     def flush(self, timeout: float | None) -> None:
@@ -423,6 +455,9 @@ class ProducerThread:
                         "aborted (as close(timeout=0))"
                     )
                 self._close = _Close(deadline=time.monotonic(), reply=Reply())
+                self._refuse_blocked(
+                    IllegalStateError("KafkaProducer closed while send() waited"), time.monotonic()
+                )
                 self._machine.abort(now=time.monotonic())
             return
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -496,6 +531,9 @@ class ProducerThread:
                     self._close_replies.append(reply)
                     if self._close is None:
                         self._close = cmd
+                        self._refuse_blocked(
+                            IllegalStateError("KafkaProducer closed while send() waited"), now
+                        )
                         self._machine.close(now=now)
                     elif cmd.deadline is not None and (
                         self._close.deadline is None or cmd.deadline < self._close.deadline
@@ -522,7 +560,7 @@ class ProducerThread:
                 self._counts["timed_out"] += 1
                 error: KafkaError = KafkaTimeoutError(
                     f"send waited max_block_ms ({cmd.max_block * 1000:g} ms) for "
-                    f"{_waiting_for(exc)}: {exc}"
+                    f"topic metadata: {exc}"
                 )
                 error.__cause__ = exc
             else:
@@ -530,24 +568,34 @@ class ProducerThread:
                 error = exc
             self._refuse(cmd, error)
             return True
-        self._counts["sent"] += 1
         self._sinks[rid] = cmd.sink
+        if self._machine.is_waiting(rid):
+            self._blocked[rid] = cmd  # now for buffer memory, in the machine's FIFO
+            return True
+        self._counts["sent"] += 1
         if cmd.reply is not None:
             cmd.reply.set()
         return True
 
+    def _refuse_blocked(self, error: KafkaError, now: float) -> None:
+        """KafkaProducer's rule: close() refuses the sends still blocked in send() with
+        IllegalStateError; take them back from the machine's FIFO first."""
+        blocked, self._blocked = self._blocked, {}
+        for rid, cmd in blocked.items():
+            if self._machine.withdraw(rid, now=now):
+                self._sinks.pop(rid, None)
+                self._refuse(cmd, error)
+            else:  # admitted or failed meanwhile: its events tell
+                self._blocked[rid] = cmd
+
     def _retry_waiting(self, now: float) -> None:
         if self._waiting_sends:
             waiting, self._waiting_sends = self._waiting_sends, []
-            for i, cmd in enumerate(waiting):
+            for cmd in waiting:
                 if self._close is not None:
                     error = IllegalStateError("KafkaProducer closed while send() waited")
                     self._refuse(cmd, error)
                 elif not self._try_send(cmd, now):
-                    if isinstance(cmd.last_error, BufferFullError):
-                        # buffer.memory is FIFO: later records wait behind this one
-                        self._waiting_sends.extend(waiting[i:])
-                        break
                     self._waiting_sends.append(cmd)
         if self._waiting_partitions:
             cluster = self._machine.client.cluster
@@ -604,6 +652,25 @@ class ProducerThread:
                         self._counts["acked"] += 1
                         if sink is not None:
                             _complete(sink.record_acknowledged, topic, partition, offset, ts)
+                case RecordsAdmitted(record_ids=rids):
+                    blocked = self._blocked.pop(rids[0], None)
+                    if blocked is not None:
+                        self._counts["sent"] += 1
+                        if blocked.reply is not None:
+                            blocked.reply.set()
+                case RecordsFailed(record_ids=rids, error=error) if (
+                    self._blocked and rids[0] in self._blocked
+                ):
+                    # the wait for buffer memory ended without the record in a batch
+                    blocked = self._blocked.pop(rids[0])
+                    if isinstance(error, KafkaTimeoutError):
+                        self._counts["timed_out"] += 1
+                    if blocked.reply is not None:
+                        self._sinks.pop(rids[0], None)
+                        blocked.reply.fail(error)  # send() raises it
+                    else:
+                        self._sinks.pop(rids[0], None)
+                        _complete(blocked.sink.record_failed, error)
                 case RecordsFailed(record_ids=rids, error=error):
                     for rid in rids:
                         sink = self._sinks.pop(rid, None)
@@ -626,7 +693,7 @@ class ProducerThread:
                 case ProducerClosed():
                     self._finished = True
                 case MetadataUpdated() | BufferSpaceFreed() | ProducerIdAssigned():
-                    pass  # waiting sends are retried on every turn of the loop
+                    pass  # sends waiting for metadata are retried on every turn of the loop
 
     def _drain_waker(self) -> None:
         try:
@@ -646,7 +713,7 @@ class ProducerThread:
             "record-refused-total": c["refused"],
             "record-block-timeout-total": c["timed_out"],
             "records-outstanding": acc.outstanding_records,
-            "records-waiting-send": len(self._waiting_sends),
+            "records-waiting-send": len(self._waiting_sends) + len(self._blocked),
             "batches-in-flight": len(acc.in_flight_batches()),
             "buffer-total-bytes": acc.config.buffer_memory,
             "buffer-used-bytes": acc.buffer_used,
@@ -660,6 +727,9 @@ class ProducerThread:
         machine = self._machine
         if not self._finished:  # crashed: give every record an outcome
             try:
+                self._refuse_blocked(
+                    IllegalStateError("KafkaProducer already closed"), time.monotonic()
+                )
                 machine.abort(now=time.monotonic())
                 self._handle_events()
             except BaseException:
@@ -670,8 +740,9 @@ class ProducerThread:
         for sink in self._sinks.values():
             _complete(sink.record_failed, error)
         self._sinks.clear()
-        for waiting in self._waiting_sends:
+        for waiting in [*self._waiting_sends, *self._blocked.values()]:
             self._refuse(waiting, IllegalStateError("KafkaProducer already closed"))
+        self._blocked.clear()
         for cmd in self._commands_left():
             if isinstance(cmd, _Close):
                 self._close_replies.append(cmd.reply)
@@ -697,12 +768,6 @@ class ProducerThread:
         left = list(self._commands)
         self._commands.clear()
         return left
-
-
-def _waiting_for(error: KafkaError) -> str:
-    if isinstance(error, BufferFullError):
-        return "buffer memory (buffer_memory)"
-    return "topic metadata"
 
 
 def _complete(fn: Callable[..., None], *args: Any) -> None:

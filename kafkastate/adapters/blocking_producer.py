@@ -4,7 +4,9 @@ The loop is :class:`~kafkastate.adapters.blocking.BlockingClient`'s: open or clo
 sockets the machine asks for, write its bytes, wait for readable sockets or its deadline,
 feed everything back. No protocol decision lives here (STYLE.md §12): the only error
 handling is *waiting* -- ``send`` retries a record refused with a retriable error
-(metadata pending, unknown topic, buffer full) until ``max_block`` passes.
+(metadata pending, unknown topic) until ``max_block`` passes. Buffer memory is the
+machine's to wait for (its ``accumulator.max_block``): a record that does not fit waits in
+its FIFO and ``send`` runs the loop until the machine admits it or fails it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import ssl
 import time
 from collections.abc import Callable, Sequence
 
+import attrs
+
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core.client import CloseRequested, ConnectRequested
 from kafkastate.core.producer.accumulator import (
@@ -21,6 +25,7 @@ from kafkastate.core.producer.accumulator import (
     FlushId,
     RecordId,
     RecordsAcknowledged,
+    RecordsAdmitted,
     RecordsFailed,
 )
 from kafkastate.core.producer.producer import (
@@ -45,7 +50,7 @@ class BlockingProducer:
         config: producer settings.
         ssl_context: TLS for every connection, or None for plaintext.
         max_block: how long :meth:`send` may wait for metadata or buffer memory
-            (``max.block.ms``).
+            (``max.block.ms``); it becomes the machine's ``accumulator.max_block``.
     """
 
     def __init__(
@@ -55,6 +60,9 @@ class BlockingProducer:
         ssl_context: ssl.SSLContext | None = None,
         max_block: float = 60.0,
     ) -> None:
+        config = attrs.evolve(
+            config, accumulator=attrs.evolve(config.accumulator, max_block=max_block)
+        )
         self.machine = ProducerMachine(config, rng=random.SystemRandom())
         self._max_block = max_block
         self._io = SocketLoop(
@@ -68,6 +76,8 @@ class BlockingProducer:
         self._closed = False
         self._fatal: KafkaError | None = None
         self._wake = 0  # counts events that may unblock a refused send
+        self._waiting: RecordId | None = None  # the send waiting for buffer memory
+        self._wait_error: KafkaError | None = None  # how its wait ended, if it failed
 
     def send(
         self,
@@ -110,8 +120,18 @@ class BlockingProducer:
                     ) from exc
                 self._wait_for_wake(deadline)
                 continue
-            self._run(lambda: True)
-            return rid
+            break
+        if self.machine.is_waiting(rid):
+            self._waiting = rid
+            try:  # the machine's max_block ends the wait
+                self._run(lambda: not self.machine.is_waiting(rid))
+            finally:
+                self._waiting = None
+            error, self._wait_error = self._wait_error, None
+            if error is not None:
+                raise error
+        self._run(lambda: True)
+        return rid
 
     def flush(self, timeout: float | None = None) -> None:
         """Block until every record sent so far has its outcome.
@@ -174,9 +194,13 @@ class BlockingProducer:
                 case RecordsAcknowledged():
                     for rid, offset, _ts in event.results():
                         self.outcomes[rid] = (event.topic, event.partition, offset)
+                case RecordsFailed(record_ids=rids, error=error) if rids[0] == self._waiting:
+                    self._wait_error = error  # never in a batch: send raises it
                 case RecordsFailed(record_ids=rids, error=error):
                     for rid in rids:
                         self.outcomes[rid] = error
+                case RecordsAdmitted():
+                    pass
                 case FlushCompleted(flush_id=fid):
                     self._flushed.add(fid)
                 case ProducerFailed(error=error):

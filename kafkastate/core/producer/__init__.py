@@ -17,6 +17,7 @@ from kafkastate.core.producer.accumulator import (
     ReadyResult,
     RecordId,
     RecordsAcknowledged,
+    RecordsAdmitted,
     RecordsFailed,
 )
 from kafkastate.core.producer.partitioner import (
@@ -69,6 +70,7 @@ __all__ = [
     "ReadyResult",
     "RecordId",
     "RecordsAcknowledged",
+    "RecordsAdmitted",
     "RecordsFailed",
     "TransactionManager",
     "TransactionOpId",

@@ -95,6 +95,7 @@ __all__ = [
     "ReadyResult",
     "RecordId",
     "RecordsAcknowledged",
+    "RecordsAdmitted",
     "RecordsFailed",
 ]
 
@@ -123,6 +124,11 @@ def _non_negative(_inst: object, attr: attrs.Attribute[Any], value: float) -> No
 def _positive(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise KafkaConfigurationError(f"{attr.name} must be a number > 0, got {value!r}")
+
+
+def _optional_non_negative(inst: object, attr: attrs.Attribute[Any], value: float | None) -> None:
+    if value is not None:
+        _non_negative(inst, attr, value)
 
 
 def _int_at_least(minimum: int) -> Any:
@@ -166,6 +172,12 @@ class AccumulatorConfig:
     """First backoff before a batch is retried (``retry.backoff.ms``)."""
     retry_backoff_max: float = attrs.field(default=1.0, validator=_non_negative)
     """Backoff ceiling as attempts double it (``retry.backoff.max.ms``, KIP-580)."""
+    max_block: float | None = attrs.field(default=None, validator=_optional_non_negative)
+    """How long an append may wait for ``buffer.memory`` (``max.block.ms``), or None.
+
+    None: an append that does not fit is refused with :class:`BufferFullError` and the
+    caller retries. A number: it waits in the accumulator's FIFO instead (see
+    :meth:`Accumulator.append`) and fails with ``KafkaTimeoutError`` after this long."""
 
     def __attrs_post_init__(self) -> None:
         if self.delivery_timeout < self.linger + self.request_timeout:
@@ -263,6 +275,20 @@ class RecordsFailed:
 
 
 @attrs.frozen(kw_only=True)
+class RecordsAdmitted:
+    """Records that waited for ``buffer.memory`` (:meth:`Accumulator.is_waiting`) were
+    appended, in the order they were sent; their outcome follows as for any record."""
+
+    topic: str
+    """The topic."""
+    partition: int
+    """The partition they were appended to (a keyless record's sticky partition is
+    chosen when it is admitted)."""
+    record_ids: tuple[RecordId, ...]
+    """The records: one, or the records of one ``append_batch``."""
+
+
+@attrs.frozen(kw_only=True)
 class BufferSpaceFreed:
     """Memory was released after an append had been refused with BufferFullError."""
 
@@ -278,7 +304,9 @@ class FlushCompleted:
     """The id :meth:`Accumulator.flush` returned."""
 
 
-AccumulatorEvent = RecordsAcknowledged | RecordsFailed | BufferSpaceFreed | FlushCompleted
+AccumulatorEvent = (
+    RecordsAcknowledged | RecordsFailed | RecordsAdmitted | BufferSpaceFreed | FlushCompleted
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -562,6 +590,48 @@ def _check_bytes(what: str, data: object) -> None:
         )
 
 
+class _Waiting:
+    """A send refused for ``buffer.memory``, waiting in the FIFO: a record, or the batch of
+    an ``append_batch`` (built already, with its reserved ids)."""
+
+    __slots__ = (
+        "alone",
+        "batch",
+        "count",
+        "deadline",
+        "partition",
+        "rec",
+        "rid",
+        "sticky",
+        "topic",
+        "upper",
+    )
+
+    def __init__(  # noqa: PLR0917 -- internal record
+        self,
+        rid: RecordId,
+        count: int,
+        topic: str,
+        partition: int,
+        sticky: bool,
+        rec: _Rec | None,
+        upper: int,
+        alone: int,
+        batch: ProducerBatch | None,
+        deadline: float,
+    ) -> None:
+        self.rid = rid
+        self.count = count
+        self.topic = topic
+        self.partition = partition  # the send's choice; a sticky one is chosen anew
+        self.sticky = sticky
+        self.rec = rec
+        self.upper = upper  # bytes if it joins an open batch
+        self.alone = alone  # bytes in a batch of its own (a batch's whole size)
+        self.batch = batch
+        self.deadline = deadline
+
+
 class Accumulator:
     """Per-partition record batches, buffer memory, readiness, draining and outcomes.
 
@@ -603,6 +673,11 @@ class Accumulator:
         # for the topic and the switch threshold: what append_sticky needs (see there).
         self._lanes: dict[str, tuple[ProducerBatch, deque[ProducerBatch], Any, int]] = {}
         self._opened: tuple[ProducerBatch, deque[ProducerBatch]] | None = None  # by append
+        # Sends waiting for buffer.memory (config.max_block set), by first record id, in
+        # send order: a FIFO that nothing overtakes (Java BufferPool's waiters).
+        self._waiting: dict[int, _Waiting] = {}
+        self._last_deadline = float("-inf")
+        self._used_at_admission = 0  # memory in use after the last admission round
 
     # ----------------------------------------------------------------------- queries
 
@@ -632,12 +707,49 @@ class Accumulator:
         return self._closed
 
     def has_undrained(self) -> bool:
-        """Whether any batch waits in a partition's deque.
+        """Whether any batch waits in a partition's deque, or any send for buffer memory.
 
         Returns:
             True if something is left to drain.
         """
-        return any(self._queues.values())
+        return bool(self._waiting) or any(self._queues.values())
+
+    @property
+    def waiting_sends(self) -> int:
+        """How many sends wait for ``buffer.memory`` (a record, or one ``append_batch``)."""
+        return len(self._waiting)
+
+    def is_waiting(self, record_id: RecordId) -> bool:
+        """Whether the send that returned ``record_id`` (the first id of an
+        ``append_batch``) still waits for ``buffer.memory``.
+
+        Args:
+            record_id: the id :meth:`append` returned.
+
+        Returns:
+            True until :class:`RecordsAdmitted` or :class:`RecordsFailed` names it (or it
+            was withdrawn).
+        """
+        return record_id in self._waiting
+
+    def next_wait_deadline(self) -> float | None:
+        """When the first waiting send reaches ``max_block`` (:meth:`admit_waiting` then
+        fails it).
+
+        Returns:
+            An absolute time on the driver's clock, or None if no send waits.
+        """
+        for waiting in self._waiting.values():
+            return waiting.deadline  # the head: deadlines follow send order
+        return None
+
+    def admission_pending(self) -> bool:
+        """Whether sends wait and memory was freed since :meth:`admit_waiting` last ran.
+
+        Returns:
+            True if calling :meth:`admit_waiting` again may admit something.
+        """
+        return bool(self._waiting) and self._used < self._used_at_admission
 
     def has_incomplete(self) -> bool:
         """Whether any record still waits for its outcome.
@@ -706,12 +818,20 @@ class Accumulator:
                 explicit partition, no custom partitioner); the appended bytes are reported
                 to the partitioner.
 
+        Buffer memory: a record that does not fit now, or that comes while other sends
+        wait (nothing overtakes them), is refused with :class:`BufferFullError` -- unless
+        ``config.max_block`` is set: then it waits in a FIFO and its id is returned at once
+        (:meth:`is_waiting` is True). :meth:`admit_waiting` appends waiting sends in order
+        as memory frees (:class:`RecordsAdmitted`), or fails them with ``KafkaTimeoutError``
+        once ``max_block`` has passed (:class:`RecordsFailed`).
+
         Returns:
             The record's id, named again by exactly one :class:`RecordsAcknowledged` or
             :class:`RecordsFailed`.
 
         Raises:
-            BufferFullError: no room in ``buffer.memory`` now; nothing was appended.
+            BufferFullError: no room in ``buffer.memory`` now and ``config.max_block`` is
+                None; nothing was appended.
             MessageTooLargeError: the record alone exceeds ``max.request.size`` or
                 ``buffer.memory``.
             KafkaConfigurationError: an argument has the wrong type or range.
@@ -754,6 +874,8 @@ class Accumulator:
                 partition=partition,
             )
         rec: _Rec = (timestamp_ms, key, value, hdrs)
+        if self._waiting:  # strict FIFO: nothing overtakes a waiting send
+            return self._refuse(topic, partition, sticky, rec, upper, alone, upper, now)
         tp = (topic, partition)
         dq = self._queues.get(tp)
         if dq is None:
@@ -767,13 +889,28 @@ class Accumulator:
             fits = last._has_room(rec, self._batch_limit)
         needed = upper if fits else alone
         if self._used + needed > cfg.buffer_memory:
-            self._blocked = True  # Java: the pool is exhausted -> everything becomes sendable
-            raise BufferFullError(
-                needed=needed,
-                available=cfg.buffer_memory - self._used,
-                buffer_memory=cfg.buffer_memory,
-            )
+            return self._refuse(topic, partition, sticky, rec, upper, alone, needed, now)
         rid = RecordId(self._next_record)
+        self._place(topic, partition, dq, last, fits, rec, rid, now, sticky)
+        self._next_record += 1
+        self._outstanding += 1
+        return rid
+
+    def _place(  # noqa: PLR0917 -- internal, positional for speed
+        self,
+        topic: str,
+        partition: int,
+        dq: deque[ProducerBatch],
+        last: ProducerBatch | None,
+        fits: bool,
+        rec: _Rec,
+        rid: RecordId,
+        now: float,
+        sticky: bool,
+    ) -> None:
+        """Put a record that fits ``buffer.memory`` into ``last`` (the partition's open
+        batch, if ``fits``) or a new batch. Counting ``rid`` is the caller's."""
+        cfg = self.config
         self._opened = None
         if fits and last is not None:
             batch = last
@@ -795,9 +932,7 @@ class Accumulator:
             dq.append(batch)
             self._readiness_changed = True  # a new linger deadline
             self._opened = (batch, dq)
-        self._next_record += 1
         self._used += grown
-        self._outstanding += 1
         if not batch._accepting:
             self._readiness_changed = True  # full: sendable now
         if sticky and self._partitioner is not None:
@@ -807,6 +942,43 @@ class Accumulator:
                 self._lanes[topic] = (batch, dq, lane[0], lane[1])
             else:
                 self._lanes.pop(topic, None)
+
+    def _refuse(  # noqa: PLR0917 -- internal
+        self,
+        topic: str,
+        partition: int,
+        sticky: bool,
+        rec: _Rec | None,
+        upper: int,
+        alone: int,
+        needed: int,
+        now: float,
+        batch: ProducerBatch | None = None,
+    ) -> RecordId:
+        """No room in ``buffer.memory`` (or sends wait): raise BufferFullError, or with
+        ``max_block`` set, queue the send in the FIFO and return its (first) id."""
+        cfg = self.config
+        self._blocked = True  # Java: the pool is exhausted -> everything becomes sendable
+        if cfg.max_block is None:
+            raise BufferFullError(
+                needed=needed,
+                available=cfg.buffer_memory - self._used,
+                buffer_memory=cfg.buffer_memory,
+            )
+        count = 1 if batch is None else len(batch._ids)
+        rid = RecordId(self._next_record) if batch is None else batch._ids[0]
+        self._next_record = rid + count
+        self._outstanding += count
+        # Deadlines follow send order (one max_block, a clock that does not go back), so the
+        # FIFO's head is always the first to expire.
+        deadline = max(now + cfg.max_block, self._last_deadline)
+        self._last_deadline = deadline
+        self._waiting[rid] = _Waiting(
+            rid, count, topic, partition, sticky, rec, upper, alone, batch, deadline
+        )
+        self._lanes.clear()  # append_sticky must not overtake it
+        self._opened = None
+        self._readiness_changed = True  # exhausted: every partition is sendable now
         return rid
 
     def append_sticky(
@@ -895,8 +1067,11 @@ class Accumulator:
         Returns:
             The records' ids, in order.
 
+        Buffer memory is as for :meth:`append`: with ``config.max_block`` set, a batch
+        that does not fit now waits in the FIFO (:meth:`is_waiting` of its first id).
+
         Raises:
-            BufferFullError: no room in ``buffer.memory`` now.
+            BufferFullError: no room in ``buffer.memory`` now (``config.max_block`` None).
             MessageTooLargeError: the batch exceeds ``max.request.size`` or
                 ``buffer.memory``.
             KafkaConfigurationError: no records, or an argument has the wrong type.
@@ -937,27 +1112,102 @@ class Accumulator:
                 topic=topic,
                 partition=partition,
             )
-        if self._used + size > cfg.buffer_memory:
-            self._blocked = True
-            raise BufferFullError(
-                needed=size,
-                available=cfg.buffer_memory - self._used,
-                buffer_memory=cfg.buffer_memory,
-            )
         batch._accepting = False  # its own batch: nothing else joins it
-        tp = (topic, partition)
+        self._next_batch += 1
+        if self._waiting or self._used + size > cfg.buffer_memory:
+            rid = self._refuse(topic, partition, False, None, size, size, size, now, batch)
+            return list(range(rid, rid + len(records)))  # type: ignore[arg-type] # RecordIds
+        self._next_record += len(records)
+        self._outstanding += len(records)
+        self._place_batch(batch)
+        return list(batch._ids)
+
+    def _place_batch(self, batch: ProducerBatch) -> None:
+        """Queue a batch of its own (``append_batch``) that fits ``buffer.memory``."""
+        tp = (batch.topic, batch.partition)
         dq = self._queues.get(tp)
         if dq is None:
             dq = self._queues[tp] = deque()
         if dq and dq[-1]._accepting:
             dq[-1]._accepting = False  # keep offsets in append order
         dq.append(batch)
-        self._next_batch += 1
-        self._next_record += len(records)
-        self._used += size
-        self._outstanding += len(records)
+        self._used += batch._size
         self._readiness_changed = True
-        return list(batch._ids)
+
+    def admit_waiting(
+        self, cluster: ClusterMetadata, *, now: float, expire: bool = True
+    ) -> list[_TP]:
+        """Settle the sends waiting for ``buffer.memory``, strictly in send order.
+
+        First (with ``expire``) every waiting send whose ``max_block`` deadline is at or
+        before ``now`` fails with :class:`~kafkastate.errors.KafkaTimeoutError`
+        (:class:`RecordsFailed`; its ``__cause__`` is a :class:`BufferFullError` with the
+        numbers at that time). Then waiting sends are appended from the head of the FIFO
+        while the head fits (:class:`RecordsAdmitted`), a keyless sticky record to the
+        sticky partition of now; the first that does not fit stops the round, so a later
+        small send never overtakes an earlier big one.
+
+        Args:
+            cluster: the current metadata (a sticky record's partition).
+            now: the driver's clock.
+            expire: False leaves expired sends for a later call (the producer's ``send``
+                does, so that the send it just queued is decided by ``handle_timer``).
+
+        Returns:
+            The ``(topic, partition)`` pairs appended to, in order.
+        """
+        waiting = self._waiting
+        appended: list[_TP] = []
+        if expire:
+            while waiting:
+                head = next(iter(waiting.values()))
+                if head.deadline > now:
+                    break
+                del waiting[head.rid]
+                self._fail_waiting(head, self._timeout_error(head), now)
+        while waiting:
+            head = next(iter(waiting.values()))
+            tp = self._admit(head, cluster, now)
+            if tp is None:
+                break
+            if tp[1] >= 0:
+                appended.append(tp)
+        if waiting:
+            self._blocked = True
+            self._lanes.clear()  # admissions may have opened lanes: none while sends wait
+        self._used_at_admission = self._used
+        return appended
+
+    def withdraw(self, record_id: RecordId, *, now: float) -> bool:
+        """Take back a send that waits for ``buffer.memory`` (its caller gave up waiting,
+        say a cancelled task). No event will name its records.
+
+        Args:
+            record_id: the id :meth:`append` (or the first of :meth:`append_batch`)
+                returned.
+            now: the driver's clock.
+
+        Returns:
+            True if it was waiting and is gone; False if it was admitted or failed already.
+        """
+        waiting = self._waiting.pop(record_id, None)
+        if waiting is None:
+            return False
+        self._settle(range(waiting.rid, waiting.rid + waiting.count))
+        if not self._waiting:
+            self._last_deadline = float("-inf")
+        return True
+
+    def fail_waiting(self, error: KafkaError, *, now: float) -> None:
+        """Fail every send waiting for ``buffer.memory`` with ``error`` (close, abort).
+
+        Args:
+            error: the error each :class:`RecordsFailed` carries.
+            now: the driver's clock.
+        """
+        waiting, self._waiting = self._waiting, {}
+        for entry in waiting.values():
+            self._fail_waiting(entry, error, now)
 
     def take_quiet_open(self, cluster: ClusterMetadata) -> float | None:
         """After an :meth:`append` that changed readiness: if all it did was open a batch
@@ -980,6 +1230,7 @@ class Accumulator:
             linger <= 0
             or self._closed
             or self._blocked
+            or self._waiting
             or self._flushes
             or not batch._accepting
             or dq[0] is not batch  # the new batch is the last: alone in its deque
@@ -1018,7 +1269,7 @@ class Accumulator:
         nodes: dict[NodeId, None] = {}
         unknown: dict[str, None] = {}
         next_at: float | None = None
-        forced = self._closed or self._blocked or bool(self._flushes)
+        forced = self._closed or self._blocked or bool(self._flushes) or bool(self._waiting)
         linger = self.config.linger
         for tp, dq in self._queues.items():
             if not dq:
@@ -1277,14 +1528,15 @@ class Accumulator:
         return expired
 
     def abort_undrained(self, error: KafkaError, *, now: float) -> list[ProducerBatch]:
-        """Fail every queued batch (transaction abort, forced close); in-flight ones stay.
+        """Fail every queued batch (transaction abort, forced close), and every send waiting
+        for ``buffer.memory``; in-flight ones stay.
 
         Args:
             error: the error each :class:`RecordsFailed` carries.
             now: the driver's clock.
 
         Returns:
-            The failed batches.
+            The failed batches (sends that waited had none).
         """
         aborted: list[ProducerBatch] = []
         for dq in self._queues.values():
@@ -1292,6 +1544,7 @@ class Accumulator:
                 batch = dq.popleft()
                 self._fail(batch, error, now, "abort_undrained")
                 aborted.append(batch)
+        self.fail_waiting(error, now=now)
         if aborted:
             self._announce_freed()
         return aborted
@@ -1372,7 +1625,11 @@ class Accumulator:
 
     def _resolved(self, batch: ProducerBatch) -> None:
         """Outcome emitted: settle flushes, then free the batch's memory."""
-        ids = batch._ids
+        self._settle(batch._ids)
+        self._used -= batch._size
+
+    def _settle(self, ids: Sequence[int]) -> None:
+        """These records (ascending ids) have their outcome: count them off the flushes."""
         self._outstanding -= len(ids)
         if self._flushes:
             for fid, state in list(self._flushes.items()):
@@ -1380,7 +1637,84 @@ class Accumulator:
                 if state[1] <= 0:
                     del self._flushes[fid]
                     self._events.append(FlushCompleted(flush_id=fid))
-        self._used -= batch._size
+
+    def _admit(self, entry: _Waiting, cluster: ClusterMetadata, now: float) -> _TP | None:
+        """Append the FIFO's head if it fits now; None if it does not (the round ends).
+        A head that can no longer be partitioned fails: ``(topic, -1)``."""
+        cfg = self.config
+        topic = entry.topic
+        batch = entry.batch
+        if batch is not None:
+            if self._used + batch._size > cfg.buffer_memory:
+                return None
+            del self._waiting[entry.rid]
+            self._place_batch(batch)
+            self._events.append(
+                RecordsAdmitted(
+                    topic=topic, partition=batch.partition, record_ids=tuple(batch._ids)
+                )
+            )
+            return (topic, batch.partition)
+        rec = entry.rec
+        assert rec is not None  # a record when it is not a batch
+        partition = entry.partition
+        if entry.sticky and self._partitioner is not None:
+            # chosen now, not at send time: records that waited spread as any others do
+            try:
+                partition = self._partitioner.partition(topic, None, cluster)
+            except KafkaError as exc:  # the topic left the metadata meanwhile
+                del self._waiting[entry.rid]
+                self._fail_waiting(entry, exc, now)
+                return (topic, -1)
+        tp = (topic, partition)
+        dq = self._queues.get(tp)
+        if dq is None:
+            dq = self._queues[tp] = deque()
+        last = dq[-1] if dq and dq[-1]._accepting else None
+        fits = last is not None and last._has_room(rec, self._batch_limit)
+        if self._used + (entry.upper if fits else entry.alone) > cfg.buffer_memory:
+            return None
+        del self._waiting[entry.rid]
+        try:
+            self._place(topic, partition, dq, last, fits, rec, entry.rid, now, entry.sticky)
+        except KafkaError as exc:  # found only when encoded (a header value of a bad type)
+            self._fail_waiting(entry, exc, now)
+            return (topic, -1)
+        self._events.append(
+            RecordsAdmitted(topic=topic, partition=partition, record_ids=(entry.rid,))
+        )
+        return tp
+
+    def _fail_waiting(self, entry: _Waiting, error: KafkaError, now: float) -> None:
+        """A waiting send failed (timeout, close, abort): emit its RecordsFailed."""
+        ids = range(entry.rid, entry.rid + entry.count)
+        self._events.append(
+            RecordsFailed(
+                topic=entry.topic,
+                partition=entry.partition,
+                record_ids=tuple(RecordId(i) for i in ids),
+                error=error,
+            )
+        )
+        self._settle(ids)
+        if not self._waiting:
+            self._last_deadline = float("-inf")
+
+    def _timeout_error(self, entry: _Waiting) -> KafkaTimeoutError:
+        cfg = self.config
+        assert cfg.max_block is not None  # nothing waits without it
+        full = BufferFullError(
+            needed=entry.alone,  # at most: the record in a batch of its own
+            available=cfg.buffer_memory - self._used,
+            buffer_memory=cfg.buffer_memory,
+        )
+        # The adapters' words before the wait moved here (kafkastate.sync's).
+        error = KafkaTimeoutError(
+            f"send waited max_block_ms ({cfg.max_block * 1000:g} ms) for buffer memory "
+            f"(buffer_memory): {full}"
+        )
+        error.__cause__ = full
+        return error
 
     def _announce_freed(self) -> None:
         """After a command released memory: wake refused appends, once, with the final count."""

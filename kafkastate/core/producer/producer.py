@@ -13,7 +13,15 @@ passes ConnectRequested / CloseRequested / MetadataUpdated through.
 metadata has not arrived yet raises :class:`MetadataPendingError` (retriable): the topic is
 added to the metadata of interest and the adapter waits for the next MetadataUpdated, then
 calls ``send`` again, up to its ``max.block.ms`` (Java ``KafkaProducer.waitOnMetadata``).
-``BufferFullError`` works the same way with BufferSpaceFreed.
+Buffer memory is the core's to wait for (``max.block.ms`` in
+``config.accumulator.max_block``): a send that does not fit ``buffer.memory`` gets its
+record id at once and waits in the accumulator's FIFO; :meth:`ProducerMachine.is_waiting`
+says so. As batches get their outcomes the waiting sends are admitted strictly in send order
+(RecordsAdmitted), and one still waiting at its ``max_block`` deadline -- a deadline of
+:meth:`get_timer` -- fails with KafkaTimeoutError (RecordsFailed). Close and abort fail
+the waiting sends with LocalProtocolError, as ``send`` itself refuses then. Without
+``max_block`` the send raises ``BufferFullError`` instead and the caller retries after
+BufferSpaceFreed.
 
 The sender runs after every input (Java ``Sender.runOnce``):
 
@@ -101,6 +109,7 @@ from kafkastate.core.producer.accumulator import (
     ProducerBatch,
     RecordId,
     RecordsAcknowledged,
+    RecordsAdmitted,
     RecordsFailed,
 )
 from kafkastate.core.producer.idempotence import (
@@ -338,6 +347,7 @@ ProducerEvent = (
     | MetadataUpdated
     | RecordsAcknowledged
     | RecordsFailed
+    | RecordsAdmitted
     | BufferSpaceFreed
     | FlushCompleted
     | ProducerIdAssigned
@@ -508,6 +518,14 @@ class ProducerMachine:
             headers: ``(key, value)`` pairs.
             now: the driver's clock.
 
+        Buffer memory: with ``max_block`` set (``config.accumulator.max_block``), a record
+        that does not fit ``buffer.memory`` now -- or that comes while earlier sends wait --
+        waits in the accumulator's FIFO; its id is returned all the same and
+        :meth:`is_waiting` says so. A :class:`RecordsAdmitted` naming it follows when it
+        is appended, then its outcome as for any record; or a :class:`RecordsFailed` with
+        ``KafkaTimeoutError`` at its ``max_block`` deadline (:meth:`get_timer`), or with
+        ``LocalProtocolError`` if the producer is closed or aborted meanwhile.
+
         Returns:
             The record's id; exactly one RecordsAcknowledged or RecordsFailed names it.
 
@@ -516,8 +534,8 @@ class ProducerMachine:
                 MetadataUpdated, then send again).
             UnknownTopicOrPartitionError: the topic or explicit partition is not in the
                 metadata (retriable while the topic may still be created).
-            BufferFullError: no room in ``buffer.memory`` now (retriable: wait for
-                BufferSpaceFreed).
+            BufferFullError: no room in ``buffer.memory`` now and no ``max_block``
+                (retriable: wait for BufferSpaceFreed).
             MessageTooLargeError: the record can never fit a request.
             PartitionerError, KafkaConfigurationError: bad partitioner result or argument.
             LocalProtocolError: the producer is closing or closed.
@@ -574,17 +592,19 @@ class ProducerMachine:
             now=now,
             sticky=sticky,
         )
-        if txn is not None and txn.add_partition(topic, chosen):
+        if txn is not None and not acc.is_waiting(rid) and txn.add_partition(topic, chosen):
             # New to the transaction: AddPartitionsToTxn before any batch of it (KIP-98).
+            # (A record that waits for memory adds its partition when admitted.)
             acc.take_readiness_changed()
             self._partitions[(topic, chosen)] = None
-            self._step(now)
+            self._step(now, expire_waiting=False)
         elif acc.take_readiness_changed():
-            # A new batch (a new linger deadline; maybe a new partition) or a full one.
+            # A new batch (a new linger deadline; maybe a new partition), a full one, or a
+            # record that waits for buffer memory (every partition is sendable then).
             self._partitions[(topic, chosen)] = None
             deadline = acc.take_quiet_open(cluster) if txn is None else None
             if deadline is None:
-                self._step(now)
+                self._step(now, expire_waiting=False)
             else:
                 # Only a new linger deadline: no need to look at everything again, but
                 # drivers must see the new timer (steps moved).
@@ -620,6 +640,9 @@ class ProducerMachine:
             records: ``(timestamp_ms, key, value, headers)`` per record, in order.
             now: the driver's clock.
 
+        Buffer memory is as for :meth:`send`: with ``max_block`` set the batch may wait
+        (:meth:`is_waiting` of its first id).
+
         Returns:
             The records' ids, in order; each is named by a RecordsAcknowledged or
             RecordsFailed.
@@ -650,12 +673,42 @@ class ProducerMachine:
             raise MetadataPendingError(topic)
         chosen = self._partitioner.partition(topic, None, cluster, explicit=partition)
         rids = self._acc.append_batch(topic, chosen, records, now=now)
-        if self._txn is not None:
+        if self._txn is not None and not self._acc.is_waiting(rids[0]):
             self._txn.add_partition(topic, chosen)
         self._acc.take_readiness_changed()
         self._partitions[(topic, chosen)] = None
-        self._step(now)
+        self._step(now, expire_waiting=False)
         return rids
+
+    def is_waiting(self, record_id: RecordId) -> bool:
+        """Whether the send that returned ``record_id`` (the first id of a
+        :meth:`send_batch`) waits for ``buffer.memory``.
+
+        Args:
+            record_id: an id :meth:`send` returned.
+
+        Returns:
+            True until a RecordsAdmitted or RecordsFailed names it; an adapter whose
+            caller blocks in ``send`` waits for one of those.
+        """
+        return self._acc.is_waiting(record_id)
+
+    def withdraw(self, record_id: RecordId, *, now: float) -> bool:
+        """Take back a send that still waits for ``buffer.memory`` (its caller stopped
+        waiting: a cancelled task). No event will name its records.
+
+        Args:
+            record_id: an id :meth:`send` (or the first :meth:`send_batch`) returned.
+            now: the driver's clock.
+
+        Returns:
+            True if it was waiting and is gone; False if it was admitted or failed already
+            (its events are out or queued).
+        """
+        gone = self._acc.withdraw(record_id, now=now)
+        if gone:
+            self._step(now)  # the sends behind it may fit now
+        return gone
 
     def track_topics(self, topics: Sequence[str]) -> None:
         """Fetch metadata for ``topics`` ahead of their first :meth:`send`.
@@ -807,6 +860,14 @@ class ProducerMachine:
         if self._state is ProducerState.CLOSED:
             return
         self._close_requested = True
+        if self._acc.waiting_sends:
+            self._acc.fail_waiting(
+                LocalProtocolError(
+                    f"send on a producer that is {self._state.name}: it was closed while "
+                    "the record waited for buffer memory (buffer_memory)"
+                ),
+                now=now,
+            )
         if not self._acc.closed:
             self._acc.close()
         if self._txn is not None:
@@ -822,6 +883,14 @@ class ProducerMachine:
         if self._state is ProducerState.CLOSED:
             return
         self._pull_client(now)
+        if self._acc.waiting_sends:
+            self._acc.fail_waiting(
+                LocalProtocolError(
+                    "send on a producer that is CLOSED: it was aborted while the record "
+                    "waited for buffer memory (buffer_memory)"
+                ),
+                now=now,
+            )
         error = ProducerClosedError("the producer was aborted")
         if self._txn is not None:
             self._txn.fenced(error, now=now)
@@ -884,6 +953,7 @@ class ProducerMachine:
                 self._kick_at,
                 self._next_ready_at,
                 self._acc.next_expiry_at(),
+                self._acc.next_wait_deadline(),  # max_block of the first waiting send
                 self._init_retry_at if self._init_rid is None else None,
                 None if self._txn is None else self._txn.get_timer(),
             )
@@ -915,14 +985,17 @@ class ProducerMachine:
         self._pull()
         self._events.append(event)
 
-    def _step(self, now: float) -> None:
+    def _step(self, now: float, *, expire_waiting: bool = True) -> None:
         self.steps += 1
         self._now = max(self._now, now)
         if self._state is ProducerState.CLOSED:
             return
+        acc = self._acc
         for _ in range(8):
             self._pull_client(now)
             self._expire(now)
+            if acc.waiting_sends:
+                self._admit(now, expire_waiting)
             self._maybe_init(now)
             self._send_ready(now)
             self._pull_client(now)
@@ -930,12 +1003,26 @@ class ProducerMachine:
                 break
             # Handling responses may have asked the Client for work that is due at once
             # (a metadata refresh after NOT_LEADER): let it run now, or its deadline would
-            # already be past when the driver next looks.
+            # already be past when the driver next looks. Likewise memory freed after the
+            # admission above (acks=0 completes at once) lets waiting sends in now.
             due = self._client.get_timer()
             if due is None or due > now:
-                break
-            self._client.handle_timer(now=now)
+                if not acc.admission_pending():
+                    break
+            else:
+                self._client.handle_timer(now=now)
         self._pull()
+
+    def _admit(self, now: float, expire: bool) -> None:
+        """Sends that waited for buffer memory: time out, then admit in FIFO order."""
+        if self._state not in (ProducerState.OPEN, ProducerState.CLOSING):
+            return
+        txn = self._txn
+        for tp in self._acc.admit_waiting(self._client.cluster, now=now, expire=expire):
+            self._partitions[tp] = None
+            if txn is not None:
+                txn.add_partition(*tp)
+        self._acc.take_readiness_changed()
 
     def _pull_client(self, now: float) -> None:
         client = self._client
