@@ -25,7 +25,7 @@ import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
 
 import anyio
@@ -33,7 +33,7 @@ import anyio
 from kafkastate.adapters._async_driver import AsyncDriver, wait_for_cluster
 from kafkastate.adapters._common import tls_context
 from kafkastate.core.client import MetadataUpdated
-from kafkastate.core.config import consumer_machine, resolve
+from kafkastate.core.config import check_consumer, consumer_machine, resolve
 from kafkastate.core.consumer.consumer import (
     AutoCommitted,
     ConsumerMachine,
@@ -621,8 +621,7 @@ class Consumer:
                     await self._left.wait()
 
 
-@asynccontextmanager
-async def open_consumer(*topics: str, **options: Any) -> AsyncIterator[Consumer]:
+def open_consumer(*topics: str, **options: Any) -> AbstractAsyncContextManager[Consumer]:
     """Run a consumer for the duration of an ``async with`` block (asyncio or trio).
 
     With a ``group_id``, subscribing (``topics`` here, or :meth:`Consumer.subscribe`) joins
@@ -641,19 +640,20 @@ async def open_consumer(*topics: str, **options: Any) -> AsyncIterator[Consumer]
             ``group_protocol`` (``"consumer"``: KIP-848), ``auto_offset_reset``,
             ``isolation_level``, ``fetch_*``, TLS, SASL... (docs/options.md lists them all).
 
-    Yields:
-        The running :class:`Consumer`.
+    Returns:
+        An async context manager whose block runs the :class:`Consumer` it yields.
 
     Raises:
-        KafkaConfigurationError: a bad option value, or options that contradict each other.
+        KafkaConfigurationError: a bad option value, or options that contradict each other
+            (checked at once, before anything starts).
         TypeError: an unknown option.
     """
     resolved = resolve("consumer", "kafkastate", options, owner="open_consumer")
+    check_consumer(resolved)
     if resolved["listener"] is not None and not topics:
         raise KafkaConfigurationError("listener= needs topics to subscribe to")
     subscription = (topics, None, resolved["listener"]) if topics else None
-    async with running_consumer(resolved, subscription) as consumer:
-        yield consumer
+    return running_consumer(resolved, subscription)
 
 
 @asynccontextmanager

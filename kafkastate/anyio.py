@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-import ssl
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final, NamedTuple, cast
 
 import anyio
@@ -39,10 +38,10 @@ import attrs
 from kafkastate._anyio_consumer import Consumer, open_consumer
 from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.adapters._async_driver import AsyncDriver, wait_for_cluster
-from kafkastate.adapters._common import build_client_config, check_ms
+from kafkastate.adapters._common import tls_context
 from kafkastate.core.client import MetadataUpdated
+from kafkastate.core.config import producer_config, resolve
 from kafkastate.core.producer.accumulator import (
-    AccumulatorConfig,
     FlushCompleted,
     FlushId,
     RecordId,
@@ -50,11 +49,9 @@ from kafkastate.core.producer.accumulator import (
     RecordsAdmitted,
     RecordsFailed,
 )
-from kafkastate.core.producer.partitioner import CustomPartitioner
 from kafkastate.core.producer.producer import (
     ProducerClosed,
     ProducerClosedError,
-    ProducerConfig,
     ProducerFailed,
     ProducerMachine,
     ProducerState,
@@ -64,7 +61,6 @@ from kafkastate.core.producer.transactions import (
     TransactionOpId,
     TransactionState,
 )
-from kafkastate.core.protocol.compression import Compression
 from kafkastate.core.protocol.records import RecordBatchBuilder
 from kafkastate.errors import (
     KafkaConfigurationError,
@@ -82,21 +78,12 @@ __all__ = [
     "Delivery",
     "Producer",
     "RecordMetadata",
-    "build_producer_config",
+    "running_producer",
     "open_consumer",
     "open_producer",
 ]
 
 Headers = Sequence[tuple[str, bytes | None]]
-
-_COMPRESSION: Final = {
-    None: Compression.NONE,
-    "none": Compression.NONE,
-    "gzip": Compression.GZIP,
-    "snappy": Compression.SNAPPY,
-    "lz4": Compression.LZ4,
-    "zstd": Compression.ZSTD,
-}
 
 
 class RecordMetadata(NamedTuple):
@@ -1001,132 +988,9 @@ class Producer:
         self._changed = anyio.Event()
 
 
-def build_producer_config(
-    bootstrap_servers: str | Sequence[str],
-    *,
-    client_id: str | None = "kafkastate",
-    acks: int | str = "all",
-    enable_idempotence: bool | None = None,
-    linger_ms: float = 5,
-    batch_size: int = 16384,
-    buffer_memory: int = 32 * 1024 * 1024,
-    max_request_size: int = 1024 * 1024,
-    compression_type: str | None = None,
-    request_timeout_ms: float = 30000,
-    delivery_timeout_ms: float = 120000,
-    retry_backoff_ms: float = 100,
-    metadata_max_age_ms: float = 300000,
-    connections_max_idle_ms: float = 540000,
-    security_protocol: str = "PLAINTEXT",
-    ssl_context: ssl.SSLContext | None = None,
-    sasl_mechanism: str | None = None,
-    sasl_plain_username: str | None = None,
-    sasl_plain_password: str | None = None,
-    partitioner: CustomPartitioner | None = None,
-    allow_auto_create_topics: bool = True,
-    transactional_id: str | None = None,
-    transaction_timeout_ms: float = 60000,
-    max_block_ms: float = 60000,
-) -> tuple[ProducerConfig, ssl.SSLContext | None]:
-    """Build a :class:`ProducerConfig` (and the TLS context) from kafka-python/aiokafka
-    style options. See :func:`open_producer` for their meaning.
-
-    Returns:
-        The config and the TLS context to connect with (None for plaintext).
-
-    Raises:
-        KafkaConfigurationError: an option has a bad value or options contradict each other
-            (a ValueError).
-    """
-    if partitioner is not None and not callable(partitioner):
-        raise KafkaConfigurationError(
-            "partitioner must be a callable (key_bytes, all_partitions, available_partitions)"
-            f" -> partition, got {partitioner!r}"
-        )
-    if compression_type not in _COMPRESSION:
-        raise KafkaConfigurationError(
-            f"compression_type must be one of gzip, snappy, lz4, zstd or None, "
-            f"got {compression_type!r}"
-        )
-    if isinstance(max_block_ms, bool) or not isinstance(max_block_ms, int | float):
-        raise KafkaConfigurationError(f"max_block_ms must be a number, got {max_block_ms!r}")
-    if max_block_ms < 0:
-        raise KafkaConfigurationError(f"max_block_ms must be >= 0, got {max_block_ms!r}")
-    check_ms(
-        linger_ms=linger_ms,
-        delivery_timeout_ms=delivery_timeout_ms,
-        transaction_timeout_ms=transaction_timeout_ms,
-    )
-    client, ssl_context = build_client_config(
-        bootstrap_servers,
-        client_id=client_id,
-        request_timeout_ms=request_timeout_ms,
-        retry_backoff_ms=retry_backoff_ms,
-        metadata_max_age_ms=metadata_max_age_ms,
-        connections_max_idle_ms=connections_max_idle_ms,
-        security_protocol=security_protocol,
-        ssl_context=ssl_context,
-        sasl_mechanism=sasl_mechanism,
-        sasl_plain_username=sasl_plain_username,
-        sasl_plain_password=sasl_plain_password,
-        allow_auto_create_topics=allow_auto_create_topics,
-    )
-    try:
-        config = ProducerConfig(
-            client=client,
-            accumulator=AccumulatorConfig(
-                batch_size=batch_size,
-                linger=linger_ms / 1000,
-                buffer_memory=buffer_memory,
-                max_request_size=max_request_size,
-                compression=_COMPRESSION[compression_type],
-                request_timeout=request_timeout_ms / 1000,
-                delivery_timeout=delivery_timeout_ms / 1000,
-                retry_backoff=retry_backoff_ms / 1000,
-                max_block=max_block_ms / 1000,
-            ),
-            acks=acks,
-            enable_idempotence=enable_idempotence,
-            partitioner=partitioner,
-            transactional_id=transactional_id,
-            transaction_timeout=transaction_timeout_ms / 1000,
-        )
-    except KafkaConfigurationError:
-        raise
-    except (ValueError, TypeError) as exc:  # lower configs validate with ValueError
-        raise KafkaConfigurationError(str(exc)) from exc
-    return config, ssl_context
-
-
-@asynccontextmanager
-async def open_producer(
-    bootstrap_servers: str | Sequence[str],
-    *,
-    client_id: str | None = "kafkastate",
-    acks: int | str = "all",
-    enable_idempotence: bool | None = None,
-    linger_ms: float = 5,
-    batch_size: int = 16384,
-    max_batch_size: int | None = None,
-    buffer_memory: int = 32 * 1024 * 1024,
-    max_request_size: int = 1024 * 1024,
-    compression_type: str | None = None,
-    request_timeout_ms: float = 30000,
-    delivery_timeout_ms: float = 120000,
-    retry_backoff_ms: float = 100,
-    metadata_max_age_ms: float = 300000,
-    connections_max_idle_ms: float = 540000,
-    max_block_ms: float = 60000,
-    security_protocol: str = "PLAINTEXT",
-    ssl_context: ssl.SSLContext | None = None,
-    sasl_mechanism: str | None = None,
-    sasl_plain_username: str | None = None,
-    sasl_plain_password: str | None = None,
-    partitioner: CustomPartitioner | None = None,
-    allow_auto_create_topics: bool = True,
-    transactional_id: str | None = None,
-    transaction_timeout_ms: float = 60000,
-) -> AsyncIterator[Producer]:
+def open_producer(
+    bootstrap_servers: str | Sequence[str] = "localhost", **options: Any
+) -> AbstractAsyncContextManager[Producer]:
     """Run a producer for the duration of an ``async with`` block (asyncio or trio).
 
     On a normal exit the producer is closed gracefully: pending records are delivered
@@ -1136,80 +1000,53 @@ async def open_producer(
 
     Args:
         bootstrap_servers: ``"host[:port],..."`` or a list of such strings.
-        client_id: ``client.id``.
-        acks: 0, 1, -1 or ``"all"``.
-        enable_idempotence: ``enable.idempotence``; None: on when ``acks="all"``.
-        linger_ms: ``linger.ms``.
-        batch_size: ``batch.size`` in bytes.
-        max_batch_size: aiokafka's name for ``batch_size`` (wins when given).
-        buffer_memory: ``buffer.memory`` in bytes.
-        max_request_size: ``max.request.size`` in bytes.
-        compression_type: ``"gzip"``, ``"snappy"``, ``"lz4"``, ``"zstd"`` or None.
-        request_timeout_ms: ``request.timeout.ms``.
-        delivery_timeout_ms: ``delivery.timeout.ms``.
-        retry_backoff_ms: ``retry.backoff.ms``.
-        metadata_max_age_ms: ``metadata.max.age.ms``.
-        connections_max_idle_ms: ``connections.max.idle.ms``.
-        max_block_ms: ``max.block.ms``: how long a send waits for metadata or buffer room.
-        security_protocol: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
-        ssl_context: TLS settings for ``SSL``/``SASL_SSL`` (default:
-            ``ssl.create_default_context()``).
-        sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512`` (default PLAIN).
-        sasl_plain_username: SASL user.
-        sasl_plain_password: SASL password.
-        partitioner: a callable ``(key_bytes, all_partitions, available_partitions) ->
-            partition`` (aiokafka's signature) for records without an explicit partition;
-            None for the Java client's default (murmur2 of the key, else uniform sticky).
-        allow_auto_create_topics: ``allow.auto.create.topics``: metadata requests let the
-            broker create a missing topic (if its ``auto.create.topics.enable`` allows).
-        transactional_id: ``transactional.id``: makes the producer transactional (records
-            may only be sent inside :meth:`Producer.transaction` or between
-            ``begin_transaction`` and commit/abort); implies idempotence and
-            ``acks="all"``. The producer is initialised (``init_transactions``) on entry,
-            which fences any earlier producer with the same id.
-        transaction_timeout_ms: ``transaction.timeout.ms``: the coordinator aborts a
-            transaction left open longer (at most the broker's
-            ``transaction.max.timeout.ms``).
+        options: any producer option of :data:`kafkastate.core.config.OPTIONS` (the
+            kafka-python / aiokafka keyword, or the Java property name), with kafkastate's
+            defaults: ``acks`` (``"all"``), ``enable_idempotence`` (on with acks all),
+            ``linger_ms`` (5), ``batch_size`` (aiokafka's ``max_batch_size`` wins),
+            ``buffer_memory``, ``max_block_ms`` (how long a send waits for metadata or
+            buffer room), ``compression_type``, ``delivery_timeout_ms``, ``partitioner``
+            (``(key_bytes, all_partitions, available_partitions) -> partition``),
+            ``transactional_id`` (the producer is initialised on entry, fencing an earlier
+            one with the same id), TLS, SASL... (docs/options.md lists them all).
 
-    Yields:
-        The running :class:`Producer`.
+    Returns:
+        An async context manager whose block runs the :class:`Producer` it yields.
 
     Raises:
-        KafkaConfigurationError: a bad option (before anything is started).
+        KafkaConfigurationError: a bad option (checked at once, before anything starts).
         TypeError: an unknown option.
     """
-    config, tls = build_producer_config(
-        bootstrap_servers,
-        client_id=client_id,
-        acks=acks,
-        enable_idempotence=enable_idempotence,
-        linger_ms=linger_ms,
-        batch_size=batch_size if max_batch_size is None else max_batch_size,
-        buffer_memory=buffer_memory,
-        max_request_size=max_request_size,
-        compression_type=compression_type,
-        request_timeout_ms=request_timeout_ms,
-        delivery_timeout_ms=delivery_timeout_ms,
-        retry_backoff_ms=retry_backoff_ms,
-        metadata_max_age_ms=metadata_max_age_ms,
-        connections_max_idle_ms=connections_max_idle_ms,
-        security_protocol=security_protocol,
-        ssl_context=ssl_context,
-        sasl_mechanism=sasl_mechanism,
-        sasl_plain_username=sasl_plain_username,
-        sasl_plain_password=sasl_plain_password,
-        partitioner=partitioner,
-        allow_auto_create_topics=allow_auto_create_topics,
-        transactional_id=transactional_id,
-        transaction_timeout_ms=transaction_timeout_ms,
-        max_block_ms=max_block_ms,
+    resolved = resolve(
+        "producer",
+        "kafkastate",
+        {"bootstrap_servers": bootstrap_servers, **options},
+        owner="open_producer",
     )
+    producer_config(resolved)  # every value the machines check, checked now
+    return running_producer(resolved)
+
+
+@asynccontextmanager
+async def running_producer(
+    options: Mapping[str, Any], *, wait_for_cluster: bool = False
+) -> AsyncIterator[Producer]:
+    """A :class:`Producer` of resolved options (:func:`kafkastate.core.config.resolve`),
+    running for the ``async with`` block: a transactional one is initialised first; a
+    normal exit closes it gracefully, an exception or cancellation aborts it.
+
+    Args:
+        options: resolved producer options.
+        wait_for_cluster: wait for a bootstrap server (``request_timeout_ms``) first, as
+            aiokafka's ``start()`` does.
+    """
+    config = producer_config(options)
     machine = ProducerMachine(config, rng=random.SystemRandom())
-    producer = Producer(machine, max_block=max_block_ms / 1000)
+    producer = Producer(machine, max_block=options["max_block_ms"] / 1000)
     driver = AsyncDriver(
         machine,
         on_event=producer._handle_event,
-        ssl_context=tls,
+        ssl_context=tls_context(options),
         connect_timeout=config.client.socket_connection_setup_timeout,
         timers_when_due=True,  # the producer's commands step for themselves
     )
@@ -1218,7 +1055,9 @@ async def open_producer(
             producer._attach(driver)
             clean = False
             try:
-                if transactional_id is not None:
+                if wait_for_cluster:
+                    await producer.wait_for_cluster(config.client.connection.request_timeout)
+                if config.transactional_id is not None:
                     await producer.init_transactions()
                 yield producer
                 await producer.aclose()

@@ -8,35 +8,32 @@ re-exported here.
 
 As in aiokafka, ``start()`` waits for a bootstrap server to answer (up to
 ``request_timeout_ms``) and raises ``KafkaConnectionError`` (``NoBrokersAvailable``) if none
-does. Producer options aiokafka has and kafkastate does not (transactions, Kerberos, OAuth
-token providers, ``api_version``) raise ``TypeError`` naming them; the consumer raises
-``KafkaConfigurationError`` for its (group protocol, Kerberos, OAuth, ``loop``).
+does. aiokafka options kafkastate does not implement (Kerberos, OAuth token providers) raise
+``KafkaConfigurationError`` naming them; ``loop`` and ``api_version`` are accepted and
+ignored. Options are resolved by :mod:`kafkastate.core.config` (docs/options.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from kafkastate._anyio_consumer import Consumer, open_consumer, running_consumer
 from kafkastate.abc import ConsumerRebalanceListener
-from kafkastate.adapters._common import refuse_options
 from kafkastate.anyio import (
     BatchBuilder,
     Delivery,
     Producer,
     RecordMetadata,
-    build_producer_config,
     open_producer,
+    running_producer,
 )
-from kafkastate.core.config import resolve
+from kafkastate.core.config import check_consumer, producer_config, resolve
 from kafkastate.core.consumer.consumer import check_subscription
-from kafkastate.core.producer.partitioner import CustomPartitioner
-from kafkastate.errors import IllegalStateError, KafkaConfigurationError, KafkaError
+from kafkastate.errors import IllegalStateError, KafkaError
 from kafkastate.structs import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -59,26 +56,6 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
-
-_UNSUPPORTED: Final = frozenset(
-    {
-        "loop",
-        "api_version",
-        "sasl_kerberos_service_name",
-        "sasl_kerberos_domain_name",
-        "sasl_oauth_token_provider",
-    }
-)
-
-
-def _refuse_options(owner: str, given: Mapping[str, Any], known: frozenset[str]) -> None:
-    """TypeError naming every option given that kafkastate lacks (``known``: aiokafka
-    options not implemented) or that aiokafka does not have either (the producer's way;
-    the consumer raises KafkaConfigurationError for the former)."""
-    try:
-        refuse_options(owner, given, library="aiokafka", unsupported=known)
-    except KafkaConfigurationError as exc:
-        raise TypeError(str(exc)) from None
 
 
 class _Background(Generic[_T]):
@@ -136,109 +113,31 @@ class AIOKafkaProducer:
     (``acks=1``, or ``"all"`` with ``enable_idempotence=True``; ``linger_ms=0``).
 
     Args:
-        bootstrap_servers: ``"host[:port],..."`` or a list of such strings.
-        client_id: ``client.id``.
-        acks: 0, 1, -1 or ``"all"``; None for aiokafka's default.
-        key_serializer: turns a key into bytes (called for every key, None included).
-        value_serializer: turns a value into bytes (called for every value).
-        compression_type: ``"gzip"``, ``"snappy"``, ``"lz4"``, ``"zstd"`` or None.
-        max_batch_size: ``batch.size`` in bytes.
-        max_request_size: ``max.request.size`` in bytes.
-        linger_ms: ``linger.ms``.
-        enable_idempotence: ``enable.idempotence``.
-        request_timeout_ms: ``request.timeout.ms``.
-        retry_backoff_ms: ``retry.backoff.ms``.
-        metadata_max_age_ms: ``metadata.max.age.ms``.
-        connections_max_idle_ms: ``connections.max.idle.ms``.
-        delivery_timeout_ms: ``delivery.timeout.ms`` (not in aiokafka).
-        max_block_ms: how long ``send`` waits for metadata or buffer room (not in
-            aiokafka; default ``request_timeout_ms``).
-        security_protocol: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
-        ssl_context: TLS settings for ``SSL``/``SASL_SSL``.
-        sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
-        sasl_plain_username: SASL user.
-        sasl_plain_password: SASL password.
-        partitioner: ``(key_bytes, all_partitions, available_partitions) -> partition``;
-            None for the Java default (murmur2 by key, uniform sticky without one).
-        allow_auto_create_topics: let metadata requests create a missing topic, as
-            aiokafka's do (not in aiokafka; True).
-        transactional_id: ``transactional.id``: a transactional producer (implies
-            ``enable_idempotence=True`` and ``acks="all"``); :meth:`start` registers it
-            with the transaction coordinator, fencing earlier producers with the same id.
-        transaction_timeout_ms: ``transaction.timeout.ms``: the coordinator aborts a
-            transaction left open longer.
-        unsupported: aiokafka options kafkastate does not implement.
+        options: aiokafka's keyword options, with aiokafka's defaults
+            (``bootstrap_servers``, ``acks`` -- 1, or ``"all"`` when idempotent --,
+            ``key_serializer`` and ``value_serializer`` (called for every key and value,
+            None included), ``compression_type``, ``max_batch_size``, ``linger_ms`` (0),
+            ``enable_idempotence`` (off), ``request_timeout_ms`` (40 s), ``partitioner``,
+            ``transactional_id`` (implies idempotence; :meth:`start` registers it with the
+            transaction coordinator, fencing earlier producers with the same id), TLS,
+            SASL...); kafkastate's additions (``delivery_timeout_ms``, ``buffer_memory``,
+            ``max_block_ms`` -- default ``request_timeout_ms`` --,
+            ``allow_auto_create_topics``) and the Java property names too. Every option,
+            its default per library and its check: docs/options.md
+            (:data:`kafkastate.core.config.OPTIONS`).
 
     Raises:
-        TypeError: an unsupported or unknown option.
-        KafkaConfigurationError: an option has a bad value (a ValueError).
+        TypeError: an unknown option.
+        KafkaConfigurationError: an option has a bad value, or an aiokafka option
+            kafkastate does not implement (Kerberos, OAuth) (a ValueError).
     """
 
-    def __init__(
-        self,
-        *,
-        bootstrap_servers: str | Sequence[str] = "localhost",
-        client_id: str | None = "kafkastate",
-        acks: int | str | None = None,
-        key_serializer: Callable[[Any], bytes | None] | None = None,
-        value_serializer: Callable[[Any], bytes | None] | None = None,
-        compression_type: str | None = None,
-        max_batch_size: int = 16384,
-        max_request_size: int = 1048576,
-        linger_ms: float = 0,
-        enable_idempotence: bool = False,
-        request_timeout_ms: float = 40000,
-        retry_backoff_ms: float = 100,
-        metadata_max_age_ms: float = 300000,
-        connections_max_idle_ms: float = 540000,
-        delivery_timeout_ms: float = 120000,
-        max_block_ms: float | None = None,
-        security_protocol: str = "PLAINTEXT",
-        ssl_context: ssl.SSLContext | None = None,
-        sasl_mechanism: str = "PLAIN",
-        sasl_plain_username: str | None = None,
-        sasl_plain_password: str | None = None,
-        partitioner: CustomPartitioner | None = None,
-        allow_auto_create_topics: bool = True,
-        transactional_id: str | None = None,
-        transaction_timeout_ms: float = 60000,
-        **unsupported: Any,
-    ) -> None:
-        _refuse_options("AIOKafkaProducer", unsupported, _UNSUPPORTED)
-        if transactional_id is not None:
-            enable_idempotence = True  # as aiokafka does
-        if acks is None:
-            acks = "all" if enable_idempotence else 1
-        sasl = security_protocol.startswith("SASL")
-        self._options: dict[str, Any] = {
-            "client_id": client_id,
-            "acks": acks,
-            "enable_idempotence": enable_idempotence,
-            "linger_ms": linger_ms,
-            "batch_size": max_batch_size,
-            "max_request_size": max_request_size,
-            "compression_type": compression_type,
-            "request_timeout_ms": request_timeout_ms,
-            "delivery_timeout_ms": delivery_timeout_ms,
-            "retry_backoff_ms": retry_backoff_ms,
-            "metadata_max_age_ms": metadata_max_age_ms,
-            "connections_max_idle_ms": connections_max_idle_ms,
-            "security_protocol": security_protocol,
-            "ssl_context": ssl_context,
-            "sasl_mechanism": sasl_mechanism if sasl else None,
-            "sasl_plain_username": sasl_plain_username,
-            "sasl_plain_password": sasl_plain_password,
-            "partitioner": partitioner,
-            "allow_auto_create_topics": allow_auto_create_topics,
-            "transactional_id": transactional_id,
-            "transaction_timeout_ms": transaction_timeout_ms,
-        }
-        self._bootstrap = bootstrap_servers
-        # Validate now, as aiokafka does, so a bad option fails before start().
-        build_producer_config(bootstrap_servers, **self._options)
-        self._max_block_ms = request_timeout_ms if max_block_ms is None else max_block_ms
-        self._key_serializer = key_serializer
-        self._value_serializer = value_serializer
+    def __init__(self, **options: Any) -> None:
+        # Checked now, as aiokafka does, so a bad option fails before start().
+        self._options = resolve("producer", "aiokafka", options, owner="AIOKafkaProducer")
+        producer_config(self._options)
+        self._key_serializer = self._options["key_serializer"]
+        self._value_serializer = self._options["value_serializer"]
         self._background: _Background[Producer] = _Background("AIOKafkaProducer")
         self._producer: Producer | None = None
 
@@ -490,10 +389,7 @@ class AIOKafkaProducer:
         return self._producer
 
     async def _run(self, ready: asyncio.Future[Producer], stopping: asyncio.Event) -> None:
-        async with open_producer(
-            self._bootstrap, max_block_ms=self._max_block_ms, **self._options
-        ) as producer:
-            await producer.wait_for_cluster(self._options["request_timeout_ms"] / 1000)
+        async with running_producer(self._options, wait_for_cluster=True) as producer:
             ready.set_result(producer)
             await stopping.wait()
 
@@ -537,7 +433,7 @@ class AIOKafkaConsumer:
     partitions; heartbeats and rebalances run in the background, and a
     :class:`~kafkastate.abc.ConsumerRebalanceListener` hears of every change. Without a
     ``group_id`` a subscription reads every partition of the topics. The few aiokafka
-    options kafkastate lacks (Kerberos, OAuth, ``loop``) raise ``KafkaConfigurationError``
+    options kafkastate lacks (Kerberos, OAuth) raise ``KafkaConfigurationError``
     naming them.
 
     Args:
@@ -562,6 +458,7 @@ class AIOKafkaConsumer:
 
     def __init__(self, *topics: str, **options: Any) -> None:
         self._options = resolve("consumer", "aiokafka", options, owner="AIOKafkaConsumer")
+        check_consumer(self._options)  # checked now, as aiokafka does
         self._topics = topics
         self._background: _Background[Consumer] = _Background("AIOKafkaConsumer")
         self._consumer: Consumer | None = None

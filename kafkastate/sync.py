@@ -14,27 +14,18 @@ import functools
 import itertools
 import logging
 import math
-import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Final, NamedTuple, Self
 
 from kafkastate._sync_consumer import KafkaConsumer
 from kafkastate.abc import ConsumerRebalanceListener
-from kafkastate.adapters._common import (
-    KAFKA_PYTHON_UNSUPPORTED,
-    kafka_python_ssl_context,
-    refuse_options,
-)
+from kafkastate.adapters._common import tls_context
 from kafkastate.adapters._sync_thread import ProducerThread
-from kafkastate.core.client import ClientConfig
-from kafkastate.core.connection import ConnectionConfig
-from kafkastate.core.metadata import MetadataConfig
-from kafkastate.core.producer.accumulator import AccumulatorConfig
+from kafkastate.core.config import producer_config, resolve
 from kafkastate.core.producer.producer import ProducerConfig
-from kafkastate.core.protocol.compression import Compression
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -62,19 +53,7 @@ __all__ = [
 
 log = logging.getLogger("kafkastate.sync")
 
-_INT32_MAX: Final = 2**31 - 1
 _CLIENT_IDS = itertools.count(1)
-_COMPRESSION: Final = {
-    None: Compression.NONE,
-    "none": Compression.NONE,
-    "gzip": Compression.GZIP,
-    "snappy": Compression.SNAPPY,
-    "lz4": Compression.LZ4,
-    "zstd": Compression.ZSTD,
-}
-_SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-# kafka-python options this producer knows but does not implement: refused by name.
-_UNSUPPORTED: Final = KAFKA_PYTHON_UNSUPPORTED
 
 Serializer = Callable[[str, list[tuple[str, bytes]], Any], Any]
 
@@ -288,16 +267,6 @@ def _number(name: str, value: Any, *, minimum: float, strict: bool = False) -> f
     return float(value)
 
 
-def _integer(name: str, value: Any, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise KafkaConfigurationError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
-
-
-def _ms(name: str, value: Any, *, strict: bool = False) -> float:
-    return _number(name, value, minimum=0, strict=strict) / 1000.0
-
-
 def _serializer(name: str, value: Any) -> Serializer | None:
     if value is None:
         return None
@@ -309,138 +278,6 @@ def _serializer(name: str, value: Any) -> Serializer | None:
         return lambda _topic, _headers, data: value(data)
     raise KafkaConfigurationError(
         f"{name} must be a callable f(data) or have serialize(topic, headers, data), got {value!r}"
-    )
-
-
-def _connection_config(options: Mapping[str, Any], client_id: str) -> ConnectionConfig:
-    protocol = options["security_protocol"]
-    mechanism = options["sasl_mechanism"]
-    if protocol.startswith("SASL_"):
-        if mechanism not in _SASL_MECHANISMS:
-            raise KafkaConfigurationError(
-                f"sasl_mechanism must be one of {', '.join(_SASL_MECHANISMS)} with "
-                f"security_protocol={protocol}, got {mechanism!r}"
-            )
-        for name in ("sasl_plain_username", "sasl_plain_password"):
-            if not isinstance(options[name], str):
-                raise KafkaConfigurationError(f"{name} is required with sasl_mechanism")
-    elif mechanism is not None:
-        raise KafkaConfigurationError(
-            f"sasl_mechanism={mechanism!r} needs security_protocol SASL_PLAINTEXT or SASL_SSL"
-        )
-    in_flight = _integer(
-        "max_in_flight_requests_per_connection",
-        options["max_in_flight_requests_per_connection"],
-        minimum=1,
-    )
-    return ConnectionConfig(
-        client_id=client_id,
-        request_timeout=_ms("request_timeout_ms", options["request_timeout_ms"], strict=True),
-        # Metadata requests share the wire with Produce: never cap the wire below 5.
-        max_in_flight=max(5, in_flight),
-        sasl_mechanism=mechanism if protocol.startswith("SASL_") else None,
-        sasl_username=options["sasl_plain_username"],
-        sasl_password=options["sasl_plain_password"],
-        max_frame_size=_integer(
-            "receive_message_max_bytes", options["receive_message_max_bytes"], minimum=1
-        ),
-    )
-
-
-def _producer_config(options: Mapping[str, Any]) -> ProducerConfig:
-    client_id = options["client_id"]
-    if client_id is None:
-        client_id = f"kafkastate-producer-{next(_CLIENT_IDS)}"
-    elif not isinstance(client_id, str):
-        raise KafkaConfigurationError(f"client_id must be a str or None, got {client_id!r}")
-    servers = options["bootstrap_servers"]
-    try:
-        client_servers = ClientConfig(bootstrap_servers=servers).bootstrap_servers
-    except (KafkaConfigurationError, TypeError, ValueError) as exc:
-        raise KafkaConfigurationError(f"bootstrap_servers: {exc}") from None
-    retry_backoff = _ms("retry_backoff_ms", options["retry_backoff_ms"])
-    client = ClientConfig(
-        bootstrap_servers=client_servers,
-        connection=_connection_config(options, client_id),
-        metadata=MetadataConfig(
-            metadata_max_age=_ms("metadata_max_age_ms", options["metadata_max_age_ms"]),
-            retry_backoff=retry_backoff,
-            allow_auto_topic_creation=bool(options["allow_auto_create_topics"]),
-        ),
-        reconnect_backoff=_ms("reconnect_backoff_ms", options["reconnect_backoff_ms"], strict=True),
-        reconnect_backoff_max=_ms(
-            "reconnect_backoff_max_ms", options["reconnect_backoff_max_ms"], strict=True
-        ),
-        connections_max_idle=_ms(
-            "connections_max_idle_ms", options["connections_max_idle_ms"], strict=True
-        ),
-    )
-    compression = options["compression_type"]
-    if compression not in _COMPRESSION:
-        raise KafkaConfigurationError(
-            f"compression_type must be None, 'gzip', 'snappy', 'lz4' or 'zstd', got {compression!r}"
-        )
-    linger = _ms("linger_ms", options["linger_ms"])
-    request_timeout = _ms("request_timeout_ms", options["request_timeout_ms"], strict=True)
-    delivery_timeout = _ms("delivery_timeout_ms", options["delivery_timeout_ms"], strict=True)
-    if delivery_timeout < linger + request_timeout:
-        raise KafkaConfigurationError(
-            f"delivery_timeout_ms ({options['delivery_timeout_ms']}) must be >= linger_ms "
-            f"({options['linger_ms']}) + request_timeout_ms ({options['request_timeout_ms']})"
-        )
-    accumulator = AccumulatorConfig(
-        batch_size=_integer("batch_size", options["batch_size"], minimum=0),
-        linger=linger,
-        buffer_memory=_integer("buffer_memory", options["buffer_memory"], minimum=1),
-        max_request_size=_integer("max_request_size", options["max_request_size"], minimum=1),
-        compression=_COMPRESSION[compression],
-        delivery_timeout=delivery_timeout,
-        request_timeout=request_timeout,
-        retry_backoff=retry_backoff,
-        retry_backoff_max=max(retry_backoff, 1.0),
-        max_block=_ms("max_block_ms", options["max_block_ms"]),
-    )
-    retries = options["retries"]
-    if retries == math.inf:
-        retries = _INT32_MAX
-    retries = min(_integer("retries", retries, minimum=0), _INT32_MAX)
-    acks = options["acks"]
-    if acks not in (0, 1, -1, "all") or isinstance(acks, bool):
-        raise KafkaConfigurationError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
-    idempotence = options["enable_idempotence"]
-    if idempotence is not None and not isinstance(idempotence, bool):
-        raise KafkaConfigurationError(f"enable_idempotence must be a bool, got {idempotence!r}")
-    partitioner = options["partitioner"]
-    if partitioner is not None and not callable(partitioner):
-        raise KafkaConfigurationError(
-            "partitioner must be a callable (key_bytes, all_partitions, available_partitions)"
-            f" -> partition, got {partitioner!r}"
-        )
-    transactional_id = options["transactional_id"]
-    if transactional_id is not None and (
-        not isinstance(transactional_id, str) or not transactional_id
-    ):
-        raise KafkaConfigurationError(
-            f"transactional_id must be a non-empty str or None, got {transactional_id!r}"
-        )
-    if transactional_id is not None and idempotence is None:
-        idempotence = True  # kafka-python: a transactional producer is idempotent
-    return ProducerConfig(
-        client=client,
-        accumulator=accumulator,
-        acks=acks,
-        enable_idempotence=idempotence,
-        max_in_flight_requests_per_connection=_integer(
-            "max_in_flight_requests_per_connection",
-            options["max_in_flight_requests_per_connection"],
-            minimum=1,
-        ),
-        retries=retries,
-        partitioner=partitioner,
-        transactional_id=transactional_id,
-        transaction_timeout=_ms(
-            "transaction_timeout_ms", options["transaction_timeout_ms"], strict=True
-        ),
     )
 
 
@@ -516,66 +353,19 @@ class KafkaProducer:
         AuthenticationFailedError: the bootstrap server refused the SASL credentials.
     """
 
-    def __init__(
-        self,
-        *,
-        bootstrap_servers: str | Sequence[str] = "localhost",
-        client_id: str | None = None,
-        key_serializer: Any = None,
-        value_serializer: Any = None,
-        acks: int | str = -1,
-        compression_type: str | None = None,
-        retries: float = math.inf,
-        batch_size: int = 16384,
-        linger_ms: float = 0,
-        partitioner: Callable[[bytes | None, list[int], list[int]], int] | None = None,
-        buffer_memory: int = 32 * 1024 * 1024,
-        max_block_ms: float = 60000,
-        max_request_size: int = 1048576,
-        request_timeout_ms: float = 30000,
-        delivery_timeout_ms: float = 120000,
-        enable_idempotence: bool | None = None,
-        max_in_flight_requests_per_connection: int = 5,
-        retry_backoff_ms: float = 100,
-        metadata_max_age_ms: float = 300000,
-        allow_auto_create_topics: bool = True,
-        reconnect_backoff_ms: float = 50,
-        reconnect_backoff_max_ms: float = 30000,
-        connections_max_idle_ms: float = 540000,
-        receive_message_max_bytes: int = 100_000_000,
-        security_protocol: str = "PLAINTEXT",
-        ssl_context: ssl.SSLContext | None = None,
-        ssl_check_hostname: bool = True,
-        ssl_cafile: str | None = None,
-        ssl_certfile: str | None = None,
-        ssl_keyfile: str | None = None,
-        ssl_password: str | None = None,
-        sasl_mechanism: str | None = None,
-        sasl_plain_username: str | None = None,
-        sasl_plain_password: str | None = None,
-        transactional_id: str | None = None,
-        transaction_timeout_ms: float = 60000,
-        api_version: Any = None,
-        bootstrap_timeout_ms: float = 30000,
-        api_version_auto_timeout_ms: float | None = None,
-        metrics_enabled: bool = True,
-        **unsupported: Any,
-    ) -> None:
+    def __init__(self, **options: Any) -> None:
         self._io: ProducerThread | None = None
         self._closed = True
-        refuse_options(
-            "KafkaProducer", unsupported, library="kafka-python", unsupported=_UNSUPPORTED
-        )
-        options = dict(locals())
-        config = _producer_config(options)
-        self._key_serializer = _serializer("key_serializer", key_serializer)
-        self._value_serializer = _serializer("value_serializer", value_serializer)
-        self._max_block = _ms("max_block_ms", max_block_ms)
-        if api_version_auto_timeout_ms is not None:  # kafka-python 2's name for it
-            bootstrap_wait = _ms("api_version_auto_timeout_ms", api_version_auto_timeout_ms)
-        else:
-            bootstrap_wait = _ms("bootstrap_timeout_ms", bootstrap_timeout_ms)
-        tls = kafka_python_ssl_context(options)
+        resolved = resolve("producer", "kafka-python", options, owner="KafkaProducer")
+        if resolved["client_id"] is None:
+            resolved["client_id"] = f"kafkastate-producer-{next(_CLIENT_IDS)}"
+        config = producer_config(resolved)
+        self._key_serializer = _serializer("key_serializer", resolved["key_serializer"])
+        self._value_serializer = _serializer("value_serializer", resolved["value_serializer"])
+        self._max_block = resolved["max_block_ms"] / 1000
+        bootstrap_wait = resolved["bootstrap_timeout_ms"] / 1000
+        api_version = resolved["api_version"]
+        tls = tls_context(resolved)
         self.config: ProducerConfig = config
         """The core configuration built from the options."""
         self._io = ProducerThread(

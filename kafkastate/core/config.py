@@ -60,6 +60,7 @@ __all__ = [
     "OPTIONS",
     "Option",
     "client_config",
+    "check_consumer",
     "consumer_machine",
     "fetcher_config",
     "group_config",
@@ -74,7 +75,7 @@ FLAVOURS: Final = ("aiokafka", "kafka-python", "kafkastate")
 GROUP_PROTOCOLS: Final = ("classic", "consumer")
 """``group.protocol`` values: the classic JoinGroup/SyncGroup protocol, or KIP-848."""
 PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 COMPRESSION: Final = {
     None: Compression.NONE,
     "none": Compression.NONE,
@@ -297,7 +298,7 @@ _TABLE: Final = (
            "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
     Option("ssl_context", "", _CP, _ssl_context, None,
            "The TLS settings for SSL/SASL_SSL (default: the system's trust store)."),
-    Option("ssl_check_hostname", "ssl.endpoint.identification.algorithm", _CP, _flag, True,
+    Option("ssl_check_hostname", "", _CP, _flag, True,
            "Check the broker's certificate names it (without ssl_context)."),
     Option("ssl_cafile", "ssl.ca.location", _CP, _text, None,
            "CA certificates (PEM) to verify brokers with (without ssl_context)."),
@@ -306,11 +307,13 @@ _TABLE: Final = (
     Option("ssl_keyfile", "ssl.key.location", _CP, _text, None, "The client certificate's key."),
     Option("ssl_password", "ssl.key.password", _CP, _text, None, "The key's password."),
     Option("sasl_mechanism", "sasl.mechanism", _CP, _optional(_one_of(*SASL_MECHANISMS)), None,
-           "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default PLAIN with SASL_*)."),
+           "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (default PLAIN with SASL_*)."),
     Option("sasl_plain_username", "sasl.username", _CP, _text, None, "SASL user."),
     Option("sasl_plain_password", "sasl.password", _CP, _text, None, "SASL password."),
     Option("api_version", "", _CP, _anything, None,
            "Accepted for compatibility: versions are always negotiated."),
+    Option("loop", "", _CP, _anything, None,
+           "aiokafka's; accepted for compatibility: the running event loop is used."),
     Option("bootstrap_timeout_ms", "", _CP, positive_ms, 30000,
            "How long a blocking client's constructor waits for a bootstrap server."),
     Option("api_version_auto_timeout_ms", "", _CP, _optional(positive_ms), None,
@@ -463,6 +466,7 @@ _ONLY: Final[Mapping[str, frozenset[str]]] = {
     "ssl_keyfile": frozenset({"kafka-python"}),
     "ssl_password": frozenset({"kafka-python"}),
     "api_version": frozenset({"aiokafka", "kafka-python"}),
+    "loop": frozenset({"aiokafka"}),
     "max_batch_size": frozenset({"aiokafka", "kafkastate"}),
     "key_serializer": frozenset({"aiokafka", "kafka-python"}),
     "value_serializer": frozenset({"aiokafka", "kafka-python"}),
@@ -493,7 +497,6 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
     ),
     "aiokafka": frozenset(
         {
-            "loop",
             "sasl_kerberos_service_name",
             "sasl_kerberos_domain_name",
             "sasl_oauth_token_provider",
@@ -615,12 +618,13 @@ def _settle_client(out: dict[str, Any], flavour: str) -> None:
     mechanism = out["sasl_mechanism"]
     if protocol.startswith("SASL"):
         if mechanism is None:
-            out["sasl_mechanism"] = "PLAIN"
-        for name in ("sasl_plain_username", "sasl_plain_password"):
-            if not isinstance(out[name], str):
+            if flavour == "kafka-python":  # as kafka-python: no default mechanism
                 raise KafkaConfigurationError(
-                    f"{name} is required with security_protocol={protocol}"
+                    f"sasl_mechanism must be one of {', '.join(SASL_MECHANISMS)} with "
+                    f"security_protocol={protocol}"
                 )
+            out["sasl_mechanism"] = "PLAIN"
+        # (the connection's config checks the credentials the mechanism needs)
     elif mechanism is not None:
         if flavour != "aiokafka":  # aiokafka's default PLAIN means nothing without SASL
             raise KafkaConfigurationError(
@@ -831,6 +835,7 @@ def producer_config(options: Mapping[str, Any]) -> ProducerConfig:
                 delivery_timeout=_seconds(options["delivery_timeout_ms"]),
                 retry_backoff=retry_backoff,
                 retry_backoff_max=max(retry_backoff, 1.0),
+                max_block=_seconds(options["max_block_ms"]),
             ),
             acks=options["acks"],
             enable_idempotence=options["enable_idempotence"],
@@ -893,6 +898,17 @@ def _is_assignor(obj: Any) -> bool:
 
 
 # ----------------------------------------------------------------------------- machines
+
+
+def check_consumer(options: Mapping[str, Any]) -> None:
+    """Build the consumer's configs of resolved options once, so that every value the
+    machines check is checked when the face is made (before anything starts).
+
+    Raises:
+        KafkaConfigurationError: a value the lower configs refuse.
+    """
+    fetcher_config(options)
+    group_config(options)
 
 
 def consumer_machine(options: Mapping[str, Any], *, rng: Any) -> ConsumerMachine:
