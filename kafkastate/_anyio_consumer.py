@@ -821,6 +821,10 @@ async def open_consumer(
         on_event=consumer._handle_event,
         ssl_context=tls,
         connect_timeout=config.client.socket_connection_setup_timeout,
+        # The machine's commands and reads step for themselves, and get_timer() names
+        # everything time brings on: a full timer pass (which looks at every assigned
+        # partition) on every wake-up, once per socket read, would be wasted.
+        timers_when_due=True,
     )
     try:
         # No task group of our own: the body's exception must come out as it is, not in an
