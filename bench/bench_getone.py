@@ -20,7 +20,7 @@ first over the time after the first record (the start, with its 1,000 offset loo
 left out; ``first ms`` shows it).
 
     python bench/bench_getone.py --quick              # smoke run: 10,000 records, 1 round
-    python bench/bench_getone.py                      # 100,000 records, 3 rounds
+    python bench/bench_getone.py                      # 100,000 records, 5 rounds
     python bench/bench_getone.py --records 50000 --rounds 5 --clients ks-asyncio,aiokafka
 
 Without ``--bootstrap`` a broker is started with ``kafkastate.testing.KafkaCluster`` and
@@ -64,7 +64,7 @@ from bench_producer import (  # noqa: E402
 SIZE = 100
 PARTITIONS = (1, 1000)
 RECORDS = (100_000, 10_000)  # full, --quick
-ROUNDS = (3, 1)  # full, --quick
+ROUNDS = (5, 1)  # full, --quick
 GETONE_CLIENTS = ("ks-asyncio", "ks-trio", "aiokafka")
 
 
@@ -348,7 +348,7 @@ def main() -> None:
         help=f"comma-separated subset of: {', '.join(GETONE_CLIENTS)}",
     )
     parser.add_argument("--records", type=int, default=None, help="records per topic")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 3)")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 5; --quick 1)")
     parser.add_argument("--bootstrap", default=None, help="HOST:PORT of a running broker")
     parser.add_argument("--worker-timeout", type=float, default=None, help="seconds per read")
     parser.add_argument(
