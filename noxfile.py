@@ -58,6 +58,14 @@ def bench_consumer(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none")
+def bench_getone(session: nox.Session) -> None:
+    """getone() on 1,000 partitions against 1 partition (kafkastate asyncio and trio,
+    aiokafka), the ratio per client over alternating rounds, on a broker the harness starts
+    (``-- --quick`` for a smoke run)."""
+    session.run("python", "bench/bench_getone.py", *session.posargs)
+
+
+@nox.session(venv_backend="none")
 def docs(session: nox.Session) -> None:
     """Run every Python example embedded in docs/*.md (they must execute)."""
     session.run("python", "-m", "pytest", "tests/test_docs.py", *session.posargs)

@@ -687,6 +687,10 @@ async def running_consumer(
         on_event=consumer._handle_event,
         ssl_context=tls_context(options),
         connect_timeout=machine.config.client.socket_connection_setup_timeout,
+        # The machine's commands and reads step for themselves, and get_timer() names
+        # everything time brings on (the auto-commit too): a full timer pass (which looks
+        # at every assigned partition) on every wake-up, once per socket read, is wasted.
+        timers_when_due=True,
     )
     try:
         # No task group of our own: the body's exception must come out as it is, not in an

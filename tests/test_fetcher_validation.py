@@ -17,6 +17,7 @@ from kafkastate.core.consumer.fetcher import (
     FetcherMachine,
     PositionsResolved,
     PositionState,
+    RecordsFetched,
 )
 from kafkastate.core.consumer.group import GroupConfig
 from kafkastate.core.metadata import MetadataConfig
@@ -29,7 +30,7 @@ from kafkastate.errors import (
     RecordTooLargeError,
     TopicAuthorizationFailedError,
 )
-from tests.peer import ScriptedCluster, Sent
+from tests.peer import ScriptedCluster, Sent, response_frame
 
 TP = ("t", 0)
 TS = 1_700_000_000_000
@@ -425,6 +426,72 @@ def test_a_paused_partition_holds_nothing_back() -> None:
     sent = peer.take(ApiKey.FETCH)
     (topic,) = sent.req.body.topics
     assert [(p.partition, p.fetch_offset) for p in topic.partitions] == [(0, 3)]
+
+
+class PiecewisePeer(FetcherPeer):
+    """A FetcherPeer whose answers reach the machine ``piece`` bytes at a time (0: whole),
+    checking that the pieces before the last leave it quiet: no event, nothing to send."""
+
+    piece = 0
+
+    def _answer(self, node: int, req: Any, body: Any) -> None:
+        if not self.piece:
+            super()._answer(node, req, body)
+            return
+        frame = response_frame(req.correlation_id, body)
+        for start in range(0, len(frame), self.piece):
+            self.m.receive_data(node, frame[start : start + self.piece], now=self.now)
+            if start + self.piece < len(frame):
+                assert self.m.next_event() is None
+                assert self.m.data_to_send() == []
+
+
+def test_a_fetch_response_arriving_in_pieces_is_taken_in_once_whole() -> None:
+    peer = PiecewisePeer(partitions=3, auto_offset_reset="earliest")
+    peer.answer_list(0, epoch=0)
+    peer.piece = 7
+    peer.answer_fetch(
+        batch(0, 3, epoch=0),
+        hw=3,
+        more={1: (batch(0, 2, epoch=0), 2), 2: (batch(0, 4, epoch=0), 6)},
+    )
+    assert any(isinstance(e, RecordsFetched) for e in peer.events)
+    runs = peer.m.poll(100, now=peer.now)
+    peer.pump()
+    assert [(tp, len(rs)) for tp, rs, _e in runs] == [(("t", 0), 3), (("t", 1), 2), (("t", 2), 4)]
+    sent = peer.take(ApiKey.FETCH)  # all drained: the next Fetch, as after a whole answer
+    (topic,) = sent.req.body.topics
+    assert [(p.partition, p.fetch_offset) for p in topic.partitions] == [(0, 3), (1, 2), (2, 4)]
+
+
+def test_a_timer_due_while_pieces_arrive_still_runs() -> None:
+    """A piece of a response does not step the machine, unless the Client has a deadline
+    that passed: that runs as it would have."""
+    peer = PiecewisePeer(auto_offset_reset="earliest", fetch_max_wait=0.5)
+    peer.answer_list(0, epoch=0)
+    peer.answer_fetch(batch(0, 2, epoch=0), hw=2)
+    assert peer.consumed() == [0, 1]
+    sent = peer.take(ApiKey.FETCH)
+    deadline = peer.m.get_timer()
+    assert deadline is not None
+    peer.now = deadline  # the Fetch's request timeout passes as the answer's first bytes come
+    frame = response_frame(sent.req.correlation_id, _empty_fetch(sent))
+    assert sent.node in peer.open
+    peer.m.receive_data(sent.node, frame[:5], now=peer.now)
+    peer.pump()
+    assert sent.node not in peer.open  # the Fetch expired: its connection was dropped
+
+
+def _empty_fetch(sent: Sent) -> Any:
+    cls = response_type(ApiKey.FETCH, sent.req.version)
+    return build(
+        cls,
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=(),
+        node_endpoints=(),
+    )
 
 
 # ------------------------------------------------------------------ stale answers

@@ -511,6 +511,10 @@ class Client:
         """The next event, or None."""
         return self._events.popleft() if self._events else None
 
+    def has_events(self) -> bool:
+        """Whether :meth:`next_event` has something."""
+        return bool(self._events)
+
     def get_timer(self) -> float | None:
         """The earliest deadline at which :meth:`handle_timer` must run, or None."""
         if self._closed:

@@ -657,7 +657,15 @@ class FetcherMachine:
 
     def receive_data(self, node_id: NodeId, data: bytes, *, now: float) -> None:
         """Bytes read from ``node_id``'s socket (``b""`` = EOF)."""
-        self._client.receive_data(node_id, data, now=now)
+        client = self._client
+        client.receive_data(node_id, data, now=now)
+        if not client.has_events():
+            due = client.get_timer()
+            if due is None or due > now:
+                # Part of a response: nothing the machine can act on. A step looks at every
+                # assigned partition; what only time brings on is handle_timer's (get_timer).
+                self._now = max(self._now, now)
+                return
         self._step(now)
 
     def handle_timer(self, *, now: float) -> None:

@@ -32,7 +32,7 @@ from kafkastate.core.consumer.fetch.session import (
     PartitionFetchState,
 )
 from kafkastate.core.consumer.fetch.state import PositionState, TopicPartition, _Partition
-from kafkastate.core.metadata import NodeId
+from kafkastate.core.metadata import ClusterMetadata, NodeId, PartitionMetadata
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import (
     CLIENT_VERSIONS,
@@ -89,23 +89,21 @@ class Fetches:
     ) -> None:
         """Send a Fetch to every node that has fetchable partitions and none in flight."""
         cfg = self._config
-        fetch_from = fetchable(
-            parts,
-            completed,
-            self._client,
-            partition_max_bytes=cfg.max_partition_fetch_bytes,
-            now=now,
-        )
-        for node, states in fetch_from.items():
+        read_committed = cfg.read_committed
+        cluster = self._client.cluster
+        for node, candidates in _candidates(parts, completed, self._client, now).items():
             if node in self.node_busy or self.node_backoff.get(node, 0.0) > now:
                 continue
-            if all(
-                caught_up(parts[tp], read_committed=cfg.read_committed) for tp in states
-            ) and buffered_on(node, parts, completed, self._client):
+            if _all_caught_up(candidates, read_committed) and buffered_on(
+                node, parts, completed, self._client
+            ):
                 # Only partitions at their end: the broker would hold this Fetch for
                 # fetch_max_wait while the partitions being drained, which have more to
                 # read, could not be fetched (one Fetch per node). Ask once they are drained.
+                # (Decided before the fetch states are built: with many partitions this
+                # runs on every step while the application drains the others.)
                 continue
+            states = _fetch_states(candidates, cluster, cfg.max_partition_fetch_bytes)
             session = self.sessions.get(node)
             if session is None:
                 session = FetchSession(sessionless=not cfg.use_fetch_sessions)
@@ -208,35 +206,86 @@ def fetchable(
         ``node -> {tp: fetch state}`` for :meth:`FetchSession.build`.
     """
     cluster = client.cluster
-    out: dict[NodeId, dict[TopicPartition, PartitionFetchState]] = {}
+    return {
+        node: _fetch_states(candidates, cluster, partition_max_bytes)
+        for node, candidates in _candidates(parts, completed, client, now).items()
+    }
+
+
+_Candidate = tuple[TopicPartition, _Partition]
+
+
+def _candidates(
+    parts: Mapping[TopicPartition, _Partition],
+    completed: Mapping[TopicPartition, _Completed],
+    client: Client,
+    now: float,
+) -> dict[NodeId, list[_Candidate]]:
+    """:func:`fetchable` without the fetch states: ``node -> [(tp, partition)]``. This runs
+    over every assigned partition on every step, so it does as little as it can per
+    partition: the metadata lookups are inlined (``leader_for``, and ``fetch_node`` without
+    a read replica, which is the leader then), the fetch states are built only for a Fetch
+    that goes (:func:`_fetch_states`)."""
+    topics = client.cluster.topics
+    fetching = PositionState.FETCHING
+    name: str | None = None
+    metas: Mapping[int, PartitionMetadata] = {}
+    out: dict[NodeId, list[_Candidate]] = {}
+    last_node: NodeId | None = None  # the node of the partition before, and its list
+    last: list[_Candidate] = []
     for tp, p in parts.items():
         if (
-            p.state is not PositionState.FETCHING
+            p.state is not fetching
+            or p.in_flight
             or p.paused
             or p.revoking
-            or p.in_flight
             or p.awaits_metadata
             or p.backoff_until > now
             or tp in completed
         ):
             continue
-        topic = cluster.topics.get(tp[0])
-        leader = cluster.leader_for(*tp)
-        if topic is None or leader is None:
+        if tp[0] != name:
+            name = tp[0]
+            topic = topics.get(name)
+            metas = {} if topic is None else topic.partitions
+        meta = metas.get(tp[1])
+        leader = None if meta is None else meta.leader
+        if leader is None:  # unknown topic or partition, or no leader
             client.request_metadata_update()
             continue
-        node = follower.fetch_node(p, leader, client)
-        meta = topic.partitions.get(tp[1])
-        out.setdefault(node, {})[tp] = PartitionFetchState(
+        node = leader if p.read_replica is None else follower.fetch_node(p, leader, client)
+        if node != last_node:
+            last = out.setdefault(node, [])
+            last_node = node
+        last.append((tp, p))
+    return out
+
+
+def _fetch_states(
+    candidates: list[_Candidate], cluster: ClusterMetadata, partition_max_bytes: int
+) -> dict[TopicPartition, PartitionFetchState]:
+    """The fetch states of ``candidates`` (every one's topic and partition are known)."""
+    topics = cluster.topics
+    states: dict[TopicPartition, PartitionFetchState] = {}
+    for tp, p in candidates:
+        topic = topics[tp[0]]
+        states[tp] = PartitionFetchState(
             topic=tp[0],
             topic_id=topic.topic_id,
             partition=tp[1],
             fetch_offset=p.position,
             log_start_offset=-1,
-            current_leader_epoch=-1 if meta is None else meta.leader_epoch,
+            current_leader_epoch=topic.partitions[tp[1]].leader_epoch,
             partition_max_bytes=partition_max_bytes,
         )
-    return out
+    return states
+
+
+def _all_caught_up(candidates: list[_Candidate], read_committed: bool) -> bool:
+    """:func:`caught_up` for every candidate (inlined: it runs on every step)."""
+    if read_committed:
+        return all(0 <= p.last_stable_offset <= p.position for _tp, p in candidates)
+    return all(0 <= p.high_watermark <= p.position for _tp, p in candidates)
 
 
 def caught_up(p: _Partition, *, read_committed: bool) -> bool:

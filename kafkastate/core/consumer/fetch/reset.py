@@ -113,10 +113,22 @@ def start_lookups(
     resets: dict[TopicPartition, int] = {}
     validate: list[TopicPartition] = []
     cluster = client.cluster
+    topics = cluster.topics
+    fetching = PositionState.FETCHING
+    name: str | None = None
+    metas: Mapping[int, Any] = {}
     for tp, p in parts.items():
         if p.in_flight or p.awaits_metadata or p.backoff_until > now:
             continue
-        if p.state is PositionState.FETCHING:
+        if p.state is fetching:
+            # check_leader's test, inlined: this runs for every partition on every step.
+            if tp[0] != name:
+                name = tp[0]
+                topic = topics.get(name)
+                metas = {} if topic is None else topic.partitions
+            meta = metas.get(tp[1])
+            if meta is None or meta.leader_epoch < 0 or meta.leader_epoch == p.leader_epoch:
+                continue  # no leader change: nothing to start for this partition
             check_leader(tp, p, cluster, completed)
         if p.state is PositionState.AWAIT_COMMITTED:
             committed.append(tp)
