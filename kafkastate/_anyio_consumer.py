@@ -254,7 +254,10 @@ class Consumer:
         machine = self.machine
         while True:
             data = self._data
+            pulls = machine.pulls
             run = machine.take_one(partitions, now=driver.now())
+            if machine.pulls != pulls:
+                driver.wake()  # drained partitions are fetched again at once
             if run is not None:
                 (topic, partition), records, epoch = run
                 record = consumer_tuples(ConsumerRecord, records, topic, partition, epoch)[0]

@@ -337,6 +337,9 @@ class ConsumerMachine:
         self._listener_error: RebalanceListenerError | None = None
         self._auto_commits: dict[int, bool] = {}  # query id -> before a revocation
         self._events: deque[ConsumerEvent] = deque()
+        self.pulls = 0
+        """How often :meth:`take_one` went to the fetcher (which may then have a Fetch to
+        send: the adapter's cue to write)."""
         self._pulling = False
         self._now = 0.0
 
@@ -581,6 +584,7 @@ class ConsumerMachine:
         if not held or not self._take_from_held_possible(partitions):
             runs = self._from_fetcher(self.max_poll_records, partitions, now)
             held.extend([tp, records, epoch, 0] for tp, records, epoch in runs)
+            self.pulls += 1
         paused = self._paused
         wanted = None if not partitions else {_partition(tp) for tp in partitions}
         for i, entry in enumerate(held):
