@@ -48,6 +48,7 @@ from kafkastate.core.producer.accumulator import (
     RecordsAcknowledged,
     RecordsAdmitted,
     RecordsFailed,
+    max_block_timeout,
 )
 from kafkastate.core.producer.producer import (
     ProducerClosed,
@@ -566,9 +567,7 @@ class Producer:
             if deadline is None:
                 deadline = now + self._max_block
             if now >= deadline:
-                raise KafkaTimeoutError(
-                    f"send waited {self._max_block:g} s (max_block_ms): {refused}"
-                ) from refused
+                raise max_block_timeout(self._max_block, "topic metadata", refused)
             with anyio.move_on_after(deadline - now):
                 await changed.wait()
             try:

@@ -45,6 +45,7 @@ from kafkastate.core.producer.accumulator import (
     RecordsAcknowledged,
     RecordsAdmitted,
     RecordsFailed,
+    max_block_timeout,
 )
 from kafkastate.core.producer.producer import (
     ProducerClosed,
@@ -558,11 +559,7 @@ class ProducerThread:
                 return False
             if exc.retriable:
                 self._counts["timed_out"] += 1
-                error: KafkaError = KafkaTimeoutError(
-                    f"send waited max_block_ms ({cmd.max_block * 1000:g} ms) for "
-                    f"topic metadata: {exc}"
-                )
-                error.__cause__ = exc
+                error: KafkaError = max_block_timeout(cmd.max_block, "topic metadata", exc)
             else:
                 self._counts["refused"] += 1
                 error = exc

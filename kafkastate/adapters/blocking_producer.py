@@ -27,6 +27,7 @@ from kafkastate.core.producer.accumulator import (
     RecordsAcknowledged,
     RecordsAdmitted,
     RecordsFailed,
+    max_block_timeout,
 )
 from kafkastate.core.producer.producer import (
     ProducerClosed,
@@ -115,9 +116,7 @@ class BlockingProducer:
                 if not exc.retriable:
                     raise
                 if time.monotonic() >= deadline:
-                    raise KafkaTimeoutError(
-                        f"send waited {self._max_block:g} s (max_block): {exc}"
-                    ) from exc
+                    raise max_block_timeout(self._max_block, "topic metadata", exc) from exc
                 self._wait_for_wake(deadline)
                 continue
             break

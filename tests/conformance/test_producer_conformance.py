@@ -22,11 +22,6 @@ from tests.conformance.runtimes import (
 
 pytestmark = pytest.mark.integration
 
-NO_BUFFER_MEMORY = """aiokafka's producer has no buffer_memory option (kafkastate's
-AIOKafkaProducer refuses it with TypeError, as aiokafka does): on asyncio the buffer keeps its
-32 MiB default, so the sends are not refused; the trace must still match."""
-
-
 # ------------------------------------------------------------ 5. a full buffer
 
 
@@ -39,9 +34,12 @@ def test_full_buffer_admits_sends_in_order(kafka_cluster: Any) -> None:
 
     def scenario(rt: Runtime) -> Trace:
         topic = new_topic(bootstrap, partitions=partitions)
-        options: dict[str, Any] = {"bootstrap_servers": bootstrap, "linger_ms": 20}
-        if rt.name != "asyncio":  # NO_BUFFER_MEMORY
-            options.update(buffer_memory=4096, batch_size=1024)
+        options: dict[str, Any] = {
+            "bootstrap_servers": bootstrap,
+            "linger_ms": 20,
+            "buffer_memory": 4096,  # kafkastate's AIOKafkaProducer takes it too
+            "batch_size": 1024,
+        }
         p = rt.producer(**options)
         handles = [p.send(topic, v, partition=i % partitions) for i, v in enumerate(values)]
         outcomes = [p.outcome(h) for h in handles]

@@ -146,6 +146,17 @@ def _to_compression(value: Any) -> Compression:
         raise KafkaConfigurationError(f"unknown compression {value!r}") from None
 
 
+def max_block_timeout(max_block: float, waited_for: str, cause: KafkaError) -> KafkaTimeoutError:
+    """The error of a send that waited ``max_block`` seconds (``max.block.ms``) for
+    ``waited_for`` (buffer memory, topic metadata) because of ``cause``: one wording on
+    every runtime."""
+    error = KafkaTimeoutError(
+        f"send waited max_block_ms ({max_block * 1000:g} ms) for {waited_for}: {cause}"
+    )
+    error.__cause__ = cause
+    return error
+
+
 @attrs.frozen(kw_only=True)
 class AccumulatorConfig:
     """Settings of an :class:`Accumulator`. Durations are float seconds, sizes bytes."""
@@ -1708,13 +1719,7 @@ class Accumulator:
             available=cfg.buffer_memory - self._used,
             buffer_memory=cfg.buffer_memory,
         )
-        # The adapters' words before the wait moved here (kafkastate.sync's).
-        error = KafkaTimeoutError(
-            f"send waited max_block_ms ({cfg.max_block * 1000:g} ms) for buffer memory "
-            f"(buffer_memory): {full}"
-        )
-        error.__cause__ = full
-        return error
+        return max_block_timeout(cfg.max_block, "buffer memory (buffer_memory)", full)
 
     def _announce_freed(self) -> None:
         """After a command released memory: wake refused appends, once, with the final count."""
