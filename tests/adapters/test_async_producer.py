@@ -37,11 +37,6 @@ kafka = pytest.importorskip("kafka")
 from tests._support.readback import consume  # noqa: E402 (after the importorskip)
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 def _topic(bootstrap: str, partitions: int = 3) -> str:
     name = f"async-{uuid.uuid4().hex[:8]}"
     with BlockingAdmin(bootstrap) as admin:
