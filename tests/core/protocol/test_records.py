@@ -29,7 +29,6 @@ from kafkastate.core.protocol.records import (
     record_size,
 )
 from kafkastate.errors import CorruptRecordError, KafkaConfigurationError, UnsupportedCodecError
-from tests.core.protocol.test_speedups import implementation  # noqa: F401 (fixture)
 
 # Every test runs twice: on the pure-Python record codec, then on the C accelerator.
 pytestmark = pytest.mark.usefixtures("implementation")

@@ -31,7 +31,6 @@ from kafkastate.core.protocol.records import (
 )
 from kafkastate.errors import CorruptRecordError, UnsupportedCodecError
 from tests._support.mutation import mutate
-from tests.core.protocol.test_speedups import implementation  # noqa: F401 (fixture)
 
 # Every test runs twice: on the pure-Python record codec, then on the C accelerator.
 pytestmark = pytest.mark.usefixtures("implementation")

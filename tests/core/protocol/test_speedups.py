@@ -7,8 +7,8 @@ byte holds, negative deltas, offsets past int64), hand-made edge cases (overlong
 10-byte timestamp deltas, bad UTF-8), seeded mutations of valid batches in the manner of
 ``test_records_fuzz.py`` and a crash probe in a subprocess.
 
-``implementation`` (below) is also what ``test_records.py`` and ``test_records_fuzz.py`` use
-to run all their tests once per codec.
+``implementation`` (tests/conftest.py) is what ``test_records.py`` and ``test_records_fuzz.py``
+use to run all their tests once per codec.
 
 A long mutation campaign, by hand (a crash shows as a signal in the exit status)::
 
@@ -47,27 +47,12 @@ from kafkastate.core.protocol.records import (
 from kafkastate.errors import CorruptRecordError, KafkaConfigurationError, UnsupportedCodecError
 from tests._support.mutation import mutate
 
-MISSING = (
-    "the compiled module kafkastate.core.protocol._speedups is not built "
-    "(no C compiler when kafkastate was installed)"
-)
-needs_c = pytest.mark.skipif(not records.SPEEDUPS_AVAILABLE, reason=MISSING)
+# Where the build is missing: a skip, or an error under KAFKASTATE_REQUIRE_BROKER / CI
+# (tests/conftest.py).
+needs_c = pytest.mark.usefixtures("c_accelerator")
 
 TS = 1_700_000_000_000
 INT64_MAX = 2**63 - 1
-
-
-@pytest.fixture(scope="module", params=["python", "c"])
-def implementation(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Run a whole test module once per record codec: pure Python, then C.
-
-    Module-scoped so Hypothesis tests may use it; import it and ``usefixtures`` it.
-    """
-    if request.param == "c" and not records.SPEEDUPS_AVAILABLE:
-        pytest.skip(MISSING)
-    previous = records.set_speedups(request.param == "c")
-    yield request.param
-    records.set_speedups(previous)
 
 
 @contextlib.contextmanager
@@ -730,7 +715,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if not records.SPEEDUPS_AVAILABLE:
-        sys.exit(MISSING)
+        sys.exit("the compiled module kafkastate.core.protocol._speedups is not built")
     ok, errors, mismatches = campaign(args.campaign, args.seed)
     print(f"cases {args.campaign} decoded {ok} rejected {errors} mismatches {len(mismatches)}")
     for m in mismatches[:10]:
