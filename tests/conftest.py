@@ -4,17 +4,21 @@
   (STYLE.md §11). Trio-only tests are ``@pytest.mark.trio`` (pytest-trio, ``trio_mode`` off).
 * ``implementation`` / ``c_accelerator`` -- the record codec switch: run a module once per
   codec, or need the compiled ``_speedups``. A missing build skips, except in CI.
+* ``@pytest.mark.kafka_needs(...)`` -- what a real-broker test needs of its cluster beyond a
+  PLAINTEXT listener; against an external cluster (``KAFKASTATE_BOOTSTRAP``) that lacks it the
+  test is skipped, naming the missing piece.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
 from kafkastate.core.protocol import records
+from kafkastate.testing import KafkaCluster, ProbeError, metadata
 
 # -- async backends ---------------------------------------------------------------------------
 
@@ -61,3 +65,60 @@ def implementation(request: pytest.FixtureRequest) -> Iterator[str]:
     previous = records.set_speedups(request.param == "c")
     yield request.param
     records.set_speedups(previous)
+
+
+# -- what a real-broker test needs of its cluster ---------------------------------------------
+
+NEEDS = ("sasl", "ssl", "fault_control", "racks", "single_broker")
+"""Arguments of ``kafka_needs``; ``"sasl:MECHANISM"`` also needs that mechanism enabled."""
+
+
+def _which(cluster: KafkaCluster, name: str) -> str:
+    if cluster.kind != "external":
+        return f"{name} is {cluster!r}"
+    variable = "KAFKASTATE_BOOTSTRAP3" if name == "kafka_cluster3" else "KAFKASTATE_BOOTSTRAP"
+    return f"{variable} names an external cluster ({cluster.bootstrap})"
+
+
+def _missing(cluster: KafkaCluster, need: str) -> str | None:
+    """Why ``cluster`` cannot give ``need``, or None if it can."""
+    need, _, mechanism = need.partition(":")
+    if need == "sasl":
+        if cluster.sasl is None or cluster.sasl_bootstrap is None:
+            return "a SASL_PLAINTEXT listener (set KAFKASTATE_SASL_BOOTSTRAP)"
+        if mechanism == "OAUTHBEARER" and not cluster.sasl.oauthbearer:
+            return "OAUTHBEARER on the SASL listener (KAFKASTATE_SASL_MECHANISMS)"
+        if mechanism and mechanism != "OAUTHBEARER" and mechanism not in cluster.sasl.mechanisms:
+            return f"{mechanism} on the SASL listener (KAFKASTATE_SASL_MECHANISMS)"
+        return None
+    if need == "ssl":
+        if cluster.ssl_bootstrap is None or cluster.ca_file is None:
+            return "an SSL listener (set KAFKASTATE_SSL_BOOTSTRAP and KAFKASTATE_SSL_CAFILE)"
+        return None
+    if need == "fault_control":
+        return None if cluster.controllable else "brokers the harness can kill, stop and pause"
+    if need == "racks":
+        return None if cluster.controllable else "brokers in the harness's racks (rack-N)"
+    if need == "single_broker":
+        if cluster.kind != "external":
+            return None if len(cluster.brokers) <= 1 else "a single broker"
+        host, _, port = cluster.bootstrap.split(",")[0].rpartition(":")
+        try:
+            count = len(metadata(host, int(port)).brokers)
+        except ProbeError:
+            return None  # unreachable: the test itself reports that
+        return None if count == 1 else f"a single broker (it has {count})"
+    raise ValueError(f"kafka_needs: unknown need {need!r}; known: {', '.join(NEEDS)}")
+
+
+@pytest.fixture(autouse=True)
+def _kafka_needs(request: pytest.FixtureRequest) -> None:
+    """Skip a ``kafka_needs`` test whose (external) cluster lacks a prerequisite."""
+    needs = [need for marker in request.node.iter_markers("kafka_needs") for need in marker.args]
+    if not needs:
+        return
+    name = "kafka_cluster3" if "kafka_cluster3" in request.fixturenames else "kafka_cluster"
+    cluster: Any = request.getfixturevalue(name)
+    missing = [why for need in needs if (why := _missing(cluster, need)) is not None]
+    if missing:
+        pytest.skip(f"needs {'; '.join(missing)}: {_which(cluster, name)}")

@@ -133,10 +133,9 @@ async def test_clean_exit_delivers_lingering_records(kafka_cluster: Any) -> None
     _check_against_log(metas, consume(bootstrap, topic, 5), topic)
 
 
+@pytest.mark.kafka_needs("ssl")
 @pytest.mark.anyio
 async def test_ssl(kafka_cluster: Any) -> None:
-    if kafka_cluster.ssl_bootstrap is None or kafka_cluster.ca_file is None:
-        pytest.skip("the cluster has no SSL listener")
     topic = _topic(kafka_cluster.bootstrap, partitions=1)
     context = ssl.create_default_context(cafile=str(kafka_cluster.ca_file))
     async with open_producer(
@@ -479,9 +478,8 @@ def test_a_crashed_driver_fails_waiters_instead_of_hanging(kafka_cluster: Any) -
     )
 
 
+@pytest.mark.kafka_needs("sasl:SCRAM-SHA-256")
 def test_wrong_sasl_password_is_an_authentication_error(kafka_cluster: Any) -> None:
-    if kafka_cluster.sasl is None or kafka_cluster.sasl_bootstrap is None:
-        pytest.skip("the cluster has no SASL listener")
 
     async def main() -> None:
         producer = AIOKafkaProducer(

@@ -426,9 +426,8 @@ def _replicated_topic(bootstrap: str, count: int) -> tuple[str, Any]:
     return topic, producer
 
 
+@pytest.mark.kafka_needs("fault_control")
 def test_consumption_resumes_after_the_leader_is_killed(kafka_cluster3: Any) -> None:
-    if not kafka_cluster3.controllable:
-        pytest.skip("KAFKASTATE_BOOTSTRAP3 names a cluster the harness cannot kill brokers of")
     bootstrap = kafka_cluster3.bootstrap
     topic, producer = _replicated_topic(bootstrap, 300)
     tp = TopicPartition(topic, 0)
@@ -472,10 +471,9 @@ def test_consumption_resumes_after_the_leader_is_killed(kafka_cluster3: Any) -> 
     assert 100 <= position <= 300 and epoch >= 0 and end_offset >= position
 
 
+@pytest.mark.kafka_needs("racks")
 def test_fetch_from_the_closest_replica(kafka_cluster3: Any) -> None:
     """KIP-392: the leader names the replica in the consumer's rack, and fetching moves there."""
-    if not kafka_cluster3.controllable:
-        pytest.skip("KAFKASTATE_BOOTSTRAP3 names a cluster whose racks the harness did not set")
     bootstrap = kafka_cluster3.bootstrap
     topic, producer = _replicated_topic(bootstrap, 200)
     producer.close()
@@ -707,9 +705,8 @@ def test_a_record_larger_than_the_fetch_limits_is_still_read(
     assert got == [big, b"small"]
 
 
+@pytest.mark.kafka_needs("fault_control")
 def test_trio_consumption_resumes_after_the_leader_is_killed(kafka_cluster3: Any) -> None:
-    if not kafka_cluster3.controllable:
-        pytest.skip("KAFKASTATE_BOOTSTRAP3 names a cluster the harness cannot kill brokers of")
     bootstrap = kafka_cluster3.bootstrap
     topic, producer = _replicated_topic(bootstrap, 200)
     tp = TopicPartition(topic, 0)

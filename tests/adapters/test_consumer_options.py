@@ -189,10 +189,9 @@ def test_sync_constructor_finds_the_cluster(kafka_cluster: Any) -> None:
         assert consumer.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
 
 
+@pytest.mark.kafka_needs("sasl:SCRAM-SHA-512")
 @pytest.mark.integration
 def test_wrong_sasl_password_fails_the_consumers_typed(kafka_cluster: Any) -> None:
-    if kafka_cluster.sasl is None or kafka_cluster.sasl_bootstrap is None:
-        pytest.skip("the cluster has no SASL listener")
     options: dict[str, Any] = {
         "bootstrap_servers": kafka_cluster.sasl_bootstrap,
         "security_protocol": "SASL_PLAINTEXT",
@@ -233,10 +232,9 @@ def test_aiokafka_start_waits_for_a_bootstrap_server() -> None:
 # ------------------------------------------------------------------------------- TLS
 
 
+@pytest.mark.kafka_needs("ssl")
 @pytest.mark.integration
 def test_sync_consumer_tls_from_ssl_cafile(kafka_cluster: Any) -> None:
-    if kafka_cluster.ssl_bootstrap is None or kafka_cluster.ca_file is None:
-        pytest.skip("the cluster has no SSL listener")
     topic = _topic(kafka_cluster.bootstrap, partitions=1)
     _produce(kafka_cluster.bootstrap, topic, 5, partitions=1)
     tp = TopicPartition(topic, 0)

@@ -620,10 +620,9 @@ def test_null_header_value_round_trip(kafka_cluster: Any, adapter: str) -> None:
     ]
 
 
+@pytest.mark.kafka_needs("fault_control")
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_idempotent_through_leader_sigkill(kafka_cluster3: Any, adapter: str) -> None:
-    if not kafka_cluster3.controllable:
-        pytest.skip("KAFKASTATE_BOOTSTRAP3 names a cluster the harness cannot kill brokers of")
     bootstrap = kafka_cluster3.bootstrap
     topic = _topic(bootstrap, partitions=3, replication=3, **{"min.insync.replicas": "2"})
     victim = kafka_cluster3.broker(_leader(bootstrap, topic, 0))
@@ -716,12 +715,11 @@ def test_unreachable_bootstrap_fails_typed_and_bounded(adapter: str) -> None:
     assert elapsed < 15  # not a hang: closing the producer is prompt too
 
 
+@pytest.mark.kafka_needs("fault_control")
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_unresponsive_leader_fails_records_at_delivery_timeout(
     kafka_cluster: Any, adapter: str
 ) -> None:
-    if not kafka_cluster.controllable:
-        pytest.skip("KAFKASTATE_BOOTSTRAP names a cluster the harness cannot pause")
     bootstrap = kafka_cluster.bootstrap
     topic = _topic(bootstrap, partitions=1)
     (broker,) = kafka_cluster.brokers

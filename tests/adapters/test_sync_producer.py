@@ -335,9 +335,8 @@ def test_acks_zero_and_threads(kafka_cluster: Any) -> None:
     assert len(consume(kafka_cluster.bootstrap, topic, 100)) == 100
 
 
+@pytest.mark.kafka_needs("sasl:SCRAM-SHA-512")
 def test_wrong_sasl_password_fails_the_constructor_typed(kafka_cluster: Any) -> None:
-    if kafka_cluster.sasl is None or kafka_cluster.sasl_bootstrap is None:
-        pytest.skip("the cluster has no SASL listener")
     started = time.monotonic()
     with pytest.raises(AuthenticationFailedError):
         KafkaProducer(

@@ -57,6 +57,7 @@ def _produce_to_leader(client: BlockingClient, topic: str, value: bytes) -> int:
     return int(part.base_offset)
 
 
+@pytest.mark.kafka_needs("single_broker")
 def test_client_bootstraps_and_routes_to_leader(kafka_cluster: Any) -> None:
     topic = f"client-{uuid.uuid4().hex[:8]}"
     with BlockingAdmin(kafka_cluster.bootstrap) as admin:
@@ -80,9 +81,8 @@ def test_client_bootstraps_and_routes_to_leader(kafka_cluster: Any) -> None:
         assert values == [b"a", b"b"]
 
 
+@pytest.mark.kafka_needs("fault_control")
 def test_client_survives_leader_kill_on_three_brokers(kafka_cluster3: Any) -> None:
-    if not kafka_cluster3.controllable:
-        pytest.skip("KAFKASTATE_BOOTSTRAP3 names a cluster the harness cannot kill brokers of")
     topic = f"client3-{uuid.uuid4().hex[:8]}"
     with BlockingAdmin(kafka_cluster3.bootstrap) as admin:
         admin.create_topics([NewTopic(name=topic, num_partitions=1, replication_factor=3)])

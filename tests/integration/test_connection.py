@@ -54,6 +54,12 @@ def test_negotiation_uses_highest_common_and_never_old_versions(kafka_cluster: A
         assert "0..3" in str(info.value)
 
 
+SASL_MECHANISMS = [
+    pytest.param(m, marks=pytest.mark.kafka_needs(f"sasl:{m}"))
+    for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+]
+
+
 def test_broker_refuses_produce_v2(kafka_cluster: Any) -> None:
     """Why our floor matters: a hand-made Produce v2 frame gets no success from Kafka 4."""
     host, port = _first(kafka_cluster.bootstrap)
@@ -99,7 +105,7 @@ def test_metadata_create_delete_topics(kafka_cluster: Any) -> None:
             admin.delete_topics([name])
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+@pytest.mark.parametrize("mechanism", SASL_MECHANISMS)
 def test_sasl_good_credentials(kafka_cluster: Any, mechanism: str) -> None:
     creds = kafka_cluster.sasl
     config = ConnectionConfig(
@@ -109,7 +115,7 @@ def test_sasl_good_credentials(kafka_cluster: Any, mechanism: str) -> None:
         assert admin.metadata(None).brokers
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+@pytest.mark.parametrize("mechanism", SASL_MECHANISMS)
 def test_sasl_wrong_password_fails_at_once(kafka_cluster: Any, mechanism: str) -> None:
     creds = kafka_cluster.sasl
     host, port = _first(kafka_cluster.sasl_bootstrap)
@@ -120,6 +126,7 @@ def test_sasl_wrong_password_fails_at_once(kafka_cluster: Any, mechanism: str) -
         BlockingConnection.open(host, port, config=config, timeout=20)
 
 
+@pytest.mark.kafka_needs("sasl:SCRAM-SHA-256")
 def test_scram_user_unknown(kafka_cluster: Any) -> None:
     creds = kafka_cluster.sasl
     host, port = _first(kafka_cluster.sasl_bootstrap)
@@ -132,15 +139,15 @@ def test_scram_user_unknown(kafka_cluster: Any) -> None:
         BlockingConnection.open(host, port, config=config, timeout=20)
 
 
+@pytest.mark.kafka_needs("ssl")
 def test_ssl_listener(kafka_cluster: Any) -> None:
-    if kafka_cluster.ssl_bootstrap is None:
-        pytest.skip("the session broker was started without an SSL listener")
     context = ssl.create_default_context(cafile=str(kafka_cluster.tls.ca_file))
     host, port = _first(kafka_cluster.ssl_bootstrap)
     with BlockingConnection.open(host, port, ssl_context=context) as conn:
         assert conn.versions is not None and conn.versions.supports(ApiKey.METADATA)
 
 
+@pytest.mark.kafka_needs("sasl:OAUTHBEARER")
 def test_oauthbearer_token(kafka_cluster: Any) -> None:
     assert kafka_cluster.sasl.oauthbearer
     host, port = _first(kafka_cluster.sasl_bootstrap)

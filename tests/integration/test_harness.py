@@ -704,13 +704,12 @@ def test_fault_control_on_one_broker_with_keytool_tls(
     assert not workdir.exists()  # the harness made it, stop() removed it
 
 
+@pytest.mark.kafka_needs("fault_control")
 @needs_jvm
 @pytest.mark.integration
 def test_three_brokers_replicate_and_survive_kill_restart_pause(
     kafka_cluster3: KafkaCluster,
 ) -> None:
-    if not kafka_cluster3.controllable:
-        pytest.skip("external cluster: no fault control")
     kafka = pytest.importorskip("kafka.admin")
     cluster = kafka_cluster3
     assert len(cluster.brokers) == 3
@@ -889,11 +888,10 @@ def test_plugin_skips_naming_java_when_absent(tmp_path: Path) -> None:
     assert "java not found" in required.stdout and "KAFKASTATE_REQUIRE_BROKER" in required.stdout
 
 
+@pytest.mark.kafka_needs("fault_control")
 @needs_jvm
 @pytest.mark.integration
 def test_heal_brings_a_killed_node_back(kafka_cluster3: KafkaCluster) -> None:
-    if not kafka_cluster3.controllable:
-        pytest.skip("external cluster: no fault control")
     victim = kafka_cluster3.broker(3)
     victim.kill()
     assert not victim.is_running

@@ -79,9 +79,8 @@ def test_produce_and_read_back(kafka_cluster: Any, codec: Compression) -> None:
     assert len(by_partition) >= 2
 
 
+@pytest.mark.kafka_needs("fault_control")
 def test_idempotent_through_leader_kill(kafka_cluster3: Any) -> None:
-    if not kafka_cluster3.controllable:
-        pytest.skip("KAFKASTATE_BOOTSTRAP3 names a cluster the harness cannot kill brokers of")
     topic = f"prod3-{uuid.uuid4().hex[:6]}"
     with BlockingAdmin(kafka_cluster3.bootstrap) as admin:
         admin.create_topics(

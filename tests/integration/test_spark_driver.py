@@ -316,9 +316,8 @@ def test_sink_writes_arrow_batches(kafka_cluster: Any) -> None:
         write_batches(iter([no_topic]), options)
 
 
+@pytest.mark.kafka_needs("sasl:SCRAM-SHA-512")
 def test_kafka_options_reach_the_client_sasl_scram(kafka_cluster: Any) -> None:
-    if kafka_cluster.sasl is None or kafka_cluster.sasl_bootstrap is None:
-        pytest.skip("the cluster has no SASL listener")
     bootstrap = kafka_cluster.bootstrap
     topic = _topic(bootstrap, 1)
     _produce(bootstrap, topic, {0: 7})

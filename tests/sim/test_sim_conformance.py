@@ -148,6 +148,7 @@ def _wait_parked(thread: threading.Thread) -> None:
     assert thread.is_alive(), "the request was expected to wait at the coordinator"
 
 
+@pytest.mark.kafka_needs("single_broker")
 def test_the_simulated_coordinator_answers_like_kafka(kafka_cluster: Any) -> None:
     bootstrap = kafka_cluster.bootstrap
     host, port = bootstrap.rsplit(":", 1)

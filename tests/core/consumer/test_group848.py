@@ -219,6 +219,7 @@ def _settle(members: list[_Driven], expect: set[tuple[str, int]], limit: float =
     raise AssertionError(f"no balanced assignment: {[sorted(d.owned) for d in members]}")
 
 
+@pytest.mark.kafka_needs("single_broker")
 @pytest.mark.integration
 def test_two_members_share_partitions_on_real_kafka(kafka_cluster: Any) -> None:
     bootstrap = kafka_cluster.bootstrap
