@@ -404,7 +404,8 @@ def test_aiokafka_batches_and_custom_partitioner(kafka_cluster: Any) -> None:
     assert [r.offset for r in batch_records] == list(range(first.offset, first.offset + count))
 
 
-def test_send_batch_errors_are_typed(kafka_cluster: Any) -> None:
+@pytest.mark.trio
+async def test_send_batch_errors_are_typed(kafka_cluster: Any) -> None:
     bootstrap = kafka_cluster.bootstrap
     topic = _topic(bootstrap, partitions=1)
 
@@ -427,7 +428,7 @@ def test_send_batch_errors_are_typed(kafka_cluster: Any) -> None:
             # the producer is still usable
             assert (await p.send(topic, b"after")).partition == 0
 
-    anyio.run(main, backend="trio")
+    await main()
 
 
 def test_aiokafka_start_fails_without_a_broker() -> None:

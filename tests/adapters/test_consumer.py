@@ -182,8 +182,8 @@ def test_sync_iteration_stops_after_consumer_timeout(kafka_cluster: Any) -> None
 # ---------------------------------------------------------------------------- anyio/trio
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_async_round_trip_and_iteration(kafka_cluster: Any, backend: str) -> None:
+@pytest.mark.anyio
+async def test_async_round_trip_and_iteration(kafka_cluster: Any) -> None:
     bootstrap = kafka_cluster.bootstrap
     topic = _topic(bootstrap)
     written = _produce(bootstrap, topic, 60, codec="lz4")
@@ -208,15 +208,15 @@ def test_async_round_trip_and_iteration(kafka_cluster: Any, backend: str) -> Non
             assert positions == {0: 20, 1: 20, 2: 20}
         return got
 
-    got = anyio.run(main, backend=backend)
+    got = await main()
     per: dict[int, list[tuple[bytes, bytes]]] = {}
     for record in sorted(got, key=lambda r: (r.partition, r.offset)):
         per.setdefault(record.partition, []).append((record.key, record.value))
     assert per == _by_partition(written)
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_async_offsets_and_commit(kafka_cluster: Any, backend: str) -> None:
+@pytest.mark.anyio
+async def test_async_offsets_and_commit(kafka_cluster: Any) -> None:
     bootstrap = kafka_cluster.bootstrap
     topic = _topic(bootstrap, partitions=1)
     _produce(bootstrap, topic, 10, partitions=1)
@@ -238,7 +238,7 @@ def test_async_offsets_and_commit(kafka_cluster: Any, backend: str) -> None:
             assert await consumer.partitions_for_topic(topic) == frozenset({0})
             assert topic in await consumer.topics()
 
-    anyio.run(main, backend=backend)
+    await main()
 
 
 def test_bad_consumer_options_are_typed() -> None:
@@ -641,7 +641,8 @@ def test_deleted_records_reset_by_policy(kafka_cluster: Any, adapter: str) -> No
     assert anyio.run(main, backend="trio") == [6, 7, 8, 9]
 
 
-def test_getone_for_one_partition_while_another_is_buffered(kafka_cluster: Any) -> None:
+@pytest.mark.trio
+async def test_getone_for_one_partition_while_another_is_buffered(kafka_cluster: Any) -> None:
     bootstrap = kafka_cluster.bootstrap
     topic = _topic(bootstrap, partitions=2)
     _produce(bootstrap, topic, 6, partitions=2)
@@ -658,7 +659,7 @@ def test_getone_for_one_partition_while_another_is_buffered(kafka_cluster: Any) 
                 third = await consumer.getone((topic, 1))
         return [(r.partition, r.offset) for r in (first, second, third)]
 
-    assert anyio.run(main, backend="trio") == [(0, 0), (1, 0), (1, 1)]
+    assert await main() == [(0, 0), (1, 0), (1, 1)]
 
 
 @pytest.mark.parametrize("adapter", ["sync", "trio"])
@@ -706,7 +707,8 @@ def test_a_record_larger_than_the_fetch_limits_is_still_read(
 
 
 @pytest.mark.kafka_needs("fault_control")
-def test_trio_consumption_resumes_after_the_leader_is_killed(kafka_cluster3: Any) -> None:
+@pytest.mark.trio
+async def test_trio_consumption_resumes_after_the_leader_is_killed(kafka_cluster3: Any) -> None:
     bootstrap = kafka_cluster3.bootstrap
     topic, producer = _replicated_topic(bootstrap, 200)
     tp = TopicPartition(topic, 0)
@@ -738,4 +740,4 @@ def test_trio_consumption_resumes_after_the_leader_is_killed(kafka_cluster3: Any
                 await anyio.to_thread.run_sync(victim.restart)
         return got
 
-    assert anyio.run(main, backend="trio") == list(range(300))
+    assert await main() == list(range(300))

@@ -94,9 +94,9 @@ def test_sync_seek_to_end_wins_over_the_first_lookup(kafka_cluster: Any) -> None
 # ------------------------------------------------------------------ trio, anyio, asyncio
 
 
-@pytest.mark.parametrize("backend", ["trio", "asyncio"])
-def test_async_iteration_commits_and_positions_only_what_was_returned(
-    kafka_cluster: Any, backend: str
+@pytest.mark.anyio
+async def test_async_iteration_commits_and_positions_only_what_was_returned(
+    kafka_cluster: Any,
 ) -> None:
     bootstrap = kafka_cluster.bootstrap
     topic = _filled(bootstrap)
@@ -121,11 +121,11 @@ def test_async_iteration_commits_and_positions_only_what_was_returned(
                 rest = await consumer.getmany(timeout_ms=5000)
                 assert [r.offset for r in rest[tp]] == list(range(1, 10))
 
-    anyio.run(main, backend=backend)
+    await main()
 
 
-@pytest.mark.parametrize("backend", ["trio", "asyncio"])
-def test_the_block_exception_is_not_wrapped(kafka_cluster: Any, backend: str) -> None:
+@pytest.mark.anyio
+async def test_the_block_exception_is_not_wrapped(kafka_cluster: Any) -> None:
     class Boom(Exception):
         pass
 
@@ -138,7 +138,7 @@ def test_the_block_exception_is_not_wrapped(kafka_cluster: Any, backend: str) ->
             raise Boom("from the block")
 
     with pytest.raises(Boom, match="from the block"):
-        anyio.run(main, backend=backend)
+        await main()
 
 
 def test_aiokafka_consumer_stop_ends_a_running_iteration(kafka_cluster: Any) -> None:

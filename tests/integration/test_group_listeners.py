@@ -46,9 +46,9 @@ class Recorder(ConsumerRebalanceListener):
         self.calls.append(("lost", {tp.partition for tp in lost}))
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_async_listener_error_surfaces_once_and_the_member_goes_on(
-    kafka_cluster: Any, backend: str
+@pytest.mark.anyio
+async def test_async_listener_error_surfaces_once_and_the_member_goes_on(
+    kafka_cluster: Any,
 ) -> None:
     bootstrap = kafka_cluster.bootstrap
     topic = _topic(bootstrap, partitions=2)
@@ -76,7 +76,7 @@ def test_async_listener_error_surfaces_once_and_the_member_goes_on(
                     got.extend(r.offset for records in batch.values() for r in records)
             assert consumer.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
 
-    anyio.run(main, backend=backend)
+    await main()
     assert listener.calls[0] == ("assigned", {0, 1})
     assert listener.calls[-1] == ("revoked", {0, 1})  # on close
 

@@ -454,7 +454,8 @@ def test_a_fenced_group_generation_makes_the_offsets_abortable(kafka_cluster: An
     assert read_independent(bootstrap, topic) == [b"after"]
 
 
-def test_abort_fails_records_not_yet_sent(kafka_cluster: Any) -> None:
+@pytest.mark.trio
+async def test_abort_fails_records_not_yet_sent(kafka_cluster: Any) -> None:
     bootstrap = kafka_cluster.bootstrap
     topic = topic_with(bootstrap)
 
@@ -473,15 +474,13 @@ def test_abort_fails_records_not_yet_sent(kafka_cluster: Any) -> None:
                     results.append(exc)
             return results
 
-    results = trio.run(main)
+    results = await main()
     assert all(isinstance(r, TransactionAbortedError) for r in results), results
     assert read_independent(bootstrap, topic, "read_uncommitted") == []
 
 
-@pytest.mark.parametrize("backend", ["trio", "asyncio"])
-def test_transaction_block_aborts_even_with_offsets_under_way(
-    kafka_cluster: Any, backend: str
-) -> None:
+@pytest.mark.anyio
+async def test_transaction_block_aborts_even_with_offsets_under_way(kafka_cluster: Any) -> None:
     """A block whose send_offsets_to_transaction wait was cancelled, then raised: the
     abort ends the offsets too, and the producer goes on with the next transaction."""
     bootstrap = kafka_cluster.bootstrap
@@ -501,6 +500,6 @@ def test_transaction_block_aborts_even_with_offsets_under_way(
             async with p.transaction():
                 await p.send(topic, b"committed", partition=0)
 
-    anyio.run(main, backend=backend)
+    await main()
     assert read_independent(bootstrap, topic) == [b"committed"]
     assert committed_offset(bootstrap, group, (topic, 0)) is None
