@@ -68,7 +68,7 @@ def bench_getone(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def docs(session: nox.Session) -> None:
     """Run every Python example embedded in docs/*.md (they must execute)."""
-    session.run("python", "-m", "pytest", "tests/test_docs.py", *session.posargs)
+    session.run("python", "-m", "pytest", "tests/integration/test_docs.py", *session.posargs)
 
 
 @nox.session(venv_backend="none")

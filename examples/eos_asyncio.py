@@ -12,7 +12,7 @@ exactly once in the read_committed view of the output.
     python -m examples.eos_asyncio --bootstrap localhost:9092 --input in --output out \\
         --group eos --transactional-id eos-1 --exit-when-idle 5
 
-``tests/test_transactions_eos.py`` runs it, SIGKILLs it mid-transaction and restarts it.
+``tests/integration/test_transactions_eos.py`` runs it, SIGKILLs it mid-transaction and restarts it.
 """
 
 from __future__ import annotations

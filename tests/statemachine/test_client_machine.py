@@ -29,7 +29,7 @@ from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.metadata import MetadataConfig, NodeId
 from kafkastate.core.protocol.requests import metadata_request
 from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiKey, ApiVersionTable
-from tests.peer import (
+from tests._support.peer import (
     api_versions_response,
     metadata_response,
     parse_request,

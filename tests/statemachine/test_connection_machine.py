@@ -29,7 +29,13 @@ from kafkastate.core.connection import (
     ResponseReceived,
 )
 from kafkastate.core.protocol.versions import ApiKey, request_type
-from tests.peer import api_versions_response, parse_request, response, response_frame, split_frames
+from tests._support.peer import (
+    api_versions_response,
+    parse_request,
+    response,
+    response_frame,
+    split_frames,
+)
 
 TIMEOUT = 10.0
 

@@ -26,7 +26,7 @@ from kafkastate.core.metadata import NodeId
 from kafkastate.core.producer import RecordsAcknowledged, RecordsFailed
 from kafkastate.core.protocol.versions import ApiKey
 from kafkastate.errors import KafkaTimeoutError
-from tests.test_producer_machine import (
+from tests.core.producer.test_producer_machine import (
     PartBatch,
     PeerCluster,
     machine,

@@ -1,5 +1,5 @@
 """A Hypothesis model of the transaction manager inside a ProducerMachine, against the
-scripted two-broker cluster (tests/peer.py) playing partition leaders and both
+scripted two-broker cluster (tests/_support/peer.py) playing partition leaders and both
 coordinators.
 
 Hypothesis issues transactional commands in any state (legal or not), sends records,
@@ -45,9 +45,9 @@ from kafkastate.errors import (
     TransactionFailedError,
     TransactionStateError,
 )
-from tests.peer import Sent, response
-from tests.test_producer_machine import parts_of, produce_response
-from tests.test_transactions_machine import TS, TxnPeer, txn_peer
+from tests._support.peer import Sent, response
+from tests.core.producer.test_producer_machine import parts_of, produce_response
+from tests.core.producer.test_transactions_machine import TS, TxnPeer, txn_peer
 
 FIND, INIT, ADD_PARTS, ADD_OFFSETS, END, TXN_COMMIT = 10, 22, 24, 25, 26, 28
 COORDINATOR_APIS = (ADD_PARTS, ADD_OFFSETS, TXN_COMMIT, END)

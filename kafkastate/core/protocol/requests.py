@@ -200,7 +200,7 @@ def produce_request_body(
 ) -> bytes:
     """Encode a ProduceRequest body (v3-v13) by hand: the producer sends one per batch
     or so, and kio's generic writer is several times slower for it. The same bytes as
-    kio writes for the same request (tests/test_framing.py compares them).
+    kio writes for the same request (tests/core/protocol/test_framing.py compares them).
 
     Args:
         version: the request version (3 to 13).

@@ -1,0 +1,124 @@
+"""Fixtures and markers shared by the whole suite (the suite's only conftest).
+
+* ``anyio_backend`` -- every ``@pytest.mark.anyio`` test runs on asyncio and on trio
+  (STYLE.md §11). Trio-only tests are ``@pytest.mark.trio`` (pytest-trio, ``trio_mode`` off).
+* ``implementation`` / ``c_accelerator`` -- the record codec switch: run a module once per
+  codec, or need the compiled ``_speedups``. A missing build skips, except in CI.
+* ``@pytest.mark.kafka_needs(...)`` -- what a real-broker test needs of its cluster beyond a
+  PLAINTEXT listener; against an external cluster (``KAFKASTATE_BOOTSTRAP``) that lacks it the
+  test is skipped, naming the missing piece.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+import pytest
+
+from kafkastate.core.protocol import records
+from kafkastate.testing import KafkaCluster, ProbeError, metadata
+
+# -- async backends ---------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Run each ``@pytest.mark.anyio`` test once on asyncio and once on trio."""
+    return str(request.param)
+
+
+# -- the C accelerator ------------------------------------------------------------------------
+
+C_ACCELERATOR_MISSING = (
+    "the compiled module kafkastate.core.protocol._speedups is not built "
+    "(no C compiler when kafkastate was installed)"
+)
+
+
+def _c_accelerator_missing() -> NoReturn:
+    """Skip, or fail where a missing build must not pass unnoticed: like a missing broker
+    (kafkastate.testing), ``KAFKASTATE_REQUIRE_BROKER=1`` -- and ``CI`` -- make it an error."""
+    required = [name for name in ("KAFKASTATE_REQUIRE_BROKER", "CI") if os.environ.get(name)]
+    if required:
+        pytest.fail(f"{C_ACCELERATOR_MISSING} [{' and '.join(required)} set]", pytrace=False)
+    pytest.skip(C_ACCELERATOR_MISSING)
+
+
+@pytest.fixture(scope="session")
+def c_accelerator() -> None:
+    """Need the C accelerator (session-scoped, so Hypothesis tests may use it)."""
+    if not records.SPEEDUPS_AVAILABLE:
+        _c_accelerator_missing()
+
+
+@pytest.fixture(scope="module", params=["python", "c"])
+def implementation(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run a whole test module once per record codec: pure Python, then C.
+
+    Module-scoped so Hypothesis tests may use it: ``pytestmark =
+    pytest.mark.usefixtures("implementation")``.
+    """
+    if request.param == "c" and not records.SPEEDUPS_AVAILABLE:
+        _c_accelerator_missing()
+    previous = records.set_speedups(request.param == "c")
+    yield request.param
+    records.set_speedups(previous)
+
+
+# -- what a real-broker test needs of its cluster ---------------------------------------------
+
+NEEDS = ("sasl", "ssl", "fault_control", "racks", "single_broker")
+"""Arguments of ``kafka_needs``; ``"sasl:MECHANISM"`` also needs that mechanism enabled."""
+
+
+def _which(cluster: KafkaCluster, name: str) -> str:
+    if cluster.kind != "external":
+        return f"{name} is {cluster!r}"
+    variable = "KAFKASTATE_BOOTSTRAP3" if name == "kafka_cluster3" else "KAFKASTATE_BOOTSTRAP"
+    return f"{variable} names an external cluster ({cluster.bootstrap})"
+
+
+def _missing(cluster: KafkaCluster, need: str) -> str | None:
+    """Why ``cluster`` cannot give ``need``, or None if it can."""
+    need, _, mechanism = need.partition(":")
+    if need == "sasl":
+        if cluster.sasl is None or cluster.sasl_bootstrap is None:
+            return "a SASL_PLAINTEXT listener (set KAFKASTATE_SASL_BOOTSTRAP)"
+        if mechanism == "OAUTHBEARER" and not cluster.sasl.oauthbearer:
+            return "OAUTHBEARER on the SASL listener (KAFKASTATE_SASL_MECHANISMS)"
+        if mechanism and mechanism != "OAUTHBEARER" and mechanism not in cluster.sasl.mechanisms:
+            return f"{mechanism} on the SASL listener (KAFKASTATE_SASL_MECHANISMS)"
+        return None
+    if need == "ssl":
+        if cluster.ssl_bootstrap is None or cluster.ca_file is None:
+            return "an SSL listener (set KAFKASTATE_SSL_BOOTSTRAP and KAFKASTATE_SSL_CAFILE)"
+        return None
+    if need == "fault_control":
+        return None if cluster.controllable else "brokers the harness can kill, stop and pause"
+    if need == "racks":
+        return None if cluster.controllable else "brokers in the harness's racks (rack-N)"
+    if need == "single_broker":
+        if cluster.kind != "external":
+            return None if len(cluster.brokers) <= 1 else "a single broker"
+        host, _, port = cluster.bootstrap.split(",")[0].rpartition(":")
+        try:
+            count = len(metadata(host, int(port)).brokers)
+        except ProbeError:
+            return None  # unreachable: the test itself reports that
+        return None if count == 1 else f"a single broker (it has {count})"
+    raise ValueError(f"kafka_needs: unknown need {need!r}; known: {', '.join(NEEDS)}")
+
+
+@pytest.fixture(autouse=True)
+def _kafka_needs(request: pytest.FixtureRequest) -> None:
+    """Skip a ``kafka_needs`` test whose (external) cluster lacks a prerequisite."""
+    needs = [need for marker in request.node.iter_markers("kafka_needs") for need in marker.args]
+    if not needs:
+        return
+    name = "kafka_cluster3" if "kafka_cluster3" in request.fixturenames else "kafka_cluster"
+    cluster: Any = request.getfixturevalue(name)
+    missing = [why for need in needs if (why := _missing(cluster, need)) is not None]
+    if missing:
+        pytest.skip(f"needs {'; '.join(missing)}: {_which(cluster, name)}")

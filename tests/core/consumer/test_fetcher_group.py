@@ -1,0 +1,256 @@
+"""FetcherMachine with group membership, byte level against a scripted cluster: subscribe,
+find the coordinator, join, sync, fetch from the committed offsets; a cooperative
+rebalance that takes a partition away; commits fenced by generation; leaving on close."""
+
+from __future__ import annotations
+
+import datetime
+import random
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kafkastate.core.consumer.assignors import (
+    Assignment,
+    CooperativeStickyAssignor,
+    decode_assignment,
+    encode_assignment,
+)
+from kafkastate.core.consumer.fetcher import (
+    FetcherMachine,
+    GroupFailed,
+    PartitionsAssigned,
+    PartitionsRevoked,
+)
+from kafkastate.core.consumer.group import GroupConfig, MemberState
+from kafkastate.core.consumer.group848 import ConsumerGroupConfig
+from kafkastate.core.protocol.requests import build, nested_type
+from kafkastate.core.protocol.versions import ApiKey, response_type
+from kafkastate.errors import GroupAuthorizationFailedError, LocalProtocolError
+from tests._support.peer import Sent
+from tests.core.consumer.test_fetcher_validation import FetcherPeer, answer_coordinator, batch
+
+NO_TIME = datetime.timedelta(0)
+
+
+def group_peer(**kw: Any) -> FetcherPeer:
+    group = GroupConfig(
+        group_id="g", assignors=(CooperativeStickyAssignor(),), session_timeout=10.0, **kw
+    )
+    return FetcherPeer(partitions=2, group=group, group_id="g", auto_offset_reset="earliest")
+
+
+def answer(peer: FetcherPeer, api_key: int, **fields: Any) -> Sent:
+    sent = peer.take(api_key)
+    cls = response_type(api_key, sent.req.version)
+    peer.answer(sent, build(cls, throttle_time=NO_TIME, **fields))
+    return sent
+
+
+def answer_join(peer: FetcherPeer, *, code: int = 0, generation: int = 1) -> Sent:
+    sent = peer.take(ApiKey.JOIN_GROUP)
+    req = sent.req.body
+    cls = response_type(ApiKey.JOIN_GROUP, sent.req.version)
+    member_cls = nested_type(cls, "JoinGroupResponseMember")
+    members = (build(member_cls, member_id="m-1", group_instance_id=None,
+                     metadata=req.protocols[0].metadata),)  # fmt: skip
+    peer.answer(
+        sent,
+        build(
+            cls,
+            throttle_time=NO_TIME,
+            error_code=ErrorCode(code),
+            generation_id=generation,
+            protocol_type="consumer",
+            protocol_name=req.protocols[0].name,
+            leader="m-1",
+            skip_assignment=False,
+            member_id="m-1",
+            members=members if code == 0 else (),
+        ),
+    )
+    return sent
+
+
+def answer_sync(peer: FetcherPeer, partitions: tuple[tuple[str, int], ...] | None = None) -> Any:
+    sent = peer.take(ApiKey.SYNC_GROUP)
+    if partitions is None:  # what the leader (this member) assigned
+        (entry,) = sent.req.body.assignments
+        partitions = decode_assignment(entry.assignment).partitions
+    cls = response_type(ApiKey.SYNC_GROUP, sent.req.version)
+    body = build(
+        cls,
+        throttle_time=NO_TIME,
+        error_code=ErrorCode.none,
+        protocol_type="consumer",
+        protocol_name="cooperative-sticky",
+        assignment=encode_assignment(Assignment(partitions=partitions)),
+    )
+    peer.answer(sent, body)
+    return sent.req.body
+
+
+def answer_offset_fetch(peer: FetcherPeer, committed: dict[int, int]) -> None:
+    sent = peer.take(ApiKey.OFFSET_FETCH)
+    cls = response_type(ApiKey.OFFSET_FETCH, sent.req.version)
+    topic_id = {n: i for i, n in peer.topic_ids().items()}["t"]
+    parts = tuple(
+        build(
+            nested_type(cls, "OffsetFetchResponsePartitions"),
+            partition_index=p,
+            committed_offset=o,
+            committed_leader_epoch=-1,
+            metadata="",
+            error_code=ErrorCode.none,
+        )
+        for p, o in committed.items()
+    )
+    topic = build(
+        nested_type(cls, "OffsetFetchResponseTopics"), topic_id=topic_id, partitions=parts
+    )
+    group = build(
+        nested_type(cls, "OffsetFetchResponseGroup"), group_id="g", topics=(topic,),
+        error_code=ErrorCode.none,
+    )  # fmt: skip
+    peer.answer(sent, build(cls, throttle_time=NO_TIME, groups=(group,)))
+
+
+def group_events(peer: FetcherPeer) -> list[Any]:
+    return [
+        e
+        for e in peer.events
+        if isinstance(e, PartitionsAssigned | PartitionsRevoked | GroupFailed)
+    ]
+
+
+def in_group(peer: FetcherPeer) -> None:
+    """Coordinator found, joined alone, both partitions assigned and acknowledged."""
+    answer_coordinator(peer)
+    answer_join(peer)
+    body = answer_sync(peer)
+    assert (body.generation_id, body.member_id) == (1, "m-1")
+    (assigned,) = group_events(peer)
+    assert assigned == PartitionsAssigned(
+        assigned=(("t", 0), ("t", 1)), added=(("t", 0), ("t", 1)), generation=1
+    )
+    assert peer.m.assignment() == (("t", 0), ("t", 1))
+    peer.m.assignment_done(now=peer.now)
+    peer.pump()
+    peer.events.clear()
+
+
+def test_subscribe_join_and_fetch_from_the_committed_offsets() -> None:
+    peer = group_peer()
+    in_group(peer)
+    assert peer.m.member is not None and peer.m.member.state is MemberState.STABLE
+    answer_offset_fetch(peer, {0: 4, 1: 7})
+    sent = peer.take(ApiKey.FETCH)
+    offsets = {p.partition: p.fetch_offset for t in sent.req.body.topics for p in t.partitions}
+    assert offsets == {0: 4, 1: 7}
+    # a commit of a group member carries its generation and member id (fencing)
+    peer.m.commit({("t", 0): 5}, now=peer.now)
+    peer.pump()
+    commit = peer.take(ApiKey.OFFSET_COMMIT).req.body
+    assert (commit.generation_id_or_member_epoch, commit.member_id) == (1, "m-1")
+
+
+def test_a_cooperative_rebalance_revokes_only_the_partition_that_moves() -> None:
+    peer = group_peer()
+    in_group(peer)
+    answer_offset_fetch(peer, {0: 0, 1: 0})
+    peer.answer_fetch(batch(0, 3, epoch=0), hw=3)  # data for t-0 waits for the application
+    peer.advance(3.0)  # heartbeat due
+    answer(peer, ApiKey.HEARTBEAT, error_code=ErrorCode.rebalance_in_progress)
+    answer_join(peer, generation=2)
+    answer_sync(peer, (("t", 1),))  # t-0 goes to another member
+    revoked, assigned = group_events(peer)
+    assert revoked == PartitionsRevoked(partitions=(("t", 0),), lost=False)
+    assert assigned.assigned == (("t", 1),) and assigned.added == ()
+    # t-0 is neither handed out nor fetched while the application revokes it, but its
+    # position is still there to commit
+    assert peer.m.poll(10, now=peer.now) == []
+    assert peer.m.position(("t", 0)) == 0
+    peer.m.revocation_done(now=peer.now)
+    peer.m.assignment_done(now=peer.now)
+    peer.pump()
+    assert peer.m.assignment() == (("t", 1),)
+    rejoin = peer.take(ApiKey.JOIN_GROUP)  # KIP-429: the second round hands t-0 over
+    assert rejoin.req.body.member_id == "m-1"
+
+
+def test_a_fatal_group_error_surfaces_from_poll() -> None:
+    peer = group_peer()
+    answer_coordinator(peer)
+    answer_join(peer, code=30)  # GROUP_AUTHORIZATION_FAILED
+    (failed,) = group_events(peer)
+    assert isinstance(failed.error, GroupAuthorizationFailedError)
+    with pytest.raises(GroupAuthorizationFailedError, match="group 'g'"):
+        peer.m.poll(10, now=peer.now)
+
+
+def test_leave_group_on_close_and_manual_assign_is_refused() -> None:
+    peer = group_peer()
+    in_group(peer)
+    with pytest.raises(LocalProtocolError, match="subscribed through the group"):
+        peer.m.assign([("t", 0)], now=peer.now)
+    peer.m.leave_group(now=peer.now)
+    peer.pump()
+    leave = peer.take(ApiKey.LEAVE_GROUP).req.body
+    assert [m.member_id for m in leave.members] == ["m-1"]
+
+
+def test_the_kip848_member_runs_in_the_fetcher_too() -> None:
+    group = ConsumerGroupConfig(group_id="g", group_remote_assignor="uniform")
+    peer = FetcherPeer(partitions=2, group=group, group_id="g", auto_offset_reset="earliest")
+    answer_coordinator(peer)
+    sent = peer.take(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+    req = sent.req.body
+    assert (req.member_epoch, req.subscribed_topic_names) == (0, ("t",))
+    cls = response_type(ApiKey.CONSUMER_GROUP_HEARTBEAT, sent.req.version)
+    topic_id = {n: i for i, n in peer.topic_ids().items()}["t"]
+    tps = build(nested_type(cls, "TopicPartitions"), topic_id=topic_id, partitions=(0, 1))
+    peer.answer(
+        sent,
+        build(
+            cls,
+            throttle_time=NO_TIME,
+            error_code=ErrorCode.none,
+            error_message=None,
+            member_id=req.member_id,
+            member_epoch=5,
+            heartbeat_interval=datetime.timedelta(seconds=5),
+            assignment=build(nested_type(cls, "Assignment"), topic_partitions=(tps,)),
+        ),
+    )
+    (assigned,) = group_events(peer)
+    assert assigned.assigned == (("t", 0), ("t", 1)) and assigned.generation == 5
+    peer.m.assignment_done(now=peer.now)
+    peer.pump()
+    report = peer.take(ApiKey.CONSUMER_GROUP_HEARTBEAT).req.body  # owned, reported at once
+    assert [tuple(t.partitions) for t in report.topic_partitions] == [(0, 1)]
+    answer_offset_fetch(peer, {0: 2, 1: 3})
+    peer.m.commit({("t", 0): 4}, now=peer.now)
+    peer.pump()
+    commit = peer.take(ApiKey.OFFSET_COMMIT).req.body
+    assert (commit.generation_id_or_member_epoch, commit.member_id) == (5, req.member_id)
+
+
+def test_a_new_member_joins_once_metadata_describes_its_topics() -> None:
+    # Joining before the topic's partitions are known made the leader assign nothing and
+    # the group rebalance again as soon as they arrived.
+    peer = FetcherPeer(partitions=2, group_id="g", auto_offset_reset="earliest")
+    peer.topics["u"] = {0: (1, 0)}
+    del peer.topics["t"]  # what the member subscribes to is not in metadata yet
+    group = GroupConfig(group_id="g", assignors=(CooperativeStickyAssignor(),))
+    machine = FetcherMachine(peer.m.config, rng=random.Random(1), group=group)
+    peer.m = machine
+    machine.subscribe(["t"], now=peer.now)
+    peer.pump()
+    answer_coordinator(peer)
+    assert not peer.has(ApiKey.JOIN_GROUP)  # waiting for "t" in metadata
+    peer.topics["t"] = {0: (1, 0), 1: (2, 0)}
+    peer.advance()  # the metadata refresh finds it
+    while not peer.has(ApiKey.JOIN_GROUP):
+        peer.advance()
+    assert peer.now < 3.0  # well before the wait would have given up

@@ -1,0 +1,173 @@
+"""The producer's hot paths must be invisible: ``Accumulator.append_sticky`` (a keyless
+record to the sticky partition's open batch) and the quiet batch open
+(``Accumulator.take_quiet_open``: a new batch that only waits for its linger costs no full
+look at every partition). A machine that takes them and one that never does produce the
+same requests, record ids and outcomes under any mix of operations. No sockets; the
+scripted peer cluster of test_producer_machine answers."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+from typing import Any
+
+import pytest
+
+from kafkastate.anyio import _UNOBSERVED
+from kafkastate.core.producer import RecordsAcknowledged, RecordsFailed
+from kafkastate.core.protocol.versions import ApiKey
+from tests.core.producer.test_producer_machine import (
+    TS,
+    PeerCluster,
+    machine,
+    parts_of,
+    produce_response,
+)
+
+
+def _script(seed: int, *, fast: bool) -> tuple[list[Any], int, int]:
+    """Run one seeded mix of sends, leader moves, timers and answers; return what the
+    machine did (record ids, requests as sent, outcomes) and how many records took the
+    hot path and how many batches opened quietly."""
+    rng = random.Random(seed)
+    peer = PeerCluster(
+        machine(
+            linger=rng.choice([0.0, 0.005, 0.05]),
+            batch_size=rng.choice([300, 1500, 16384]),
+            buffer_memory=rng.choice([8000, 1 << 20]),
+            enable_idempotence=rng.random() < 0.5,
+            acks=-1,
+        ),
+        topics={"t": {0: (1, 0), 1: (2, 0), 2: (1, 0)}, "u": {0: (2, 0)}},
+    )
+    acc = peer.m.accumulator
+    general = acc.append_sticky
+    taken = 0
+
+    def counted(*args: Any) -> Any:
+        nonlocal taken
+        rid = general(*args) if fast else None
+        taken += rid is not None
+        return rid
+
+    acc.append_sticky = counted  # type: ignore[method-assign]
+    quiet_open = acc.take_quiet_open
+    quiet = 0
+
+    def counted_open(*args: Any) -> Any:
+        nonlocal quiet
+        deadline = quiet_open(*args) if fast else None
+        quiet += deadline is not None
+        return deadline
+
+    acc.take_quiet_open = counted_open  # type: ignore[method-assign]
+    peer.start()
+    ids = peer.topic_ids()
+    offsets: dict[tuple[str, int], int] = {}
+    log: list[Any] = []
+    for _ in range(400):
+        r = rng.random()
+        topic = rng.choice(["t", "t", "u"])
+        kw: dict[str, Any] = {}
+        if r < 0.06:
+            kw["key"] = b"k%d" % rng.randrange(5)
+        elif r < 0.09:
+            kw["headers"] = [("h", b"v")]
+        elif r < 0.11:
+            kw["partition"] = 0
+        elif r < 0.14:
+            p = rng.randrange(3)
+            leader, epoch = peer.topics["t"][p]
+            peer.topics["t"][p] = (3 - leader, epoch + 1)
+            peer.m.client.request_metadata_update()
+            peer.pump()
+            log.append(("moved", p))
+            continue
+        elif r < 0.22:
+            peer.now += rng.choice([0.001, 0.01, 0.1])
+            peer.m.handle_timer(now=peer.now)
+            peer.pump()
+            continue
+        elif r < 0.30:
+            for sent in [s for s in peer.pending if s.req.api_key == ApiKey.PRODUCE]:
+
+                def answer(part: Any) -> tuple[int, int]:
+                    key = (part.topic, part.partition)
+                    base = offsets.get(key, 0)
+                    offsets[key] = base + len(part.values)
+                    return 0, base
+
+                log.append(("request", sent.node, [vars(p) for p in parts_of(sent, ids)]))
+                peer.answer(sent, produce_response(sent, answer, ids))
+            continue
+        value = bytes([rng.randrange(256)]) * rng.choice([0, 1, 50, 63, 64, 100, 300, 9000])
+        ts = TS + rng.randrange(-5, 50)
+        try:
+            rid = peer.m.send(topic, value=value, timestamp_ms=ts, now=peer.now, **kw)
+        except Exception as exc:  # BufferFullError, MessageTooLargeError: same on both
+            log.append(("refused", type(exc).__name__))
+        else:
+            log.append(("sent", rid))
+        peer.pump()
+        # as a driver does: whatever is due runs at once
+        while (due := peer.m.get_timer()) is not None and due <= peer.now:
+            peer.m.handle_timer(now=peer.now)
+            peer.pump()
+    for event in peer.events:
+        if isinstance(event, RecordsAcknowledged):
+            log.append(("ack", event.topic, event.partition, event.record_ids, event.base_offset))
+        elif isinstance(event, RecordsFailed):
+            log.append(("failed", event.record_ids, type(event.error).__name__))
+    return log, taken, quiet
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_hot_paths_change_nothing_observable(seed: int) -> None:
+    fast, taken, quiet = _script(seed, fast=True)
+    slow, none_taken, none_quiet = _script(seed, fast=False)
+    assert none_taken == none_quiet == 0
+    assert taken > 20, "the script should exercise the hot path"
+    assert fast == slow
+    if seed in (0, 5, 6):  # seeds with a linger (linger 0 sends every batch at once)
+        assert quiet > 10, "the script should open batches quietly"
+
+
+def test_hot_path_is_left_when_the_metadata_changes() -> None:
+    peer = PeerCluster(machine(linger=10.0), topics={"t": {0: (1, 0)}})
+    peer.start()
+    m = peer.m
+    m.send("t", value=b"a", timestamp_ms=TS, now=0.0)  # the general path opens the lane
+    acc = m.accumulator
+    assert acc.append_sticky("t", TS, b"b", m.client.cluster) is not None
+    peer.topics["t"][0] = (2, 1)
+    m.client.request_metadata_update()
+    peer.advance()
+    # a new snapshot: the sticky partition must be checked again by the general path
+    assert acc.append_sticky("t", TS, b"c", m.client.cluster) is None
+    m.send("t", value=b"c", timestamp_ms=TS, now=0.0)
+    assert acc.append_sticky("t", TS, b"d", m.client.cluster) is not None
+    # unusual arguments are left to the general path (which names what is wrong)
+    assert acc.append_sticky("t", 1.5, b"e", m.client.cluster) is None  # type: ignore[arg-type]
+    assert acc.append_sticky("t", TS, bytearray(b"e"), m.client.cluster) is None  # type: ignore[arg-type]
+    assert acc.append_sticky("t", -1, b"e", m.client.cluster) is None
+
+
+def test_a_future_nobody_holds_is_recognised() -> None:
+    # AIOKafkaProducer.send's futures: one the caller dropped (no callback) is not resolved;
+    # one the caller still holds must be.
+    if sys.implementation.name != "cpython" or sys.version_info >= (3, 14):
+        assert _UNOBSERVED is None  # no reliable reference count: resolve every future
+        return
+    assert _UNOBSERVED is not None
+    loop = asyncio.new_event_loop()
+    try:
+        held = loop.create_future()
+        deliveries = {1: held, 2: loop.create_future()}
+        sink = deliveries.pop(1)
+        assert sys.getrefcount(sink) > _UNOBSERVED
+        sink = deliveries.pop(2)
+        assert sys.getrefcount(sink) <= _UNOBSERVED
+        assert held is not sink
+    finally:
+        loop.close()

@@ -1,0 +1,396 @@
+"""Client and Metadata machines driven by hand: no sockets, time stepped explicitly."""
+
+from __future__ import annotations
+
+import datetime
+import random
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kafkastate.core.client import (
+    Client,
+    ClientConfig,
+    CloseRequested,
+    ConnectRequested,
+    MetadataUpdated,
+    NodeDisconnected,
+    NodeState,
+    RequestCompleted,
+    RequestFailed,
+)
+from kafkastate.core.connection import ConnectionConfig
+from kafkastate.core.metadata import Metadata, MetadataConfig, NodeId
+from kafkastate.core.protocol.requests import metadata_request
+from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiKey, ApiVersionTable
+from kafkastate.errors import (
+    AuthenticationFailedError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    LocalProtocolError,
+)
+from tests._support.peer import (
+    api_versions_response,
+    metadata_response,
+    parse_request,
+    response,
+    response_frame,
+    split_frames,
+)
+
+MD_VERSION = CLIENT_VERSIONS[ApiKey.METADATA][1]
+BROKERS = {1: ("10.0.0.1", 9092), 2: ("10.0.0.2", 9092)}
+
+
+def drain(client: Client) -> list[Any]:
+    out = []
+    while (ev := client.next_event()) is not None:
+        out.append(ev)
+    return out
+
+
+class Broker:
+    """Answers what the client writes to one node, like a scripted peer."""
+
+    def __init__(self, client: Client, node: int) -> None:
+        self.client = client
+        self.node = NodeId(node)
+
+    def requests(self, written: list[tuple[NodeId, bytes]]) -> list[Any]:
+        return [
+            parse_request(f) for n, data in written if n == self.node for f in split_frames(data)
+        ]
+
+    def answer(self, req: Any, body: Any, *, now: float) -> None:
+        self.client.receive_data(self.node, response_frame(req.correlation_id, body), now=now)
+
+    def handshake(self, *, now: float) -> list[tuple[NodeId, bytes]]:
+        """Complete ApiVersions; return whatever the client wrote next."""
+        (av,) = self.requests(self.client.data_to_send())
+        assert av.api_key == ApiKey.API_VERSIONS
+        self.answer(av, api_versions_response(av.version), now=now)
+        return self.client.data_to_send()
+
+
+def bootstrapped(
+    *, topics: tuple[str, ...] = ("t",), seed: int = 1, **config: Any
+) -> tuple[Client, list[Any]]:
+    """A client that connected to its bootstrap server and merged the first metadata."""
+    client = Client(
+        ClientConfig(bootstrap_servers=[("boot", 9092)], **config),
+        rng=random.Random(seed),
+        topics=topics,
+    )
+    assert client.get_timer() == 0.0  # metadata is due at once
+    client.handle_timer(now=0.0)
+    (connect,) = drain(client)
+    assert connect == ConnectRequested(node_id=NodeId(-1), host="boot", port=9092)
+    client.connection_made(NodeId(-1), now=0.1)
+    boot = Broker(client, -1)
+    written = boot.handshake(now=0.2)
+    (md,) = boot.requests(written)
+    assert md.api_key == ApiKey.METADATA and md.version == MD_VERSION
+    assert [t.name for t in md.body.topics] == sorted(topics)
+    body = metadata_response(MD_VERSION, brokers=BROKERS, topics={"t": {0: (1, 5), 1: (2, 7)}})
+    boot.answer(md, body, now=0.3)
+    return client, drain(client)
+
+
+def test_bootstrap_then_metadata_names_the_brokers() -> None:
+    client, events = bootstrapped()
+    (updated,) = events
+    assert isinstance(updated, MetadataUpdated)
+    cluster = updated.cluster
+    assert sorted(cluster.brokers) == [1, 2]
+    assert cluster.leader_for("t", 0) == 1 and cluster.leader_for("t", 1) == 2
+    assert cluster.partitions_for("t") == (0, 1)
+    assert cluster.topics["t"].topic_id is not None
+    assert client.node_state(NodeId(1)) is NodeState.DISCONNECTED
+    assert client.node_state(NodeId(-1)) is NodeState.READY
+    # next refresh: metadata_max_age after the update (300 s default), or idle close first
+    assert client.metadata.update_due_at() == pytest.approx(0.3 + 300.0)
+
+
+def _md_factory(versions: ApiVersionTable) -> Any:
+    return metadata_request(versions, ["t"])
+
+
+def test_send_to_node_connects_then_completes() -> None:
+    client, _ = bootstrapped()
+    rid = client.send(_md_factory, now=1.0, node_id=NodeId(2))
+    (connect,) = drain(client)
+    assert connect == ConnectRequested(node_id=NodeId(2), host="10.0.0.2", port=9092)
+    client.connection_made(NodeId(2), now=1.1)
+    node2 = Broker(client, 2)
+    (req,) = node2.requests(node2.handshake(now=1.2))
+    node2.answer(req, metadata_response(MD_VERSION, brokers=BROKERS), now=1.3)
+    (done,) = drain(client)
+    assert isinstance(done, RequestCompleted)
+    assert (done.request_id, done.node_id) == (rid, 2)
+    assert sorted(b.node_id for b in done.response.brokers) == [1, 2]
+
+
+def test_any_node_request_prefers_ready_real_brokers() -> None:
+    client, _ = bootstrapped()
+    client.send(_md_factory, now=1.0)
+    (connect,) = drain(client)
+    # the bootstrap connection is ready, but once metadata named real brokers those are used
+    assert isinstance(connect, ConnectRequested) and connect.node_id in (1, 2)
+
+
+def test_backoff_is_exponential_with_jitter_and_capped() -> None:
+    client, _ = bootstrapped(reconnect_backoff=0.1, reconnect_backoff_max=0.5)
+    rid = client.send(_md_factory, now=10.0, node_id=NodeId(1), timeout=1000.0)
+    drain(client)
+    now = 10.0
+    waits = []
+    for _ in range(6):
+        client.connection_failed(NodeId(1), now=now, error=OSError("refused"))
+        events = drain(client)
+        assert any(isinstance(e, NodeDisconnected) for e in events)
+        # What waited for the connection fails at once, retriable (Java never queues
+        # behind a dead connection); metadata is refreshed to find where to go instead.
+        (failed,) = [e for e in events if isinstance(e, RequestFailed)]
+        assert failed.request_id == rid and failed.error.retriable
+        assert client.node_state(NodeId(1)) is NodeState.BACKOFF
+        rid = client.send(_md_factory, now=now, node_id=NodeId(1), timeout=1000.0)
+        timer = client.get_timer()
+        assert timer is not None
+        waits.append(timer - now)
+        now = timer
+        client.handle_timer(now=now)
+        assert ConnectRequested(node_id=NodeId(1), host="10.0.0.1", port=9092) in drain(client)
+    bases = [0.1, 0.2, 0.4, 0.5, 0.5, 0.5]
+    for wait, base in zip(waits, bases, strict=True):
+        assert base * 0.8 <= wait <= base * 1.2
+
+
+def test_authentication_failure_fails_queued_requests_at_once() -> None:
+    client = Client(
+        ClientConfig(
+            bootstrap_servers=[("boot", 9092)],
+            connection=ConnectionConfig(
+                sasl_mechanism="PLAIN", sasl_username="u", sasl_password="p"
+            ),
+        ),
+        rng=random.Random(1),
+        topics=["t"],
+    )
+    rid = client.send(_md_factory, now=0.0, node_id=NodeId(-1))
+    (connect,) = drain(client)
+    assert connect.node_id == -1
+    client.connection_made(NodeId(-1), now=0.0)
+    boot = Broker(client, -1)
+    (hs,) = boot.requests(boot.handshake(now=0.0))
+    assert hs.api_key == ApiKey.SASL_HANDSHAKE
+    boot.answer(hs, response(17, 1, error_code=ErrorCode.none, mechanisms=()), now=0.0)
+    (auth,) = boot.requests(client.data_to_send())
+    refusal = response(
+        36,
+        auth.version,
+        error_code=ErrorCode.sasl_authentication_failed,
+        error_message="bad",
+        auth_bytes=b"",
+        session_lifetime=datetime.timedelta(0),
+    )
+    boot.answer(auth, refusal, now=0.0)
+    events = drain(client)
+    assert CloseRequested(node_id=NodeId(-1)) in events
+    failed = [e for e in events if isinstance(e, RequestFailed)]
+    assert [f.request_id for f in failed] == [rid]
+    assert isinstance(failed[0].error, AuthenticationFailedError)
+    assert client.node_state(NodeId(-1)) is NodeState.BACKOFF
+    # The metadata refresh was for "any node": it waits for the next attempt, within its
+    # own timeout, rather than failing with this node's error.
+    assert client.metadata.in_flight
+
+
+def test_queued_request_fails_with_its_connection_attempt() -> None:
+    client, _ = bootstrapped(socket_connection_setup_timeout=2.0)
+    rid = client.send(_md_factory, now=5.0, node_id=NodeId(1), timeout=30.0)
+    drain(client)
+    client.handle_timer(now=7.0)  # connect attempt timed out
+    events = drain(client)
+    assert CloseRequested(node_id=NodeId(1)) in events
+    assert any(isinstance(e, NodeDisconnected) for e in events)
+    failed = [e for e in events if isinstance(e, RequestFailed)]
+    assert [f.request_id for f in failed] == [rid]  # at once, not at its 30 s deadline
+    assert isinstance(failed[0].error, KafkaTimeoutError) and failed[0].error.retriable
+    assert "connecting to node 1" in str(failed[0].error)
+    assert client.metadata.update_due(7.0) or client.metadata.in_flight  # look again
+
+
+def test_queued_request_times_out_while_the_node_backs_off() -> None:
+    client, _ = bootstrapped(reconnect_backoff=5.0, reconnect_backoff_max=5.0)
+    client.send(_md_factory, now=5.0, node_id=NodeId(1), timeout=30.0)
+    client.connection_failed(NodeId(1), now=5.0, error=OSError("refused"))
+    drain(client)
+    rid = client.send(_md_factory, now=5.0, node_id=NodeId(1), timeout=1.0)
+    client.handle_timer(now=6.0)  # still backing off: the request's own deadline passes
+    failed = [e for e in drain(client) if isinstance(e, RequestFailed)]
+    assert [f.request_id for f in failed] == [rid]
+    assert isinstance(failed[0].error, KafkaTimeoutError)
+
+
+def test_in_flight_request_fails_on_connection_lost_and_node_reconnects_for_new_work() -> None:
+    client, _ = bootstrapped()
+    rid = client.send(_md_factory, now=1.0, node_id=NodeId(-1))
+    assert client.data_to_send()  # went out on the ready bootstrap connection
+    client.connection_lost(NodeId(-1), now=1.5, error=OSError("reset"))
+    events = drain(client)
+    failed = [e for e in events if isinstance(e, RequestFailed)]
+    assert [f.request_id for f in failed] == [rid]
+    assert isinstance(failed[0].error, KafkaConnectionError)
+    assert CloseRequested(node_id=NodeId(-1)) not in events  # the adapter already knows
+
+
+def test_idle_connection_is_closed() -> None:
+    client, _ = bootstrapped(connections_max_idle=60.0)
+    assert client.node_state(NodeId(-1)) is NodeState.READY
+    assert client.get_timer() == pytest.approx(0.3 + 60.0)
+    client.handle_timer(now=60.3)
+    events = drain(client)
+    assert CloseRequested(node_id=NodeId(-1)) in events
+    assert NodeDisconnected(node_id=NodeId(-1), error=None) in events
+    assert client.node_state(NodeId(-1)) is NodeState.DISCONNECTED
+
+
+def test_metadata_failure_retries_after_backoff() -> None:
+    client = Client(
+        ClientConfig(
+            bootstrap_servers=[("boot", 9092)],
+            metadata=MetadataConfig(retry_backoff=0.5),
+            connection=ConnectionConfig(request_timeout=2.0),
+        ),
+        rng=random.Random(3),
+        topics=["t"],
+    )
+    client.handle_timer(now=0.0)
+    drain(client)
+    client.connection_made(NodeId(-1), now=0.0)
+    boot = Broker(client, -1)
+    (_md,) = boot.requests(boot.handshake(now=0.0))
+    client.handle_timer(now=2.0)  # the metadata request timed out; connection closed
+    assert isinstance(client.metadata.last_error, KafkaTimeoutError)
+    events = drain(client)
+    assert CloseRequested(node_id=NodeId(-1)) in events
+    # The retry (due 0.5 s after the first attempt) is queued at once and waits for the
+    # node's reconnect backoff.
+    assert client.metadata.in_flight
+    timer = client.get_timer()
+    assert timer is not None and 2.0 < timer <= 2.0 + 0.05 * 1.2
+    client.handle_timer(now=timer)
+    assert ConnectRequested(node_id=NodeId(-1), host="boot", port=9092) in drain(client)
+
+
+def test_same_seed_same_events() -> None:
+    def run(seed: int) -> list[Any]:
+        client, events = bootstrapped(seed=seed)
+        for i in range(4):
+            client.send(_md_factory, now=1.0 + i)
+            client.connection_failed(NodeId(1), now=1.0 + i)
+            client.connection_failed(NodeId(2), now=1.0 + i)
+            client.handle_timer(now=2.0 + i)
+        events += drain(client)
+        return [repr(e) for e in events] + [repr(client.get_timer())]
+
+    assert run(7) == run(7)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError, match="bootstrap_servers"):
+        ClientConfig(bootstrap_servers=[])
+    with pytest.raises(ValueError, match="host, port"):
+        ClientConfig(bootstrap_servers=[("h", 0)])
+    with pytest.raises(ValueError, match="reconnect_backoff"):
+        ClientConfig(bootstrap_servers=[("h", 1)], reconnect_backoff=0)
+
+
+# ---------------------------------------------------------------- Metadata alone
+
+
+def _versions() -> ApiVersionTable:
+    return ApiVersionTable(CLIENT_VERSIONS)
+
+
+def test_metadata_keeps_newer_leader_epoch_kip320() -> None:
+    md = Metadata(MetadataConfig(retry_backoff=0.1), topics=["t"])
+    md.start_update(now=0.0)
+    md.handle_response(
+        metadata_response(MD_VERSION, brokers=BROKERS, topics={"t": {0: (1, 5)}}), now=0.0
+    )
+    assert md.update_due_at() == pytest.approx(300.0)
+    # a lagging broker reports the old leader with an older epoch: keep ours, refresh soon
+    md.start_update(now=1.0)
+    cluster = md.handle_response(
+        metadata_response(MD_VERSION, brokers=BROKERS, topics={"t": {0: (2, 4)}}), now=1.0
+    )
+    assert cluster.leader_for("t", 0) == 1
+    assert cluster.topics["t"].partitions[0].leader_epoch == 5
+    assert md.update_due_at() == pytest.approx(1.1)
+    # a newer epoch wins
+    md.start_update(now=2.0)
+    cluster = md.handle_response(
+        metadata_response(MD_VERSION, brokers=BROKERS, topics={"t": {0: (2, 6)}}), now=2.0
+    )
+    assert cluster.leader_for("t", 0) == 2
+
+
+def test_metadata_unknown_topic_and_errors_request_refresh() -> None:
+    md = Metadata(MetadataConfig(), topics=["a", "b"])
+    md.start_update(now=0.0)
+    cluster = md.handle_response(
+        metadata_response(MD_VERSION, brokers=BROKERS, topics={"a": {0: (1, 0)}}, unknown=("b",)),
+        now=0.0,
+    )
+    assert cluster.partitions_for("b") is None
+    assert cluster.topics["b"].error_code == 3
+    assert md.update_due_at() == pytest.approx(0.1)  # retriable error: soon
+    md.start_update(now=0.2)
+    md.handle_response(
+        metadata_response(MD_VERSION, brokers=BROKERS, topics={"a": {0: (1, 0)}, "b": {0: (2, 0)}}),
+        now=0.2,
+    )
+    assert md.update_due_at() == pytest.approx(300.2)
+    assert md.observe_error(6)  # NOT_LEADER_OR_FOLLOWER
+    assert md.update_due_at() == pytest.approx(0.3)
+    assert not md.observe_error(87)  # not a metadata error
+
+
+def test_metadata_topics_sorted_in_request_and_added_topics_trigger_refresh() -> None:
+    md = Metadata(MetadataConfig(), topics=["z", "a", "m"])
+    req = md.build_request(_versions())
+    assert [t.name for t in req.topics] == ["a", "m", "z"]
+    md.start_update(now=0.0)
+    md.handle_response(metadata_response(MD_VERSION, brokers=BROKERS), now=0.0)
+    assert not md.add_topics(["a"])
+    assert md.add_topics(["b"])
+    assert md.update_due_at() == pytest.approx(0.1)
+    all_md = Metadata(MetadataConfig(), topics=None)
+    assert all_md.build_request(_versions()).topics is None
+
+
+def test_metadata_in_flight_blocks_second_request() -> None:
+    md = Metadata(MetadataConfig())
+    assert md.update_due(0.0)
+    md.start_update(now=0.0)
+    assert md.update_due_at() is None and not md.update_due(100.0)
+    md.handle_failure(KafkaTimeoutError("x"))
+    assert md.update_due_at() == pytest.approx(0.1)
+
+
+def test_a_separate_connection_to_a_broker_is_its_own_node() -> None:
+    client, _ = bootstrapped()
+    second = client.separate_connection(NodeId(1))
+    assert second == 2**31 - 2 and client.separate_connection(NodeId(1)) == second
+    client.send(_md_factory, now=1.0, node_id=second)
+    (connect,) = drain(client)
+    # same address as broker 1, but a connection of its own
+    assert connect == ConnectRequested(node_id=second, host="10.0.0.1", port=9092)
+    assert client.node_state(NodeId(1)) is NodeState.DISCONNECTED
+    # "any node" requests never pick it
+    client.send(_md_factory, now=1.0)
+    assert all(e.node_id in (1, 2) for e in drain(client) if isinstance(e, ConnectRequested))
+    with pytest.raises(LocalProtocolError, match="second connection"):
+        client.separate_connection(NodeId(-1))  # a bootstrap address is not a broker

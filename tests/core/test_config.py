@@ -1,0 +1,232 @@
+"""The one option layer (kafkastate.core.config): every option checked by name, the
+libraries' defaults per face, Java property names, unknown and unsupported options,
+cross-checks, the builders, and docs/options.md generated from the table."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from kafkastate.core.config import (
+    FLAVOURS,
+    OPTIONS,
+    UNSUPPORTED,
+    accepted,
+    client_config,
+    consumer_machine,
+    fetcher_config,
+    from_text,
+    group_config,
+    producer_config,
+    resolve,
+)
+from kafkastate.core.consumer.group import GroupConfig
+from kafkastate.core.consumer.group848 import ConsumerGroupConfig
+from kafkastate.errors import KafkaConfigurationError
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROLES = ("consumer", "producer")
+# options whose check takes any value (no wrong type to give)
+ANY_VALUE = {"api_version", "listener", "loop"}
+
+
+def given(**options: Any) -> dict[str, Any]:
+    return {"bootstrap_servers": "localhost", **options}
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_defaults_resolve_and_build(role: str, flavour: str) -> None:
+    options = resolve(role, flavour, given(), owner="T")
+    assert set(options) == accepted(role, flavour)
+    if role == "consumer":
+        machine = consumer_machine(options, rng=__import__("random").Random(1))
+        assert machine.config.client.bootstrap_servers == (("localhost", 9092),)
+    else:
+        config = producer_config(options)
+        assert config.accumulator.max_block is not None
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n in OPTIONS if n not in ANY_VALUE and n != "bootstrap_servers")
+)
+def test_every_option_refuses_a_wrong_value_by_name(name: str) -> None:
+    option = OPTIONS[name]
+    role = sorted(option.roles)[0]
+    flavour = next(f for f in FLAVOURS if name in accepted(role, f))
+    with pytest.raises(KafkaConfigurationError, match=name):
+        resolve(role, flavour, given(**{name: object()}), owner="T")
+
+
+def test_the_libraries_defaults_differ_where_the_libraries_do() -> None:
+    aio = resolve("consumer", "aiokafka", given(group_id="g"), owner="T")
+    kp = resolve("consumer", "kafka-python", given(group_id="g"), owner="T")
+    ks = resolve("consumer", "kafkastate", given(group_id="g"), owner="T")
+    assert (aio["enable_auto_commit"], kp["enable_auto_commit"], ks["enable_auto_commit"]) == (
+        True,
+        True,
+        False,
+    )
+    assert (aio["session_timeout_ms"], kp["session_timeout_ms"]) == (10000, 45000)
+    assert aio["rebalance_timeout_ms"] == 10000 and kp["rebalance_timeout_ms"] is None
+    assert aio["partition_assignment_strategy"] == ("roundrobin",)
+    assert kp["partition_assignment_strategy"] == ("range", "roundrobin")
+    assert aio["request_timeout_ms"] == 40000
+    assert kp["consumer_timeout_ms"] == math.inf
+    assert kp["receive_message_max_bytes"] == 100_000_000
+    # aiokafka's producer: acks 1 unless idempotent; max_block is the request timeout
+    p = resolve("producer", "aiokafka", given(), owner="T")
+    assert (p["acks"], p["linger_ms"], p["max_block_ms"]) == (1, 0, 40000)
+    p = resolve("producer", "aiokafka", given(enable_idempotence=True), owner="T")
+    assert p["acks"] == "all"
+    assert resolve("producer", "kafka-python", given(), owner="T")["acks"] == -1
+
+
+def test_java_property_names_are_accepted() -> None:
+    options = resolve(
+        "consumer",
+        "kafkastate",
+        {"bootstrap.servers": "b:1", "fetch.min.bytes": 10, "group.id": "g"},
+        owner="T",
+    )
+    assert options["fetch_min_bytes"] == 10 and options["group_id"] == "g"
+    assert fetcher_config(options).client.bootstrap_servers == (("b", 1),)
+
+
+def test_unknown_and_unsupported_options_are_named() -> None:
+    with pytest.raises(TypeError, match=r"T: unknown option\(s\): bogus"):
+        resolve("consumer", "aiokafka", given(bogus=1), owner="T")
+    with pytest.raises(KafkaConfigurationError, match="sasl_kerberos_service_name"):
+        resolve("consumer", "kafka-python", given(sasl_kerberos_service_name="k"), owner="T")
+    assert "sasl_oauth_token_provider" in UNSUPPORTED["aiokafka"]
+    with pytest.raises(TypeError, match="loop"):  # aiokafka's only
+        resolve("producer", "kafkastate", given(loop=None), owner="T")
+    # an option of another face only is unknown here
+    with pytest.raises(TypeError, match="listener"):
+        resolve("consumer", "kafka-python", given(listener=None), owner="T")
+
+
+@pytest.mark.parametrize(
+    ("role", "flavour", "options", "match"),
+    [
+        (
+            "consumer",
+            "kafkastate",
+            {"heartbeat_interval_ms": 5000, "session_timeout_ms": 5000},
+            "heartbeat_interval_ms .* must be below session_timeout_ms",
+        ),
+        (
+            "consumer",
+            "kafkastate",
+            {"group_protocol": "consumer", "partition_assignment_strategy": ["range"]},
+            "does not apply to group_protocol",
+        ),
+        ("consumer", "kafkastate", {"group_remote_assignor": "uniform"}, "needs group_protocol"),
+        ("consumer", "kafkastate", {"listener": object()}, "needs a group_id"),
+        ("consumer", "kafkastate", {"sasl_mechanism": "PLAIN"}, "needs security_protocol"),
+        (
+            "consumer",
+            "kafka-python",
+            {"security_protocol": "SASL_PLAINTEXT"},
+            "sasl_mechanism must be one of",
+        ),
+        (
+            "producer",
+            "kafkastate",
+            {"delivery_timeout_ms": 100, "linger_ms": 50},
+            "delivery_timeout_ms .* must be >= linger_ms",
+        ),
+        (
+            "producer",
+            "kafka-python",
+            {"transactional_id": "t", "enable_idempotence": False},
+            "transactional_id needs enable_idempotence",
+        ),
+        ("producer", "kafkastate", {"compression_type": "brotli"}, "compression_type"),
+        ("producer", "kafkastate", {"acks": 7}, "acks"),
+    ],
+)
+def test_cross_checks(role: str, flavour: str, options: dict[str, Any], match: str) -> None:
+    with pytest.raises(KafkaConfigurationError, match=match):
+        resolve(role, flavour, given(**options), owner="T")
+
+
+def test_settled_values() -> None:
+    c = resolve(
+        "consumer",
+        "kafkastate",
+        given(fetch_max_bytes=10, max_partition_fetch_bytes=5, receive_message_max_bytes=1),
+        owner="T",
+    )
+    assert c["receive_message_max_bytes"] == 15  # room for a whole Fetch response
+    assert client_config(c).connection.max_frame_size == 15
+    c = resolve("consumer", "kafkastate", given(enable_auto_commit=True), owner="T")
+    assert c["enable_auto_commit"] is False  # no group_id: nothing to commit to
+    p = resolve("producer", "kafkastate", given(transactional_id="t"), owner="T")
+    assert p["enable_idempotence"] is True
+    p = resolve("producer", "kafkastate", given(max_batch_size=100), owner="T")
+    assert producer_config(p).accumulator.batch_size == 100
+    p = resolve(
+        "producer", "kafka-python", given(max_in_flight_requests_per_connection=1), owner="T"
+    )
+    config = producer_config(p)
+    assert config.max_in_flight_requests_per_connection == 1
+    assert config.client.connection.max_in_flight == 5  # metadata shares the wire
+    aio = resolve("consumer", "aiokafka", given(), owner="T")
+    assert aio["sasl_mechanism"] is None  # aiokafka's PLAIN default means nothing here
+
+
+def test_group_configs() -> None:
+    classic = group_config(resolve("consumer", "kafkastate", given(group_id="g"), owner="T"))
+    assert isinstance(classic, GroupConfig)
+    assert [a.name for a in classic.assignors] == ["range", "cooperative-sticky"]
+    kip848 = group_config(
+        resolve("consumer", "kafkastate", given(group_id="g", group_protocol="consumer"), owner="T")
+    )
+    assert isinstance(kip848, ConsumerGroupConfig)
+    assert group_config(resolve("consumer", "kafkastate", given(), owner="T")) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "value"),
+    [
+        ("check_crcs", "false", False),
+        ("fetch.min.bytes", "10", 10),
+        ("linger_ms", "2.5", 2.5),
+        ("acks", "all", "all"),
+        ("acks", "-1", -1),
+        ("group_id", " g ", "g"),
+    ],
+)
+def test_from_text(name: str, raw: str, value: Any) -> None:
+    assert from_text(name, raw) == value
+
+
+def test_from_text_refuses() -> None:
+    with pytest.raises(KafkaConfigurationError, match="x must be true or false"):
+        from_text("check_crcs", "maybe", label="x")
+    with pytest.raises(KafkaConfigurationError, match="must be a number"):
+        from_text("fetch_min_bytes", "lots")
+    with pytest.raises(KafkaConfigurationError, match="cannot be given as text"):
+        from_text("value_deserializer", "f")
+    with pytest.raises(KafkaConfigurationError, match="not an option"):
+        from_text("nope", "1")
+
+
+def test_the_options_page_is_generated_from_the_table() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gen_options_doc.py")],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout
+    page = (ROOT / "docs" / "options.md").read_text()
+    assert out == page, (
+        "docs/options.md is stale: python tools/gen_options_doc.py > docs/options.md"
+    )

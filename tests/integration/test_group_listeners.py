@@ -1,0 +1,300 @@
+"""Rebalance listeners and group semantics in one process, against real Kafka: a listener
+that raises, commit before revoke, max_poll_interval, pattern subscriptions, fenced commits."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import anyio
+import pytest
+
+from kafkastate.abc import ConsumerRebalanceListener
+from kafkastate.anyio import open_consumer
+from kafkastate.errors import (
+    CommitFailedError,
+    KafkaConfigurationError,
+    KafkaError,
+    RebalanceListenerError,
+)
+from kafkastate.structs import TopicPartition
+from kafkastate.sync import KafkaConsumer
+from tests.integration.test_groups import _produce, _topic
+
+pytestmark = pytest.mark.integration
+
+FAST = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
+
+
+class Recorder(ConsumerRebalanceListener):
+    """Remembers every callback; raises from the ``fail``-th assignment callback."""
+
+    def __init__(self, fail: int = 0) -> None:
+        self.calls: list[tuple[str, set[int]]] = []
+        self.fail = fail
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.calls.append(("revoked", {tp.partition for tp in revoked}))
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.calls.append(("assigned", {tp.partition for tp in assigned}))
+        if len([c for c in self.calls if c[0] == "assigned"]) == self.fail:
+            raise ValueError("listener bug")
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.calls.append(("lost", {tp.partition for tp in lost}))
+
+
+@pytest.mark.anyio
+async def test_async_listener_error_surfaces_once_and_the_member_goes_on(
+    kafka_cluster: Any,
+) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=2)
+    _produce(bootstrap, topic, 5, partitions=2)
+    listener = Recorder(fail=1)
+
+    async def main() -> None:
+        async with open_consumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=f"g-{uuid.uuid4().hex[:8]}",
+            auto_offset_reset="earliest",
+            listener=listener,
+            **FAST,
+        ) as consumer:
+            with anyio.fail_after(30):
+                with pytest.raises(RebalanceListenerError) as caught:
+                    while True:
+                        await consumer.getmany(timeout_ms=500)
+                assert caught.value.callback == "on_partitions_assigned"
+                assert isinstance(caught.value.__cause__, ValueError)
+                got: list[int] = []
+                while len(got) < 10:  # the assignment stood: records come
+                    batch = await consumer.getmany(timeout_ms=500)
+                    got.extend(r.offset for records in batch.values() for r in records)
+            assert consumer.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+
+    await main()
+    assert listener.calls[0] == ("assigned", {0, 1})
+    assert listener.calls[-1] == ("revoked", {0, 1})  # on close
+
+
+def test_sync_listener_error_is_raised_by_poll(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=2)
+    _produce(bootstrap, topic, 5, partitions=2)
+    listener = Recorder(fail=1)
+    with KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=f"g-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        **FAST,
+    ) as consumer:
+        consumer.subscribe([topic], listener=listener)
+        deadline = time.monotonic() + 30
+        with pytest.raises(RebalanceListenerError, match="on_partitions_assigned"):
+            while time.monotonic() < deadline:
+                consumer.poll(timeout_ms=500)
+        got = 0
+        while got < 10 and time.monotonic() < deadline:
+            got += sum(len(v) for v in consumer.poll(timeout_ms=500).values())
+        assert got == 10
+
+
+def test_auto_commit_before_revoke_hands_over_without_duplicates(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=4)
+    _produce(bootstrap, topic, 25, partitions=4)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    options = {
+        "bootstrap_servers": bootstrap,
+        "group_id": group,
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": True,
+        "auto_commit_interval_ms": 600_000,  # only the commit before revoking counts
+        "partition_assignment_strategy": ["range"],
+        **FAST,
+    }
+    first = Recorder()
+    second = Recorder()
+
+    async def main() -> None:
+        async with open_consumer(topic, listener=first, **options) as a:
+            got = 0
+            with anyio.fail_after(30):
+                while got < 100:
+                    batch = await a.getmany(timeout_ms=500)
+                    got += sum(len(v) for v in batch.values())
+            async with open_consumer(topic, listener=second, **options) as b:
+                extra = 0
+                with anyio.fail_after(30):
+                    while len(b.assignment()) != 2 or len(a.assignment()) != 2:
+                        await a.getmany(timeout_ms=100)
+                        extra += sum(len(v) for v in (await b.getmany(timeout_ms=100)).values())
+                    for _ in range(5):  # what b would read again shows up by now
+                        extra += sum(len(v) for v in (await b.getmany(timeout_ms=200)).values())
+                assert extra == 0, "records read twice: the revoke did not commit"
+                for tp in b.assignment():
+                    assert await b.committed(tp) == 25
+
+    anyio.run(main)
+    assert ("revoked", {0, 1, 2, 3}) in first.calls
+
+
+def test_member_that_stops_polling_leaves_and_rejoins(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    options = {
+        "bootstrap_servers": bootstrap,
+        "group_id": group,
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": False,
+        "max_poll_interval_ms": 3000,
+        **FAST,
+    }
+    slow_listener, steady_listener = Recorder(), Recorder()
+    with KafkaConsumer(**options) as slow, KafkaConsumer(**options) as steady:
+        slow.subscribe([topic], listener=slow_listener)
+        steady.subscribe([topic], listener=steady_listener)
+        deadline = time.monotonic() + 30
+        while (len(slow.assignment()), len(steady.assignment())) != (1, 1):
+            assert time.monotonic() < deadline, (slow.assignment(), steady.assignment())
+            slow.poll(timeout_ms=100)
+            steady.poll(timeout_ms=100)
+        owned = {tp.partition for tp in slow.assignment()}
+        # slow stops polling; its background thread keeps heartbeating, but the poll
+        # timeout makes it leave: steady gets everything
+        while len(steady.assignment()) != 2:
+            assert time.monotonic() < deadline + 15, steady.assignment()
+            steady.poll(timeout_ms=200)
+        with pytest.raises(CommitFailedError):
+            slow.commit({TopicPartition(topic, 0): 0})
+        slow.poll(timeout_ms=0)  # runs the lost-partitions callback, and rejoins
+        assert ("lost", owned) in slow_listener.calls, (owned, slow_listener.calls)
+        deadline = time.monotonic() + 30
+        while (len(slow.assignment()), len(steady.assignment())) != (1, 1):
+            assert time.monotonic() < deadline, (slow.assignment(), steady.assignment())
+            slow.poll(timeout_ms=100)
+            steady.poll(timeout_ms=100)
+
+
+def test_pattern_subscription_picks_up_new_topics(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    prefix = f"pat-{uuid.uuid4().hex[:6]}"
+    from kafkastate.adapters.blocking import BlockingAdmin  # noqa: PLC0415
+    from kafkastate.core.protocol.requests import NewTopic  # noqa: PLC0415
+
+    with BlockingAdmin(bootstrap) as admin:
+        admin.create_topics([NewTopic(name=f"{prefix}-a", num_partitions=2)])
+    seen: list[str] = []
+
+    async def main() -> None:
+        async with open_consumer(
+            bootstrap_servers=bootstrap,
+            group_id=f"g-{uuid.uuid4().hex[:8]}",
+            auto_offset_reset="earliest",
+            metadata_max_age_ms=1000,
+            **FAST,
+        ) as consumer:
+            consumer.subscribe(pattern=f"{prefix}-.*")
+            with anyio.fail_after(30):
+                while len(consumer.assignment()) != 2:
+                    await consumer.getmany(timeout_ms=200)
+                with BlockingAdmin(bootstrap) as admin:
+                    admin.create_topics([NewTopic(name=f"{prefix}-b", num_partitions=1)])
+                while len(consumer.assignment()) != 3:
+                    await consumer.getmany(timeout_ms=200)
+            seen.extend(sorted(consumer.subscription()))
+
+    anyio.run(main)
+    assert seen == [f"{prefix}-a", f"{prefix}-b"]
+
+
+def test_group_metadata_fences_transactional_offsets(kafka_cluster: Any) -> None:
+    # consume-transform-produce: offsets sent with the member's group metadata commit with
+    # the transaction; the same metadata after the member left is refused (KIP-447)
+    import asyncio  # noqa: PLC0415
+
+    from kafkastate.asyncio import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
+
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=1)
+    _produce(bootstrap, topic, 5, partitions=1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    tp = TopicPartition(topic, 0)
+
+    async def main() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, transactional_id=f"tx-{uuid.uuid4().hex[:8]}"
+        )
+        await producer.start()
+        try:
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=bootstrap,
+                group_id=group,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                **FAST,
+            )
+            await consumer.start()
+            consumer.subscribe([topic])
+            got = []
+            async with asyncio.timeout(30):
+                while len(got) < 5:
+                    batch = await consumer.getmany(timeout_ms=500)
+                    got.extend(r for records in batch.values() for r in records)
+            metadata = consumer.group_metadata()
+            assert metadata.group_id == group and metadata.generation_id >= 1
+            assert metadata.member_id
+            async with producer.transaction():
+                await producer.send_offsets_to_transaction({tp: 5}, metadata)
+            assert await consumer.committed(tp) == 5
+            await consumer.stop()  # leaves the group: that generation is over
+            with pytest.raises(KafkaError) as caught:
+                async with producer.transaction():
+                    await producer.send_offsets_to_transaction({tp: 3}, metadata)
+            fenced = f"{caught.value!r} {caught.value.__cause__!r}"
+            assert "UnknownMemberId" in fenced or "IllegalGeneration" in fenced, fenced
+            reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+            await reader.start()
+            assert await reader.committed(tp) == 5  # the refused offsets did not land
+            await reader.stop()
+        finally:
+            await producer.stop()
+
+    asyncio.run(main())
+
+
+def test_aiokafka_subscribe_before_start(kafka_cluster: Any) -> None:
+    from kafkastate.asyncio import AIOKafkaConsumer  # noqa: PLC0415
+
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=2)
+    _produce(bootstrap, topic, 3, partitions=2)
+    listener = Recorder()
+
+    async def main() -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=f"g-{uuid.uuid4().hex[:8]}",
+            auto_offset_reset="earliest",
+            **FAST,
+        )
+        consumer.subscribe([topic], listener=listener)  # as aiokafka allows
+        with pytest.raises(KafkaConfigurationError, match="not both"):
+            consumer.subscribe([topic], pattern="x")
+        await consumer.start()
+        try:
+            got = 0
+            with anyio.fail_after(30):
+                while got < 6:
+                    got += sum(len(v) for v in (await consumer.getmany(timeout_ms=500)).values())
+            assert consumer.subscription() == {topic}
+        finally:
+            await consumer.stop()
+
+    anyio.run(main)
+    assert ("assigned", {0, 1}) in listener.calls  # the listener given before start() ran
