@@ -1,7 +1,7 @@
 """kafkastate for trio users.
 
-:func:`open_producer` here *is* :func:`kafkastate.anyio.open_producer`: the anyio
-implementation, which runs natively on trio (trio's clock, cancellation and
+:func:`open_producer` here *is* :func:`kafkastate.anyio.open_producer`: the async adapter
+(:mod:`kafkastate.adapters.anyio`), which runs natively on trio (trio's clock, cancellation and
 ``trio.Cancelled``, its ``MockClock`` included). It is re-exported so trio code reads
 naturally::
 
@@ -17,15 +17,9 @@ naturally::
 
 from __future__ import annotations
 
-from kafkastate.anyio import (
-    Consumer,
-    ConsumerRebalanceListener,
-    Delivery,
-    Producer,
-    RecordMetadata,
-    open_consumer,
-    open_producer,
-)
+from kafkastate.abc import ConsumerRebalanceListener
+from kafkastate.adapters.anyio.consumer import Consumer, open_consumer
+from kafkastate.adapters.anyio.producer import Delivery, Producer, RecordMetadata, open_producer
 
 __all__ = [
     "Consumer",

@@ -24,7 +24,7 @@ PUBLIC_MODULES = [
     "kafkastate.core.producer.idempotence",
     "kafkastate.core.producer.transactions",
     "kafkastate.core.producer.producer",
-    "kafkastate.adapters.blocking_producer",
+    "kafkastate.adapters.blocking.caller_thread",
     "kafkastate.sync",
     "kafkastate.anyio",
     "kafkastate.trio",

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kafkastate.adapters.blocking import BlockingAdmin
-from kafkastate.adapters.blocking_producer import BlockingProducer
+from kafkastate.adapters.blocking.caller_thread import BlockingProducer
 from kafkastate.core.client import ClientConfig
 from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.metadata import MetadataConfig

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kafkastate.anyio import _UNOBSERVED
+from kafkastate.adapters.anyio.producer import _UNOBSERVED
 from kafkastate.core.producer import RecordsAcknowledged, RecordsFailed
 from kafkastate.core.protocol.versions import ApiKey
 from tests.core.producer.test_producer_machine import (

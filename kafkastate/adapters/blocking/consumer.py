@@ -29,8 +29,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
-from kafkastate._anyio_consumer import to_consumer_records
 from kafkastate.adapters._common import check_ms, no_brokers_error, tls_context
+from kafkastate.adapters.anyio.consumer import to_consumer_records
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core.client import CloseRequested, ConnectRequested
 from kafkastate.core.config import consumer_machine, resolve

@@ -2,7 +2,7 @@
 
 The :class:`Consumer` gives commands to a
 :class:`~kafkastate.core.consumer.fetcher.FetcherMachine`; an
-:class:`~kafkastate.adapters._async_driver.AsyncDriver` does the IO in the task group the
+:class:`~kafkastate.adapters.anyio.driver.AsyncDriver` does the IO in the task group the
 ``async with`` block owns. Fetching runs in the background: records are prefetched per
 partition while the application works, and :meth:`Consumer.getmany` hands out what is there
 (or waits for the first data up to its timeout).
@@ -30,8 +30,8 @@ from typing import Any, Final
 
 import anyio
 
-from kafkastate.adapters._async_driver import AsyncDriver, wait_for_cluster
 from kafkastate.adapters._common import tls_context
+from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.config import check_consumer, consumer_machine, resolve
 from kafkastate.core.consumer.consumer import (

@@ -1,0 +1,61 @@
+"""The background task of the asyncio faces: ``start()`` runs an adapter's context manager
+in a task, ``stop()`` tells it to leave the block and waits for it (aiokafka's lifecycle
+around the async adapter, :mod:`kafkastate.adapters.anyio`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Background"]
+
+_T = TypeVar("_T")
+
+
+class Background(Generic[_T]):
+    """The task an asyncio API object runs its anyio context manager in: started by
+    ``start()``, told to leave the block by ``stop()``, which waits for it."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+        self._task: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Event | None = None
+
+    async def start(
+        self, run: Callable[[asyncio.Future[_T], asyncio.Event], Coroutine[Any, Any, None]]
+    ) -> _T:
+        """Run ``run(ready, stopping)`` in a task; return what it puts in ``ready``.
+
+        Raises:
+            RuntimeError: already started, or the task ended before it was ready.
+            BaseException: what ended the task before it was ready.
+        """
+        if self._task is not None:
+            raise RuntimeError(f"{self._what}.start() was already called")
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[_T] = loop.create_future()
+        self._stopping = asyncio.Event()
+        self._task = task = loop.create_task(run(ready, self._stopping))
+        try:
+            waiting: set[asyncio.Future[Any]] = {ready, task}
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            task.cancel()
+            raise
+        if not ready.done():
+            self._task = None
+            task.result()  # raises what stopped it
+            raise RuntimeError(f"the {self._what} task ended before it started")
+        return ready.result()
+
+    async def stop(self) -> None:
+        """Let the task leave its block and wait for it (nothing if not started)."""
+        task, stopping = self._task, self._stopping
+        if task is None or stopping is None:
+            return
+        stopping.set()
+        try:
+            await task
+        finally:
+            self._task = None

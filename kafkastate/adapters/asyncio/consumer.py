@@ -1,0 +1,264 @@
+"""aiokafka's ``AIOKafkaConsumer`` on asyncio.
+
+It runs the async adapter's consumer (:func:`kafkastate.adapters.anyio.consumer.running_consumer`,
+on asyncio) in a background task that ``start()`` creates and ``stop()`` ends; every call
+goes straight to that :class:`~kafkastate.adapters.anyio.consumer.Consumer` and its
+:class:`~kafkastate.core.consumer.consumer.ConsumerMachine`, which decides. As in aiokafka,
+``start()`` waits for a bootstrap server to answer (up to ``request_timeout_ms``) and raises
+``KafkaConnectionError`` (``NoBrokersAvailable``) if none does; aiokafka options kafkastate
+does not implement (Kerberos, OAuth token providers) raise ``KafkaConfigurationError``
+naming them; ``loop`` and ``api_version`` are accepted and ignored. Options are resolved by
+:mod:`kafkastate.core.config` (docs/options.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from kafkastate.adapters.anyio.consumer import Consumer, running_consumer
+from kafkastate.adapters.asyncio.background import Background
+from kafkastate.core.config import check_consumer, resolve
+from kafkastate.core.consumer.consumer import check_subscription
+from kafkastate.errors import IllegalStateError
+from kafkastate.structs import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
+
+__all__ = ["AIOKafkaConsumer"]
+
+
+class AIOKafkaConsumer:
+    """An asyncio consumer with aiokafka's interface.
+
+    Give partitions with :meth:`assign`, or topics / a pattern (here or in
+    :meth:`subscribe`). With a ``group_id`` a subscription joins the consumer group (the
+    classic protocol, or KIP-848 with ``group_protocol="consumer"``), which assigns the
+    partitions; heartbeats and rebalances run in the background, and a
+    :class:`~kafkastate.abc.ConsumerRebalanceListener` hears of every change. Without a
+    ``group_id`` a subscription reads every partition of the topics. The few aiokafka
+    options kafkastate lacks (Kerberos, OAuth) raise ``KafkaConfigurationError``
+    naming them.
+
+    Args:
+        topics: topics to read every partition of.
+        options: aiokafka's keyword options, with aiokafka's defaults (``bootstrap_servers``,
+            ``group_id``, ``key_deserializer``, ``value_deserializer``, ``fetch_*``,
+            ``enable_auto_commit`` (on), ``auto_commit_interval_ms``,
+            ``partition_assignment_strategy`` (round robin), ``session_timeout_ms``
+            (10 s), ``rebalance_timeout_ms`` (the session timeout),
+            ``request_timeout_ms`` (40 s), ``isolation_level``, TLS, SASL...); also
+            ``group_protocol="consumer"`` (KIP-848) and the Java property names. Every
+            option, its default per library and its check: docs/options.md
+            (:data:`kafkastate.core.config.OPTIONS`). ``consumer_timeout_ms`` and
+            ``api_version`` are accepted without effect (fetching is driven by the
+            broker's answers; versions are negotiated).
+
+    Raises:
+        KafkaConfigurationError: a bad option value, or an aiokafka option kafkastate does
+            not implement (Kerberos...), named (a ValueError).
+        TypeError: an option aiokafka does not have either.
+    """
+
+    def __init__(self, *topics: str, **options: Any) -> None:
+        self._options = resolve("consumer", "aiokafka", options, owner="AIOKafkaConsumer")
+        check_consumer(self._options)  # checked now, as aiokafka does
+        self._topics = topics
+        self._background: Background[Consumer] = Background("AIOKafkaConsumer")
+        self._consumer: Consumer | None = None
+        self._pending: tuple[Any, Any, Any] | None = None  # subscribe() before start()
+
+    async def start(self) -> None:
+        """Start the background task that owns the connections, subscribe to the topics
+        given to the constructor, and wait for a bootstrap server to answer (as aiokafka
+        does).
+
+        Raises:
+            NoBrokersAvailable: no bootstrap server answered within ``request_timeout_ms``
+                (a KafkaConnectionError, as aiokafka raises).
+            AuthenticationFailedError: the bootstrap servers refused the SASL credentials.
+            RuntimeError: already started.
+        """
+        self._consumer = await self._background.start(self._run)
+
+    async def stop(self) -> None:
+        """Commit (with auto-commit on) and close the connections."""
+        try:
+            await self._background.stop()
+        finally:
+            self._consumer = None
+
+    async def __aenter__(self) -> AIOKafkaConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    def _running(self) -> Consumer:
+        if self._consumer is None:
+            raise IllegalStateError("AIOKafkaConsumer is not started: call `await start()`")
+        return self._consumer
+
+    async def _run(self, ready: asyncio.Future[Consumer], stopping: asyncio.Event) -> None:
+        subscription = self._pending
+        self._pending = None
+        if subscription is None and self._topics:
+            subscription = (self._topics, None, None)
+        async with running_consumer(self._options, subscription, wait_for_cluster=True) as consumer:
+            ready.set_result(consumer)
+            await stopping.wait()
+
+    # The rest delegates to kafkastate.anyio.Consumer.
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Read exactly these partitions."""
+        self._running().assign(partitions)
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions being read."""
+        return set(self._running().assignment())
+
+    def subscribe(
+        self, topics: Sequence[str] = (), pattern: str | None = None, listener: Any = None
+    ) -> None:
+        """Subscribe to ``topics`` or to the topics matching ``pattern`` (``re.match``);
+        with a ``group_id`` the group assigns their partitions and ``listener`` (a
+        :class:`~kafkastate.abc.ConsumerRebalanceListener`) hears of every change.
+
+        Raises:
+            KafkaConfigurationError: bad topics, both or neither of topics and pattern, a
+                bad pattern or listener.
+        """
+        if self._consumer is None:
+            # before start(), as aiokafka allows: checked now, applied by start()
+            check_subscription(
+                topics, pattern, listener, group=self._options["group_id"] is not None
+            )
+            self._pending = (topics, pattern, listener)
+            return
+        self._running().subscribe(topics, pattern=pattern, listener=listener)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group metadata, for ``send_offsets_to_transaction``."""
+        return self._running().group_metadata()
+
+    def subscription(self) -> set[str]:
+        """The subscribed topics."""
+        return set(self._running().subscription())
+
+    def unsubscribe(self) -> None:
+        """Drop the subscription and the assignment."""
+        self._running().unsubscribe()
+
+    async def getone(self, *partitions: tuple[str, int]) -> ConsumerRecord:
+        """The next record (of these partitions)."""
+        return await self._running().getone(*partitions)
+
+    async def getmany(
+        self, *partitions: tuple[str, int], timeout_ms: float = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Fetched records per partition, waiting up to ``timeout_ms`` for the first."""
+        return await self._running().getmany(
+            *partitions, timeout_ms=timeout_ms, max_records=max_records
+        )
+
+    def __aiter__(self) -> AIOKafkaConsumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        consumer = self._consumer
+        if consumer is None:
+            raise StopAsyncIteration  # stopped: aiokafka ends the iteration too
+        return await consumer.__anext__()  # ends the iteration when stop() comes meanwhile
+
+    def seek(self, partition: tuple[str, int], offset: int) -> None:
+        """Read ``partition`` from ``offset`` next."""
+        self._running().seek(partition, offset)
+
+    async def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
+        """Read from the log start."""
+        await self._running().seek_to_beginning(*partitions)
+
+    async def seek_to_end(self, *partitions: tuple[str, int]) -> None:
+        """Read only new records."""
+        await self._running().seek_to_end(*partitions)
+
+    async def seek_to_committed(self, *partitions: tuple[str, int]) -> None:
+        """Go back to the committed offsets.
+
+        Raises:
+            IllegalStateError: no group_id, or a partition is not assigned.
+        """
+        await self._running().seek_to_committed(*partitions)
+
+    async def position(self, partition: tuple[str, int]) -> int:
+        """The offset of the next record to be returned."""
+        return await self._running().position(partition)
+
+    async def committed(self, partition: tuple[str, int]) -> int | None:
+        """The group's committed offset, or None."""
+        return await self._running().committed(partition)
+
+    async def commit(self, offsets: Mapping[tuple[str, int], Any] | None = None) -> None:
+        """Commit offsets (default: the positions of every assigned partition)."""
+        await self._running().commit(offsets)
+
+    def highwater(self, partition: tuple[str, int]) -> int | None:
+        """The high watermark of the last fetch."""
+        return self._running().highwater(partition)
+
+    def last_stable_offset(self, partition: tuple[str, int]) -> int | None:
+        """The last stable offset of the last fetch."""
+        return self._running().last_stable_offset(partition)
+
+    def last_poll_timestamp(self, partition: tuple[str, int]) -> int | None:
+        """When records of ``partition`` were last returned (ms since the epoch)."""
+        return self._running().last_poll_timestamp(partition)
+
+    def pause(self, *partitions: tuple[str, int]) -> None:
+        """Stop fetching these partitions."""
+        self._running().pause(*partitions)
+
+    def resume(self, *partitions: tuple[str, int]) -> None:
+        """Undo :meth:`pause`."""
+        self._running().resume(*partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        """The paused partitions."""
+        return set(self._running().paused())
+
+    async def beginning_offsets(
+        self, partitions: Iterable[tuple[str, int]]
+    ) -> dict[TopicPartition, int]:
+        """The log start offsets."""
+        return await self._running().beginning_offsets(partitions)
+
+    async def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
+        """The log end offsets."""
+        return await self._running().end_offsets(partitions)
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[tuple[str, int], int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The first offsets at or after the timestamps (ms)."""
+        return await self._running().offsets_for_times(timestamps)
+
+    async def topics(self) -> set[str]:
+        """Every topic in the cluster."""
+        return set(await self._running().topics())
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        """The partitions of ``topic`` from the metadata at hand (aiokafka: no request)."""
+        found = self._running().machine.client.cluster.partitions_for(topic)
+        return None if found is None else set(found)

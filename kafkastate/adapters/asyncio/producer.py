@@ -1,0 +1,350 @@
+"""aiokafka's ``AIOKafkaProducer`` on asyncio.
+
+It runs the async adapter's producer (:func:`kafkastate.adapters.anyio.producer.running_producer`,
+on asyncio) in a background task that ``start()`` creates and ``stop()`` ends; every call
+goes straight to that :class:`~kafkastate.adapters.anyio.producer.Producer` and its
+:class:`~kafkastate.core.producer.producer.ProducerMachine`. As in aiokafka, ``start()``
+waits for a bootstrap server to answer (up to ``request_timeout_ms``) and raises
+``KafkaConnectionError`` (``NoBrokersAvailable``) if none does. Options are resolved by
+:mod:`kafkastate.core.config` (docs/options.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Any
+
+from kafkastate.adapters.anyio.producer import (
+    BatchBuilder,
+    Delivery,
+    Producer,
+    RecordMetadata,
+    running_producer,
+)
+from kafkastate.adapters.asyncio.background import Background
+from kafkastate.core.config import producer_config, resolve
+from kafkastate.errors import KafkaError
+from kafkastate.structs import ConsumerGroupMetadata
+
+__all__ = ["AIOKafkaProducer"]
+
+
+class AIOKafkaProducer:
+    """An asyncio producer with aiokafka's interface (the commonly used subset).
+
+    No task is started before :meth:`start`. Options have aiokafka's names and defaults
+    (``acks=1``, or ``"all"`` with ``enable_idempotence=True``; ``linger_ms=0``).
+
+    Args:
+        options: aiokafka's keyword options, with aiokafka's defaults
+            (``bootstrap_servers``, ``acks`` -- 1, or ``"all"`` when idempotent --,
+            ``key_serializer`` and ``value_serializer`` (called for every key and value,
+            None included), ``compression_type``, ``max_batch_size``, ``linger_ms`` (0),
+            ``enable_idempotence`` (off), ``request_timeout_ms`` (40 s), ``partitioner``,
+            ``transactional_id`` (implies idempotence; :meth:`start` registers it with the
+            transaction coordinator, fencing earlier producers with the same id), TLS,
+            SASL...); kafkastate's additions (``delivery_timeout_ms``, ``buffer_memory``,
+            ``max_block_ms`` -- default ``request_timeout_ms`` --,
+            ``allow_auto_create_topics``) and the Java property names too. Every option,
+            its default per library and its check: docs/options.md
+            (:data:`kafkastate.core.config.OPTIONS`).
+
+    Raises:
+        TypeError: an unknown option.
+        KafkaConfigurationError: an option has a bad value, or an aiokafka option
+            kafkastate does not implement (Kerberos, OAuth) (a ValueError).
+    """
+
+    def __init__(self, **options: Any) -> None:
+        # Checked now, as aiokafka does, so a bad option fails before start().
+        self._options = resolve("producer", "aiokafka", options, owner="AIOKafkaProducer")
+        producer_config(self._options)
+        self._key_serializer = self._options["key_serializer"]
+        self._value_serializer = self._options["value_serializer"]
+        self._background: Background[Producer] = Background("AIOKafkaProducer")
+        self._producer: Producer | None = None
+
+    async def start(self) -> None:
+        """Start the background task that owns the connections and wait for a bootstrap
+        server to answer.
+
+        Raises:
+            NoBrokersAvailable: no bootstrap server answered within ``request_timeout_ms``
+                (a KafkaConnectionError, as aiokafka raises).
+            RuntimeError: already started.
+        """
+        self._producer = await self._background.start(self._run)
+
+    async def stop(self) -> None:
+        """Deliver what is pending, close the connections, end the background task.
+
+        Cancelling ``stop()`` aborts: pending records fail with ProducerClosedError.
+        """
+        try:
+            await self._background.stop()
+        finally:
+            self._producer = None
+
+    async def __aenter__(self) -> AIOKafkaProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def send(  # noqa: PLR0917 -- aiokafka's positional signature
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Append a record (serialized first); wait only for metadata or buffer room.
+
+        Args:
+            topic: the topic.
+            value: the value (passed through ``value_serializer`` if set).
+            key: the key (passed through ``key_serializer`` if set).
+            partition: an explicit partition, or None for the default partitioner.
+            timestamp_ms: create time in ms since the epoch; None for now.
+            headers: ``(key, value)`` pairs.
+
+        Returns:
+            A future resolving to the :class:`RecordMetadata`, or failing with the
+            record's error.
+
+        Raises:
+            KafkaTimeoutError: ``max_block_ms`` passed while the record was refused.
+            KafkaError: the record was refused for good.
+            RuntimeError: the producer is not started.
+        """
+        producer = self._producer
+        if producer is None:
+            producer = self._running()  # raises
+        if self._key_serializer is not None:
+            key = self._key_serializer(key)
+        if self._value_serializer is not None:
+            value = self._value_serializer(value)
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        try:
+            # The common case without a detour through another coroutine: appended now.
+            _, moved = producer._append_now(
+                topic, value, key, partition, timestamp_ms, headers or (), future
+            )
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            await producer._append(  # wait for metadata (max_block_ms)
+                topic, value, key, partition, timestamp_ms, headers or (), future, refused=exc
+            )
+        else:
+            if moved:  # let the pump run, or wait in the machine's FIFO for buffer memory
+                await producer._appended(moved)
+        return future
+
+    async def send_and_wait(  # noqa: PLR0917 -- aiokafka's positional signature
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+    ) -> RecordMetadata:
+        """:meth:`send`, then wait for the record's outcome.
+
+        Args:
+            topic: the topic.
+            value: the value (passed through ``value_serializer`` if set).
+            key: the key (passed through ``key_serializer`` if set).
+            partition: an explicit partition, or None for the default partitioner.
+            timestamp_ms: create time in ms since the epoch; None for now.
+            headers: ``(key, value)`` pairs.
+
+        Returns:
+            Where the record was written.
+
+        Raises:
+            KafkaError: the record was refused or failed.
+            RuntimeError: the producer is not started.
+        """
+        future = await self.send(topic, value, key, partition, timestamp_ms, headers)
+        return await future
+
+    def create_batch(self) -> BatchBuilder:
+        """An empty :class:`~kafkastate.anyio.BatchBuilder` for :meth:`send_batch`, with
+        this producer's serializers and ``max_batch_size``.
+
+        Returns:
+            The builder.
+
+        Raises:
+            RuntimeError: the producer is not started.
+        """
+        return self._running().create_batch(
+            key_serializer=self._key_serializer, value_serializer=self._value_serializer
+        )
+
+    async def send_batch(
+        self, batch: BatchBuilder, topic: str, *, partition: int
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue ``batch``'s records as one record batch for ``partition``.
+
+        Args:
+            batch: from :meth:`create_batch`.
+            topic: the topic.
+            partition: the partition.
+
+        Returns:
+            A future resolving to the first record's metadata (the batch's base offset)
+            once the whole batch is written, or failing with its error.
+
+        Raises:
+            KafkaTimeoutError: ``max_block_ms`` passed while the batch was refused.
+            KafkaError: the batch was refused for good.
+            RuntimeError: the producer is not started.
+        """
+        delivery = await self._running().send_batch(batch, topic, partition=partition)
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        delivery.add_done_callback(lambda d: _settle(future, d))
+        return future
+
+    async def flush(self) -> None:
+        """Send everything now and wait until every earlier record has its outcome.
+
+        Raises:
+            RuntimeError: the producer is not started.
+        """
+        await self._running().flush()
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        """The partitions of ``topic``, waiting for its metadata up to ``max_block_ms``.
+
+        Args:
+            topic: the topic.
+
+        Returns:
+            Its partition indexes.
+
+        Raises:
+            KafkaTimeoutError: no metadata in time.
+            RuntimeError: the producer is not started.
+        """
+        return set(await self._running().partitions_for(topic))
+
+    # ---------------------------------------------------------------- transactions
+
+    async def begin_transaction(self) -> None:
+        """Open a transaction (needs ``transactional_id``).
+
+        Raises:
+            IllegalOperation: a transaction is already open, or no ``transactional_id``
+                (a :class:`~kafkastate.errors.TransactionStateError`).
+            TransactionFailedError: the previous transaction failed and was not aborted.
+            ProducerFenced: another producer with the same ``transactional_id`` took over.
+        """
+        await self._running().begin_transaction()
+
+    async def commit_transaction(self) -> None:
+        """Send every record of the transaction, then commit it.
+
+        Raises:
+            IllegalOperation: no transaction open.
+            TransactionFailedError: a record or the offsets failed, or the coordinator
+                aborted the transaction after ``transaction_timeout_ms``
+                (TransactionTimedOutError); abort the transaction (the producer stays
+                usable).
+            ProducerFenced: another producer with the same ``transactional_id`` took over
+                (fatal: stop the producer).
+        """
+        await self._running().commit_transaction()
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: unsent records fail with TransactionAbortedError, written
+        ones stay invisible to ``read_committed`` consumers.
+
+        Raises:
+            IllegalOperation: no transaction open.
+            ProducerFenced: the producer was fenced (fatal).
+        """
+        await self._running().abort_transaction()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[tuple[str, int], Any],
+        group_id: str | ConsumerGroupMetadata,
+    ) -> None:
+        """Commit consumer offsets in the open transaction (consume-transform-produce).
+
+        Args:
+            offsets: ``TopicPartition -> offset`` (or ``OffsetAndMetadata``) of the next
+                record to consume.
+            group_id: the consumer group id, or the consumer's group metadata (KIP-447
+                fencing of zombie members).
+
+        Raises:
+            IllegalOperation: no transaction open.
+            TransactionFailedError: the group refused the offsets (a fenced member...);
+                abort the transaction.
+            ProducerFenced: the producer was fenced (fatal).
+        """
+        await self._running().send_offsets_to_transaction(offsets, group_id)
+
+    def transaction(self) -> AbstractAsyncContextManager[None]:
+        """``async with producer.transaction():`` -- begin on entry, commit on a normal
+        exit, abort if the block raises (then re-raise), as in aiokafka.
+
+        Returns:
+            The async context manager.
+        """
+        return _Transaction(self)
+
+    def _running(self) -> Producer:
+        if self._producer is None:
+            raise RuntimeError("AIOKafkaProducer is not started: call `await start()` first")
+        return self._producer
+
+    async def _run(self, ready: asyncio.Future[Producer], stopping: asyncio.Event) -> None:
+        async with running_producer(self._options, wait_for_cluster=True) as producer:
+            ready.set_result(producer)
+            await stopping.wait()
+
+
+class _Transaction:
+    """What :meth:`AIOKafkaProducer.transaction` returns."""
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self._producer = producer
+        self._cm: AbstractAsyncContextManager[None] | None = None
+
+    async def __aenter__(self) -> None:
+        self._cm = self._producer._running().transaction()
+        await self._cm.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._cm is not None
+        return await self._cm.__aexit__(exc_type, exc, tb)
+
+
+def _settle(future: asyncio.Future[RecordMetadata], delivery: Delivery) -> None:
+    if future.cancelled():
+        return
+    try:
+        future.set_result(delivery.result())
+    except KafkaError as exc:
+        future.set_exception(exc)
