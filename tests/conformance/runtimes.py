@@ -311,6 +311,9 @@ class Consumer:
     def position(self, tp: TopicPartition) -> int:
         return self.rt.call(self.obj.position, tp)  # type: ignore[no-any-return]
 
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.rt.call(self.obj.seek, tp, offset)
+
     def close(self) -> None:
         """Close gracefully (auto-commit, revoke, leave)."""
         if self._closed:

@@ -31,6 +31,7 @@ from typing import Any, Final
 import anyio
 
 from kafkastate.adapters._common import tls_context
+from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.config import check_consumer, consumer_machine, resolve
@@ -51,7 +52,6 @@ from kafkastate.core.consumer.fetcher import (
     PositionState,
     RecordsFetched,
 )
-from kafkastate.core.protocol.records import Record, consumer_tuples
 from kafkastate.errors import (
     ConsumerStoppedError,
     KafkaConfigurationError,
@@ -71,37 +71,6 @@ __all__ = ["Consumer", "open_consumer", "running_consumer"]
 log = logging.getLogger("kafkastate.consumer")
 
 Deserializer = Callable[[bytes | None], Any]
-
-
-def to_consumer_records(
-    runs: list[tuple[tuple[str, int], list[Record], int]],
-    key_deserializer: Deserializer | None,
-    value_deserializer: Deserializer | None,
-) -> dict[TopicPartition, list[ConsumerRecord]]:
-    """Turn the machine's record runs into :class:`ConsumerRecord` lists per partition."""
-    out: dict[TopicPartition, list[ConsumerRecord]] = {}
-    for (topic, partition), records, epoch in runs:
-        tp = TopicPartition(topic, partition)
-        made = consumer_tuples(ConsumerRecord, records, topic, partition, epoch)
-        if key_deserializer is not None or value_deserializer is not None:
-            made = [_deserialized(r, key_deserializer, value_deserializer) for r in made]
-        bucket = out.get(tp)
-        if bucket is None:
-            out[tp] = made
-        else:
-            bucket.extend(made)
-    return out
-
-
-def _deserialized(
-    record: ConsumerRecord, keys: Deserializer | None, values: Deserializer | None
-) -> ConsumerRecord:
-    """``record`` with its key and value (fields 6 and 7) deserialized."""
-    key = record.key if keys is None else keys(record.key)
-    value = record.value if values is None else values(record.value)
-    fields: tuple[Any, ...] = (*record[:6], key, value, *record[8:])
-    made: ConsumerRecord = tuple.__new__(ConsumerRecord, fields)
-    return made
 
 
 class Consumer:
@@ -235,7 +204,9 @@ class Consumer:
             runs = machine.poll(max_records, partitions, now=driver.now())
             driver.wake()  # drained partitions are fetched again at once
             if runs:
-                return to_consumer_records(runs, self._key_deserializer, self._value_deserializer)
+                return to_consumer_records(
+                    runs, machine, self._key_deserializer, self._value_deserializer
+                )
             if driver.now() >= deadline:
                 return {}
             with anyio.move_on_after(deadline - driver.now()):
@@ -259,11 +230,9 @@ class Consumer:
             if machine.pulls != pulls:
                 driver.wake()  # drained partitions are fetched again at once
             if run is not None:
-                (topic, partition), records, epoch = run
-                record = consumer_tuples(ConsumerRecord, records, topic, partition, epoch)[0]
-                if self._key_deserializer is not None or self._value_deserializer is not None:
-                    record = _deserialized(record, self._key_deserializer, self._value_deserializer)
-                return record
+                return one_consumer_record(
+                    run, machine, self._key_deserializer, self._value_deserializer
+                )
             driver.wake()
             await data.wait()
             if self._driver is not driver:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
 from kafkastate.adapters._common import check_ms, no_brokers_error, tls_context
-from kafkastate.adapters.anyio.consumer import to_consumer_records
+from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core.client import CloseRequested, ConnectRequested
 from kafkastate.core.config import consumer_machine, resolve
@@ -265,7 +265,9 @@ class KafkaConsumer:
             self._run_listener_calls()
             runs = machine.poll(max_records, now=time.monotonic())
             if runs:
-                return to_consumer_records(runs, self._key_deserializer, self._value_deserializer)
+                return to_consumer_records(
+                    runs, machine, self._key_deserializer, self._value_deserializer
+                )
             if time.monotonic() >= deadline:
                 return {}
             self._turn(deadline)
@@ -290,9 +292,9 @@ class KafkaConsumer:
             self._run_listener_calls()
             run = machine.take_one(now=time.monotonic())
             if run is not None:
-                return to_consumer_records([run], self._key_deserializer, self._value_deserializer)[
-                    TopicPartition(*run[0])
-                ][0]
+                return one_consumer_record(
+                    run, machine, self._key_deserializer, self._value_deserializer
+                )
             now = time.monotonic()
             if now >= deadline:
                 raise StopIteration

@@ -602,6 +602,20 @@ class ConsumerMachine:
             return (tp, [record], entry[2])
         return None
 
+    def give_back(self, runs: Sequence[Run]) -> None:
+        """Records the adapter could not deliver (a user deserializer raised on the first
+        of them): they go back to the front of the hand-out buffer, in order, so nothing
+        is lost -- positions and commits count them as unread, and the next read hands
+        them out again (as Java's consumer stops at a record it cannot deserialize until
+        the application seeks past it). Records of partitions no longer assigned are
+        dropped.
+        """
+        self._allow("read")
+        assigned = set(self.fetcher.assignment())
+        for tp, records, epoch in reversed(runs):
+            if records and tp in assigned:
+                self._held.appendleft([tp, list(records), epoch, 0])
+
     def _take_from_held_possible(self, partitions: Sequence[Any]) -> bool:
         if not partitions and not self._paused:
             return True

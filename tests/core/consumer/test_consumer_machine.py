@@ -379,3 +379,25 @@ def test_unassigned_partitions_and_bad_limits_are_refused() -> None:
         peer.m.seek(("t", 9), 0, now=0.0)
     with pytest.raises(KafkaConfigurationError, match="max_records"):
         peer.m.poll(0, now=0.0)
+
+
+def test_records_given_back_are_handed_out_again_and_count_as_unread() -> None:
+    peer = ConsumerPeer()
+    peer.join()
+    fetch_both(peer)
+    runs = peer.m.poll(now=peer.now)
+    assert peer.m.consumed() == {("t", 0): 3, ("t", 1): 3}
+    # the adapter's deserializer failed on t-0's second record: it and the rest go back
+    (tp0, records0, epoch0), rest = runs[0], runs[1:]
+    peer.m.give_back([(tp0, records0[1:], epoch0), *rest])
+    assert peer.m.consumed() == {("t", 0): 1, ("t", 1): 0}
+    assert peer.m.position(("t", 0)) == 1
+    again = peer.m.poll(now=peer.now)
+    assert [(tp, [r.offset for r in recs]) for tp, recs, _ in again] == [
+        (("t", 0), [1, 2]),
+        (("t", 1), [0, 1, 2]),
+    ]
+    # a seek past a record drops what was given back for that partition
+    peer.m.give_back(again[:1])
+    peer.m.seek(("t", 0), 2, now=peer.now)
+    assert peer.m.position(("t", 0)) == 2

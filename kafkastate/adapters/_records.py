@@ -1,0 +1,93 @@
+"""Records as the application gets them, shared by the consumer adapters: the machine's
+runs turned into :class:`~kafkastate.structs.ConsumerRecord` tuples, with the user's
+deserializers run here (user code). A deserializer that raises loses nothing: the record
+it failed on and every record after it go back to the machine
+(:meth:`~kafkastate.core.consumer.consumer.ConsumerMachine.give_back`); what was
+deserialized before it is returned, and the next read raises on that record again until
+the application seeks past it (Java's behaviour)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kafkastate.core.consumer.consumer import ConsumerMachine, Run
+from kafkastate.core.protocol.records import consumer_tuples
+from kafkastate.structs import ConsumerRecord, TopicPartition
+
+__all__ = ["Deserializer", "one_consumer_record", "to_consumer_records"]
+
+Deserializer = Callable[[bytes | None], Any]
+
+
+def _deserialized(
+    record: ConsumerRecord, keys: Deserializer | None, values: Deserializer | None
+) -> ConsumerRecord:
+    """``record`` with its key and value (fields 6 and 7) deserialized."""
+    key = record.key if keys is None else keys(record.key)
+    value = record.value if values is None else values(record.value)
+    fields: tuple[Any, ...] = (*record[:6], key, value, *record[8:])
+    made: ConsumerRecord = tuple.__new__(ConsumerRecord, fields)
+    return made
+
+
+def to_consumer_records(
+    runs: Sequence[Run],
+    machine: ConsumerMachine,
+    key_deserializer: Deserializer | None,
+    value_deserializer: Deserializer | None,
+) -> dict[TopicPartition, list[ConsumerRecord]]:
+    """The machine's record runs as :class:`ConsumerRecord` lists per partition.
+
+    Raises:
+        Exception: what a deserializer raised on the first record handed out (the records
+            from it on went back to ``machine``).
+    """
+    out: dict[TopicPartition, list[ConsumerRecord]] = {}
+    convert = key_deserializer is not None or value_deserializer is not None
+    for i, ((topic, partition), records, epoch) in enumerate(runs):
+        tp = TopicPartition(topic, partition)
+        made = consumer_tuples(ConsumerRecord, records, topic, partition, epoch)
+        if convert:
+            done: list[ConsumerRecord] = []
+            try:
+                for record in made:
+                    done.append(_deserialized(record, key_deserializer, value_deserializer))
+            except Exception:
+                machine.give_back(
+                    [((topic, partition), records[len(done) :], epoch), *runs[i + 1 :]]
+                )
+                if done:
+                    out.setdefault(tp, []).extend(done)
+                if out:
+                    return out  # the error comes with the next read, at the failed record
+                raise
+            made = done
+        bucket = out.get(tp)
+        if bucket is None:
+            out[tp] = made
+        else:
+            bucket.extend(made)
+    return out
+
+
+def one_consumer_record(
+    run: Run,
+    machine: ConsumerMachine,
+    key_deserializer: Deserializer | None,
+    value_deserializer: Deserializer | None,
+) -> ConsumerRecord:
+    """The one record of a :meth:`ConsumerMachine.take_one` run.
+
+    Raises:
+        Exception: what a deserializer raised (the record went back to ``machine``).
+    """
+    (topic, partition), records, epoch = run
+    record = consumer_tuples(ConsumerRecord, records, topic, partition, epoch)[0]
+    if key_deserializer is None and value_deserializer is None:
+        return record
+    try:
+        return _deserialized(record, key_deserializer, value_deserializer)
+    except Exception:
+        machine.give_back([run])
+        raise
