@@ -43,7 +43,7 @@ def _frozen_map(value: Mapping[Any, Iterable[Any]]) -> Mapping[Any, frozenset[An
     return MappingProxyType({key: frozenset(items) for key, items in value.items()})
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)  # one table per machine: compared (and hashed) by identity
 class StateTable(Generic[S]):
     """A machine's states and what each allows.
 
@@ -145,7 +145,13 @@ def register(table: StateTable[S]) -> StateTable[S]:
 
 
 def registered_tables() -> Mapping[str, StateTable[enum.Enum]]:
-    """Every registered table by machine name, after importing :data:`MACHINE_MODULES`."""
+    """Every registered table by machine name, after importing :data:`MACHINE_MODULES`;
+    in that list's order (a table defined elsewhere comes last)."""
     for module in MACHINE_MODULES:
         importlib.import_module(module)
-    return dict(_REGISTRY)
+
+    def order(table: StateTable[enum.Enum]) -> int:
+        module = table.states.__module__
+        return MACHINE_MODULES.index(module) if module in MACHINE_MODULES else len(MACHINE_MODULES)
+
+    return {t.machine: t for t in sorted(_REGISTRY.values(), key=order)}
