@@ -59,6 +59,7 @@ from kafkastate.core.protocol.versions import (
     response_type,
 )
 from kafkastate.core.sasl import SaslMechanism, make_mechanism
+from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
     AuthenticationFailedError,
     KafkaConfigurationError,
@@ -77,6 +78,7 @@ __all__ = [
     "ConnectionConfig",
     "ConnectionEvent",
     "ConnectionReady",
+    "CONNECTION_STATES",
     "ConnectionState",
     "CorrelationId",
     "RequestFailed",
@@ -114,19 +116,28 @@ class ConnectionState(enum.Enum):
 
 _TERMINAL: Final = frozenset({ConnectionState.CLOSED, ConnectionState.ERROR})
 
-# Legal transitions (h11-style table): anything not listed raises LocalProtocolError.
-_TRANSITIONS: Final[Mapping[ConnectionState, frozenset[ConnectionState]]] = {
-    ConnectionState.IDLE: frozenset({ConnectionState.API_VERSIONS, *_TERMINAL}),
-    ConnectionState.API_VERSIONS: frozenset(
-        {ConnectionState.SASL_HANDSHAKE, ConnectionState.READY, *_TERMINAL}
-    ),
-    ConnectionState.SASL_HANDSHAKE: frozenset({ConnectionState.SASL_AUTHENTICATE, *_TERMINAL}),
-    ConnectionState.SASL_AUTHENTICATE: frozenset({ConnectionState.READY, *_TERMINAL}),
-    ConnectionState.READY: frozenset({ConnectionState.REAUTHENTICATING, *_TERMINAL}),
-    ConnectionState.REAUTHENTICATING: frozenset({ConnectionState.READY, *_TERMINAL}),
-    ConnectionState.CLOSED: frozenset(),
-    ConnectionState.ERROR: frozenset(),
-}
+# STYLE §6: the legal transitions; anything not listed raises LocalProtocolError.
+CONNECTION_STATES: Final = register(
+    StateTable(
+        machine="BrokerConnection",
+        states=ConnectionState,
+        initial=ConnectionState.IDLE,
+        transitions={
+            ConnectionState.IDLE: {ConnectionState.API_VERSIONS, *_TERMINAL},
+            ConnectionState.API_VERSIONS: {
+                ConnectionState.SASL_HANDSHAKE,
+                ConnectionState.READY,
+                *_TERMINAL,
+            },
+            ConnectionState.SASL_HANDSHAKE: {ConnectionState.SASL_AUTHENTICATE, *_TERMINAL},
+            ConnectionState.SASL_AUTHENTICATE: {ConnectionState.READY, *_TERMINAL},
+            ConnectionState.READY: {ConnectionState.REAUTHENTICATING, *_TERMINAL},
+            ConnectionState.REAUTHENTICATING: {ConnectionState.READY, *_TERMINAL},
+            ConnectionState.CLOSED: set(),
+            ConnectionState.ERROR: set(),
+        },
+    )
+)
 
 
 def _positive(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
@@ -323,7 +334,7 @@ class BrokerConnection:
         Raises:
             LocalProtocolError: called twice, or after close.
         """
-        self._transition(ConnectionState.API_VERSIONS)
+        self._transition(ConnectionState.API_VERSIONS, what="connection_made")
         self._send_api_versions(now)
 
     def send_request(
@@ -477,10 +488,8 @@ class BrokerConnection:
 
     # ---------------------------------------------------------------- internals
 
-    def _transition(self, new: ConnectionState) -> None:
-        if new not in _TRANSITIONS[self._state]:
-            raise LocalProtocolError(f"illegal transition {self._state.name} -> {new.name}")
-        self._state = new
+    def _transition(self, new: ConnectionState, *, what: str) -> None:
+        self._state = transition(CONNECTION_STATES, self._state, new, what=what)
 
     def _new_correlation_id(self) -> CorrelationId:
         cid = self._next_correlation_id
@@ -624,7 +633,7 @@ class BrokerConnection:
             and self._reauth_at <= now
         ):
             # Stop sending, let in-flight requests drain, then authenticate again.
-            self._transition(ConnectionState.REAUTHENTICATING)
+            self._transition(ConnectionState.REAUTHENTICATING, what="re-authentication due")
             self._reauth_at = None
             self._reauth_started = False
             self._maybe_start_reauth(now)
@@ -659,7 +668,7 @@ class BrokerConnection:
             self._close(AuthenticationFailedError("broker supports only SaslHandshake v0"))
             return
         if self._state is not ConnectionState.REAUTHENTICATING:
-            self._transition(ConnectionState.SASL_HANDSHAKE)
+            self._transition(ConnectionState.SASL_HANDSHAKE, what="ApiVersions answered")
         handshake = request_type(ApiKey.SASL_HANDSHAKE, version)
         self._send_internal(handshake(mechanism=self.config.sasl_mechanism), now)
 
@@ -688,7 +697,7 @@ class BrokerConnection:
             return
         assert self._mechanism is not None
         if self._state is not ConnectionState.REAUTHENTICATING:
-            self._transition(ConnectionState.SASL_AUTHENTICATE)
+            self._transition(ConnectionState.SASL_AUTHENTICATE, what="SaslHandshake answered")
         self._send_sasl_authenticate(self._mechanism.first_message(), now)
 
     def _send_sasl_authenticate(self, payload: bytes, now: float) -> None:
@@ -720,7 +729,7 @@ class BrokerConnection:
             self._send_sasl_authenticate(reply, now)
         elif self._mechanism.complete:
             if self._state is ConnectionState.REAUTHENTICATING:
-                self._transition(ConnectionState.READY)
+                self._transition(ConnectionState.READY, what="re-authenticated")
                 self._schedule_reauth(now)
                 self._flush_pending(now)
             else:
@@ -740,7 +749,7 @@ class BrokerConnection:
 
     def _become_ready(self, now: float) -> None:
         assert self._versions is not None
-        self._transition(ConnectionState.READY)
+        self._transition(ConnectionState.READY, what="handshake done")
         self._schedule_reauth(now)
         self._events.append(
             ConnectionReady(versions=self._versions, sasl_session_lifetime=self._session_lifetime)
@@ -756,7 +765,7 @@ class BrokerConnection:
         state: ConnectionState = ConnectionState.CLOSED,
         timed_out: _Request | None = None,
     ) -> None:
-        self._transition(state)
+        self._transition(state, what="close")
         others = error if error is not None else KafkaConnectionError("connection closed")
         if isinstance(others, KafkaTimeoutError):
             others = KafkaConnectionError(f"connection closed after a request timed out: {error}")

@@ -34,9 +34,10 @@ The machine's IO surface is the fetcher's (``receive_data``, ``handle_timer``,
 ``data_to_send``, ``next_event``, ``get_timer``...), so the adapters' drivers and the
 simulator drive it as they drive any machine.
 
-States (one table, :data:`ALLOWED`): ``OPEN`` takes every command; ``LEAVING`` (after
-:meth:`leave`) still lets the application read and commit what it has; ``CLOSED`` refuses
-everything with :class:`~kafkastate.errors.IllegalStateError`.
+States (one table, :data:`CONSUMER_STATES`; its commands are :data:`ALLOWED`): ``OPEN``
+takes every command; ``LEAVING`` (after :meth:`leave`) still lets the application read and
+commit what it has; ``CLOSED`` refuses everything with
+:class:`~kafkastate.errors.IllegalStateError`.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from kafkastate.core.consumer.fetcher import (
 )
 from kafkastate.core.metadata import ClusterMetadata
 from kafkastate.core.protocol.records import Record
+from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -75,6 +77,7 @@ from kafkastate.structs import ConsumerGroupMetadata, OffsetAndMetadata
 
 __all__ = [
     "ALLOWED",
+    "CONSUMER_STATES",
     "AutoCommitted",
     "ConsumerEvent",
     "ConsumerMachine",
@@ -106,12 +109,29 @@ class ConsumerState(enum.Enum):
 
 
 _READ: Final = frozenset({"read", "commit", "query"})
-ALLOWED: Final[Mapping[ConsumerState, frozenset[str]]] = {
-    ConsumerState.OPEN: _READ | {"assign", "subscribe", "seek", "leave", "close"},
-    ConsumerState.LEAVING: _READ | {"seek", "leave", "close"},
-    ConsumerState.CLOSED: frozenset({"close"}),
-}
-"""The state table: which kind of command each state allows. ``read``: poll, take_one,
+CONSUMER_STATES: Final = register(
+    StateTable(
+        machine="ConsumerMachine",
+        states=ConsumerState,
+        initial=ConsumerState.OPEN,
+        transitions={
+            ConsumerState.OPEN: {ConsumerState.LEAVING, ConsumerState.CLOSED},
+            ConsumerState.LEAVING: {ConsumerState.CLOSED},
+            ConsumerState.CLOSED: set(),
+        },
+        commands={
+            ConsumerState.OPEN: _READ | {"assign", "subscribe", "seek", "leave", "close"},
+            ConsumerState.LEAVING: _READ | {"seek", "leave", "close"},
+            ConsumerState.CLOSED: {"close"},
+        },
+    )
+)
+"""The state table (STYLE §6): :meth:`ConsumerMachine.leave` moves OPEN to LEAVING,
+:meth:`ConsumerMachine.close` any state to CLOSED; and which kind of command each state
+allows (:data:`ALLOWED`)."""
+
+ALLOWED: Final[Mapping[ConsumerState, frozenset[str]]] = CONSUMER_STATES.commands
+"""Which kind of command each state allows. ``read``: poll, take_one,
 position; ``commit``: commit; ``query``: offset and metadata queries; ``assign``: assign,
 unsubscribe; ``subscribe``: subscribe; ``seek``: seek*, pause, resume; ``leave``: leave;
 ``close``: close (always allowed, and idempotent)."""
@@ -883,7 +903,7 @@ class ConsumerMachine:
         if self.state is ConsumerState.LEAVING:
             return True
         self._time(now)
-        self.state = ConsumerState.LEAVING
+        self.state = transition(CONSUMER_STATES, self.state, ConsumerState.LEAVING, what="leave")
         del_from = 1 if self._step is not None else 0
         while len(self._group_events) > del_from:
             self._group_events.pop()
@@ -904,7 +924,7 @@ class ConsumerMachine:
         """Close every connection; outstanding queries fail. Idempotent."""
         if self.state is ConsumerState.CLOSED:
             return
-        self.state = ConsumerState.CLOSED
+        self.state = transition(CONSUMER_STATES, self.state, ConsumerState.CLOSED, what="close")
         self._held.clear()
         self._group_events.clear()
         self._calls.clear()

@@ -73,6 +73,7 @@ from kafkastate.core.consumer.assignors import (
 )
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
+from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -88,6 +89,7 @@ __all__ = [
     "GroupFailed",
     "GroupMember",
     "MemberBase",
+    "MEMBER_STATES",
     "MemberState",
     "OutgoingRequest",
     "RevokePartitions",
@@ -127,6 +129,29 @@ class MemberState(enum.Enum):
     """A fatal error (:attr:`GroupMember.error`); the member does nothing more."""
     CLOSED = "closed"
     """Left the group (or closed without leaving, for static members)."""
+
+
+_M = MemberState
+# STYLE §6: read off every change of state below. close() ends any live state; a poll
+# timeout (_step) leaves from every state that takes part in the group; a fatal answer to
+# JoinGroup, SyncGroup or Heartbeat fails the member in the state that sent it.
+MEMBER_STATES: Final = register(
+    StateTable(
+        machine="GroupMember",
+        states=MemberState,
+        initial=_M.UNJOINED,
+        transitions={
+            _M.UNJOINED: {_M.PREPARING, _M.CLOSED},
+            _M.PREPARING: {_M.JOINING, _M.UNJOINED, _M.CLOSED},
+            _M.JOINING: {_M.JOINING, _M.SYNCING, _M.UNJOINED, _M.FAILED, _M.CLOSED},
+            _M.SYNCING: {_M.JOINING, _M.ASSIGNING, _M.UNJOINED, _M.FAILED, _M.CLOSED},
+            _M.ASSIGNING: {_M.STABLE, _M.UNJOINED, _M.FAILED, _M.CLOSED},
+            _M.STABLE: {_M.PREPARING, _M.UNJOINED, _M.FAILED, _M.CLOSED},
+            _M.FAILED: set(),
+            _M.CLOSED: set(),
+        },
+    )
+)
 
 
 def positive_seconds(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
@@ -450,7 +475,7 @@ class GroupMember(MemberBase):
         self._awaiting_assignment = None
         self._owned = assigning.assigned
         if self.state is MemberState.ASSIGNING:
-            self.state = MemberState.STABLE
+            self._to(MemberState.STABLE, what="assignment_done")
         self._step(now)
 
     def coordinator_found(self, *, now: float) -> None:
@@ -469,7 +494,7 @@ class GroupMember(MemberBase):
             return
         if self.member_id and self.config.leaves_on_close and not self.coordinator_wanted:
             self._send_leave("the consumer is being closed")
-        self.state = MemberState.CLOSED
+        self._to(MemberState.CLOSED, what="close")
         self._next_heartbeat = self._session_deadline = None
         self._rejoin = False
 
@@ -504,7 +529,7 @@ class GroupMember(MemberBase):
             MemberState.JOINING,
             MemberState.SYNCING,
         ):
-            self.state = MemberState.JOINING
+            self._to(MemberState.JOINING, what=f"{kind} failed")
             self._retry_at = now + self.config.retry_backoff
         self._step(now)
 
@@ -523,6 +548,9 @@ class GroupMember(MemberBase):
         self._step(now)
 
     # ----------------------------------------------------------- internals
+
+    def _to(self, new: MemberState, *, what: str) -> None:
+        self.state = transition(MEMBER_STATES, self.state, new, what=what)
 
     def _check_open(self) -> None:
         if self.state is MemberState.FAILED:
@@ -556,7 +584,7 @@ class GroupMember(MemberBase):
             if self.member_id and not self.coordinator_wanted:
                 self._send_leave("consumer poll timeout has expired")
             self._reset_generation(lost=True, keep_member=False)
-            self.state = MemberState.UNJOINED
+            self._to(MemberState.UNJOINED, what="poll timeout")
             self._rejoin = False
             return
         if in_generation and self._session_deadline is not None and now >= self._session_deadline:
@@ -580,7 +608,7 @@ class GroupMember(MemberBase):
             and self._awaiting_revocation is None
             and self._awaiting_assignment is None
         ):
-            self.state = MemberState.JOINING
+            self._to(MemberState.JOINING, what="prepared")
         if (
             self.state is MemberState.JOINING
             and "join" not in self._in_flight
@@ -594,7 +622,7 @@ class GroupMember(MemberBase):
         """Before JoinGroup: revoke what the protocol says must go first."""
         del now
         self._rejoin = False
-        self.state = MemberState.PREPARING
+        self._to(MemberState.PREPARING, what="rejoin")
         if self.config.rebalance_protocol is RebalanceProtocol.EAGER:
             going = self._owned
         else:
@@ -622,7 +650,7 @@ class GroupMember(MemberBase):
 
     def _fail(self, error: KafkaError) -> None:
         self._lose_owned()
-        self.state = MemberState.FAILED
+        self._to(MemberState.FAILED, what=f"fatal error {type(error).__name__}")
         self.error = error
         self._next_heartbeat = self._session_deadline = None
         self._events.append(GroupFailed(error=error))
@@ -674,7 +702,7 @@ class GroupMember(MemberBase):
             self.generation = int(response.generation_id)
             self.leader_id = str(response.leader)
             self.protocol_name = response.protocol_name
-            self.state = MemberState.SYNCING
+            self._to(MemberState.SYNCING, what="JoinGroup answered")
             leader = self.leader_id == self.member_id
             assignments: dict[str, bytes] = {}
             if leader and not getattr(response, "skip_assignment", False):
@@ -759,7 +787,7 @@ class GroupMember(MemberBase):
             self._start_heartbeats(now)
             self._apply(assignment)
             return
-        self.state = MemberState.JOINING
+        self._to(MemberState.JOINING, what="SyncGroup refused")
         self._retry_at = now + self.config.retry_backoff
         if code == _UNKNOWN_MEMBER_ID:
             self._reset_generation(lost=True, keep_member=False)
@@ -778,7 +806,7 @@ class GroupMember(MemberBase):
                 on_assignment = getattr(assignor, "on_assignment", None)
                 if on_assignment is not None:
                     on_assignment(assignment, self.generation)
-        self.state = MemberState.ASSIGNING
+        self._to(MemberState.ASSIGNING, what="SyncGroup answered")
         gone = tuple(tp for tp in self._owned if tp not in set(assigned))
         if gone:
             self._revoke(gone, lost=False)
@@ -834,11 +862,11 @@ class GroupMember(MemberBase):
             self.request_rejoin("the group is rebalancing")
         elif code == _UNKNOWN_MEMBER_ID:
             self._reset_generation(lost=True, keep_member=False)
-            self.state = MemberState.UNJOINED
+            self._to(MemberState.UNJOINED, what="Heartbeat: unknown member")
             self.request_rejoin("the coordinator no longer knows this member")
         elif code == _ILLEGAL_GENERATION:
             self._reset_generation(lost=True, keep_member=True)
-            self.state = MemberState.UNJOINED
+            self._to(MemberState.UNJOINED, what="Heartbeat: illegal generation")
             self.request_rejoin("the generation moved on")
         elif code in COORDINATOR_LOST:
             self._coordinator_lost()

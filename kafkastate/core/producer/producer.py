@@ -126,6 +126,7 @@ from kafkastate.core.producer.transactions import (
 )
 from kafkastate.core.protocol.requests import produce_request
 from kafkastate.core.protocol.versions import ApiVersionTable
+from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
     KafkaConfigurationError,
     KafkaConnectionError,
@@ -140,6 +141,7 @@ from kafkastate.errors import (
 from kafkastate.structs import ConsumerGroupMetadata
 
 __all__ = [
+    "PRODUCER_STATES",
     "MetadataPendingError",
     "ProducerClosed",
     "ProducerClosedError",
@@ -370,14 +372,21 @@ class ProducerState(enum.Enum):
     """Done; connections closed."""
 
 
-_LIFECYCLE: Final[dict[tuple[ProducerState, str], ProducerState]] = {
-    (ProducerState.OPEN, "close"): ProducerState.CLOSING,
-    (ProducerState.OPEN, "fail"): ProducerState.FAILED,
-    (ProducerState.CLOSING, "fail"): ProducerState.FAILED,
-    (ProducerState.OPEN, "finish"): ProducerState.CLOSED,
-    (ProducerState.CLOSING, "finish"): ProducerState.CLOSED,
-    (ProducerState.FAILED, "finish"): ProducerState.CLOSED,
-}
+# STYLE §6: close() moves OPEN to CLOSING; a fatal error moves OPEN or CLOSING to FAILED;
+# finishing (nothing left to send, or a failed producer closed) ends in CLOSED.
+PRODUCER_STATES: Final = register(
+    StateTable(
+        machine="ProducerMachine",
+        states=ProducerState,
+        initial=ProducerState.OPEN,
+        transitions={
+            ProducerState.OPEN: {ProducerState.CLOSING, ProducerState.FAILED, ProducerState.CLOSED},
+            ProducerState.CLOSING: {ProducerState.FAILED, ProducerState.CLOSED},
+            ProducerState.FAILED: {ProducerState.CLOSED},
+            ProducerState.CLOSED: set(),
+        },
+    )
+)
 
 
 @attrs.define(slots=True)
@@ -856,7 +865,7 @@ class ProducerMachine:
             now: the driver's clock.
         """
         if self._state is ProducerState.OPEN:
-            self._transition("close")
+            self._transition(ProducerState.CLOSING, what="close")
         if self._state is ProducerState.CLOSED:
             return
         self._close_requested = True
@@ -965,11 +974,8 @@ class ProducerMachine:
 
     # ------------------------------------------------------------- internals
 
-    def _transition(self, command: str) -> None:
-        to = _LIFECYCLE.get((self._state, command))
-        if to is None:
-            raise LocalProtocolError(f"producer: cannot {command} when {self._state.name}")
-        self._state = to
+    def _transition(self, new: ProducerState, *, what: str) -> None:
+        self._state = transition(PRODUCER_STATES, self._state, new, what=what)
 
     def _pull(self) -> None:
         """Move accumulator and transaction events into the producer's queue, keeping
@@ -1398,7 +1404,7 @@ class ProducerMachine:
             self._acc.fail(batch, error, now=now)
         self._fatal = error
         if self._state in (ProducerState.OPEN, ProducerState.CLOSING):
-            self._transition("fail")
+            self._transition(ProducerState.FAILED, what="fatal error")
         self._fail_everything(error, now)
         self._emit(ProducerFailed(error=error))
 
@@ -1424,7 +1430,7 @@ class ProducerMachine:
         return False
 
     def _finish(self) -> None:
-        self._transition("finish")
+        self._transition(ProducerState.CLOSED, what="finish")
         self._client.close()
         client = self._client
         while (event := client.next_event()) is not None:

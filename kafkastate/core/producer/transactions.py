@@ -86,6 +86,7 @@ from kafkastate.core.producer.accumulator import Accumulator
 from kafkastate.core.producer.idempotence import Idempotence, IdempotenceState
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable, request_type
+from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
     KafkaError,
     ProducerClosedError,
@@ -101,6 +102,7 @@ from kafkastate.structs import ConsumerGroupMetadata
 
 __all__ = [
     "TRANSACTIONAL_MAX_VERSIONS",
+    "TRANSACTION_STATES",
     "TRANSITIONS",
     "TransactionEvent",
     "TransactionManager",
@@ -190,20 +192,32 @@ class TransactionState(enum.Enum):
 
 
 _S = TransactionState
-# STYLE §6: target state -> the states it may be entered from (Java isTransitionValid, plus
-# COMMITTING -> INITIALIZING for the KIP-890 re-initialisation after an uncertain commit).
-TRANSITIONS: Final[Mapping[TransactionState, frozenset[TransactionState]]] = {
-    _S.UNINITIALIZED: frozenset(),
-    _S.INITIALIZING: frozenset({_S.UNINITIALIZED, _S.ABORTING, _S.COMMITTING}),
-    _S.READY: frozenset({_S.INITIALIZING, _S.COMMITTING, _S.ABORTING}),
-    _S.IN_TRANSACTION: frozenset({_S.READY}),
-    _S.COMMITTING: frozenset({_S.IN_TRANSACTION}),
-    _S.ABORTING: frozenset({_S.IN_TRANSACTION, _S.ABORTABLE_ERROR}),
-    _S.ABORTABLE_ERROR: frozenset(
-        {_S.IN_TRANSACTION, _S.COMMITTING, _S.ABORTABLE_ERROR, _S.INITIALIZING}
-    ),
-    _S.FATAL_ERROR: frozenset(TransactionState),
-}
+# STYLE §6: Java's isTransitionValid written from -> to, plus COMMITTING -> INITIALIZING for
+# the KIP-890 re-initialisation after an uncertain commit. Every state may fail fatally.
+TRANSACTION_STATES: Final = register(
+    StateTable(
+        machine="TransactionManager",
+        states=TransactionState,
+        initial=_S.UNINITIALIZED,
+        transitions={
+            _S.UNINITIALIZED: {_S.INITIALIZING, _S.FATAL_ERROR},
+            _S.INITIALIZING: {_S.READY, _S.ABORTABLE_ERROR, _S.FATAL_ERROR},
+            _S.READY: {_S.IN_TRANSACTION, _S.FATAL_ERROR},
+            _S.IN_TRANSACTION: {_S.COMMITTING, _S.ABORTING, _S.ABORTABLE_ERROR, _S.FATAL_ERROR},
+            _S.COMMITTING: {_S.INITIALIZING, _S.READY, _S.ABORTABLE_ERROR, _S.FATAL_ERROR},
+            _S.ABORTING: {_S.INITIALIZING, _S.READY, _S.FATAL_ERROR},
+            _S.ABORTABLE_ERROR: {_S.ABORTING, _S.ABORTABLE_ERROR, _S.FATAL_ERROR},
+            _S.FATAL_ERROR: {_S.FATAL_ERROR},
+        },
+        error=TransactionStateError,
+    )
+)
+
+TRANSITIONS: Final[Mapping[TransactionState, frozenset[TransactionState]]] = (
+    TRANSACTION_STATES.sources()
+)
+"""The table inverted, as Java states it: target state -> the states it may be entered
+from."""
 
 
 @attrs.frozen(kw_only=True)
@@ -759,12 +773,9 @@ class TransactionManager:
     # ------------------------------------------------------------- internals
 
     def _to(self, target: TransactionState) -> None:
-        if self._state not in TRANSITIONS[target]:
-            raise TransactionStateError(
-                f"transaction state cannot go from {self._state.name} to {target.name}"
-            )
-        self._transitions.append((self._state, target))
-        self._state = target
+        before = self._state
+        self._state = transition(TRANSACTION_STATES, before, target, what="transaction")
+        self._transitions.append((before, target))
 
     def _check_usable(self, call: str) -> None:
         if self._fatal is not None:
