@@ -37,10 +37,10 @@ from kafkastate.core.consumer.group import GroupMember
 from kafkastate.core.producer.transactions import TRANSITIONS
 from kafkastate.sim.app import GROUP, TOPIC, GroupApp, _GroupHost
 from kafkastate.sim.coordinator import GroupState
+from kafkastate.sim.entropy import Entropy
 from kafkastate.sim.eos import GROUP as EOS_GROUP
 from kafkastate.sim.eos import INPUT, OUTPUT, EosApp
 from kafkastate.sim.scheduler import InvariantViolation
-from kafkastate.sim.entropy import Entropy
 from kafkastate.sim.txncluster import COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, TxnCluster
 from kafkastate.structs import TopicPartition
 

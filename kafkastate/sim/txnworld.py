@@ -65,15 +65,11 @@ import attrs
 
 from kafkastate.sim.coordinator import ClassicCoordinator
 from kafkastate.sim.entropy import Entropy
-from kafkastate.sim.eos import GROUP, INPUT, OUTPUT, TICK_MS, _Process
+from kafkastate.sim.eos import INPUT, OUTPUT, _Process
 from kafkastate.sim.invariants import TxnInvariants
 from kafkastate.sim.txncluster import TxnCluster
-from kafkastate.sim.txnnet import _END_TXN
 
 __all__ = ["TXN_FAULTS", "TXN_PLANTED_BUGS", "TxnConfig", "TxnSim", "run_txn_seed"]
-
-# re-exported: where they were
-_REEXPORTED = (GROUP, INPUT, OUTPUT, TICK_MS, _END_TXN)
 
 TXN_PLANTED_BUGS: Final = ("consumer_ignores_aborted", "producer_without_sequences")
 """Deliberately broken variants the harness must catch (its self-test). The third one of
@@ -205,6 +201,10 @@ class TxnSim(TxnInvariants):
             self._at(i * step, "feed", ())
         self._run_until(cfg.chaos_ms)
         self.heal_and_settle()
+
+    def act(self, action: str, *args: Any) -> None:
+        """Apply one scripted action now (see :attr:`TxnConfig.script`)."""
+        self._on_script(action, *args)
 
     def heal_and_settle(self) -> None:
         """Undo every fault, then give the pipelines time to finish; raises on L1/C3/T2."""

@@ -64,7 +64,7 @@ from kafkastate.core.consumer.consumer import ConsumerMachine
 from kafkastate.core.consumer.fetcher import FetcherConfig, FetcherMachine
 from kafkastate.core.consumer.group import GroupConfig
 from kafkastate.core.metadata import MetadataConfig
-from kafkastate.sim.app import AUTO_COMMIT_MS, GROUP, TICK_MS, TOPIC, _AppListener, _GroupHost
+from kafkastate.sim.app import AUTO_COMMIT_MS, GROUP, TOPIC, _AppListener, _GroupHost
 from kafkastate.sim.cluster import SimCluster
 from kafkastate.sim.coordinator import ClassicCoordinator
 from kafkastate.sim.entropy import Entropy
@@ -75,12 +75,10 @@ from kafkastate.sim.planted import (
     SkipsRevocation,
     lenient_commits,
 )
-from kafkastate.sim.scheduler import InvariantViolation, _ms_at
+from kafkastate.sim.scheduler import InvariantViolation
 
 __all__ = ["PLANTED_BUGS", "InvariantViolation", "Sim", "SimConfig", "run_seed"]
 
-# re-exported: where they were
-_REEXPORTED = (AUTO_COMMIT_MS, GROUP, TICK_MS, TOPIC, _ms_at)
 PLANTED_BUGS: Final = (
     "coordinator_ignores_generation",
     "assign_before_revoke",
