@@ -33,7 +33,7 @@ from kafkastate.sim.txnworld import TXN_PLANTED_BUGS, TxnConfig, TxnSim
 from kafkastate.sim.world import PLANTED_BUGS, InvariantViolation, Sim, SimConfig
 
 
-def _make(entropy: Entropy, workload: str, planted: str | None, defence: bool) -> Sim:
+def _make(entropy: Entropy, workload: str, planted: str | None, defence: bool) -> Sim | TxnSim:
     if workload == "txn":
         if planted is not None and planted not in TXN_PLANTED_BUGS:
             raise SystemExit(f"--planted for --workload txn is one of {TXN_PLANTED_BUGS}")
@@ -43,7 +43,7 @@ def _make(entropy: Entropy, workload: str, planted: str | None, defence: bool) -
     return Sim(entropy, SimConfig.draw(entropy, planted=planted))
 
 
-def _run(sim: Sim) -> InvariantViolation | None:
+def _run(sim: Sim | TxnSim) -> InvariantViolation | None:
     try:
         sim.run()
     except InvariantViolation as exc:
@@ -51,7 +51,9 @@ def _run(sim: Sim) -> InvariantViolation | None:
     return None
 
 
-def _record(path: Path, seed: int | None, sim: Sim, failure: InvariantViolation | None) -> None:
+def _record(
+    path: Path, seed: int | None, sim: Sim | TxnSim, failure: InvariantViolation | None
+) -> None:
     path.write_text(
         json.dumps(
             {

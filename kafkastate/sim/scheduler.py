@@ -1,0 +1,98 @@
+"""The simulator's scheduler: virtual time, the event heap and the trace (D1).
+
+One discrete-event loop over a heap of ``(time ms, tiebreak, sequence, kind, args)``.
+Virtual time jumps from event to event; an event of kind ``k`` runs the world's ``_on_k``
+method, then the world's safety invariants (``_check_safety``). Same-time tie-breaks are
+:class:`~kafkastate.sim.entropy.Entropy` draws (only in runs with faults), so a run is a
+function of the seed (or the tape) and the code: the :attr:`Scheduler.trace` lines and their
+hash (:meth:`Scheduler.trace_hash`) are identical on every replay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import math
+from typing import Any, Protocol
+
+from kafkastate.sim.entropy import Entropy
+
+__all__ = ["InvariantViolation", "Scheduler", "WorldConfig"]
+
+
+class InvariantViolation(AssertionError):
+    """A safety or liveness invariant failed; ``invariant`` is its id (G3, C2...)."""
+
+    def __init__(self, invariant: str, message: str, *, at: int) -> None:
+        super().__init__(f"{invariant} at t={at} ms: {message}")
+        self.invariant = invariant
+        self.at = at
+
+
+class WorldConfig(Protocol):
+    """What the shared layers read of a run's options."""
+
+    @property
+    def faults(self) -> tuple[str, ...]: ...
+
+    @property
+    def latency_ms(self) -> int: ...
+
+
+class Scheduler:
+    """The event loop of one run: ``_at`` schedules, ``_run_until`` runs."""
+
+    config: WorldConfig
+
+    def __init__(self, entropy: Entropy, config: WorldConfig) -> None:
+        self.entropy = entropy
+        self.config = config
+        self.now = 0
+        self.trace: list[str] = []
+        self._heap: list[tuple[int, int, int, str, tuple[Any, ...]]] = []
+        self._seq = 0
+
+    def run_for(self, ms: int) -> None:
+        """Advance virtual time by ``ms``, checking the safety invariants after each event."""
+        self._run_until(self.now + ms)
+
+    def trace_hash(self) -> str:
+        """sha256 of the trace: equal for equal (seed, config, code) -- D1."""
+        return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()
+
+    def _run_until(self, until: int) -> None:
+        while self._heap and self._heap[0][0] <= until:
+            t, _tb, _seq, kind, args = heapq.heappop(self._heap)
+            self.now = t
+            try:
+                getattr(self, f"_on_{kind}")(*args)
+            except InvariantViolation:
+                raise
+            except AssertionError as exc:  # the coordinator model's own transition check
+                raise InvariantViolation("G0", str(exc), at=self.now) from exc
+            self._check_safety(kind)
+        self.now = max(self.now, until)
+
+    def _at(self, t: int, kind: str, args: tuple[Any, ...]) -> None:
+        tiebreak = self.entropy.below(4, "tiebreak") if self.config.faults else 0
+        self._seq += 1
+        heapq.heappush(self._heap, (max(t, self.now), tiebreak, self._seq, kind, args))
+
+    def _line(self, text: str) -> None:
+        self.trace.append(f"{self.now} {text}")
+
+    def _s(self) -> float:
+        return self.now / 1000
+
+    def _check_safety(self, kind: str) -> None:
+        """The world's safety invariants, after every event (it also appends the event's
+        trace line)."""
+        raise NotImplementedError
+
+
+def _ms_at(seconds: float) -> int:
+    """The first virtual millisecond at which a machine's deadline ``seconds`` is due."""
+    t = math.ceil(seconds * 1000)
+    while t / 1000 < seconds:
+        t += 1
+    return t
