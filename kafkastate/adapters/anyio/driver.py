@@ -173,16 +173,21 @@ class AsyncDriver:
             if not lazy or (deadline is not None and deadline <= now):
                 machine.handle_timer(now=now)
                 deadline = None
-            self._process_events()
+            handled = self._process_events()
             self._write()
-            if deadline is None:
+            if deadline is None or handled:
+                # handling events may have set a timer (a consumer's commit before a
+                # revocation, a rejoin's backoff...): the deadline read before is stale
                 deadline = machine.get_timer()
             with anyio.CancelScope(deadline=math.inf if deadline is None else deadline):
                 await wakeup.wait()
 
-    def _process_events(self) -> None:
+    def _process_events(self) -> int:
+        """Drain the machine's events; how many there were."""
         machine = self._machine
+        handled = 0
         while (event := machine.next_event()) is not None:
+            handled += 1
             match event:
                 case ConnectRequested(node_id=node, host=host, port=port):
                     self._start_node(node, host, port)
@@ -190,6 +195,7 @@ class AsyncDriver:
                     self._stop_node(node)
                 case _:
                     self._on_event(event)
+        return handled
 
     def _write(self) -> None:
         outboxes = self._outboxes
