@@ -36,6 +36,7 @@ PUBLIC_MODULES = [
     "kafkastate.core.consumer.fetch.aborted",
     "kafkastate.core.consumer.fetch.follower",
     "kafkastate.core.consumer.fetch.reset",
+    "kafkastate.core.consumer.fetch.events",
     "kafkastate.core.consumer.fetch.offsets",
     "kafkastate.core.consumer.fetch.state",
     "kafkastate.core.consumer.fetch.membership",
