@@ -31,8 +31,9 @@ IO objects: the core only checks that one is a context and whether TLS is wanted
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -699,6 +700,18 @@ def _settle_producer(out: dict[str, Any], flavour: str) -> None:
 # ----------------------------------------------------------------------------- builders
 
 
+@contextlib.contextmanager
+def _as_config_error() -> Iterator[None]:
+    """The lower configs validate with ValueError/TypeError: users get the
+    KafkaConfigurationError (a ValueError) every option error is."""
+    try:
+        yield
+    except KafkaConfigurationError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise KafkaConfigurationError(str(exc)) from exc
+
+
 def wants_tls(options: Mapping[str, Any]) -> bool:
     """Whether the connections use TLS (``security_protocol`` SSL or SASL_SSL)."""
     return str(options["security_protocol"]).endswith("SSL")
@@ -715,7 +728,7 @@ def client_config(options: Mapping[str, Any]) -> ClientConfig:
         KafkaConfigurationError: a value the lower configs refuse.
     """
     limit = options["receive_message_max_bytes"]
-    try:
+    with _as_config_error():
         return ClientConfig(
             bootstrap_servers=options["bootstrap_servers"],
             connection=ConnectionConfig(
@@ -736,10 +749,6 @@ def client_config(options: Mapping[str, Any]) -> ClientConfig:
             reconnect_backoff_max=_seconds(options["reconnect_backoff_max_ms"]),
             connections_max_idle=_seconds(options["connections_max_idle_ms"]),
         )
-    except KafkaConfigurationError:
-        raise
-    except (ValueError, TypeError) as exc:
-        raise KafkaConfigurationError(str(exc)) from exc
 
 
 def fetcher_config(options: Mapping[str, Any]) -> FetcherConfig:
@@ -748,7 +757,7 @@ def fetcher_config(options: Mapping[str, Any]) -> FetcherConfig:
     Raises:
         KafkaConfigurationError: a value the lower configs refuse.
     """
-    try:
+    with _as_config_error():
         return FetcherConfig(
             client=client_config(options),
             group_id=options["group_id"],
@@ -763,10 +772,6 @@ def fetcher_config(options: Mapping[str, Any]) -> FetcherConfig:
             retry_backoff=_seconds(options["retry_backoff_ms"]),
             use_fetch_sessions=options["enable_incremental_fetch_sessions"],
         )
-    except KafkaConfigurationError:
-        raise
-    except (ValueError, TypeError) as exc:
-        raise KafkaConfigurationError(str(exc)) from exc
 
 
 def group_config(options: Mapping[str, Any]) -> GroupConfig | ConsumerGroupConfig | None:
@@ -780,7 +785,7 @@ def group_config(options: Mapping[str, Any]) -> GroupConfig | ConsumerGroupConfi
     if group_id is None:
         return None
     rack = options["client_rack"] or None
-    try:
+    with _as_config_error():
         if options["group_protocol"] == "consumer":
             return ConsumerGroupConfig(
                 group_id=group_id,
@@ -805,10 +810,6 @@ def group_config(options: Mapping[str, Any]) -> GroupConfig | ConsumerGroupConfi
             leave_group_on_close=options.get("leave_group_on_close"),
             client_rack=rack,
         )
-    except KafkaConfigurationError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise KafkaConfigurationError(str(exc)) from exc
 
 
 def producer_config(options: Mapping[str, Any]) -> ProducerConfig:
@@ -822,7 +823,7 @@ def producer_config(options: Mapping[str, Any]) -> ProducerConfig:
     # Metadata requests share the wire with Produce: never cap the wire below 5.
     wire = max(5, client.connection.max_in_flight)
     client = attrs.evolve(client, connection=attrs.evolve(client.connection, max_in_flight=wire))
-    try:
+    with _as_config_error():
         return ProducerConfig(
             client=client,
             accumulator=AccumulatorConfig(
@@ -845,10 +846,6 @@ def producer_config(options: Mapping[str, Any]) -> ProducerConfig:
             transactional_id=options["transactional_id"],
             transaction_timeout=_seconds(options["transaction_timeout_ms"]),
         )
-    except KafkaConfigurationError:
-        raise
-    except (ValueError, TypeError) as exc:
-        raise KafkaConfigurationError(str(exc)) from exc
 
 
 # ---------------------------------------------------------------------------- assignors
