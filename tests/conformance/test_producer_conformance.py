@@ -1,6 +1,8 @@
 """Producer policy on every runtime: sends refused for a full buffer are admitted in send
-order; an unreachable cluster fails a send with KafkaTimeoutError after max_block_ms;
-closing with sends in flight delivers them (graceful) or fails them (abort)."""
+order; a send waits for its topic's metadata up to max_block_ms and then fails with
+KafkaTimeoutError, while the client stays usable; an unreachable cluster fails a send with
+KafkaTimeoutError after max_block_ms; closing with sends in flight delivers them
+(graceful) or fails them (abort)."""
 
 from __future__ import annotations
 
@@ -110,6 +112,40 @@ def test_unreachable_cluster_times_out(kafka_cluster: Any) -> None:
     assert_same_traces(traces, scenario="unreachable cluster")
     first = next(iter(traces.values()))
     assert first[0][:2] == ("refused", "KafkaTimeoutError")
+
+
+def test_a_send_waits_for_metadata_then_times_out(kafka_cluster: Any) -> None:
+    """max_block_ms=600, no auto-creation: a send to a missing topic, and one to a
+    partition the topic does not have, each fail with KafkaTimeoutError naming the topic
+    metadata; a send to an existing partition then goes through."""
+    bootstrap = kafka_cluster.bootstrap
+
+    def scenario(rt: Runtime) -> Trace:
+        topic = new_topic(bootstrap, partitions=1)
+        p = rt.producer(
+            bootstrap_servers=bootstrap, max_block_ms=600, allow_auto_create_topics=False
+        )
+        trace: Trace = []
+        try:
+            for target, partition in ((f"{topic}-missing", None), (topic, 3), (topic, 0)):
+                try:
+                    outcome = p.outcome(p.send(target, b"v", partition=partition))
+                except Exception as exc:
+                    name = type(exc).__name__
+                    trace.append(("refused", partition, name, "topic metadata" in str(exc)))
+                else:
+                    trace.append(("sent", partition, outcome))
+        finally:
+            p.close()
+        return trace
+
+    traces = run_everywhere(scenario, name="metadata wait")
+    assert_same_traces(traces, scenario="metadata wait")
+    assert next(iter(traces.values())) == [
+        ("refused", None, "KafkaTimeoutError", True),
+        ("refused", 3, "KafkaTimeoutError", True),
+        ("sent", 0, ("ok", 0, 0)),
+    ]
 
 
 # ----------------------------------------------------- 6. close during in-flight sends

@@ -4,11 +4,10 @@ and the :class:`Producer` that ``AIOKafkaProducer`` runs too.
 The :class:`Producer` gives commands to a
 :class:`~kafkastate.core.producer.producer.ProducerMachine` and turns its events into
 :class:`Delivery` outcomes; an :class:`~kafkastate.adapters.anyio.driver.AsyncDriver` does
-the IO. The only error handling here is *waiting*: a record refused with a retriable error
-(metadata pending, unknown topic) is offered again after the machine's state changed, until
-``max_block_ms`` passes (Java ``max.block.ms``). Buffer memory is the machine's to wait
-for: a record that does not fit waits in its FIFO, and ``enqueue`` waits for the machine's
-RecordsAdmitted (or the RecordsFailed that ends the wait) naming it.
+the IO. Waiting is the machine's too: a record whose topic metadata has not arrived, or that
+does not fit ``buffer_memory``, waits in the core with ``max_block_ms`` as its timer, and
+``enqueue`` only waits for the machine's RecordsAdmitted (or the RecordsFailed that ends
+the wait) naming it.
 
 Two ways to send:
 
@@ -47,7 +46,6 @@ from kafkastate.core.producer.accumulator import (
     RecordsAcknowledged,
     RecordsAdmitted,
     RecordsFailed,
-    max_block_timeout,
 )
 from kafkastate.core.producer.producer import (
     ProducerClosed,
@@ -440,26 +438,16 @@ class Producer:
             KafkaError: the record was refused for good (too large, producer closed or
                 failed...).
         """
-        try:
-            # The common case without a detour through another coroutine: appended now.
-            delivery, moved = self._append_now(
-                topic, value, key, partition, timestamp_ms, headers, None
-            )
-        except KafkaError as exc:
-            if not exc.retriable:
-                raise
-            # wait for metadata or buffer room (max_block_ms)
-            delivery = await self._append(
-                topic, value, key, partition, timestamp_ms, headers, None, refused=exc
-            )
-        else:
-            if moved:
-                await self._appended(moved)
+        delivery, moved = self._append_now(
+            topic, value, key, partition, timestamp_ms, headers, None
+        )
+        if moved:
+            await self._appended(moved)  # a new batch, or a wait for metadata or memory
         return cast(Delivery, delivery)
 
     async def _appended(self, moved: bool | _Admission) -> None:
         """After :meth:`_append_now` said something moved: let the pump run, or wait for
-        the machine to admit a record that waits for buffer memory.
+        the machine to admit a record that waits for metadata or buffer memory.
 
         Raises:
             KafkaError: the wait ended in failure (``KafkaTimeoutError`` after
@@ -504,11 +492,10 @@ class Producer:
         Returns:
             The sink, and whether a batch opened or filled up -- then the caller should let
             the pump run -- or the record's :class:`_Admission` if the machine keeps it
-            waiting for buffer memory; either way ``await self._appended(...)``.
+            waiting for metadata or buffer memory; either way ``await self._appended(...)``.
 
         Raises:
-            KafkaError: the machine refused the record (retriable ones: wait with
-                :meth:`_append` instead).
+            KafkaError: the machine refused the record.
             RuntimeError: the producer is not running.
         """
         driver = self._driver
@@ -538,46 +525,6 @@ class Producer:
                 return sink, admission
             return sink, True
         return sink, False
-
-    async def _append(  # noqa: PLR0917 -- internal, positional for speed
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        partition: int | None,
-        timestamp_ms: int | None,
-        headers: Headers,
-        sink: _Sink | None,
-        *,
-        refused: KafkaError,
-    ) -> _Sink:
-        """After :meth:`_append_now` refused the record for a retriable reason
-        (``refused``: no metadata yet), wait for the machine to change and try again, up
-        to ``max_block``; ``sink`` (None: a new Delivery) gets the outcome."""
-        deadline: float | None = None
-        while True:
-            changed = self._changed
-            driver = self._running()
-            now = driver.now()
-            driver.wake()  # the machine may have asked for metadata
-            if deadline is None:
-                deadline = now + self._max_block
-            if now >= deadline:
-                raise max_block_timeout(self._max_block, "topic metadata", refused)
-            with anyio.move_on_after(deadline - now):
-                await changed.wait()
-            try:
-                target, moved = self._append_now(
-                    topic, value, key, partition, timestamp_ms, headers, sink
-                )
-            except KafkaError as exc:
-                if not exc.retriable:
-                    raise
-                refused = exc
-                continue
-            if moved:
-                await self._appended(moved)
-            return target
 
     def create_batch(
         self,
@@ -621,25 +568,7 @@ class Producer:
         """
         driver = self._running()
         records = batch._take()
-        deadline: float | None = None
-        while True:
-            changed = self._changed
-            now = driver.now()
-            try:
-                rids = self.machine.send_batch(topic, partition, records, now=now)
-            except KafkaError as exc:
-                if not exc.retriable:
-                    raise
-                driver.wake()
-                deadline = now + self._max_block if deadline is None else deadline
-                if now >= deadline:
-                    raise KafkaTimeoutError(
-                        f"send_batch waited {self._max_block:g} s (max_block_ms): {exc}"
-                    ) from exc
-                with anyio.move_on_after(deadline - now):
-                    await changed.wait()
-                continue
-            break
+        rids = self.machine.send_batch(topic, partition, records, now=driver.now())
         admission = None
         if self.machine.is_waiting(rids[0]):
             admission = self._admissions[rids[0]] = _Admission(rids)

@@ -136,20 +136,11 @@ class AIOKafkaProducer:
         if self._value_serializer is not None:
             value = self._value_serializer(value)
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        try:
-            # The common case without a detour through another coroutine: appended now.
-            _, moved = producer._append_now(
-                topic, value, key, partition, timestamp_ms, headers or (), future
-            )
-        except KafkaError as exc:
-            if not exc.retriable:
-                raise
-            await producer._append(  # wait for metadata (max_block_ms)
-                topic, value, key, partition, timestamp_ms, headers or (), future, refused=exc
-            )
-        else:
-            if moved:  # let the pump run, or wait in the machine's FIFO for buffer memory
-                await producer._appended(moved)
+        _, moved = producer._append_now(
+            topic, value, key, partition, timestamp_ms, headers or (), future
+        )
+        if moved:  # let the pump run, or wait in the machine for metadata or buffer memory
+            await producer._appended(moved)
         return future
 
     async def send_and_wait(  # noqa: PLR0917 -- aiokafka's positional signature

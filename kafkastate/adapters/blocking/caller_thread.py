@@ -2,11 +2,10 @@
 
 The loop is :class:`~kafkastate.adapters.blocking.BlockingClient`'s: open or close the
 sockets the machine asks for, write its bytes, wait for readable sockets or its deadline,
-feed everything back. No protocol decision lives here (STYLE.md §12): the only error
-handling is *waiting* -- ``send`` retries a record refused with a retriable error
-(metadata pending, unknown topic) until ``max_block`` passes. Buffer memory is the
-machine's to wait for (its ``accumulator.max_block``): a record that does not fit waits in
-its FIFO and ``send`` runs the loop until the machine admits it or fails it.
+feed everything back. No decision lives here (STYLE.md §12), not even how long to wait:
+a record whose topic metadata has not arrived, or that does not fit ``buffer_memory``,
+waits in the machine (its ``accumulator.max_block``), and ``send`` runs the loop until the
+machine admits it or fails it.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from kafkastate.core.producer.accumulator import (
     RecordsAcknowledged,
     RecordsAdmitted,
     RecordsFailed,
-    max_block_timeout,
 )
 from kafkastate.core.producer.producer import (
     ProducerClosed,
@@ -65,7 +63,6 @@ class BlockingProducer:
             config, accumulator=attrs.evolve(config.accumulator, max_block=max_block)
         )
         self.machine = ProducerMachine(config, rng=random.SystemRandom())
-        self._max_block = max_block
         self._io = SocketLoop(
             self.machine,
             ssl_context=ssl_context,
@@ -76,8 +73,7 @@ class BlockingProducer:
         self._flushed: set[FlushId] = set()
         self._closed = False
         self._fatal: KafkaError | None = None
-        self._wake = 0  # counts events that may unblock a refused send
-        self._waiting: RecordId | None = None  # the send waiting for buffer memory
+        self._waiting: RecordId | None = None  # the send waiting for metadata or memory
         self._wait_error: KafkaError | None = None  # how its wait ended, if it failed
 
     def send(
@@ -96,30 +92,19 @@ class BlockingProducer:
             The record's id; its outcome appears in :attr:`outcomes`.
 
         Raises:
-            KafkaTimeoutError: ``max_block`` passed while the record was refused.
-            KafkaError: a non-retriable refusal (too large, closed, fatal...).
+            KafkaTimeoutError: ``max_block`` passed while the record waited.
+            KafkaError: the machine refused the record (too large, closed, fatal...).
         """
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-        deadline = time.monotonic() + self._max_block
-        while True:
-            try:
-                rid = self.machine.send(
-                    topic,
-                    value=value,
-                    key=key,
-                    partition=partition,
-                    timestamp_ms=ts,
-                    headers=headers,
-                    now=time.monotonic(),
-                )
-            except KafkaError as exc:
-                if not exc.retriable:
-                    raise
-                if time.monotonic() >= deadline:
-                    raise max_block_timeout(self._max_block, "topic metadata", exc) from exc
-                self._wait_for_wake(deadline)
-                continue
-            break
+        rid = self.machine.send(
+            topic,
+            value=value,
+            key=key,
+            partition=partition,
+            timestamp_ms=ts,
+            headers=headers,
+            now=time.monotonic(),
+        )
         if self.machine.is_waiting(rid):
             self._waiting = rid
             try:  # the machine's max_block ends the wait
@@ -164,21 +149,13 @@ class BlockingProducer:
 
     # ------------------------------------------------------------------- the loop
 
-    def _wait_for_wake(self, deadline: float) -> None:
-        seen = self._wake
-        self._run(lambda: self._wake > seen, deadline=deadline, quiet=True)
-
-    def _run(
-        self, done: Callable[[], bool], deadline: float | None = None, *, quiet: bool = False
-    ) -> None:
+    def _run(self, done: Callable[[], bool], deadline: float | None = None) -> None:
         while True:
             self._handle_events()
             self._io.flush()
             if done():
                 return
             if deadline is not None and time.monotonic() >= deadline:
-                if quiet:
-                    return
                 raise KafkaTimeoutError("the producer did not finish in time")
             self._io.poll(deadline)
 
@@ -210,4 +187,3 @@ class BlockingProducer:
                     pass
                 case _:
                     pass
-            self._wake += 1

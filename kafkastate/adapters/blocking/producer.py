@@ -440,7 +440,6 @@ class KafkaProducer:
             partition=partition,
             timestamp_ms=timestamp_ms,
             sink=future,
-            max_block=self._max_block,
         )
         return future
 

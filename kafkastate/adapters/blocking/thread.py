@@ -8,14 +8,12 @@ The IO thread is woken (a socketpair whose reading end sits in the selector) onl
 append changed what it must do (the machine's :attr:`~ProducerMachine.steps` moved: a batch
 opened or filled), or for the other commands, which go through a deque. The loop is the
 usual one (STYLE.md §12): run the queued commands, drain events into futures and replies,
-write, wait for a socket, the waker, the machine's deadline or a caller's ``max_block``
-deadline, feed, repeat.
+write, wait for a socket, the waker, the machine's deadline or a caller's deadline
+(``partitions_for``, ``close``), feed, repeat.
 
-The only decision made here is *waiting*: a record refused with a retriable error
-(metadata pending, unknown topic) is tried again after every turn of the loop until its
-``max_block`` deadline passes -- then it fails with ``KafkaTimeoutError``. Buffer memory is
-the machine's to wait for (``config.accumulator.max_block``): a record that does not fit
-waits in its FIFO, and the sending thread waits for the RecordsAdmitted -- or the
+Nothing is decided here. Waiting is the machine's too (``config.accumulator.max_block``):
+a record whose topic metadata has not arrived, or that does not fit ``buffer_memory``,
+waits in the core, and the sending thread waits for the RecordsAdmitted -- or the
 RecordsFailed that ends the wait -- naming it.
 """
 
@@ -45,7 +43,6 @@ from kafkastate.core.producer.accumulator import (
     RecordsAcknowledged,
     RecordsAdmitted,
     RecordsFailed,
-    max_block_timeout,
 )
 from kafkastate.core.producer.producer import (
     ProducerClosed,
@@ -113,17 +110,10 @@ class Reply:
 
 @attrs.define(slots=True, eq=False)
 class _Send:
-    topic: str
-    value: bytes | bytearray | memoryview | None
-    key: bytes | bytearray | memoryview | None
-    headers: Sequence[tuple[str, bytes | bytearray | memoryview | None]]
-    partition: int | None
-    timestamp_ms: int
+    """A send the machine keeps waiting (for metadata or buffer memory)."""
+
     sink: RecordSink
-    deadline: float
-    max_block: float
     reply: Reply | None  # None: sent from the IO thread itself, nobody waits
-    last_error: KafkaError | None = None
 
 
 @attrs.define(slots=True, eq=False)
@@ -190,8 +180,7 @@ class ProducerThread:
         self._accepting = True
         self._commands: collections.deque[_Command] = collections.deque()
         self._sinks: dict[RecordId, RecordSink] = {}
-        self._waiting_sends: list[_Send] = []  # for metadata, retried every turn
-        self._blocked: dict[RecordId, _Send] = {}  # in the machine's FIFO, for memory
+        self._blocked: dict[RecordId, _Send] = {}  # waiting in the machine
         self._waiting_partitions: list[_Partitions] = []
         self._flushes: dict[FlushId, Reply] = {}
         self._txn_ops: dict[TransactionOpId, Reply] = {}
@@ -230,57 +219,37 @@ class ProducerThread:
         partition: int | None,
         timestamp_ms: int,
         sink: RecordSink,
-        max_block: float,
     ) -> None:
-        """Append a record, waiting up to ``max_block`` seconds for metadata (and up to the
-        machine's ``max_block`` for buffer memory).
+        """Append a record; if the machine keeps it waiting for metadata or buffer memory,
+        wait until it is admitted (up to the machine's ``max_block``).
 
-        From the IO thread (a callback) nothing can wait: a retriable refusal leaves the
-        record queued and its sink fails with KafkaTimeoutError after ``max_block``.
+        From the IO thread (a callback) nothing can wait: a record the machine keeps
+        waiting gets its outcome through its sink (KafkaTimeoutError after ``max_block``).
 
         Raises:
-            KafkaTimeoutError: ``max_block`` passed while the record was refused.
+            KafkaTimeoutError: ``max_block`` passed while the record waited.
             IllegalStateError: the producer is closed.
-            KafkaError: a non-retriable refusal (MessageTooLargeError...).
+            KafkaError: the machine refused the record (MessageTooLargeError...).
         """
         inline = self.on_io_thread
         with self._lock:
             if not self._accepting or self._finished or self._close is not None:
                 raise IllegalStateError("KafkaProducer already closed")
-            woke: bool | _Send | None = None
-            if not self._waiting_sends:  # else FIFO: wait behind them
-                woke = self._append_now(
-                    topic, value, key, headers, partition, timestamp_ms, sink, inline
-                )
-            if isinstance(woke, _Send):
-                cmd = woke  # the machine keeps it waiting for buffer memory
-            elif woke is None:
-                # Metadata is missing: the IO thread retries every turn.
-                cmd = _Send(
-                    topic=topic,
-                    value=value,
-                    key=key,
-                    headers=headers,
-                    partition=partition,
-                    timestamp_ms=timestamp_ms,
-                    sink=sink,
-                    deadline=time.monotonic() + max_block,
-                    max_block=max_block,
-                    reply=None if inline else Reply(),
-                )
-                self._waiting_sends.append(cmd)
-        if isinstance(woke, bool):
+            woke = self._append_now(
+                topic, value, key, headers, partition, timestamp_ms, sink, inline
+            )
+        if not isinstance(woke, _Send):
             if woke:
                 # A batch opened or filled: give the IO thread the GIL now, or a tight send
                 # loop keeps it and records pile up until buffer_memory is full.
                 time.sleep(0)
             return
-        if cmd.reply is None:
+        if woke.reply is None:
             return  # a callback cannot wait; the sink gets the outcome
         self._wake()
-        cmd.reply.wait(None)  # the IO thread answers by cmd.deadline
-        if cmd.reply.error is not None:
-            raise cmd.reply.error
+        woke.reply.wait(None)  # the machine's max_block ends the wait
+        if woke.reply.error is not None:
+            raise woke.reply.error
 
     def _append_now(  # noqa: PLR0917 -- internal, positional for speed
         self,
@@ -292,13 +261,12 @@ class ProducerThread:
         timestamp_ms: int,
         sink: RecordSink,
         inline: bool,
-    ) -> bool | _Send | None:
-        """Append under the lock; None if it must wait for metadata (retriable refusal),
-        the record's :class:`_Send` if the machine keeps it waiting for buffer memory,
-        else whether the IO thread was woken.
+    ) -> bool | _Send:
+        """Append under the lock; the record's :class:`_Send` if the machine keeps it
+        waiting for metadata or buffer memory, else whether the IO thread was woken.
 
         Raises:
-            KafkaError: a refusal that waiting cannot cure.
+            KafkaError: the machine refused the record.
         """
         machine = self._machine
         steps = machine.steps
@@ -312,26 +280,13 @@ class ProducerThread:
                 headers=headers,
                 now=time.monotonic(),
             )
-        except KafkaError as exc:
-            if not exc.retriable:
-                self._counts["refused"] += 1
-                raise
-            return None
+        except KafkaError:
+            self._counts["refused"] += 1
+            raise
         self._sinks[rid] = sink  # before any event: acks=0 completes once admitted
         if machine.steps != steps:
             if machine.is_waiting(rid):
-                cmd = self._blocked[rid] = _Send(
-                    topic=topic,
-                    value=value,
-                    key=key,
-                    headers=headers,
-                    partition=partition,
-                    timestamp_ms=timestamp_ms,
-                    sink=sink,
-                    deadline=float("inf"),  # the machine's max_block
-                    max_block=0.0,
-                    reply=None if inline else Reply(),
-                )
+                cmd = self._blocked[rid] = _Send(sink=sink, reply=None if inline else Reply())
                 return cmd
             self._counts["sent"] += 1
             if not inline:
@@ -495,7 +450,7 @@ class ProducerThread:
                 with lock:
                     now = time.monotonic()
                     self._take_commands(now)
-                    self._retry_waiting(now)
+                    self._check_deadlines(now)
                     self._handle_events()
                     loop.flush()
                     self._handle_events()
@@ -541,39 +496,6 @@ class ProducerThread:
                     ):
                         self._close.deadline = cmd.deadline
 
-    def _try_send(self, cmd: _Send, now: float) -> bool:
-        """Try to append; return False if it must wait (retriable refusal)."""
-        try:
-            rid = self._machine.send(
-                cmd.topic,
-                value=cmd.value,
-                key=cmd.key,
-                partition=cmd.partition,
-                timestamp_ms=cmd.timestamp_ms,
-                headers=cmd.headers,
-                now=now,
-            )
-        except KafkaError as exc:
-            if exc.retriable and now < cmd.deadline:
-                cmd.last_error = exc
-                return False
-            if exc.retriable:
-                self._counts["timed_out"] += 1
-                error: KafkaError = max_block_timeout(cmd.max_block, "topic metadata", exc)
-            else:
-                self._counts["refused"] += 1
-                error = exc
-            self._refuse(cmd, error)
-            return True
-        self._sinks[rid] = cmd.sink
-        if self._machine.is_waiting(rid):
-            self._blocked[rid] = cmd  # now for buffer memory, in the machine's FIFO
-            return True
-        self._counts["sent"] += 1
-        if cmd.reply is not None:
-            cmd.reply.set()
-        return True
-
     def _refuse_blocked(self, error: KafkaError, now: float) -> None:
         """KafkaProducer's rule: close() refuses the sends still blocked in send() with
         IllegalStateError; take them back from the machine's FIFO first."""
@@ -585,15 +507,7 @@ class ProducerThread:
             else:  # admitted or failed meanwhile: its events tell
                 self._blocked[rid] = cmd
 
-    def _retry_waiting(self, now: float) -> None:
-        if self._waiting_sends:
-            waiting, self._waiting_sends = self._waiting_sends, []
-            for cmd in waiting:
-                if self._close is not None:
-                    error = IllegalStateError("KafkaProducer closed while send() waited")
-                    self._refuse(cmd, error)
-                elif not self._try_send(cmd, now):
-                    self._waiting_sends.append(cmd)
+    def _check_deadlines(self, now: float) -> None:
         if self._waiting_partitions:
             cluster = self._machine.client.cluster
             still: list[_Partitions] = []
@@ -629,8 +543,7 @@ class ProducerThread:
             _complete(cmd.sink.record_failed, error)
 
     def _deadline(self) -> float | None:
-        times = [c.deadline for c in self._waiting_sends]
-        times.extend(p.deadline for p in self._waiting_partitions)
+        times = [p.deadline for p in self._waiting_partitions]
         if self._close is not None and self._close.deadline is not None:
             times.append(self._close.deadline)
         return min(times) if times else None
@@ -710,7 +623,7 @@ class ProducerThread:
             "record-refused-total": c["refused"],
             "record-block-timeout-total": c["timed_out"],
             "records-outstanding": acc.outstanding_records,
-            "records-waiting-send": len(self._waiting_sends) + len(self._blocked),
+            "records-waiting-send": len(self._blocked),
             "batches-in-flight": len(acc.in_flight_batches()),
             "buffer-total-bytes": acc.config.buffer_memory,
             "buffer-used-bytes": acc.buffer_used,
@@ -737,7 +650,7 @@ class ProducerThread:
         for sink in self._sinks.values():
             _complete(sink.record_failed, error)
         self._sinks.clear()
-        for waiting in [*self._waiting_sends, *self._blocked.values()]:
+        for waiting in self._blocked.values():
             self._refuse(waiting, IllegalStateError("KafkaProducer already closed"))
         self._blocked.clear()
         for cmd in self._commands_left():
@@ -747,7 +660,6 @@ class ProducerThread:
                 cmd.reply.set(dict(self._final_metrics))
             else:
                 cmd.reply.fail(IllegalStateError("KafkaProducer already closed"))
-        self._waiting_sends.clear()
         for p in self._waiting_partitions:
             p.reply.fail(IllegalStateError("KafkaProducer already closed"))
         for reply in self._flushes.values():

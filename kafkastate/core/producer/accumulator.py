@@ -287,8 +287,9 @@ class RecordsFailed:
 
 @attrs.frozen(kw_only=True)
 class RecordsAdmitted:
-    """Records that waited for ``buffer.memory`` (:meth:`Accumulator.is_waiting`) were
-    appended, in the order they were sent; their outcome follows as for any record."""
+    """Records that waited for ``buffer.memory`` or for their topic's metadata
+    (:meth:`Accumulator.is_waiting`) were appended, in the order they were sent; their
+    outcome follows as for any record."""
 
     topic: str
     """The topic."""
@@ -594,6 +595,20 @@ def _check_append_arguments(topic: object, partition: object, timestamp_ms: obje
         )
 
 
+def _too_large(alone: int, cfg: AccumulatorConfig, topic: str, partition: int) -> KafkaError:
+    """The error of a record needing ``alone`` bytes in a batch of its own, more than a
+    request or the whole buffer can hold."""
+    if alone > cfg.max_request_size:
+        limit, name = cfg.max_request_size, "max_request_size (max.request.size)"
+    else:
+        limit, name = cfg.buffer_memory, "buffer_memory (buffer.memory)"
+    return MessageTooLargeError(
+        f"the record is up to {alone} bytes when serialized, larger than {name} = {limit}",
+        topic=topic,
+        partition=partition,
+    )
+
+
 def _check_bytes(what: str, data: object) -> None:
     if data is not None and not isinstance(data, bytes | bytearray | memoryview):
         raise KafkaConfigurationError(
@@ -643,6 +658,31 @@ class _Waiting:
         self.deadline = deadline
 
 
+class _Held:
+    """A send held until its topic -- or its explicit partition -- is in the metadata: one
+    record, or the records of one ``append_batch``, with the ids reserved for them."""
+
+    __slots__ = ("batch", "cause", "deadline", "explicit", "records", "rid", "topic")
+
+    def __init__(  # noqa: PLR0917 -- internal record
+        self,
+        rid: RecordId,
+        topic: str,
+        explicit: int | None,
+        records: Sequence[_Rec],
+        batch: bool,
+        deadline: float,
+        cause: KafkaError,
+    ) -> None:
+        self.rid = rid
+        self.topic = topic
+        self.explicit = explicit
+        self.records = records
+        self.batch = batch
+        self.deadline = deadline
+        self.cause = cause  # why it could not be routed the last time it was tried
+
+
 class Accumulator:
     """Per-partition record batches, buffer memory, readiness, draining and outcomes.
 
@@ -688,6 +728,11 @@ class Accumulator:
         # send order: a FIFO that nothing overtakes (Java BufferPool's waiters).
         self._waiting: dict[int, _Waiting] = {}
         self._last_deadline = float("-inf")
+        # Sends held for their topic's metadata (config.max_block set), by first record id,
+        # in send order; a FIFO per topic (other topics' sends go on).
+        self._held: dict[int, _Held] = {}
+        self._held_topics: dict[str, int] = {}  # topic -> how many of its sends are held
+        self._routed_in: ClusterMetadata | None = None  # metadata of the last routing round
         self._used_at_admission = 0  # memory in use after the last admission round
 
     # ----------------------------------------------------------------------- queries
@@ -723,12 +768,24 @@ class Accumulator:
         Returns:
             True if something is left to drain.
         """
-        return bool(self._waiting) or any(self._queues.values())
+        return bool(self._waiting) or bool(self._held) or any(self._queues.values())
 
     @property
     def waiting_sends(self) -> int:
-        """How many sends wait for ``buffer.memory`` (a record, or one ``append_batch``)."""
-        return len(self._waiting)
+        """How many sends wait for ``buffer.memory`` or for metadata (a record, or one
+        ``append_batch``)."""
+        return len(self._waiting) + len(self._held)
+
+    def holds(self, topic: str) -> bool:
+        """Whether sends to ``topic`` are held for metadata (a later one must queue behind).
+
+        Args:
+            topic: the topic.
+
+        Returns:
+            True if :meth:`hold` holds a send to it.
+        """
+        return topic in self._held_topics
 
     def is_waiting(self, record_id: RecordId) -> bool:
         """Whether the send that returned ``record_id`` (the first id of an
@@ -741,7 +798,7 @@ class Accumulator:
             True until :class:`RecordsAdmitted` or :class:`RecordsFailed` names it (or it
             was withdrawn).
         """
-        return record_id in self._waiting
+        return record_id in self._waiting or record_id in self._held
 
     def next_wait_deadline(self) -> float | None:
         """When the first waiting send reaches ``max_block`` (:meth:`admit_waiting` then
@@ -750,9 +807,13 @@ class Accumulator:
         Returns:
             An absolute time on the driver's clock, or None if no send waits.
         """
+        first = None
         for waiting in self._waiting.values():
-            return waiting.deadline  # the head: deadlines follow send order
-        return None
+            first = waiting.deadline  # the head: deadlines follow send order
+            break
+        for held in self._held.values():
+            return held.deadline if first is None else min(first, held.deadline)
+        return first
 
     def admission_pending(self) -> bool:
         """Whether sends wait and memory was freed since :meth:`admit_waiting` last ran.
@@ -813,6 +874,7 @@ class Accumulator:
         headers: HeadersIn = (),
         now: float,
         sticky: bool = False,
+        reserved: RecordId | None = None,
     ) -> RecordId:
         """Add one record to its partition's open batch (opening one if needed).
 
@@ -828,6 +890,8 @@ class Accumulator:
             sticky: the partition came from the partitioner's sticky choice (no key, no
                 explicit partition, no custom partitioner); the appended bytes are reported
                 to the partitioner.
+            reserved: the id the record got when it was held for metadata (:meth:`hold`);
+                None gives it a new one.
 
         Buffer memory: a record that does not fit now, or that comes while other sends
         wait (nothing overtakes them), is refused with :class:`BufferFullError` -- unless
@@ -875,18 +939,12 @@ class Accumulator:
         cfg = self.config
         alone = RECORD_BATCH_OVERHEAD + upper  # the batch it would need on its own
         if alone > self._max_alone:
-            if alone > cfg.max_request_size:
-                limit, name = cfg.max_request_size, "max_request_size (max.request.size)"
-            else:
-                limit, name = cfg.buffer_memory, "buffer_memory (buffer.memory)"
-            raise MessageTooLargeError(
-                f"the record is up to {alone} bytes when serialized, larger than {name} = {limit}",
-                topic=topic,
-                partition=partition,
-            )
+            raise _too_large(alone, cfg, topic, partition)
         rec: _Rec = (timestamp_ms, key, value, hdrs)
         if self._waiting:  # strict FIFO: nothing overtakes a waiting send
-            return self._refuse(topic, partition, sticky, rec, upper, alone, upper, now)
+            return self._refuse(
+                topic, partition, sticky, rec, upper, alone, upper, now, reserved=reserved
+            )
         tp = (topic, partition)
         dq = self._queues.get(tp)
         if dq is None:
@@ -900,7 +958,12 @@ class Accumulator:
             fits = last._has_room(rec, self._batch_limit)
         needed = upper if fits else alone
         if self._used + needed > cfg.buffer_memory:
-            return self._refuse(topic, partition, sticky, rec, upper, alone, needed, now)
+            return self._refuse(
+                topic, partition, sticky, rec, upper, alone, needed, now, reserved=reserved
+            )
+        if reserved is not None:  # counted when it was held
+            self._place(topic, partition, dq, last, fits, rec, reserved, now, sticky)
+            return reserved
         rid = RecordId(self._next_record)
         self._place(topic, partition, dq, last, fits, rec, rid, now, sticky)
         self._next_record += 1
@@ -965,9 +1028,12 @@ class Accumulator:
         needed: int,
         now: float,
         batch: ProducerBatch | None = None,
+        *,
+        reserved: RecordId | None = None,
     ) -> RecordId:
         """No room in ``buffer.memory`` (or sends wait): raise BufferFullError, or with
-        ``max_block`` set, queue the send in the FIFO and return its (first) id."""
+        ``max_block`` set, queue the send in the FIFO and return its (first) id
+        (``reserved``: the id it was held under, counted already)."""
         cfg = self.config
         self._blocked = True  # Java: the pool is exhausted -> everything becomes sendable
         if cfg.max_block is None:
@@ -977,9 +1043,12 @@ class Accumulator:
                 buffer_memory=cfg.buffer_memory,
             )
         count = 1 if batch is None else len(batch._ids)
-        rid = RecordId(self._next_record) if batch is None else batch._ids[0]
-        self._next_record = rid + count
-        self._outstanding += count
+        if reserved is not None:
+            rid = reserved
+        else:
+            rid = RecordId(self._next_record) if batch is None else batch._ids[0]
+            self._next_record = rid + count
+            self._outstanding += count
         # Deadlines follow send order (one max_block, a clock that does not go back), so the
         # FIFO's head is always the first to expire.
         deadline = max(now + cfg.max_block, self._last_deadline)
@@ -1062,6 +1131,7 @@ class Accumulator:
         records: Sequence[tuple[int, Buffer | None, Buffer | None, HeadersIn]],
         *,
         now: float,
+        reserved: RecordId | None = None,
     ) -> list[RecordId]:
         """Add records as one batch of their own (aiokafka's ``send_batch``).
 
@@ -1074,6 +1144,8 @@ class Accumulator:
             partition: the partition.
             records: ``(timestamp_ms, key, value, headers)`` per record, in offset order.
             now: the driver's clock.
+            reserved: the first id the batch got when it was held for metadata
+                (:meth:`hold`); None gives it new ones.
 
         Returns:
             The records' ids, in order.
@@ -1102,7 +1174,7 @@ class Accumulator:
             owner=self,
             serial=self._next_batch,
         )
-        first = self._next_record
+        first = self._next_record if reserved is None else reserved
         for i, (timestamp_ms, key, value, headers) in enumerate(records):
             _check_append_arguments(topic, partition, timestamp_ms)
             _check_bytes("key", key)
@@ -1126,10 +1198,13 @@ class Accumulator:
         batch._accepting = False  # its own batch: nothing else joins it
         self._next_batch += 1
         if self._waiting or self._used + size > cfg.buffer_memory:
-            rid = self._refuse(topic, partition, False, None, size, size, size, now, batch)
+            rid = self._refuse(
+                topic, partition, False, None, size, size, size, now, batch, reserved=reserved
+            )
             return list(range(rid, rid + len(records)))  # type: ignore[arg-type] # RecordIds
-        self._next_record += len(records)
-        self._outstanding += len(records)
+        if reserved is None:
+            self._next_record += len(records)
+            self._outstanding += len(records)
         self._place_batch(batch)
         return list(batch._ids)
 
@@ -1201,6 +1276,11 @@ class Accumulator:
         Returns:
             True if it was waiting and is gone; False if it was admitted or failed already.
         """
+        held = self._held.get(record_id)
+        if held is not None:
+            self._unhold(held)
+            self._settle(range(held.rid, held.rid + len(held.records)))
+            return True
         waiting = self._waiting.pop(record_id, None)
         if waiting is None:
             return False
@@ -1210,15 +1290,203 @@ class Accumulator:
         return True
 
     def fail_waiting(self, error: KafkaError, *, now: float) -> None:
-        """Fail every send waiting for ``buffer.memory`` with ``error`` (close, abort).
+        """Fail every send waiting for ``buffer.memory`` or held for metadata with
+        ``error`` (close, abort), in send order.
 
         Args:
             error: the error each :class:`RecordsFailed` carries.
             now: the driver's clock.
         """
-        waiting, self._waiting = self._waiting, {}
-        for entry in waiting.values():
-            self._fail_waiting(entry, error, now)
+        entries: list[_Waiting | _Held] = [*self._waiting.values(), *self._held.values()]
+        entries.sort(key=lambda e: e.rid)
+        self._waiting = {}
+        self._held = {}
+        self._held_topics = {}
+        for entry in entries:
+            if isinstance(entry, _Held):
+                self._fail_held(entry, error, now)
+            else:
+                self._fail_waiting(entry, error, now)
+
+    def hold(
+        self,
+        topic: str,
+        records: Sequence[tuple[int, Buffer | None, Buffer | None, HeadersIn]],
+        *,
+        explicit: int | None,
+        batch: bool,
+        cause: KafkaError,
+        now: float,
+    ) -> RecordId:
+        """Hold a send whose topic -- or explicit partition -- is not in the metadata yet
+        (Java's ``waitOnMetadata``): its ids are reserved now, and :meth:`route_held`
+        appends it once the metadata names its partition (:class:`RecordsAdmitted`), or
+        fails it with ``KafkaTimeoutError`` at its ``max_block`` deadline
+        (:class:`RecordsFailed`). Sends to one topic stay in order: while one is held,
+        later ones to the same topic must be held too (:meth:`holds`); other topics go on.
+
+        Args:
+            topic: the topic.
+            records: ``(timestamp_ms, key, value, headers)``: one record, or the records
+                of an :meth:`append_batch` (then ``batch``).
+            explicit: the partition the caller asked for, or None for the partitioner's
+                choice.
+            batch: the records are one batch of their own (``append_batch``).
+            cause: why it cannot be routed now (the partitioner's retriable error, or
+                ``MetadataPendingError``); raised at once if ``config.max_block`` is None,
+                and the ``__cause__`` of the timeout.
+            now: the driver's clock.
+
+        Returns:
+            The (first) record id; :meth:`is_waiting` is True for it.
+
+        Raises:
+            KafkaError: ``cause``, when nothing may wait (``config.max_block`` None).
+            MessageTooLargeError: a single record can never fit a request.
+            KafkaConfigurationError: a bad argument, or no records.
+            IllegalStateError: the accumulator is closed.
+        """
+        cfg = self.config
+        if self._closed:
+            raise IllegalStateError("append after the accumulator was closed")
+        if cfg.max_block is None or self._partitioner is None:
+            raise cause
+        if not records:
+            raise KafkaConfigurationError("a batch needs at least one record")
+        recs: list[_Rec] = []
+        for timestamp_ms, key, value, headers in records:
+            _check_append_arguments(topic, 0 if explicit is None else explicit, timestamp_ms)
+            _check_bytes("key", key)
+            _check_bytes("value", value)
+            hdrs = tuple(headers) if headers else ()
+            if not batch:
+                try:
+                    alone = RECORD_BATCH_OVERHEAD + estimate_record_size_upper_bound(
+                        key, value, hdrs
+                    )
+                except (TypeError, AttributeError, ValueError) as exc:
+                    raise KafkaConfigurationError(f"invalid record headers: {exc}") from None
+                if alone > self._max_alone:
+                    raise _too_large(alone, cfg, topic, -1 if explicit is None else explicit)
+            recs.append((timestamp_ms, key, value, hdrs))
+        rid = RecordId(self._next_record)
+        self._next_record += len(recs)
+        self._outstanding += len(recs)
+        self._held[rid] = _Held(rid, topic, explicit, recs, batch, now + cfg.max_block, cause)
+        self._held_topics[topic] = self._held_topics.get(topic, 0) + 1
+        self._lanes.pop(topic, None)  # append_sticky must not overtake it
+        return rid
+
+    def route_held(
+        self, cluster: ClusterMetadata, *, now: float, expire: bool = True
+    ) -> tuple[list[_TP], bool]:
+        """Route the sends held for metadata (:meth:`hold`) that ``cluster`` now places.
+
+        First (with ``expire``) every held send whose ``max_block`` deadline is at or
+        before ``now`` fails with :class:`~kafkastate.errors.KafkaTimeoutError` (its
+        ``__cause__`` says what was missing). Then, if the metadata changed since the last
+        round, each topic's held sends are partitioned and appended in send order
+        (:class:`RecordsAdmitted`; one that meets a full ``buffer.memory`` goes on waiting
+        in that FIFO instead) until one still cannot be placed; one the partitioner
+        refuses for good (an authorization error, a failing custom partitioner) fails with
+        that error.
+
+        Args:
+            cluster: the current metadata.
+            now: the driver's clock.
+            expire: False leaves expired sends for a later call.
+
+        Returns:
+            The ``(topic, partition)`` pairs appended to, in order; and whether a send
+            waits for a partition its topic's metadata does not have yet (the owner
+            should ask for a metadata refresh).
+        """
+        held = self._held
+        if expire:
+            while held:
+                head = next(iter(held.values()))
+                if head.deadline > now:
+                    break
+                self._unhold(head)
+                assert self.config.max_block is not None  # nothing is held without it
+                error = max_block_timeout(self.config.max_block, "topic metadata", head.cause)
+                self._fail_held(head, error, now)
+        appended: list[_TP] = []
+        if not held or cluster is self._routed_in:
+            return appended, False
+        self._routed_in = cluster
+        partitioner = self._partitioner
+        assert partitioner is not None  # nothing is held without it
+        stuck: set[str] = set()
+        for entry in list(held.values()):
+            topic = entry.topic
+            if topic in stuck:
+                continue
+            timestamp_ms, key, value, hdrs = entry.records[0]
+            plain = key is None or entry.batch
+            try:
+                chosen = partitioner.partition(
+                    topic,
+                    None if key is None or plain else bytes(key),
+                    cluster,
+                    explicit=entry.explicit,
+                )
+            except KafkaError as exc:
+                if exc.retriable:
+                    entry.cause = exc
+                    stuck.add(topic)
+                    continue
+                self._unhold(entry)
+                self._fail_held(entry, exc, now)
+                continue
+            self._unhold(entry)
+            try:
+                if entry.batch:
+                    self.append_batch(topic, chosen, entry.records, now=now, reserved=entry.rid)
+                else:
+                    sticky = plain and entry.explicit is None and partitioner.custom is None
+                    self.append(
+                        topic,
+                        chosen,
+                        timestamp_ms=timestamp_ms,
+                        key=key,
+                        value=value,
+                        headers=hdrs,
+                        now=now,
+                        sticky=sticky,
+                        reserved=entry.rid,
+                    )
+            except KafkaError as exc:
+                self._fail_held(entry, exc, now)
+                continue
+            if entry.rid not in self._waiting:  # else it waits on, for buffer memory
+                ids = tuple(RecordId(i) for i in range(entry.rid, entry.rid + len(entry.records)))
+                self._events.append(RecordsAdmitted(topic=topic, partition=chosen, record_ids=ids))
+                appended.append((topic, chosen))
+        for topic in stuck:
+            self._lanes.pop(topic, None)  # routed sends may have opened one: none while held
+        return appended, any(topic in cluster.topics for topic in stuck)
+
+    def _unhold(self, entry: _Held) -> None:
+        del self._held[entry.rid]
+        left = self._held_topics[entry.topic] - 1
+        if left:
+            self._held_topics[entry.topic] = left
+        else:
+            del self._held_topics[entry.topic]
+
+    def _fail_held(self, entry: _Held, error: KafkaError, now: float) -> None:
+        """A held send failed (timeout, refused, close, abort): emit its RecordsFailed."""
+        ids = range(entry.rid, entry.rid + len(entry.records))
+        self._events.append(
+            RecordsFailed(
+                topic=entry.topic,
+                partition=-1 if entry.explicit is None else entry.explicit,
+                record_ids=tuple(RecordId(i) for i in ids),
+                error=error,
+            )
+        )
+        self._settle(ids)
 
     def take_quiet_open(self, cluster: ClusterMetadata) -> float | None:
         """After an :meth:`append` that changed readiness: if all it did was open a batch

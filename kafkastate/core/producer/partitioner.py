@@ -278,7 +278,8 @@ class Partitioner:
     def _partitions(topic: str, cluster: ClusterMetadata) -> tuple[int, ...]:
         t = cluster.topics.get(topic)
         if t is not None and t.error_code != 0:
-            raise error_for_code(t.error_code)(f"metadata for topic {topic!r}", topic=topic)
+            cls = error_for_code(t.error_code)
+            raise cls(f"the metadata answered {cls.__name__} for topic {topic!r}", topic=topic)
         partitions = cluster.partitions_for(topic)
         if not partitions:
             raise UnknownTopicOrPartitionError(

@@ -9,18 +9,24 @@ It exposes the Client's IO surface unchanged (``connection_made/failed/lost``,
 ``receive_data``, ``data_to_send``, ``handle_timer``, ``get_timer``, ``next_event``) and
 passes ConnectRequested / CloseRequested / MetadataUpdated through.
 
-``send`` partitions a record and appends it; it never blocks and never drops. A topic whose
-metadata has not arrived yet raises :class:`MetadataPendingError` (retriable): the topic is
-added to the metadata of interest and the adapter waits for the next MetadataUpdated, then
-calls ``send`` again, up to its ``max.block.ms`` (Java ``KafkaProducer.waitOnMetadata``).
-Buffer memory is the core's to wait for (``max.block.ms`` in
-``config.accumulator.max_block``): a send that does not fit ``buffer.memory`` gets its
-record id at once and waits in the accumulator's FIFO; :meth:`ProducerMachine.is_waiting`
-says so. As batches get their outcomes the waiting sends are admitted strictly in send order
-(RecordsAdmitted), and one still waiting at its ``max_block`` deadline -- a deadline of
-:meth:`get_timer` -- fails with KafkaTimeoutError (RecordsFailed). Close and abort fail
-the waiting sends with LocalProtocolError, as ``send`` itself refuses then. Without
-``max_block`` the send raises ``BufferFullError`` instead and the caller retries after
+``send`` partitions a record and appends it; it never blocks and never drops. Waiting is
+the core's too, with ``max.block.ms`` (``config.accumulator.max_block``) as its timer; a
+send that must wait gets its record id at once and :meth:`ProducerMachine.is_waiting` says
+so:
+
+- a topic whose metadata has not arrived yet -- or an explicit partition it does not have
+  yet -- holds the send (Java ``KafkaProducer.waitOnMetadata``): the topic is added to the
+  metadata of interest, and the send is routed when a MetadataUpdated names its partition.
+  Sends to one topic stay in order; other topics' sends go on;
+- a send that does not fit ``buffer.memory`` waits in the accumulator's FIFO, and the
+  waiting sends are admitted strictly in send order as batches get their outcomes.
+
+Either way a RecordsAdmitted names the send once it is appended, or a RecordsFailed ends
+the wait: KafkaTimeoutError at its ``max_block`` deadline (a deadline of
+:meth:`get_timer`), the partitioner's error if it refuses for good, LocalProtocolError if
+the producer is closed or aborted meanwhile (as ``send`` itself refuses then). Without
+``max_block`` nothing waits: ``send`` raises :class:`MetadataPendingError` or
+``BufferFullError`` (both retriable) and the caller tries again after MetadataUpdated or
 BufferSpaceFreed.
 
 The sender runs after every input (Java ``Sender.runOnce``):
@@ -181,10 +187,12 @@ _FATAL_ERRORS: Final = frozenset(
 
 
 class MetadataPendingError(KafkaError):
-    """``send`` for a topic whose metadata has not arrived yet; nothing was appended.
+    """No metadata for the topic yet. Raised by ``send`` when nothing may wait (no
+    ``max_block``; nothing was appended), else the cause of the ``KafkaTimeoutError`` of a
+    send held until ``max_block`` passed.
 
     Retriable: the topic was added to the metadata of interest; wait for the next
-    :class:`~kafkastate.core.client.MetadataUpdated` and send again, up to ``max.block.ms``.
+    :class:`~kafkastate.core.client.MetadataUpdated` and send again.
     """
 
     retriable = True
@@ -527,22 +535,24 @@ class ProducerMachine:
             headers: ``(key, value)`` pairs.
             now: the driver's clock.
 
-        Buffer memory: with ``max_block`` set (``config.accumulator.max_block``), a record
-        that does not fit ``buffer.memory`` now -- or that comes while earlier sends wait --
-        waits in the accumulator's FIFO; its id is returned all the same and
-        :meth:`is_waiting` says so. A :class:`RecordsAdmitted` naming it follows when it
-        is appended, then its outcome as for any record; or a :class:`RecordsFailed` with
-        ``KafkaTimeoutError`` at its ``max_block`` deadline (:meth:`get_timer`), or with
-        ``LocalProtocolError`` if the producer is closed or aborted meanwhile.
+        Waiting: with ``max_block`` set (``config.accumulator.max_block``), a record whose
+        topic (or explicit partition) is not in the metadata yet, or that does not fit
+        ``buffer.memory`` now -- or that comes while earlier sends wait -- waits in the
+        core; its id is returned all the same and :meth:`is_waiting` says so. A
+        :class:`RecordsAdmitted` naming it follows when it is appended, then its outcome as
+        for any record; or a :class:`RecordsFailed` with ``KafkaTimeoutError`` at its
+        ``max_block`` deadline (:meth:`get_timer`), with the partitioner's error if the
+        metadata refuses it for good, or with ``LocalProtocolError`` if the producer is
+        closed or aborted meanwhile.
 
         Returns:
             The record's id; exactly one RecordsAcknowledged or RecordsFailed names it.
 
         Raises:
-            MetadataPendingError: no metadata for the topic yet (retriable: wait for
-                MetadataUpdated, then send again).
-            UnknownTopicOrPartitionError: the topic or explicit partition is not in the
-                metadata (retriable while the topic may still be created).
+            MetadataPendingError: no metadata for the topic yet and no ``max_block``
+                (retriable: wait for MetadataUpdated, then send again).
+            UnknownTopicOrPartitionError: the explicit partition is not in the metadata
+                and no ``max_block`` (retriable while the topic may still grow).
             BufferFullError: no room in ``buffer.memory`` now and no ``max_block``
                 (retriable: wait for BufferSpaceFreed).
             MessageTooLargeError: the record can never fit a request.
@@ -582,15 +592,22 @@ class ProducerMachine:
             self._client.metadata.add_topics([topic])
             self._tracked.add(topic)
         cluster = self._client.cluster
-        if topic not in cluster.topics:
-            raise MetadataPendingError(topic)
-        if key is None:
-            chosen = self._partitioner.partition(topic, None, cluster, explicit=partition)
-            sticky = partition is None and self._partitioner.custom is None
-        else:
-            chosen = self._partitioner.partition(topic, bytes(key), cluster, explicit=partition)
-            sticky = False
         acc = self._acc
+        if topic not in cluster.topics or (acc.waiting_sends and acc.holds(topic)):
+            record = (timestamp_ms, key, value, headers)
+            return self._hold(topic, [record], partition, MetadataPendingError(topic), now)
+        try:
+            if key is None:
+                chosen = self._partitioner.partition(topic, None, cluster, explicit=partition)
+                sticky = partition is None and self._partitioner.custom is None
+            else:
+                chosen = self._partitioner.partition(topic, bytes(key), cluster, explicit=partition)
+                sticky = False
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            # a retriable topic error, or an explicit partition the topic does not have yet
+            return self._hold(topic, [(timestamp_ms, key, value, headers)], partition, exc, now)
         rid = acc.append(
             topic,
             chosen,
@@ -649,8 +666,8 @@ class ProducerMachine:
             records: ``(timestamp_ms, key, value, headers)`` per record, in order.
             now: the driver's clock.
 
-        Buffer memory is as for :meth:`send`: with ``max_block`` set the batch may wait
-        (:meth:`is_waiting` of its first id).
+        Waiting is as for :meth:`send`: with ``max_block`` set the batch may wait for
+        metadata or buffer memory (:meth:`is_waiting` of its first id).
 
         Returns:
             The records' ids, in order; each is named by a RecordsAcknowledged or
@@ -678,9 +695,16 @@ class ProducerMachine:
             self._client.metadata.add_topics([topic])
             self._tracked.add(topic)
         cluster = self._client.cluster
-        if topic not in cluster.topics:
-            raise MetadataPendingError(topic)
-        chosen = self._partitioner.partition(topic, None, cluster, explicit=partition)
+        acc = self._acc
+        try:
+            if topic not in cluster.topics or (acc.waiting_sends and acc.holds(topic)):
+                raise MetadataPendingError(topic)
+            chosen = self._partitioner.partition(topic, None, cluster, explicit=partition)
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            first = self._hold(topic, records, partition, exc, now, batch=True)
+            return [RecordId(first + i) for i in range(len(records))]
         rids = self._acc.append_batch(topic, chosen, records, now=now)
         if self._txn is not None and not self._acc.is_waiting(rids[0]):
             self._txn.add_partition(topic, chosen)
@@ -691,7 +715,7 @@ class ProducerMachine:
 
     def is_waiting(self, record_id: RecordId) -> bool:
         """Whether the send that returned ``record_id`` (the first id of a
-        :meth:`send_batch`) waits for ``buffer.memory``.
+        :meth:`send_batch`) waits for its topic's metadata or for ``buffer.memory``.
 
         Args:
             record_id: an id :meth:`send` returned.
@@ -703,8 +727,8 @@ class ProducerMachine:
         return self._acc.is_waiting(record_id)
 
     def withdraw(self, record_id: RecordId, *, now: float) -> bool:
-        """Take back a send that still waits for ``buffer.memory`` (its caller stopped
-        waiting: a cancelled task). No event will name its records.
+        """Take back a send that still waits for metadata or ``buffer.memory`` (its caller
+        stopped waiting: a cancelled task). No event will name its records.
 
         Args:
             record_id: an id :meth:`send` (or the first :meth:`send_batch`) returned.
@@ -873,7 +897,7 @@ class ProducerMachine:
             self._acc.fail_waiting(
                 LocalProtocolError(
                     f"send on a producer that is {self._state.name}: it was closed while "
-                    "the record waited for buffer memory (buffer_memory)"
+                    "the record waited for topic metadata or buffer memory (buffer_memory)"
                 ),
                 now=now,
             )
@@ -896,7 +920,7 @@ class ProducerMachine:
             self._acc.fail_waiting(
                 LocalProtocolError(
                     "send on a producer that is CLOSED: it was aborted while the record "
-                    "waited for buffer memory (buffer_memory)"
+                    "waited for topic metadata or buffer memory (buffer_memory)"
                 ),
                 now=now,
             )
@@ -1019,16 +1043,40 @@ class ProducerMachine:
                 self._client.handle_timer(now=now)
         self._pull()
 
+    def _hold(
+        self,
+        topic: str,
+        records: Sequence[tuple[int, Any, Any, Any]],
+        partition: int | None,
+        cause: KafkaError,
+        now: float,
+        *,
+        batch: bool = False,
+    ) -> RecordId:
+        """Hold a send until the metadata routes it (or raise ``cause`` if nothing may
+        wait); see :meth:`Accumulator.hold`."""
+        rid = self._acc.hold(topic, records, explicit=partition, batch=batch, cause=cause, now=now)
+        if topic in self._client.cluster.topics:
+            self._metadata.request_update()  # the topic is known: its partitions may grow
+        self._step(now, expire_waiting=False)  # a new deadline, maybe a metadata request
+        return rid
+
     def _admit(self, now: float, expire: bool) -> None:
-        """Sends that waited for buffer memory: time out, then admit in FIFO order."""
+        """Sends that wait: route the ones held for metadata, time out the ones past
+        ``max_block``, admit the ones waiting for buffer memory in FIFO order."""
         if self._state not in (ProducerState.OPEN, ProducerState.CLOSING):
             return
+        acc = self._acc
+        cluster = self._client.cluster
+        routed, refresh = acc.route_held(cluster, now=now, expire=expire)
+        if refresh:
+            self._metadata.request_update()
         txn = self._txn
-        for tp in self._acc.admit_waiting(self._client.cluster, now=now, expire=expire):
+        for tp in [*routed, *acc.admit_waiting(cluster, now=now, expire=expire)]:
             self._partitions[tp] = None
             if txn is not None:
                 txn.add_partition(*tp)
-        self._acc.take_readiness_changed()
+        acc.take_readiness_changed()
 
     def _pull_client(self, now: float) -> None:
         client = self._client
