@@ -131,7 +131,7 @@ class GroupInvariants(GroupApp):
                 host.alive
                 and isinstance(member, GroupMember)
                 and member.config.rebalance_protocol is RebalanceProtocol.EAGER
-                and "join" in member._in_flight
+                and "join" in member.requests_in_flight
                 and host.app.owned
             ):
                 raise InvariantViolation(

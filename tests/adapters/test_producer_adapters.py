@@ -672,8 +672,9 @@ def test_idempotent_through_leader_sigkill(kafka_cluster3: Any, adapter: str) ->
     # The stream outlasts the failover (kill at ~0.5 s, new leader ~3 s later, stream
     # ~3.5 s): once the cluster has a new leader, the producer must find it promptly, as
     # the Java client does (it refreshes metadata on every disconnect), not only when a
-    # request to the dead node times out.
-    assert report.finish_seconds < 8, f"flush took {report.finish_seconds:.1f} s after the stream"
+    # request to the dead node times out -- which would take the 15 s request timeout.
+    # A loose bound well below that (not a speed measurement).
+    assert report.finish_seconds < 12, f"flush took {report.finish_seconds:.1f} s after the stream"
 
 
 # What an unreachable cluster looks like from each adapter's API: AIOKafkaProducer.start()

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any, Generic, TypeVar
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
 
-__all__ = ["Background"]
+__all__ = ["Background", "StartStop"]
 
 _T = TypeVar("_T")
 
@@ -59,3 +60,26 @@ class Background(Generic[_T]):
             await task
         finally:
             self._task = None
+
+
+class StartStop:
+    """``async with`` for an object with aiokafka's ``start()`` and ``stop()``: the block
+    starts it and always stops it."""
+
+    async def start(self) -> None:  # pragma: no cover - each face has its own
+        raise NotImplementedError
+
+    async def stop(self) -> None:  # pragma: no cover - each face has its own
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()

@@ -398,6 +398,12 @@ class GroupMember(MemberBase):
     # ------------------------------------------------------------ queries
 
     @property
+    def requests_in_flight(self) -> frozenset[str]:
+        """The group requests awaiting an answer: ``"join"``, ``"sync"``, ``"heartbeat"``
+        (an eager member must have revoked everything before ``"join"`` goes out)."""
+        return frozenset(self._in_flight)
+
+    @property
     def active(self) -> bool:
         """Neither closed nor failed."""
         return self.state not in (MemberState.CLOSED, MemberState.FAILED)
