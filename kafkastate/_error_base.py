@@ -21,8 +21,9 @@ __all__ = [
 ]
 
 
-class KafkaError(Exception):
-    """Root of every error kafkastate raises on purpose."""
+class KafkaError(RuntimeError):
+    """Root of every error kafkastate raises on purpose (a RuntimeError, as aiokafka's
+    ``KafkaError`` is; kafka-python's derives from Exception, which catches it too)."""
 
     retriable: ClassVar[bool] = False
     """Whether the same operation may succeed if tried again later."""

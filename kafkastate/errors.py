@@ -42,7 +42,9 @@ __all__ = [
     "NoOffsetForPartitionError",
     "PartitionerError",
     "IllegalOperation",
+    "KafkaArgumentTypeError",
     "ProducerFenced",
+    "ProducerClosed",
     "ProducerClosedError",
     "RebalanceListenerError",
     "RecordTooLargeError",
@@ -63,8 +65,20 @@ class KafkaConfigurationError(KafkaError, ValueError):
     """A configuration value or argument is invalid; the message names it."""
 
 
+class KafkaArgumentTypeError(KafkaConfigurationError, TypeError):
+    """An argument of the wrong type (a record value that is not bytes, topics given as a
+    bare string...): a ``TypeError``, as aiokafka raises, and a
+    :class:`KafkaConfigurationError`; the message names the argument."""
+
+
 class IllegalStateError(KafkaError):
     """The client object is not in a state that allows this call (closed, not started…)."""
+
+
+class IllegalOperation(IllegalStateError):
+    """An operation the client's configuration or state does not allow: a commit without
+    a ``group_id``, a transactional call without a transaction (aiokafka's name; it is an
+    :class:`IllegalStateError` too, which kafka-python raises for the same calls)."""
 
 
 class ConsumerStoppedError(IllegalStateError):
@@ -157,21 +171,21 @@ class NoBrokersAvailable(KafkaConnectionError, KafkaTimeoutError):
 
 
 class ProducerClosedError(KafkaError):
-    """The producer was closed or aborted before the record had an outcome (aiokafka's
-    ``ProducerClosed``)."""
+    """The producer was closed or aborted before the record had an outcome, or a call came
+    after ``stop()`` (aiokafka's ``ProducerClosed``)."""
 
 
-class TransactionStateError(LocalProtocolError, IllegalStateError):
+ProducerClosed = ProducerClosedError
+"""aiokafka's name for :class:`ProducerClosedError`."""
+
+
+class TransactionStateError(LocalProtocolError, IllegalOperation):
     """A transactional call that the producer's transaction state does not allow: commit or
     abort without :meth:`begin_transaction`, ``begin_transaction`` twice, a send outside a
     transaction on a transactional producer, a transactional call on a producer without
     ``transactional_id``... The message names the call and the state. Nothing was changed.
-    aiokafka calls it ``IllegalOperation``; kafka-python raises an ``IllegalStateError``
-    (this is both)."""
-
-
-IllegalOperation = TransactionStateError
-"""aiokafka's name for :class:`TransactionStateError`."""
+    aiokafka raises ``IllegalOperation``, kafka-python an ``IllegalStateError`` (this is
+    both)."""
 
 
 class TransactionFailedError(KafkaError):

@@ -616,6 +616,12 @@ def _settle_client(out: dict[str, Any], flavour: str) -> None:
         raise KafkaConfigurationError(
             f"ssl_context given but security_protocol is {protocol!r}; use 'SSL'"
         )
+    if flavour == "aiokafka" and protocol.endswith("SSL") and out["ssl_context"] is None:
+        # aiokafka builds no context of its own (kafka-python's ssl_* options do)
+        raise KafkaConfigurationError(
+            f"ssl_context is mandatory with security_protocol={protocol!r} (as in aiokafka): "
+            "pass one, e.g. ssl.create_default_context(cafile=...)"
+        )
     mechanism = out["sasl_mechanism"]
     if protocol.startswith("SASL"):
         if mechanism is None:

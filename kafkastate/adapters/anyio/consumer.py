@@ -36,6 +36,7 @@ from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.config import check_consumer, consumer_machine, resolve
 from kafkastate.core.consumer.consumer import (
+    AssignmentSettled,
     AutoCommitted,
     ConsumerMachine,
     ListenerCallRequested,
@@ -441,6 +442,37 @@ class Consumer:
         """
         await wait_for_cluster(self._running(), self.machine.client, lambda: self._changed, timeout)
 
+    async def wait_for_assignment(self, timeout: float) -> bool:
+        """Wait until the subscription has its assignment
+        (:attr:`~kafkastate.core.consumer.consumer.ConsumerMachine.assignment_settled`):
+        the group's first assignment handed out, or without a group every subscribed
+        topic's partitions known. aiokafka's ``start()`` does this.
+
+        Args:
+            timeout: seconds.
+
+        Returns:
+            Whether it settled in time (False: the topics may not exist yet).
+
+        Raises:
+            KafkaError: the group member failed (JoinGroup refused...).
+            RebalanceListenerError: the listener raised.
+        """
+        driver = self._running()
+        driver.wake()
+        deadline = driver.now() + timeout
+        machine = self.machine
+        while not machine.assignment_settled:
+            machine.raise_pending_error()  # the listener raised
+            if machine.group_error is not None:
+                raise machine.group_error  # JoinGroup refused (InvalidSessionTimeout...)
+            changed = self._changed
+            if driver.now() >= deadline:
+                return False
+            with anyio.move_on_after(deadline - driver.now()):
+                await changed.wait()
+        return True
+
     async def topics(self) -> frozenset[str]:
         """Every topic in the cluster (asks the cluster once)."""
         seen = self.machine.want_metadata(None, now=self._running().now())
@@ -525,7 +557,7 @@ class Consumer:
             case GroupLeft():
                 self._left.set()
                 return
-            case MetadataUpdated() | PositionsResolved():
+            case MetadataUpdated() | PositionsResolved() | AssignmentSettled():
                 pass
             case _:
                 return

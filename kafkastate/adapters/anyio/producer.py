@@ -327,7 +327,7 @@ class BatchBuilder:
 
 # Where the producer reports one record's outcome: a Delivery, or the asyncio future that
 # AIOKafkaProducer.send returned.
-_Sink = Delivery | asyncio.Future[RecordMetadata]
+_Sink = Delivery | asyncio.Future[RecordMetadata | None]  # None: acks=0 for aiokafka
 
 
 def _settle(sink: _Sink, ack: _Ack | None, error: KafkaError | None) -> None:
@@ -375,6 +375,9 @@ class Producer:
         # sends waiting in the machine for buffer memory, by (first) record id
         self._admissions: dict[RecordId, _Admission] = {}
         self._closed = anyio.Event()
+        self.unacknowledged_result_none = False
+        """aiokafka's rule for ``acks=0``: an asyncio future handed to :meth:`_append_now`
+        resolves to None instead of metadata with offset -1."""
 
     # ------------------------------------------------------------------ commands
 
@@ -841,6 +844,7 @@ class Producer:
         lso = event.log_start_offset
         offset = event.base_offset
         step = 1 if offset >= 0 else 0  # acks=0: every offset stays -1
+        none = step == 0 and self.unacknowledged_result_none
         pop = self._deliveries.pop
         unobserved = _UNOBSERVED
         refcount = sys.getrefcount
@@ -859,7 +863,11 @@ class Producer:
                     pass
                 elif not sink.done():
                     sink.set_result(
-                        _new_tuple(RecordMetadata, (topic, partition, tp, offset, ts, ts_type, lso))
+                        None
+                        if none
+                        else _new_tuple(
+                            RecordMetadata, (topic, partition, tp, offset, ts, ts_type, lso)
+                        )
                     )
             offset += step
 

@@ -5,11 +5,32 @@ around the async adapter, :mod:`kafkastate.adapters.anyio`)."""
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
-__all__ = ["Background", "StartStop"]
+__all__ = ["Background", "StartStop", "deprecated_arguments"]
+
+
+def deprecated_arguments(owner: str, loop: Any, options: dict[str, Any]) -> None:
+    """aiokafka's deprecated constructor arguments: ``loop`` (ignored: the running loop is
+    used) and an explicit ``api_version`` (versions are negotiated with each broker);
+    each gives a DeprecationWarning, as aiokafka 0.14 does."""
+    if loop is not None:
+        warnings.warn(
+            f"{owner}(loop=...) is deprecated and ignored: the running loop is used",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    if options.get("api_version", "auto") != "auto":
+        warnings.warn(
+            f"{owner}(api_version=...) is deprecated and has no effect: versions are "
+            "negotiated with each broker",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+
 
 _T = TypeVar("_T")
 

@@ -14,14 +14,17 @@ naming them; ``loop`` and ``api_version`` are accepted and ignored. Options are 
 from __future__ import annotations
 
 import asyncio
+import functools
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kafkastate.adapters.anyio.consumer import Consumer, running_consumer
-from kafkastate.adapters.asyncio.background import Background, StartStop
+from kafkastate.adapters.asyncio.background import Background, StartStop, deprecated_arguments
 from kafkastate.core.config import check_consumer, resolve
 from kafkastate.core.consumer.consumer import check_subscription
-from kafkastate.errors import IllegalStateError
+from kafkastate.core.consumer.fetch.state import checked_partitions
+from kafkastate.errors import ConsumerStoppedError, IllegalStateError
 from kafkastate.structs import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -64,13 +67,21 @@ class AIOKafkaConsumer(StartStop):
         TypeError: an option aiokafka does not have either.
     """
 
-    def __init__(self, *topics: str, **options: Any) -> None:
+    def __init__(self, *topics: str, loop: Any = None, **options: Any) -> None:
+        deprecated_arguments("AIOKafkaConsumer", loop, options)
         self._options = resolve("consumer", "aiokafka", options, owner="AIOKafkaConsumer")
         check_consumer(self._options)  # checked now, as aiokafka does
         self._topics = topics
         self._background: Background[Consumer] = Background("AIOKafkaConsumer")
         self._consumer: Consumer | None = None
         self._pending: tuple[Any, Any, Any] | None = None  # subscribe() before start()
+        self._assigned: list[TopicPartition] | None = None  # assign() before start()
+        self._stopped = False
+
+    def __del__(self, _warn: Any = warnings.warn) -> None:
+        # (getattr: a constructor that raised leaves nothing to warn about)
+        if getattr(self, "_consumer", None) is not None and not getattr(self, "_stopped", True):
+            _warn(f"Unclosed AIOKafkaConsumer {self!r}", ResourceWarning, source=self)
 
     async def start(self) -> None:
         """Start the background task that owns the connections, subscribe to the topics
@@ -83,10 +94,21 @@ class AIOKafkaConsumer(StartStop):
             AuthenticationFailedError: the bootstrap servers refused the SASL credentials.
             RuntimeError: already started.
         """
-        self._consumer = await self._background.start(self._run)
+        subscription = self._pending
+        if subscription is None and self._topics:
+            subscription = (self._topics, None, None)
+        assigned, self._pending, self._assigned = self._assigned, None, None
+        # (the task holds no reference to self: an unclosed consumer can be collected)
+        self._consumer = await self._background.start(
+            functools.partial(_run, self._options, subscription, assigned)
+        )
 
     async def stop(self) -> None:
-        """Commit (with auto-commit on) and close the connections."""
+        """Commit (with auto-commit on) and close the connections. A pending
+        :meth:`getmany` returns ``{}``; a pending or later :meth:`getone`, a later
+        :meth:`getmany` or iteration raise :class:`~kafkastate.errors.ConsumerStoppedError`
+        (aiokafka's rules)."""
+        self._stopped = self._stopped or self._consumer is not None
         try:
             await self._background.stop()
         finally:
@@ -97,19 +119,24 @@ class AIOKafkaConsumer(StartStop):
             raise IllegalStateError("AIOKafkaConsumer is not started: call `await start()`")
         return self._consumer
 
-    async def _run(self, ready: asyncio.Future[Consumer], stopping: asyncio.Event) -> None:
-        subscription = self._pending
-        self._pending = None
-        if subscription is None and self._topics:
-            subscription = (self._topics, None, None)
-        async with running_consumer(self._options, subscription, wait_for_cluster=True) as consumer:
-            ready.set_result(consumer)
-            await stopping.wait()
+    def _reading(self) -> Consumer:
+        if self._stopped:
+            raise ConsumerStoppedError("AIOKafkaConsumer was stopped")
+        return self._running()
 
     # The rest delegates to kafkastate.anyio.Consumer.
 
     def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
-        """Read exactly these partitions."""
+        """Read exactly these partitions (before :meth:`start` too, as aiokafka allows).
+
+        Raises:
+            IllegalStateError: subscribed through the group.
+            KafkaConfigurationError: a malformed partition.
+        """
+        if self._consumer is None and not self._stopped:
+            tps = [TopicPartition(*tp) for tp in checked_partitions(partitions)]
+            self._assigned, self._pending = tps, None
+            return
         self._running().assign(partitions)
 
     def assignment(self) -> set[TopicPartition]:
@@ -149,18 +176,33 @@ class AIOKafkaConsumer(StartStop):
         self._running().unsubscribe()
 
     async def getone(self, *partitions: tuple[str, int]) -> ConsumerRecord:
-        """The next record (of these partitions)."""
-        return await self._running().getone(*partitions)
+        """The next record (of these partitions).
+
+        Raises:
+            ConsumerStoppedError: the consumer is stopped, or stopped meanwhile.
+        """
+        return await self._reading().getone(*partitions)
 
     async def getmany(
         self, *partitions: tuple[str, int], timeout_ms: float = 0, max_records: int | None = None
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Fetched records per partition, waiting up to ``timeout_ms`` for the first."""
-        return await self._running().getmany(
-            *partitions, timeout_ms=timeout_ms, max_records=max_records
-        )
+        """Fetched records per partition, waiting up to ``timeout_ms`` for the first;
+        ``{}`` if the consumer is stopped meanwhile.
+
+        Raises:
+            ConsumerStoppedError: the consumer was stopped before the call.
+        """
+        consumer = self._reading()
+        try:
+            return await consumer.getmany(
+                *partitions, timeout_ms=timeout_ms, max_records=max_records
+            )
+        except ConsumerStoppedError:
+            return {}  # stopped while it waited (aiokafka)
 
     def __aiter__(self) -> AIOKafkaConsumer:
+        if self._stopped:
+            raise ConsumerStoppedError("AIOKafkaConsumer was stopped")
         return self
 
     async def __anext__(self) -> ConsumerRecord:
@@ -249,3 +291,23 @@ class AIOKafkaConsumer(StartStop):
         """The partitions of ``topic`` from the metadata at hand (aiokafka: no request)."""
         found = self._running().machine.client.cluster.partitions_for(topic)
         return None if found is None else set(found)
+
+
+async def _run(
+    options: dict[str, Any],
+    subscription: tuple[Any, Any, Any] | None,
+    assigned: list[TopicPartition] | None,
+    ready: asyncio.Future[Consumer],
+    stopping: asyncio.Event,
+) -> None:
+    """The background task of a started :class:`AIOKafkaConsumer`."""
+    async with running_consumer(options, subscription, wait_for_cluster=True) as consumer:
+        if assigned is not None:
+            consumer.assign(assigned)
+        if subscription is not None:
+            # aiokafka's start(): assignment() is there when it returns (a JoinGroup error
+            # raises here); topics that do not exist yet do not hold it up longer than
+            # request_timeout_ms.
+            await consumer.wait_for_assignment(options["request_timeout_ms"] / 1000)
+        ready.set_result(consumer)
+        await stopping.wait()

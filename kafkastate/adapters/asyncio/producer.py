@@ -12,6 +12,8 @@ waits for a bootstrap server to answer (up to ``request_timeout_ms``) and raises
 from __future__ import annotations
 
 import asyncio
+import functools
+import warnings
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
@@ -24,9 +26,9 @@ from kafkastate.adapters.anyio.producer import (
     RecordMetadata,
     running_producer,
 )
-from kafkastate.adapters.asyncio.background import Background, StartStop
+from kafkastate.adapters.asyncio.background import Background, StartStop, deprecated_arguments
 from kafkastate.core.config import producer_config, resolve
-from kafkastate.errors import KafkaError
+from kafkastate.errors import KafkaError, ProducerClosed
 from kafkastate.structs import ConsumerGroupMetadata
 
 __all__ = ["AIOKafkaProducer"]
@@ -58,7 +60,8 @@ class AIOKafkaProducer(StartStop):
             kafkastate does not implement (Kerberos, OAuth) (a ValueError).
     """
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, *, loop: Any = None, **options: Any) -> None:
+        deprecated_arguments("AIOKafkaProducer", loop, options)
         # Checked now, as aiokafka does, so a bad option fails before start().
         self._options = resolve("producer", "aiokafka", options, owner="AIOKafkaProducer")
         producer_config(self._options)
@@ -66,6 +69,12 @@ class AIOKafkaProducer(StartStop):
         self._value_serializer = self._options["value_serializer"]
         self._background: Background[Producer] = Background("AIOKafkaProducer")
         self._producer: Producer | None = None
+        self._stopped = False
+
+    def __del__(self, _warn: Any = warnings.warn) -> None:
+        # (getattr: a constructor that raised leaves nothing to warn about)
+        if getattr(self, "_producer", None) is not None and not getattr(self, "_stopped", True):
+            _warn(f"Unclosed AIOKafkaProducer {self!r}", ResourceWarning, source=self)
 
     async def start(self) -> None:
         """Start the background task that owns the connections and wait for a bootstrap
@@ -76,13 +85,15 @@ class AIOKafkaProducer(StartStop):
                 (a KafkaConnectionError, as aiokafka raises).
             RuntimeError: already started.
         """
-        self._producer = await self._background.start(self._run)
+        # (the task holds no reference to self: an unclosed producer can be collected)
+        self._producer = await self._background.start(functools.partial(_run, self._options))
 
     async def stop(self) -> None:
         """Deliver what is pending, close the connections, end the background task.
 
         Cancelling ``stop()`` aborts: pending records fail with ProducerClosedError.
         """
+        self._stopped = self._producer is not None or self._stopped
         try:
             await self._background.stop()
         finally:
@@ -96,7 +107,7 @@ class AIOKafkaProducer(StartStop):
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Sequence[tuple[str, bytes | None]] | None = None,
-    ) -> asyncio.Future[RecordMetadata]:
+    ) -> asyncio.Future[RecordMetadata | None]:
         """Append a record (serialized first); wait only for metadata or buffer room.
 
         Args:
@@ -108,8 +119,8 @@ class AIOKafkaProducer(StartStop):
             headers: ``(key, value)`` pairs.
 
         Returns:
-            A future resolving to the :class:`RecordMetadata`, or failing with the
-            record's error.
+            A future resolving to the :class:`RecordMetadata` (None with ``acks=0``, as
+            aiokafka), or failing with the record's error.
 
         Raises:
             KafkaTimeoutError: ``max_block_ms`` passed while the record was refused.
@@ -123,7 +134,7 @@ class AIOKafkaProducer(StartStop):
             key = self._key_serializer(key)
         if self._value_serializer is not None:
             value = self._value_serializer(value)
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[RecordMetadata | None] = asyncio.get_running_loop().create_future()
         _, moved = producer._append_now(
             topic, value, key, partition, timestamp_ms, headers or (), future
         )
@@ -139,7 +150,7 @@ class AIOKafkaProducer(StartStop):
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Sequence[tuple[str, bytes | None]] | None = None,
-    ) -> RecordMetadata:
+    ) -> RecordMetadata | None:
         """:meth:`send`, then wait for the record's outcome.
 
         Args:
@@ -151,7 +162,7 @@ class AIOKafkaProducer(StartStop):
             headers: ``(key, value)`` pairs.
 
         Returns:
-            Where the record was written.
+            Where the record was written; None with ``acks=0`` (as aiokafka).
 
         Raises:
             KafkaError: the record was refused or failed.
@@ -290,13 +301,10 @@ class AIOKafkaProducer(StartStop):
 
     def _running(self) -> Producer:
         if self._producer is None:
+            if self._stopped:
+                raise ProducerClosed("AIOKafkaProducer was stopped")
             raise RuntimeError("AIOKafkaProducer is not started: call `await start()` first")
         return self._producer
-
-    async def _run(self, ready: asyncio.Future[Producer], stopping: asyncio.Event) -> None:
-        async with running_producer(self._options, wait_for_cluster=True) as producer:
-            ready.set_result(producer)
-            await stopping.wait()
 
 
 class _Transaction:
@@ -327,3 +335,13 @@ def _settle(future: asyncio.Future[RecordMetadata], delivery: Delivery) -> None:
         future.set_result(delivery.result())
     except KafkaError as exc:
         future.set_exception(exc)
+
+
+async def _run(
+    options: dict[str, Any], ready: asyncio.Future[Producer], stopping: asyncio.Event
+) -> None:
+    """The background task of a started :class:`AIOKafkaProducer`."""
+    async with running_producer(options, wait_for_cluster=True) as producer:
+        producer.unacknowledged_result_none = True  # acks=0: None, as aiokafka
+        ready.set_result(producer)
+        await stopping.wait()

@@ -68,7 +68,9 @@ from kafkastate.core.metadata import ClusterMetadata
 from kafkastate.core.protocol.records import Record
 from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
+    IllegalOperation,
     IllegalStateError,
+    KafkaArgumentTypeError,
     KafkaConfigurationError,
     KafkaError,
     RebalanceListenerError,
@@ -78,6 +80,7 @@ from kafkastate.structs import ConsumerGroupMetadata, OffsetAndMetadata
 __all__ = [
     "ALLOWED",
     "CONSUMER_STATES",
+    "AssignmentSettled",
     "AutoCommitted",
     "ConsumerEvent",
     "ConsumerMachine",
@@ -171,6 +174,16 @@ class AutoCommitted:
     """Made for partitions about to be revoked."""
 
 
+@attrs.frozen(kw_only=True)
+class AssignmentSettled:
+    """The subscription has its assignment (:attr:`ConsumerMachine.assignment_settled`
+    turned True): the group's first assignment since :meth:`ConsumerMachine.subscribe`
+    was handed out, or without a group the metadata named every subscribed topic."""
+
+    assignment: tuple[TopicPartition, ...]
+    """The partitions assigned then."""
+
+
 ConsumerEvent = (
     ConnectRequested
     | CloseRequested
@@ -184,6 +197,7 @@ ConsumerEvent = (
     | GroupLeft
     | ListenerCallRequested
     | AutoCommitted
+    | AssignmentSettled
 )
 
 
@@ -196,13 +210,13 @@ def check_listener(listener: Any) -> None:
     stands in for it, as in Java).
 
     Raises:
-        KafkaConfigurationError: naming what is missing.
+        KafkaArgumentTypeError: naming what is missing (a TypeError, as aiokafka raises).
     """
     if listener is None:
         return
     missing = [m for m in _LISTENER_METHODS if not callable(getattr(listener, m, None))]
     if missing:
-        raise KafkaConfigurationError(
+        raise KafkaArgumentTypeError(
             f"listener {listener!r} lacks {', '.join(missing)}: subclass "
             "kafkastate.abc.ConsumerRebalanceListener"
         )
@@ -233,16 +247,18 @@ def check_subscription(
         The compiled pattern, or None for a topic list.
 
     Raises:
-        KafkaConfigurationError: bad topics, both topics and a pattern, a bad pattern or
-            listener, or a listener without group membership.
+        KafkaArgumentTypeError: (a TypeError, as aiokafka raises) bad topics, both or
+            neither topics and a pattern, a listener without the callbacks.
+        KafkaConfigurationError: (a ValueError) a bad pattern, or a listener without group
+            membership.
     """
     compiled: re.Pattern[str] | None = None
     if pattern is not None:
         if topics:
-            raise KafkaConfigurationError("subscribe to topics or to a pattern, not both")
+            raise KafkaArgumentTypeError("subscribe to topics or to a pattern, not both")
         compiled = compile_pattern(pattern)
     elif isinstance(topics, str) or not topics or not all(isinstance(t, str) and t for t in topics):
-        raise KafkaConfigurationError(f"topics must be a list of topic names, got {topics!r}")
+        raise KafkaArgumentTypeError(f"topics must be a list of topic names, got {topics!r}")
     check_listener(listener)
     if listener is not None and not group:
         raise KafkaConfigurationError("a rebalance listener needs a group_id")
@@ -347,6 +363,7 @@ class ConsumerMachine:
         self._polled_at = -1e300
         # The rebalance in progress: group events wait here, one at a time.
         self._group_events: deque[PartitionsRevoked | PartitionsAssigned] = deque()
+        self._settled = True  # see assignment_settled
         # The head group event's progress: None (not started), "commit" (the auto-commit
         # before a revocation is in flight), "committed", "listener" (a call is out).
         self._step: str | None = None
@@ -377,6 +394,24 @@ class ConsumerMachine:
     def member(self) -> Any:
         """The group member machine (classic or KIP-848), or None."""
         return self.fetcher.member
+
+    @property
+    def assignment_settled(self) -> bool:
+        """Whether the assignment is what the subscription asked for, at least once since
+        :meth:`subscribe`: the group's first assignment was handed out (the listener ran),
+        or -- without a group -- the metadata named every subscribed topic's partitions
+        (for a pattern: the first metadata after subscribing). Always True for a manual
+        assignment or no subscription. aiokafka's ``start()`` waits for this."""
+        return self._settled
+
+    @property
+    def group_error(self) -> KafkaError | None:
+        """Why the group member failed for good (reads raise it), or None."""
+        member = self.fetcher.member
+        if member is not None and not member.active:
+            error: KafkaError | None = member.error
+            return error
+        return None
 
     @property
     def rebalancing(self) -> bool:
@@ -418,6 +453,7 @@ class ConsumerMachine:
         tps = [_partition(tp) for tp in partitions]
         self._subscribed = ()
         self._pattern = None
+        self._settled = True
         self._held.clear()
         self._paused.clear()
         self.fetcher.assign(tps, now=now)
@@ -460,6 +496,7 @@ class ConsumerMachine:
             metadata.set_topics(None)  # every topic: the pattern picks
         fetcher.client.request_metadata_update()
         self._subscribed = subscribed
+        self._settled = False
         self._follow_subscription(now)
 
     def unsubscribe(self, *, now: float) -> None:
@@ -479,6 +516,7 @@ class ConsumerMachine:
         self._time(now)
         self._subscribed = ()
         self._pattern = None
+        self._settled = True
         self._held.clear()
         self._paused.clear()
         self.fetcher.assign((), now=now)
@@ -736,10 +774,13 @@ class ConsumerMachine:
         """Read ``partition`` from ``offset`` next.
 
         Raises:
+            KafkaConfigurationError: (a ValueError) a negative or non-int offset, checked
+                first, as aiokafka does.
             IllegalStateError: the partition is not assigned.
-            KafkaConfigurationError: a negative offset.
         """
         self._allow("seek")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise KafkaConfigurationError(f"offset must be an int >= 0, got {offset!r}")
         tp = self.check_partition(partition)
         self._time(now)
         self._drop_held([tp])
@@ -812,13 +853,14 @@ class ConsumerMachine:
             answers, or None when there was nothing to commit.
 
         Raises:
-            IllegalStateError: no ``group_id``, or the consumer is closed.
+            IllegalOperation: (an IllegalStateError) no ``group_id``.
+            IllegalStateError: the consumer is closed.
             TypeError: ``offsets`` is not a mapping.
             KafkaConfigurationError: (a ValueError) a malformed partition or offset, named.
         """
         self._allow("commit")
         if self.fetcher.config.group_id is None:
-            raise IllegalStateError("commit needs a group_id")
+            raise IllegalOperation("commit needs a group_id")
         plain: dict[TopicPartition, int | tuple[int, str]] = {}
         if offsets is None:
             plain.update(self.consumed())
@@ -840,11 +882,11 @@ class ConsumerMachine:
         :class:`~kafkastate.core.consumer.fetcher.CommittedOffsets` answers.
 
         Raises:
-            IllegalStateError: no ``group_id``.
+            IllegalOperation: (an IllegalStateError) no ``group_id``.
         """
         self._allow("query")
         if self.fetcher.config.group_id is None:
-            raise IllegalStateError("committed offsets need a group_id")
+            raise IllegalOperation("committed offsets need a group_id")
         self._time(now)
         return self.fetcher.fetch_committed([_partition(tp) for tp in partitions], now=now)
 
@@ -1024,6 +1066,7 @@ class ConsumerMachine:
             self.fetcher.revocation_done(now=now)
         else:
             self.fetcher.assignment_done(now=now)
+            self._settle()
         if self.state is ConsumerState.LEAVING:
             self._group_events.clear()
             self._start_leave(now)
@@ -1054,13 +1097,25 @@ class ConsumerMachine:
                 self._subscribed = matching
                 if fetcher.member is not None:
                     fetcher.subscribe(matching, now=now)
+            if not matching and fetcher.member is None:
+                self._settle()  # nothing matches yet: an empty assignment
         if not self._subscribed or fetcher.member is not None:
             return
         wanted: list[TopicPartition] = []
+        known = True
         for topic in self._subscribed:
-            wanted.extend((topic, p) for p in cluster.partitions_for(topic) or ())
+            found = cluster.partitions_for(topic)
+            known = known and bool(found)
+            wanted.extend((topic, p) for p in found or ())
         if set(wanted) != set(fetcher.assignment()):
             fetcher.assign(wanted, now=now)
+        if known:
+            self._settle()
+
+    def _settle(self) -> None:
+        if not self._settled:
+            self._settled = True
+            self._events.append(AssignmentSettled(assignment=self.fetcher.assignment()))
 
     # ----------------------------------------------------------- IO surface
 

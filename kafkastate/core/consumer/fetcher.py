@@ -88,7 +88,12 @@ from kafkastate.core.consumer.group import (
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig, ConsumerGroupMember
 from kafkastate.core.metadata import NodeId
 from kafkastate.core.protocol.records import Record
-from kafkastate.errors import KafkaConfigurationError, KafkaError, LocalProtocolError
+from kafkastate.errors import (
+    IllegalStateError,
+    KafkaConfigurationError,
+    KafkaError,
+    LocalProtocolError,
+)
 
 __all__ = [
     "EARLIEST",
@@ -297,7 +302,7 @@ class FetcherMachine:
         """
         wanted = checked_partitions(partitions)
         if self.member is not None and self.member.subscription:
-            raise LocalProtocolError("assign() while subscribed through the group")
+            raise IllegalStateError("assign() while subscribed through the group")
         self._set_assignment(wanted)
         self._step(now)
 

@@ -75,6 +75,7 @@ from kafkastate.core.protocol.records import (
 )
 from kafkastate.errors import (
     IllegalStateError,
+    KafkaArgumentTypeError,
     KafkaConfigurationError,
     KafkaError,
     KafkaTimeoutError,
@@ -611,7 +612,7 @@ def _too_large(alone: int, cfg: AccumulatorConfig, topic: str, partition: int) -
 
 def _check_bytes(what: str, data: object) -> None:
     if data is not None and not isinstance(data, bytes | bytearray | memoryview):
-        raise KafkaConfigurationError(
+        raise KafkaArgumentTypeError(
             f"record {what} must be bytes, bytearray, memoryview or None, not {type(data).__name__}"
         )
 

@@ -27,7 +27,7 @@ from kafkastate.core.consumer.group import GroupConfig, MemberState
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, response_type
-from kafkastate.errors import GroupAuthorizationFailedError, LocalProtocolError
+from kafkastate.errors import GroupAuthorizationFailedError, IllegalStateError
 from tests._support.peer import Sent
 from tests.core.consumer.test_fetcher_validation import FetcherPeer, answer_coordinator, batch
 
@@ -192,7 +192,7 @@ def test_a_fatal_group_error_surfaces_from_poll() -> None:
 def test_leave_group_on_close_and_manual_assign_is_refused() -> None:
     peer = group_peer()
     in_group(peer)
-    with pytest.raises(LocalProtocolError, match="subscribed through the group"):
+    with pytest.raises(IllegalStateError, match="subscribed through the group"):
         peer.m.assign([("t", 0)], now=peer.now)
     peer.m.leave_group(now=peer.now)
     peer.pump()

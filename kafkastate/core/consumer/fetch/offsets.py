@@ -59,6 +59,8 @@ _COORDINATOR_MOVED: Final = frozenset({14, 15, 16})
 _COMMIT_FENCED: Final = frozenset({22, 25, 27, 82, 113})
 _REJOIN_ON_COMMIT: Final = frozenset({22, 25})
 
+_UNKNOWN_TOPIC: Final = 3  # UNKNOWN_TOPIC_OR_PARTITION
+
 
 @attrs.frozen(kw_only=True)
 class ListedOffset:
@@ -266,9 +268,20 @@ class OffsetQueries:
             self._client.request_metadata_update()
             q.retry_at, q.awaits_metadata = now + self._config.retry_backoff, True
             return
+        if q.kind == "committed":
+            # A topic the cluster does not have has nothing committed to ask for: None at
+            # once, as aiokafka answers, not a wait for a topic id that never comes.
+            absent = {n for n in names if cluster.topics[n].error_code == _UNKNOWN_TOPIC}
+            for tp in q.partitions:
+                if tp[0] in absent:
+                    q.results[tp] = None
+            names = [n for n in names if n not in absent]
+            if not names:
+                self.complete(q, now)
+                return
         ids = {n: cluster.topics[n].topic_id for n in names}
         if q.kind == "committed":
-            tps = list(q.partitions)
+            tps = [tp for tp in q.partitions if tp[0] in ids]
 
             def factory(versions: ApiVersionTable) -> Any:
                 return _offset_fetch_request(versions, group, tps, ids)
