@@ -120,6 +120,7 @@ def transition(table: StateTable[S], current: S, new: S, *, what: str) -> S:
 
 MACHINE_MODULES: Final = (
     "kafkastate.core.connection",
+    "kafkastate.core.client",
     "kafkastate.core.producer.producer",
     "kafkastate.core.producer.transactions",
     "kafkastate.core.consumer.consumer",

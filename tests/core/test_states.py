@@ -15,6 +15,7 @@ import sys
 import pytest
 
 import kafkastate.core
+from kafkastate.core.client import NODE_STATES, NodeState
 from kafkastate.core.connection import CONNECTION_STATES, ConnectionState
 from kafkastate.core.consumer.consumer import ALLOWED, CONSUMER_STATES, ConsumerState
 from kafkastate.core.consumer.group import MEMBER_STATES, MemberState
@@ -39,6 +40,7 @@ TABLES = registered_tables()
 # (module, the table's name there, its enum): one row per machine that uses a table
 MACHINES = [
     ("kafkastate.core.connection", "CONNECTION_STATES", ConnectionState),
+    ("kafkastate.core.client", "NODE_STATES", NodeState),
     ("kafkastate.core.producer.producer", "PRODUCER_STATES", ProducerState),
     ("kafkastate.core.producer.transactions", "TRANSACTION_STATES", TransactionState),
     ("kafkastate.core.consumer.consumer", "CONSUMER_STATES", ConsumerState),
@@ -145,6 +147,7 @@ def test_the_tables_keep_the_machines_vocabulary() -> None:
     assert CONNECTION_STATES.initial is ConnectionState.IDLE
     assert PRODUCER_STATES.transitions[ProducerState.CLOSED] == frozenset()
     assert MEMBER_STATES.transitions[MemberState.FAILED] == frozenset()
+    assert NODE_STATES.initial is NodeState.DISCONNECTED
 
 
 def test_transition_names_what_caused_it() -> None:
