@@ -19,6 +19,7 @@ from kafkastate.core.client import NODE_STATES, NodeState
 from kafkastate.core.connection import CONNECTION_STATES, ConnectionState
 from kafkastate.core.consumer.consumer import ALLOWED, CONSUMER_STATES, ConsumerState
 from kafkastate.core.consumer.group import MEMBER_STATES, MemberState
+from kafkastate.core.producer.idempotence import IDEMPOTENCE_STATES, IdempotenceState
 from kafkastate.core.producer.producer import PRODUCER_STATES, ProducerState
 from kafkastate.core.producer.transactions import (
     TRANSACTION_STATES,
@@ -42,6 +43,7 @@ MACHINES = [
     ("kafkastate.core.connection", "CONNECTION_STATES", ConnectionState),
     ("kafkastate.core.client", "NODE_STATES", NodeState),
     ("kafkastate.core.producer.producer", "PRODUCER_STATES", ProducerState),
+    ("kafkastate.core.producer.idempotence", "IDEMPOTENCE_STATES", IdempotenceState),
     ("kafkastate.core.producer.transactions", "TRANSACTION_STATES", TransactionState),
     ("kafkastate.core.consumer.consumer", "CONSUMER_STATES", ConsumerState),
     ("kafkastate.core.consumer.group", "MEMBER_STATES", MemberState),
@@ -148,6 +150,7 @@ def test_the_tables_keep_the_machines_vocabulary() -> None:
     assert PRODUCER_STATES.transitions[ProducerState.CLOSED] == frozenset()
     assert MEMBER_STATES.transitions[MemberState.FAILED] == frozenset()
     assert NODE_STATES.initial is NodeState.DISCONNECTED
+    assert IDEMPOTENCE_STATES.transitions[IdempotenceState.FATAL] == {IdempotenceState.FATAL}
 
 
 def test_transition_names_what_caused_it() -> None:
