@@ -122,6 +122,7 @@ MACHINE_MODULES: Final = (
     "kafkastate.core.connection",
     "kafkastate.core.client",
     "kafkastate.core.producer.producer",
+    "kafkastate.core.producer.accumulator",
     "kafkastate.core.producer.idempotence",
     "kafkastate.core.producer.transactions",
     "kafkastate.core.consumer.consumer",
