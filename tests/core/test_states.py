@@ -18,6 +18,7 @@ import kafkastate.core
 from kafkastate.core.client import NODE_STATES, NodeState
 from kafkastate.core.connection import CONNECTION_STATES, ConnectionState
 from kafkastate.core.consumer.consumer import ALLOWED, CONSUMER_STATES, ConsumerState
+from kafkastate.core.consumer.fetch.state import POSITION_STATES, PositionState
 from kafkastate.core.consumer.group import MEMBER_STATES, MemberState
 from kafkastate.core.producer import accumulator
 from kafkastate.core.producer.accumulator import BATCH_STATES, BatchState
@@ -50,6 +51,7 @@ MACHINES = [
     ("kafkastate.core.producer.transactions", "TRANSACTION_STATES", TransactionState),
     ("kafkastate.core.consumer.consumer", "CONSUMER_STATES", ConsumerState),
     ("kafkastate.core.consumer.group", "MEMBER_STATES", MemberState),
+    ("kafkastate.core.consumer.fetch.state", "POSITION_STATES", PositionState),
 ]
 
 
@@ -153,6 +155,7 @@ def test_the_tables_keep_the_machines_vocabulary() -> None:
     assert PRODUCER_STATES.transitions[ProducerState.CLOSED] == frozenset()
     assert MEMBER_STATES.transitions[MemberState.FAILED] == frozenset()
     assert NODE_STATES.initial is NodeState.DISCONNECTED
+    assert PositionState.AWAIT_VALIDATION not in POSITION_STATES.transitions[PositionState.FAILED]
     assert BATCH_STATES.transitions[BatchState.DONE] == frozenset()
     assert IDEMPOTENCE_STATES.transitions[IdempotenceState.FATAL] == {IdempotenceState.FATAL}
 
