@@ -127,6 +127,7 @@ MACHINE_MODULES: Final = (
     "kafkastate.core.producer.transactions",
     "kafkastate.core.consumer.consumer",
     "kafkastate.core.consumer.group",
+    "kafkastate.core.consumer.group848",
     "kafkastate.core.consumer.fetch.state",
 )
 """The modules that define a registered :class:`StateTable`, in the order the generated

@@ -20,6 +20,7 @@ from kafkastate.core.connection import CONNECTION_STATES, ConnectionState
 from kafkastate.core.consumer.consumer import ALLOWED, CONSUMER_STATES, ConsumerState
 from kafkastate.core.consumer.fetch.state import POSITION_STATES, PositionState
 from kafkastate.core.consumer.group import MEMBER_STATES, MemberState
+from kafkastate.core.consumer.group848 import MEMBER848_STATES, Member848State
 from kafkastate.core.producer import accumulator
 from kafkastate.core.producer.accumulator import BATCH_STATES, BatchState
 from kafkastate.core.producer.idempotence import IDEMPOTENCE_STATES, IdempotenceState
@@ -51,6 +52,7 @@ MACHINES = [
     ("kafkastate.core.producer.transactions", "TRANSACTION_STATES", TransactionState),
     ("kafkastate.core.consumer.consumer", "CONSUMER_STATES", ConsumerState),
     ("kafkastate.core.consumer.group", "MEMBER_STATES", MemberState),
+    ("kafkastate.core.consumer.group848", "MEMBER848_STATES", Member848State),
     ("kafkastate.core.consumer.fetch.state", "POSITION_STATES", PositionState),
 ]
 
@@ -155,6 +157,7 @@ def test_the_tables_keep_the_machines_vocabulary() -> None:
     assert PRODUCER_STATES.transitions[ProducerState.CLOSED] == frozenset()
     assert MEMBER_STATES.transitions[MemberState.FAILED] == frozenset()
     assert NODE_STATES.initial is NodeState.DISCONNECTED
+    assert MEMBER848_STATES.transitions[Member848State.CLOSED] == frozenset()
     assert PositionState.AWAIT_VALIDATION not in POSITION_STATES.transitions[PositionState.FAILED]
     assert BATCH_STATES.transitions[BatchState.DONE] == frozenset()
     assert IDEMPOTENCE_STATES.transitions[IdempotenceState.FATAL] == {IdempotenceState.FATAL}
