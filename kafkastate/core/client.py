@@ -46,6 +46,7 @@ from kafkastate.core import connection as conn_events
 from kafkastate.core.connection import BrokerConnection, ConnectionConfig, CorrelationId
 from kafkastate.core.metadata import ClusterMetadata, Metadata, MetadataConfig, NodeId
 from kafkastate.core.protocol.versions import ApiVersionTable
+from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
     AuthenticationFailedError,
     KafkaConfigurationError,
@@ -62,6 +63,7 @@ __all__ = [
     "ClientEvent",
     "CloseRequested",
     "ConnectRequested",
+    "NODE_STATES",
     "MetadataUpdated",
     "NodeDisconnected",
     "NodeState",
@@ -94,6 +96,27 @@ class NodeState(enum.Enum):
     HANDSHAKING = "handshaking"
     READY = "ready"
     BACKOFF = "backoff"
+
+
+_N = NodeState
+# STYLE §6: read off every change of state below. close() ends any state; _connect starts
+# from DISCONNECTED or a finished BACKOFF; the socket's answer moves CONNECTING on; a lost
+# connection, a refused or timed-out connect backs off; an idle READY connection is closed.
+NODE_STATES: Final = register(
+    StateTable(
+        machine="ClientNode",
+        states=NodeState,
+        initial=_N.DISCONNECTED,
+        transitions={
+            _N.DISCONNECTED: {_N.DISCONNECTED, _N.CONNECTING},
+            _N.CONNECTING: {_N.HANDSHAKING, _N.BACKOFF, _N.DISCONNECTED},
+            _N.HANDSHAKING: {_N.READY, _N.BACKOFF, _N.DISCONNECTED},
+            _N.READY: {_N.BACKOFF, _N.DISCONNECTED},
+            _N.BACKOFF: {_N.CONNECTING, _N.DISCONNECTED},
+        },
+    )
+)
+"""The state table of one node as the Client sees it (STYLE §6)."""
 
 
 def parse_bootstrap_servers(
@@ -407,7 +430,7 @@ class Client:
             if node.state in (NodeState.CONNECTING, NodeState.HANDSHAKING, NodeState.READY):
                 self._events.append(CloseRequested(node_id=node.node_id))
             self._fail_queue(node.queue, error, node.node_id)
-            node.state = NodeState.DISCONNECTED
+            node.state = transition(NODE_STATES, node.state, _N.DISCONNECTED, what="close")
             node.conn = None
         self._fail_queue(self._any, error, None)
 
@@ -418,7 +441,7 @@ class Client:
         node = self._node(node_id)
         if node.state is not NodeState.CONNECTING:
             raise LocalProtocolError(f"connection_made for node {node_id} in {node.state.name}")
-        node.state = NodeState.HANDSHAKING
+        node.state = transition(NODE_STATES, node.state, _N.HANDSHAKING, what="connection_made")
         node.connect_deadline = None
         node.last_active = now
         node.conn = BrokerConnection(self.config.connection, rng=self._rng)
@@ -494,7 +517,7 @@ class Client:
             ):
                 node.conn.close()
                 node.conn = None
-                node.state = NodeState.DISCONNECTED
+                node.state = transition(NODE_STATES, node.state, _N.DISCONNECTED, what="idle")
                 self._events.append(CloseRequested(node_id=node.node_id))
                 self._events.append(NodeDisconnected(node_id=node.node_id, error=None))
         self._expire_queue(self._any, now, None)
@@ -687,7 +710,7 @@ class Client:
             self._connect(node, now)
 
     def _connect(self, node: _Node, now: float) -> None:
-        node.state = NodeState.CONNECTING
+        node.state = transition(NODE_STATES, node.state, _N.CONNECTING, what="connect")
         node.connect_deadline = now + self.config.socket_connection_setup_timeout
         self._events.append(ConnectRequested(node_id=node.node_id, host=node.host, port=node.port))
 
@@ -711,7 +734,7 @@ class Client:
         while (event := conn.next_event()) is not None:
             match event:
                 case conn_events.ConnectionReady():
-                    node.state = NodeState.READY
+                    node.state = transition(NODE_STATES, node.state, _N.READY, what="ready")
                     node.failures = 0
                     self._last_connection_error = None
                 case conn_events.ResponseReceived(correlation_id=cid, response=response):
@@ -744,7 +767,7 @@ class Client:
         backoff = min(base, self.config.reconnect_backoff_max)
         backoff *= 1 + self._rng.uniform(-_JITTER, _JITTER)
         node.backoff_until = now + backoff
-        node.state = NodeState.BACKOFF
+        node.state = transition(NODE_STATES, node.state, _N.BACKOFF, what="disconnected")
         self._events.append(NodeDisconnected(node_id=node.node_id, error=error))
         if error is not None:
             self._last_connection_error = error

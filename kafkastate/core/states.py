@@ -120,10 +120,15 @@ def transition(table: StateTable[S], current: S, new: S, *, what: str) -> S:
 
 MACHINE_MODULES: Final = (
     "kafkastate.core.connection",
+    "kafkastate.core.client",
     "kafkastate.core.producer.producer",
+    "kafkastate.core.producer.accumulator",
+    "kafkastate.core.producer.idempotence",
     "kafkastate.core.producer.transactions",
     "kafkastate.core.consumer.consumer",
     "kafkastate.core.consumer.group",
+    "kafkastate.core.consumer.group848",
+    "kafkastate.core.consumer.fetch.state",
 )
 """The modules that define a registered :class:`StateTable`, in the order the generated
 page shows them."""

@@ -15,9 +15,15 @@ import sys
 import pytest
 
 import kafkastate.core
+from kafkastate.core.client import NODE_STATES, NodeState
 from kafkastate.core.connection import CONNECTION_STATES, ConnectionState
 from kafkastate.core.consumer.consumer import ALLOWED, CONSUMER_STATES, ConsumerState
+from kafkastate.core.consumer.fetch.state import POSITION_STATES, PositionState
 from kafkastate.core.consumer.group import MEMBER_STATES, MemberState
+from kafkastate.core.consumer.group848 import MEMBER848_STATES, Member848State
+from kafkastate.core.producer import accumulator
+from kafkastate.core.producer.accumulator import BATCH_STATES, BatchState
+from kafkastate.core.producer.idempotence import IDEMPOTENCE_STATES, IdempotenceState
 from kafkastate.core.producer.producer import PRODUCER_STATES, ProducerState
 from kafkastate.core.producer.transactions import (
     TRANSACTION_STATES,
@@ -39,10 +45,15 @@ TABLES = registered_tables()
 # (module, the table's name there, its enum): one row per machine that uses a table
 MACHINES = [
     ("kafkastate.core.connection", "CONNECTION_STATES", ConnectionState),
+    ("kafkastate.core.client", "NODE_STATES", NodeState),
     ("kafkastate.core.producer.producer", "PRODUCER_STATES", ProducerState),
+    ("kafkastate.core.producer.accumulator", "BATCH_STATES", BatchState),
+    ("kafkastate.core.producer.idempotence", "IDEMPOTENCE_STATES", IdempotenceState),
     ("kafkastate.core.producer.transactions", "TRANSACTION_STATES", TransactionState),
     ("kafkastate.core.consumer.consumer", "CONSUMER_STATES", ConsumerState),
     ("kafkastate.core.consumer.group", "MEMBER_STATES", MemberState),
+    ("kafkastate.core.consumer.group848", "MEMBER848_STATES", Member848State),
+    ("kafkastate.core.consumer.fetch.state", "POSITION_STATES", PositionState),
 ]
 
 
@@ -145,6 +156,19 @@ def test_the_tables_keep_the_machines_vocabulary() -> None:
     assert CONNECTION_STATES.initial is ConnectionState.IDLE
     assert PRODUCER_STATES.transitions[ProducerState.CLOSED] == frozenset()
     assert MEMBER_STATES.transitions[MemberState.FAILED] == frozenset()
+    assert NODE_STATES.initial is NodeState.DISCONNECTED
+    assert MEMBER848_STATES.transitions[Member848State.CLOSED] == frozenset()
+    assert PositionState.AWAIT_VALIDATION not in POSITION_STATES.transitions[PositionState.FAILED]
+    assert BATCH_STATES.transitions[BatchState.DONE] == frozenset()
+    assert IDEMPOTENCE_STATES.transitions[IdempotenceState.FATAL] == {IdempotenceState.FATAL}
+
+
+def test_a_batch_command_is_allowed_where_its_target_is() -> None:
+    # the accumulator checks the command, then the move to the command's one target
+    targets = accumulator._TARGETS
+    assert set(targets) == {c for cs in BATCH_STATES.commands.values() for c in cs}
+    for state, commands in BATCH_STATES.commands.items():
+        assert {targets[c] for c in commands} == BATCH_STATES.transitions[state]
 
 
 def test_transition_names_what_caused_it() -> None:

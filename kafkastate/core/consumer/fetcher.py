@@ -76,6 +76,7 @@ from kafkastate.core.consumer.fetch.state import (
     TopicPartition,
     _Partition,
     checked_partitions,
+    move,
 )
 from kafkastate.core.consumer.group import (
     AssignPartitions,
@@ -391,7 +392,8 @@ class FetcherMachine:
             raise KafkaConfigurationError(f"offset must be an int >= 0, got {offset!r}")
         p = self._part(tp)
         self._moved(p)
-        p.state, p.position, p.position_epoch, p.error = PositionState.FETCHING, offset, -1, None
+        move(p, PositionState.FETCHING, what="seek")
+        p.position, p.position_epoch, p.error = offset, -1, None
         p.reset_to, p.leader_epoch = None, -1
         self._completed.pop(tp, None)
         self._step(now)
@@ -406,7 +408,8 @@ class FetcherMachine:
         for tp in tps:
             p = self._part(tp)
             self._moved(p)
-            p.state, p.reset_to, p.error = PositionState.AWAIT_RESET, timestamp, None
+            move(p, PositionState.AWAIT_RESET, what="seek_to")
+            p.reset_to, p.error = timestamp, None
             self._completed.pop(tp, None)
         self._step(now)
 
@@ -422,7 +425,8 @@ class FetcherMachine:
         for tp in tps:
             p = self._part(tp)
             self._moved(p)
-            p.state, p.error = PositionState.AWAIT_COMMITTED, None
+            move(p, PositionState.AWAIT_COMMITTED, what="seek_to_committed")
+            p.error = None
             self._completed.pop(tp, None)
         self._step(now)
 

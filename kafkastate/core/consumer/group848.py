@@ -59,9 +59,10 @@ from kafkastate.core.consumer.group import (
 )
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
+from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import IllegalStateError, KafkaConfigurationError, KafkaError, error_for_code
 
-__all__ = ["ConsumerGroupConfig", "ConsumerGroupMember", "Member848State"]
+__all__ = ["MEMBER848_STATES", "ConsumerGroupConfig", "ConsumerGroupMember", "Member848State"]
 
 TopicPartition = tuple[str, int]
 
@@ -88,6 +89,35 @@ class Member848State(enum.Enum):
     """A fatal error."""
     CLOSED = "closed"
     """Left."""
+
+
+_S = Member848State
+# STYLE §6: read off every change of state below. close() and a fatal answer end any live
+# state; a poll timeout (_step) leaves from a member with an epoch; FENCED_MEMBER_EPOCH /
+# UNKNOWN_MEMBER_ID join again; _reconcile moves towards a target. A late answer (to the
+# heartbeat in flight when a poll timeout left) still acts on an UNSUBSCRIBED member.
+MEMBER848_STATES: Final = register(
+    StateTable(
+        machine="ConsumerGroupMember",
+        states=Member848State,
+        initial=_S.UNSUBSCRIBED,
+        transitions={
+            _S.UNSUBSCRIBED: {_S.JOINING, _S.RECONCILING, _S.FAILED, _S.CLOSED},
+            _S.JOINING: {_S.JOINING, _S.STABLE, _S.RECONCILING, _S.FAILED, _S.CLOSED},
+            _S.STABLE: {_S.JOINING, _S.RECONCILING, _S.UNSUBSCRIBED, _S.FAILED, _S.CLOSED},
+            _S.RECONCILING: {
+                _S.JOINING,
+                _S.STABLE,
+                _S.RECONCILING,
+                _S.UNSUBSCRIBED,
+                _S.FAILED,
+                _S.CLOSED,
+            },
+            _S.FAILED: set(),
+            _S.CLOSED: set(),
+        },
+    )
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -170,7 +200,7 @@ class ConsumerGroupMember(MemberBase):
             raise KafkaConfigurationError(f"topics must be a list of topic names, got {topics!r}")
         self._topics = tuple(sorted(set(topics)))
         if self.state is Member848State.UNSUBSCRIBED and self._topics:
-            self.state = Member848State.JOINING
+            self._to(Member848State.JOINING, what="subscribe")
             self.epoch = _JOIN_EPOCH
         self._next_heartbeat = now  # tell the coordinator now
         self._step(now)
@@ -190,7 +220,7 @@ class ConsumerGroupMember(MemberBase):
         timeout this joins again."""
         self._last_poll = now
         if self.state is Member848State.UNSUBSCRIBED and self._topics:
-            self.state = Member848State.JOINING
+            self._to(Member848State.JOINING, what="polled")
             self.epoch = _JOIN_EPOCH
             self._next_heartbeat = now
         self._step(now)
@@ -215,7 +245,7 @@ class ConsumerGroupMember(MemberBase):
         self._awaiting_assignment = None
         self._owned = assigning.assigned
         if self.state is Member848State.RECONCILING:
-            self.state = Member848State.STABLE
+            self._to(Member848State.STABLE, what="assignment_done")
         self._next_heartbeat = now  # report the new owned set
         self._step(now)
 
@@ -232,7 +262,7 @@ class ConsumerGroupMember(MemberBase):
         if self.epoch > 0 and not self.coordinator_wanted:
             static = self.config.group_instance_id is not None
             self._send_heartbeat(_STATIC_LEAVE_EPOCH if static else _LEAVE_EPOCH, now)
-        self.state = Member848State.CLOSED
+        self._to(Member848State.CLOSED, what="close")
         self._next_heartbeat = None
 
     # ---------------------------------------------------------------- IO
@@ -292,6 +322,9 @@ class ConsumerGroupMember(MemberBase):
 
     # ----------------------------------------------------------- internals
 
+    def _to(self, new: Member848State, *, what: str) -> None:
+        self.state = transition(MEMBER848_STATES, self.state, new, what=what)
+
     def _poll_deadline(self) -> float | None:
         if (
             self._last_poll is None
@@ -315,7 +348,7 @@ class ConsumerGroupMember(MemberBase):
             if not self.coordinator_wanted:
                 self._send_heartbeat(_LEAVE_EPOCH, now)  # the group moves on without us
             self._lose()
-            self.state = Member848State.UNSUBSCRIBED
+            self._to(Member848State.UNSUBSCRIBED, what="poll timeout")
             self.epoch = _JOIN_EPOCH
             self._target = None
             self._next_heartbeat = None
@@ -336,21 +369,21 @@ class ConsumerGroupMember(MemberBase):
         wanted = {tp for tp in wanted if tp[0] in self._topics}
         gone = tuple(sorted(tp for tp in self._owned if tp not in wanted))
         if gone:
-            self.state = Member848State.RECONCILING
+            self._to(Member848State.RECONCILING, what="revoke")
             self._awaiting_revocation = RevokePartitions(partitions=gone, lost=False)
             self._events.append(self._awaiting_revocation)
             return
         added = tuple(sorted(wanted - set(self._owned)))
         self._target = None
         if added:
-            self.state = Member848State.RECONCILING
+            self._to(Member848State.RECONCILING, what="assign")
             event = AssignPartitions(
                 assigned=tuple(sorted(wanted)), added=added, generation=self.epoch
             )
             self._awaiting_assignment = event
             self._events.append(event)
         elif self.state is Member848State.RECONCILING or self.state is Member848State.JOINING:
-            self.state = Member848State.STABLE
+            self._to(Member848State.STABLE, what="reconciled")
 
     def _lose(self) -> None:
         """Everything owned or being assigned is lost (the application acknowledges a
@@ -362,12 +395,12 @@ class ConsumerGroupMember(MemberBase):
         self._lose()
         self._target = None
         self.epoch = _JOIN_EPOCH
-        self.state = Member848State.JOINING
+        self._to(Member848State.JOINING, what="fenced")
         self._next_heartbeat = now
 
     def _fail(self, error: KafkaError) -> None:
         self._lose()
-        self.state = Member848State.FAILED
+        self._to(Member848State.FAILED, what="fatal error")
         self.error = error
         self._next_heartbeat = None
         self._events.append(GroupFailed(error=error))
@@ -379,7 +412,7 @@ class ConsumerGroupMember(MemberBase):
         self._interval = response.heartbeat_interval.total_seconds() or self._interval
         self._next_heartbeat = now + self._interval
         if self.state is Member848State.JOINING and self.epoch > 0:
-            self.state = Member848State.STABLE
+            self._to(Member848State.STABLE, what="joined")
             if self._last_poll is None:
                 self._last_poll = now
         assignment = response.assignment

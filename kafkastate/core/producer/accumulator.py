@@ -73,6 +73,7 @@ from kafkastate.core.protocol.records import (
     RecordBatchBuilder,
     estimate_record_size_upper_bound,
 )
+from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
     IllegalStateError,
     KafkaArgumentTypeError,
@@ -84,6 +85,7 @@ from kafkastate.errors import (
 )
 
 __all__ = [
+    "BATCH_STATES",
     "Accumulator",
     "AccumulatorConfig",
     "AccumulatorEvent",
@@ -348,17 +350,43 @@ class BatchState(enum.Enum):
     DONE = "done"
     """Acknowledged, failed, expired or split: it changes no more."""
 
+    # Members are singletons compared by identity: hash them by identity too, in C (Enum's
+    # own __hash__ is Python code), so the per-batch table checks stay cheap.
+    __hash__ = object.__hash__
 
-# STYLE §6: each command's legal moves, (command, state before) -> state after.
-_TRANSITIONS: Final[dict[tuple[str, BatchState], BatchState]] = {
-    ("drain", BatchState.QUEUED): BatchState.IN_FLIGHT,
-    ("reenqueue", BatchState.IN_FLIGHT): BatchState.QUEUED,
-    ("complete", BatchState.IN_FLIGHT): BatchState.DONE,
-    ("split", BatchState.IN_FLIGHT): BatchState.DONE,
-    ("fail", BatchState.IN_FLIGHT): BatchState.DONE,
-    ("fail", BatchState.QUEUED): BatchState.DONE,
-    ("expire", BatchState.QUEUED): BatchState.DONE,
-    ("abort_undrained", BatchState.QUEUED): BatchState.DONE,
+
+_B = BatchState
+# STYLE §6: the moves, and each state's commands; every command has one target (_TARGETS).
+# drain takes a queued batch; reenqueue puts an in-flight one back; complete and split end
+# an in-flight batch; fail ends either; expire and abort_undrained end a queued one.
+BATCH_STATES: Final = register(
+    StateTable(
+        machine="ProducerBatch",
+        states=BatchState,
+        initial=_B.QUEUED,
+        transitions={
+            _B.QUEUED: {_B.IN_FLIGHT, _B.DONE},
+            _B.IN_FLIGHT: {_B.QUEUED, _B.DONE},
+            _B.DONE: set(),
+        },
+        commands={
+            _B.QUEUED: {"drain", "fail", "expire", "abort_undrained"},
+            _B.IN_FLIGHT: {"reenqueue", "complete", "split", "fail"},
+            _B.DONE: set(),
+        },
+    )
+)
+"""A :class:`ProducerBatch`'s states and the :class:`Accumulator` commands each allows."""
+
+_COMMANDS: Final = BATCH_STATES.commands
+_TARGETS: Final[dict[str, BatchState]] = {
+    "drain": _B.IN_FLIGHT,
+    "reenqueue": _B.QUEUED,
+    "complete": _B.DONE,
+    "split": _B.DONE,
+    "fail": _B.DONE,
+    "expire": _B.DONE,
+    "abort_undrained": _B.DONE,
 }
 
 
@@ -1865,10 +1893,11 @@ class Accumulator:
 
     @staticmethod
     def _transition(batch: ProducerBatch, verb: str) -> None:
-        to = _TRANSITIONS.get((verb, batch.state))
-        if to is None:
-            raise LocalProtocolError(f"cannot {verb} {batch!r}: it is {batch.state.name}")
-        batch.state = to
+        # once per batch per step: two frozenset membership tests (the command, the move)
+        state = batch.state
+        if verb not in _COMMANDS[state]:
+            raise LocalProtocolError(f"cannot {verb} {batch!r}: it is {state.name}")
+        batch.state = transition(BATCH_STATES, state, _TARGETS[verb], what=verb)
 
     def _backoff(self, attempts: int) -> float:
         cfg = self.config

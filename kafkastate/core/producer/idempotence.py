@@ -11,7 +11,7 @@ batch whose sequence leaves a gap is refused with OUT_OF_ORDER_SEQUENCE_NUMBER.
 :class:`Idempotence` is the pure bookkeeping the :class:`~kafkastate.core.producer.producer.
 ProducerMachine` consults:
 
-* the producer-wide state (:class:`IdempotenceState`, transitions in :data:`TRANSITIONS`):
+* the producer-wide state (:class:`IdempotenceState`, transitions in :data:`IDEMPOTENCE_STATES`):
   UNINITIALIZED -> INITIALIZING (InitProducerId in flight) -> READY; READY -> BUMPING when
   the sequence of some partition can no longer be trusted (KIP-360); BUMPING -> READY when
   the new id/epoch arrives; anything -> FATAL (PRODUCER_FENCED, authorization...).
@@ -39,11 +39,12 @@ import attrs
 
 from kafkastate.core.producer.accumulator import ProducerBatch
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable, api_name
-from kafkastate.errors import LocalProtocolError, UnsupportedVersionError
+from kafkastate.core.states import StateTable, register, transition
+from kafkastate.errors import UnsupportedVersionError
 
 __all__ = [
+    "IDEMPOTENCE_STATES",
     "INIT_PRODUCER_ID_MIN_VERSION",
-    "TRANSITIONS",
     "Idempotence",
     "IdempotenceState",
     "PartitionSequence",
@@ -132,18 +133,31 @@ class IdempotenceState(enum.Enum):
     """Fenced or refused for good; every pending record fails."""
 
 
-# STYLE §6: (state, command) -> next state.
-TRANSITIONS: Final[dict[tuple[IdempotenceState, str], IdempotenceState]] = {
-    (IdempotenceState.UNINITIALIZED, "start_init"): IdempotenceState.INITIALIZING,
-    (IdempotenceState.INITIALIZING, "initialized"): IdempotenceState.READY,
-    (IdempotenceState.READY, "request_bump"): IdempotenceState.BUMPING,
-    (IdempotenceState.BUMPING, "request_bump"): IdempotenceState.BUMPING,
-    (IdempotenceState.BUMPING, "initialized"): IdempotenceState.READY,
-    (IdempotenceState.UNINITIALIZED, "fatal"): IdempotenceState.FATAL,
-    (IdempotenceState.INITIALIZING, "fatal"): IdempotenceState.FATAL,
-    (IdempotenceState.READY, "fatal"): IdempotenceState.FATAL,
-    (IdempotenceState.BUMPING, "fatal"): IdempotenceState.FATAL,
-    (IdempotenceState.FATAL, "fatal"): IdempotenceState.FATAL,
+_I = IdempotenceState
+# STYLE §6: each command has one target (_TARGETS); a command is legal in a state when the
+# table allows the move to its target (start_init only from UNINITIALIZED; a bump only
+# from READY, or again while BUMPING; fatal from anywhere).
+IDEMPOTENCE_STATES: Final = register(
+    StateTable(
+        machine="Idempotence",
+        states=IdempotenceState,
+        initial=_I.UNINITIALIZED,
+        transitions={
+            _I.UNINITIALIZED: {_I.INITIALIZING, _I.FATAL},
+            _I.INITIALIZING: {_I.READY, _I.FATAL},
+            _I.READY: {_I.BUMPING, _I.FATAL},
+            _I.BUMPING: {_I.BUMPING, _I.READY, _I.FATAL},
+            _I.FATAL: {_I.FATAL},
+        },
+    )
+)
+"""The producer-wide idempotence states (STYLE §6)."""
+
+_TARGETS: Final[dict[str, IdempotenceState]] = {
+    "start_init": _I.INITIALIZING,
+    "initialized": _I.READY,
+    "request_bump": _I.BUMPING,
+    "fatal": _I.FATAL,
 }
 
 
@@ -179,10 +193,7 @@ class Idempotence:
     # ------------------------------------------------------------------------ state
 
     def _to(self, command: str) -> None:
-        to = TRANSITIONS.get((self.state, command))
-        if to is None:
-            raise LocalProtocolError(f"idempotence: cannot {command} in {self.state.name}")
-        self.state = to
+        self.state = transition(IDEMPOTENCE_STATES, self.state, _TARGETS[command], what=command)
 
     @property
     def can_stamp(self) -> bool:

@@ -42,6 +42,7 @@ from kafkastate.core.consumer.fetch.state import (
     TopicPartition,
     _Partition,
     await_metadata,
+    move,
 )
 from kafkastate.core.protocol.records import Batch, Record, iter_batches
 from kafkastate.errors import KafkaError, RecordTooLargeError, error_for_code
@@ -161,7 +162,7 @@ def read_partition(
         p.read_replica = None
         await_metadata(p, client)
         return False
-    p.state = PositionState.FAILED
+    move(p, PositionState.FAILED, what="Fetch error")
     p.error = error_for_code(code)(
         f"Fetch for {tp[0]}-{tp[1]} at offset {fetch_offset}", topic=tp[0], partition=tp[1]
     )
@@ -284,7 +285,8 @@ def hand_out(
             records = take_from(done, p, left)
         except KafkaError as exc:
             del completed[tp]
-            p.state, p.error = PositionState.FAILED, exc
+            move(p, PositionState.FAILED, what="records undecodable")
+            p.error = exc
             if out:
                 break  # hand out what we have; the error comes next time
             raise

@@ -38,6 +38,7 @@ from kafkastate.core.consumer.fetch.state import (
     TopicPartition,
     _Partition,
     await_metadata,
+    move,
 )
 from kafkastate.core.metadata import ClusterMetadata, NodeId
 from kafkastate.core.protocol.requests import build, nested_type
@@ -82,7 +83,7 @@ def apply_policy(
         out_of_range: the fetch offset the broker called out of range, if that is why.
     """
     if reset_to is None:
-        p.state = PositionState.FAILED
+        move(p, PositionState.FAILED, what="no reset policy")
         if out_of_range is not None:
             p.error = error_for_code(OFFSET_OUT_OF_RANGE)(
                 f"offset {out_of_range} is out of range for partition {tp[0]}-{tp[1]} "
@@ -95,7 +96,8 @@ def apply_policy(
             f"no valid offset for partition {tp[0]}-{tp[1]} and auto_offset_reset is 'none'"
         )
     else:
-        p.state, p.reset_to = PositionState.AWAIT_RESET, reset_to
+        move(p, PositionState.AWAIT_RESET, what="reset policy")
+        p.reset_to = reset_to
 
 
 def start_lookups(
@@ -171,14 +173,16 @@ def finish_lookup(
                 # current leader's log before fetching from it (KIP-320).
                 epoch = q.epochs.get(tp, -1)
                 p.position, p.position_epoch, p.leader_epoch = result[0], epoch, -1
-                p.state = PositionState.AWAIT_VALIDATION if epoch >= 0 else PositionState.FETCHING
+                new = PositionState.AWAIT_VALIDATION if epoch >= 0 else PositionState.FETCHING
+                move(p, new, what="committed offset")
             elif q.error is not None:
                 p.backoff_until = now + retry_backoff
             else:
                 apply_policy(p, tp, reset_to)
         elif q.kind == "list" and p.state is PositionState.AWAIT_RESET:
             if isinstance(result, ListedOffset) and result.offset >= 0:
-                p.state, p.position = PositionState.FETCHING, result.offset
+                move(p, PositionState.FETCHING, what="ListOffsets answered")
+                p.position = result.offset
                 p.position_epoch, p.reset_to = result.leader_epoch, None
                 p.leader_epoch = leader_epoch(cluster, tp)  # fresh from the leader
             else:
@@ -205,7 +209,7 @@ def check_leader(
     if p.position_epoch < 0:
         p.leader_epoch = current  # nothing to validate with (a seek to an offset)
         return
-    p.state = PositionState.AWAIT_VALIDATION
+    move(p, PositionState.AWAIT_VALIDATION, what="leader change")
     p.read_replica = None
     completed.pop(tp, None)  # fetched from the old leader: fetch it again
 
@@ -283,7 +287,7 @@ def read_validation(
         elif part is None or code in REFRESH_CODES or error_for_code(code).retriable:
             await_metadata(p, client)
         else:
-            p.state = PositionState.FAILED
+            move(p, PositionState.FAILED, what="OffsetForLeaderEpoch error")
             p.error = error_for_code(code)(
                 f"OffsetForLeaderEpoch for {tp[0]}-{tp[1]}", topic=tp[0], partition=tp[1]
             )
@@ -297,7 +301,8 @@ def complete_validation(
     position, _epoch, current = request
     end_offset, end_epoch = int(part.end_offset), int(part.leader_epoch)
     if end_offset >= 0 and end_epoch >= 0 and end_offset >= position:
-        p.state, p.leader_epoch = PositionState.FETCHING, current
+        move(p, PositionState.FETCHING, what="position validated")
+        p.leader_epoch = current
         return
     where = f"{tp[0]}-{tp[1]}"
     if end_offset < 0 or end_epoch < 0:
@@ -309,11 +314,8 @@ def complete_validation(
         divergent: tuple[int | None, int | None] = (None, None)
     else:
         if reset_to is not None:
-            p.state, p.position, p.position_epoch = (
-                PositionState.FETCHING,
-                end_offset,
-                end_epoch,
-            )
+            move(p, PositionState.FETCHING, what="log truncated")
+            p.position, p.position_epoch = end_offset, end_epoch
             p.leader_epoch = current
             return
         message = (
@@ -321,7 +323,7 @@ def complete_validation(
             f"from offset {end_offset} (leader epoch {end_epoch})"
         )
         divergent = (end_offset, end_epoch)
-    p.state = PositionState.FAILED
+    move(p, PositionState.FAILED, what="log truncated")
     p.error = LogTruncationError(
         message + " and auto_offset_reset is 'none'",
         topic=tp[0],
@@ -345,7 +347,8 @@ def validation_failed(
             continue
         if isinstance(error, UnsupportedVersionError):
             # No OffsetForLeaderEpoch v3+ on this broker: skip the check, as Java does.
-            p.state, p.leader_epoch = PositionState.FETCHING, request[2]
+            move(p, PositionState.FETCHING, what="no OffsetForLeaderEpoch v3+")
+            p.leader_epoch = request[2]
         else:
             await_metadata(p, client)
 

@@ -20,15 +20,18 @@ import attrs
 
 from kafkastate.core.client import Client
 from kafkastate.core.metadata import NodeId
+from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import KafkaConfigurationError, KafkaError
 
 __all__ = [
     "OFFSET_OUT_OF_RANGE",
+    "POSITION_STATES",
     "REFRESH_CODES",
     "PositionState",
     "TopicPartition",
     "await_metadata",
     "checked_partitions",
+    "move",
 ]
 
 TopicPartition = tuple[str, int]
@@ -68,6 +71,42 @@ class PositionState(enum.Enum):
     """An error the application must see (raised by ``poll``); a seek clears it."""
 
 
+_P = PositionState
+# STYLE §6: read off every change of state in the fetcher's jobs. A seek (seek, seek_to,
+# seek_to_committed) leaves any state; a committed offset is validated first when it has a
+# leader epoch (KIP-320); a leader change sends a FETCHING position to validation; the
+# reset policy moves to AWAIT_RESET, or FAILED for ``none``; a fetch, validation or decode
+# error fails the position. A partition starts in AWAIT_COMMITTED with a group_id, else
+# in AWAIT_RESET.
+POSITION_STATES: Final = register(
+    StateTable(
+        machine="FetchPosition",
+        states=PositionState,
+        initial=_P.AWAIT_COMMITTED,
+        transitions={
+            _P.AWAIT_COMMITTED: {
+                _P.AWAIT_COMMITTED,
+                _P.AWAIT_RESET,
+                _P.AWAIT_VALIDATION,
+                _P.FETCHING,
+                _P.FAILED,
+            },
+            _P.AWAIT_RESET: {_P.AWAIT_COMMITTED, _P.AWAIT_RESET, _P.FETCHING, _P.FAILED},
+            _P.AWAIT_VALIDATION: {_P.AWAIT_COMMITTED, _P.AWAIT_RESET, _P.FETCHING, _P.FAILED},
+            _P.FETCHING: {
+                _P.AWAIT_COMMITTED,
+                _P.AWAIT_RESET,
+                _P.AWAIT_VALIDATION,
+                _P.FETCHING,
+                _P.FAILED,
+            },
+            _P.FAILED: {_P.AWAIT_COMMITTED, _P.AWAIT_RESET, _P.FETCHING},
+        },
+    )
+)
+"""An assigned partition's position states (STYLE §6)."""
+
+
 @attrs.define(slots=True)
 class _Partition:
     state: PositionState
@@ -87,6 +126,15 @@ class _Partition:
     seeks: int = 0  # which placing of the position this is (to spot stale answers)
     revoking: bool = False  # the group is taking it away: neither fetched nor handed out
     read_replica: NodeId | None = None
+
+
+def move(p: _Partition, new: PositionState, *, what: str) -> None:
+    """Move ``p`` to ``new`` through :data:`POSITION_STATES`.
+
+    Raises:
+        LocalProtocolError: the table does not allow the move.
+    """
+    p.state = transition(POSITION_STATES, p.state, new, what=what)
 
 
 def await_metadata(p: _Partition, client: Client) -> None:
