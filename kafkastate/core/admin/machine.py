@@ -81,9 +81,9 @@ OpId = NewType("OpId", int)
 _FORGET_COORDINATOR: Final = frozenset({15, 16})  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
 
-def _positive(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
-    if not value > 0:
-        raise ValueError(f"{attr.name} must be > 0, got {value!r}")
+def _non_negative(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
+    if not value >= 0:
+        raise ValueError(f"{attr.name} must be >= 0, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -92,7 +92,7 @@ class AdminConfig:
 
     client: ClientConfig
     """Bootstrap servers, connections, metadata."""
-    retry_backoff: float = attrs.field(default=0.1, validator=_positive)
+    retry_backoff: float = attrs.field(default=0.1, validator=_non_negative)
     """Wait before retrying a key that failed with a retriable error (``retry.backoff.ms``)."""
 
 
@@ -108,7 +108,7 @@ class AdminOperationCompleted:
     """Key -> value, or the key's KafkaError; in the order the command named them."""
 
 
-AdminEvent = ConnectRequested | CloseRequested | AdminOperationCompleted
+AdminEvent = ConnectRequested | CloseRequested | MetadataUpdated | AdminOperationCompleted
 
 
 @attrs.define(slots=True)
@@ -552,6 +552,7 @@ class AdminMachine:
                 case ConnectRequested() | CloseRequested():
                     self._events.append(event)
                 case MetadataUpdated():
+                    self._events.append(event)  # what an adapter waiting for the cluster needs
                     self._updates += 1
                     self._wake_waiting(lambda route: isinstance(route, ops.ToLeader), now)
                 case RequestCompleted(request_id=rid, node_id=node, response=response):
