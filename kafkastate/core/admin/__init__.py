@@ -25,6 +25,7 @@ from kafkastate.core.admin.types import (
     NewTopic,
     OffsetSpec,
     PartitionDescription,
+    RecordsToDelete,
     TopicDescription,
 )
 
@@ -50,5 +51,6 @@ __all__ = [
     "OffsetSpec",
     "OpId",
     "PartitionDescription",
+    "RecordsToDelete",
     "TopicDescription",
 ]

@@ -36,6 +36,7 @@ __all__ = [
     "NewTopic",
     "OffsetSpec",
     "PartitionDescription",
+    "RecordsToDelete",
     "TopicDescription",
 ]
 
@@ -117,6 +118,14 @@ class NewPartitions:
     """The topic's partition count afterwards."""
     new_assignments: Sequence[Sequence[int]] | None = None
     """The broker ids of each new partition's replicas (None: the controller chooses)."""
+
+
+@attrs.frozen
+class RecordsToDelete:
+    """aiokafka's argument of ``delete_records``: delete below ``before_offset``."""
+
+    before_offset: int
+    """Records at lower offsets go (-1: every record, up to the high watermark)."""
 
 
 @attrs.frozen(kw_only=True)
