@@ -29,6 +29,7 @@ __all__ = [
     "group_information",
     "group_tuples",
     "offsets_and_timestamps",
+    "one_group",
     "raise_first",
     "seconds",
     "topic_dicts",
@@ -73,6 +74,17 @@ def raise_first(results: Mapping[Any, Any]) -> None:
     for value in results.values():
         if isinstance(value, KafkaError):
             raise value
+
+
+def one_group(results: Mapping[Any, Any]) -> dict[Any, Any]:
+    """The result of a one-group operation (its offsets, or its partitions' errors).
+
+    Raises:
+        KafkaError: the group's error.
+    """
+    raise_first(results)
+    (value,) = results.values()
+    return dict(value)
 
 
 def topic_dicts(described: Mapping[str, Any], *, names: str) -> list[dict[str, Any]]:

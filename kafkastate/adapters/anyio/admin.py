@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from kafkastate.adapters._admin import one_group
 from kafkastate.adapters._common import tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.core.admin import (
@@ -252,7 +253,7 @@ class Admin:
             KafkaError: the group's or a partition's error.
         """
         m = self._machine
-        return _one(
+        return one_group(
             await self._call(m.list_consumer_group_offsets, group_id, partitions, timeout=timeout)
         )
 
@@ -270,7 +271,7 @@ class Admin:
             KafkaError: the group's error (not found, not empty...).
         """
         m = self._machine
-        return _one(
+        return one_group(
             await self._call(m.alter_consumer_group_offsets, group_id, offsets, timeout=timeout)
         )
 
@@ -287,7 +288,7 @@ class Admin:
             KafkaError: the group's error.
         """
         m = self._machine
-        return _one(
+        return one_group(
             await self._call(m.delete_consumer_group_offsets, group_id, partitions, timeout=timeout)
         )
 
@@ -311,14 +312,6 @@ class Admin:
     ) -> dict[TopicPartition, Any]:
         """Delete records below offsets. Returns: partition -> low watermark or KafkaError."""
         return await self._call(self._machine.delete_records, before, timeout=timeout)
-
-
-def _one(results: Mapping[Any, Any]) -> dict[Any, Any]:
-    """The one group's result (a dict), or its error raised."""
-    (value,) = results.values()
-    if isinstance(value, BaseException):
-        raise value
-    return dict(value)
 
 
 def open_admin(

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from types import TracebackType
 from typing import Any
 
 from kafkastate.adapters._admin import (
@@ -33,7 +32,7 @@ from kafkastate.adapters._admin import (
     topic_dicts,
 )
 from kafkastate.adapters.anyio.admin import Admin, running_admin
-from kafkastate.adapters.asyncio.background import Background
+from kafkastate.adapters.asyncio.background import Background, Lifecycle
 from kafkastate.core.admin import (
     ConfigResource,
     GroupDescription,
@@ -48,7 +47,7 @@ from kafkastate.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicParti
 __all__ = ["AIOKafkaAdminClient"]
 
 
-class AIOKafkaAdminClient:
+class AIOKafkaAdminClient(Lifecycle):
     """An asyncio admin client with aiokafka's interface, and the rest of the admin
     operations (``incremental_alter_configs``, ``delete_consumer_groups``,
     ``alter_consumer_group_offsets``, ``delete_consumer_group_offsets``, ``list_offsets``).
@@ -88,17 +87,7 @@ class AIOKafkaAdminClient:
         finally:
             self._admin = None
 
-    async def __aenter__(self) -> AIOKafkaAdminClient:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+    stop = close
 
     async def _run(self, ready: asyncio.Future[Admin], stopping: asyncio.Event) -> None:
         async with running_admin(self._options) as admin:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any, Generic, TypeVar
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
 
-__all__ = ["Background"]
+__all__ = ["Background", "Lifecycle"]
 
 _T = TypeVar("_T")
 
@@ -59,3 +60,28 @@ class Background(Generic[_T]):
             await task
         finally:
             self._task = None
+
+
+class Lifecycle:
+    """``async with`` for the asyncio faces: :meth:`start` on entry, :meth:`stop` on exit
+    (aiokafka's ``AIOKafkaProducer``, ``AIOKafkaConsumer``, ``AIOKafkaAdminClient``)."""
+
+    async def start(self) -> None:
+        """Start the background task (the face says what else)."""
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        """End the background task (the face says what else)."""
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 from kafkastate.adapters.anyio.consumer import Consumer, running_consumer
-from kafkastate.adapters.asyncio.background import Background
+from kafkastate.adapters.asyncio.background import Background, Lifecycle
 from kafkastate.core.config import check_consumer, resolve
 from kafkastate.core.consumer.consumer import check_subscription
 from kafkastate.errors import IllegalStateError
@@ -33,7 +32,7 @@ from kafkastate.structs import (
 __all__ = ["AIOKafkaConsumer"]
 
 
-class AIOKafkaConsumer:
+class AIOKafkaConsumer(Lifecycle):
     """An asyncio consumer with aiokafka's interface.
 
     Give partitions with :meth:`assign`, or topics / a pattern (here or in
@@ -92,18 +91,6 @@ class AIOKafkaConsumer:
             await self._background.stop()
         finally:
             self._consumer = None
-
-    async def __aenter__(self) -> AIOKafkaConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     def _running(self) -> Consumer:
         if self._consumer is None:

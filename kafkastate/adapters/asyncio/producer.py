@@ -24,7 +24,7 @@ from kafkastate.adapters.anyio.producer import (
     RecordMetadata,
     running_producer,
 )
-from kafkastate.adapters.asyncio.background import Background
+from kafkastate.adapters.asyncio.background import Background, Lifecycle
 from kafkastate.core.config import producer_config, resolve
 from kafkastate.errors import KafkaError
 from kafkastate.structs import ConsumerGroupMetadata
@@ -32,7 +32,7 @@ from kafkastate.structs import ConsumerGroupMetadata
 __all__ = ["AIOKafkaProducer"]
 
 
-class AIOKafkaProducer:
+class AIOKafkaProducer(Lifecycle):
     """An asyncio producer with aiokafka's interface (the commonly used subset).
 
     No task is started before :meth:`start`. Options have aiokafka's names and defaults
@@ -87,18 +87,6 @@ class AIOKafkaProducer:
             await self._background.stop()
         finally:
             self._producer = None
-
-    async def __aenter__(self) -> AIOKafkaProducer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def send(  # noqa: PLR0917 -- aiokafka's positional signature
         self,

@@ -29,6 +29,7 @@ from kafkastate.adapters._admin import (
     group_information,
     group_tuples,
     offsets_and_timestamps,
+    one_group,
     raise_first,
     seconds,
     topic_dicts,
@@ -325,12 +326,13 @@ class KafkaAdminClient:
         group_coordinator_id: int | None = None,
         partitions: Iterable[TopicPartition] | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """A group's committed offsets (all, or ``partitions``'; -1: none).
+        """kafka-python's dict of a group's committed offsets: every partition it
+        committed, or ``partitions`` (offset -1 where it committed none).
 
         Raises:
-            KafkaError: the group's error.
+            KafkaError: what the coordinator said of the group.
         """
-        return _one(self._run(self._machine.list_consumer_group_offsets, group_id, partitions))
+        return one_group(self._run(self._machine.list_consumer_group_offsets, group_id, partitions))
 
     def alter_consumer_group_offsets(
         self,
@@ -338,13 +340,15 @@ class KafkaAdminClient:
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
         group_coordinator_id: int | None = None,
     ) -> dict[TopicPartition, Any]:
-        """Commit offsets for a group without active members. Returns: partition ->
-        None or KafkaError.
+        """Set a group's committed offsets (its consumers must have left).
+
+        Returns:
+            TopicPartition -> None, or that partition's KafkaError.
 
         Raises:
-            KafkaError: the group's error.
+            KafkaError: what the coordinator said of the group.
         """
-        return _one(self._run(self._machine.alter_consumer_group_offsets, group_id, offsets))
+        return one_group(self._run(self._machine.alter_consumer_group_offsets, group_id, offsets))
 
     def delete_consumer_group_offsets(
         self,
@@ -352,13 +356,17 @@ class KafkaAdminClient:
         partitions: Iterable[TopicPartition],
         group_coordinator_id: int | None = None,
     ) -> dict[TopicPartition, Any]:
-        """Delete committed offsets. Returns: partition -> None or KafkaError.
+        """Forget a group's committed offsets of ``partitions`` (KIP-496; refused per
+        partition while a member subscribes to its topic).
+
+        Returns:
+            TopicPartition -> None, or that partition's KafkaError.
 
         Raises:
-            KafkaError: the group's error.
+            KafkaError: what the coordinator said of the group.
         """
         m = self._machine
-        return _one(self._run(m.delete_consumer_group_offsets, group_id, partitions))
+        return one_group(self._run(m.delete_consumer_group_offsets, group_id, partitions))
 
     # ---------------------------------------------------------------- partitions
 
@@ -408,9 +416,3 @@ def _errors(results: Mapping[str, Any]) -> list[dict[str, Any]]:
         {"name": name, "error_code": code_of(r), "error_message": str(r) if code_of(r) else None}
         for name, r in results.items()
     ]
-
-
-def _one(results: Mapping[Any, Any]) -> dict[Any, Any]:
-    (value,) = results.values()
-    raise_first(results)
-    return dict(value)

@@ -46,6 +46,7 @@ from kafkastate.core.admin.types import (
 from kafkastate.core.client import (
     Client,
     ClientConfig,
+    ClientDriven,
     CloseRequested,
     ConnectRequested,
     MetadataUpdated,
@@ -131,7 +132,7 @@ class _Unit:
     route: ops.Route
 
 
-class AdminMachine:
+class AdminMachine(ClientDriven):
     """The sans-IO admin client.
 
     Args:
@@ -358,25 +359,6 @@ class AdminMachine:
             self._finish(op)
 
     # ------------------------------------------------------------- IO inputs
-
-    def connection_made(self, node_id: NodeId, *, now: float) -> None:
-        """The adapter connected ``node_id``."""
-        self._client.connection_made(node_id, now=now)
-        self._step(now)
-
-    def connection_failed(
-        self, node_id: NodeId, *, now: float, error: BaseException | None = None
-    ) -> None:
-        """The adapter could not connect ``node_id``."""
-        self._client.connection_failed(node_id, now=now, error=error)
-        self._step(now)
-
-    def connection_lost(
-        self, node_id: NodeId, *, now: float, error: BaseException | None = None
-    ) -> None:
-        """``node_id``'s socket broke."""
-        self._client.connection_lost(node_id, now=now, error=error)
-        self._step(now)
 
     def receive_data(self, node_id: NodeId, data: bytes, *, now: float) -> None:
         """Bytes from ``node_id`` (b"" = EOF)."""

@@ -502,10 +502,9 @@ def _decoded(decode: Any, data: bytes) -> Any:
 
 
 @attrs.define
-class DescribeGroups(Operation):
-    """DescribeGroups at each group's coordinator, one key per group id."""
+class _Groups(Operation):
+    """An operation on groups, one key per group id, each at its coordinator."""
 
-    name: ClassVar[str] = "describe_consumer_groups"
     groups: Sequence[str]
 
     def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
@@ -513,6 +512,27 @@ class DescribeGroups(Operation):
 
     def route(self, key: Any) -> Route:
         return ToCoordinator(key)
+
+
+@attrs.define
+class _OneGroup(Operation):
+    """An operation on one group's offsets: the one key is the group id."""
+
+    batch: ClassVar[bool] = False
+    group: str
+
+    def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
+        return [self.group]
+
+    def route(self, key: Any) -> Route:
+        return ToCoordinator(key)
+
+
+@attrs.define
+class DescribeGroups(_Groups):
+    """DescribeGroups at each group's coordinator, one key per group id."""
+
+    name: ClassVar[str] = "describe_consumer_groups"
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         cls = versions.request_type(DESCRIBE_GROUPS)
@@ -551,17 +571,10 @@ class DescribeGroups(Operation):
 
 
 @attrs.define
-class DeleteGroups(Operation):
+class DeleteGroups(_Groups):
     """DeleteGroups at each group's coordinator, one key per group id."""
 
     name: ClassVar[str] = "delete_consumer_groups"
-    groups: Sequence[str]
-
-    def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
-        return list(self.groups)
-
-    def route(self, key: Any) -> Route:
-        return ToCoordinator(key)
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         return build(versions.request_type(DELETE_GROUPS), groups_names=tuple(keys))
@@ -577,6 +590,16 @@ def _by_topic(partitions: Any) -> dict[str, list[int]]:
     for topic, partition in sorted(partitions):
         out.setdefault(topic, []).append(partition)
     return out
+
+
+def _partition_errors(topics: Any) -> dict[TopicPartition, KafkaError | None]:
+    return {
+        TopicPartition(t.name, int(p.partition_index)): _error(
+            p.error_code, None, topic=t.name, partition=int(p.partition_index)
+        )
+        for t in topics
+        for p in t.partitions
+    }
 
 
 # The group's own trouble, reported per partition by OffsetCommit: retried as a whole.
@@ -596,20 +619,12 @@ def _group_or_partitions(
 
 
 @attrs.define
-class ListGroupOffsets(Operation):
+class ListGroupOffsets(_OneGroup):
     """OffsetFetch for one group (its key) at its coordinator."""
 
     name: ClassVar[str] = "list_consumer_group_offsets"
-    batch: ClassVar[bool] = False
-    group: str
     partitions: Sequence[TopicPartition] | None = None
     require_stable: bool = False
-
-    def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
-        return [self.group]
-
-    def route(self, key: Any) -> Route:
-        return ToCoordinator(key)
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         cls = _capped(versions, ApiKey.OFFSET_FETCH, _OFFSET_FETCH_BY_NAME)
@@ -663,19 +678,11 @@ class ListGroupOffsets(Operation):
 
 
 @attrs.define
-class AlterGroupOffsets(Operation):
+class AlterGroupOffsets(_OneGroup):
     """OffsetCommit for one group (its key) as an admin: generation -1, no member."""
 
     name: ClassVar[str] = "alter_consumer_group_offsets"
-    batch: ClassVar[bool] = False
-    group: str
-    offsets: Mapping[TopicPartition, OffsetAndMetadata]
-
-    def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
-        return [self.group]
-
-    def route(self, key: Any) -> Route:
-        return ToCoordinator(key)
+    offsets: Mapping[TopicPartition, OffsetAndMetadata] = attrs.field(factory=dict)
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         cls = _capped(versions, ApiKey.OFFSET_COMMIT, _OFFSET_COMMIT_BY_NAME)
@@ -707,30 +714,16 @@ class AlterGroupOffsets(Operation):
         )
 
     def parse(self, response: Any, keys: Sequence[Any]) -> dict[Any, Any]:
-        parts = {
-            TopicPartition(t.name, int(p.partition_index)): _error(
-                p.error_code, None, topic=t.name, partition=int(p.partition_index)
-            )
-            for t in response.topics
-            for p in t.partitions
-        }
+        parts = _partition_errors(response.topics)
         return {self.group: _group_or_partitions(self.group, 0, parts)}
 
 
 @attrs.define
-class DeleteGroupOffsets(Operation):
+class DeleteGroupOffsets(_OneGroup):
     """OffsetDelete for one group (its key, KIP-496)."""
 
     name: ClassVar[str] = "delete_consumer_group_offsets"
-    batch: ClassVar[bool] = False
-    group: str
-    partitions: Sequence[TopicPartition]
-
-    def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
-        return [self.group]
-
-    def route(self, key: Any) -> Route:
-        return ToCoordinator(key)
+    partitions: Sequence[TopicPartition] = ()
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         cls = versions.request_type(OFFSET_DELETE)
@@ -750,13 +743,7 @@ class DeleteGroupOffsets(Operation):
         )
 
     def parse(self, response: Any, keys: Sequence[Any]) -> dict[Any, Any]:
-        parts = {
-            TopicPartition(t.name, int(p.partition_index)): _error(
-                p.error_code, None, topic=t.name, partition=int(p.partition_index)
-            )
-            for t in response.topics
-            for p in t.partitions
-        }
+        parts = _partition_errors(response.topics)
         return {self.group: _group_or_partitions(self.group, int(response.error_code), parts)}
 
 
