@@ -353,7 +353,7 @@ class AdminMachine(ClientDriven):
         self._client.close()
         self._drain_client(0.0)
         for op in list(self._ops.values()):
-            for key in op.keys or [None]:
+            for key in self._all_keys(op):
                 op.results.setdefault(key, KafkaError(f"{op.spec.name}: the admin client closed"))
             op.pending.clear()
             self._finish(op)
@@ -419,10 +419,10 @@ class AdminMachine(ClientDriven):
                 self._dispatch(op, now)
         for op in list(self._ops.values()):
             if op.deadline <= now:
-                for key in op.keys if op.keys is not None else [None]:
+                for key in self._all_keys(op):
                     if key in op.results:
                         continue
-                    last = op.last_error.get(key)
+                    last = op.last_error.get(key) or self._client.last_connection_error
                     why = "" if last is None else f" (last error: {type(last).__name__}: {last})"
                     timeout = KafkaTimeoutError(
                         f"{op.spec.name} did not finish within {op.timeout:g} s{why}"
@@ -432,6 +432,13 @@ class AdminMachine(ClientDriven):
                 op.pending.clear()
             self._finish(op)
         self._drain_client(now)
+
+    def _all_keys(self, op: _Op) -> list[Hashable]:
+        """The operation's keys, settled now if the cluster never answered (so a timeout
+        still names each topic or group); None stands for an operation with none."""
+        if op.keys is None:
+            op.keys = op.spec.keys(self._client.cluster) or [None]
+        return op.keys
 
     def _dispatch(self, op: _Op, now: float) -> None:
         groups: dict[tuple[NodeId | None, ops.Route], list[Hashable]] = {}
@@ -632,10 +639,7 @@ class AdminMachine(ClientDriven):
         op.pending.pop(key, None)
 
     def _finish(self, op: _Op) -> None:
-        if op.keys is None:
-            if not op.results:  # timed out or closed before the cluster answered
-                return
-        elif len(op.results) < len(op.keys):
+        if op.keys is None or len(op.results) < len(op.keys):
             return
         del self._ops[op.op_id]
         order = op.keys if op.keys is not None else list(op.results)

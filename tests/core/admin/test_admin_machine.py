@@ -31,6 +31,7 @@ from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiKey, response_type
 from kafkastate.errors import (
     KafkaTimeoutError,
+    LocalProtocolError,
     NotControllerError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
@@ -412,3 +413,65 @@ def test_commands_check_their_arguments() -> None:
     with pytest.raises(ValueError, match="resource type"):
         ConfigResource("cluster", "x")
     assert m.in_flight == 0
+
+
+def test_an_unreachable_cluster_times_out_each_topic_naming_the_connection_error() -> None:
+    m, cluster = admin()
+    cluster.refuse.add(-1)
+    start(
+        m,
+        cluster,
+        lambda now: m.create_topics([NewTopic("a"), NewTopic("b")], now=now, timeout=2.0),
+    )
+    while m.in_flight:
+        cluster.advance()
+    assert cluster.now == pytest.approx(2.0)  # the operation's deadline, not later
+    results = completed(cluster).results
+    assert list(results) == ["a", "b"]
+    for error in results.values():
+        assert isinstance(error, KafkaTimeoutError)
+        assert "create_topics did not finish within 2 s" in str(error)
+        assert "no" in str(error.__cause__)  # the scripted refusal, OSError("no")
+
+
+def test_a_lost_coordinator_connection_finds_the_coordinator_again() -> None:
+    m, cluster = admin()
+    start(m, cluster, lambda now: m.list_consumer_group_offsets("g", now=now))
+    _find_answer(cluster, cluster.take(FIND_COORDINATOR), 2, ErrorCode.none)
+    fetch = cluster.take(ApiKey.OFFSET_FETCH)
+    assert fetch.node == 2 and fetch.req.version <= 9
+    cluster.pending.remove(fetch)
+    cluster.open.discard(2)
+    m.connection_lost(2, now=cluster.now, error=OSError("reset"))
+    cluster.pump()
+    find = advance_until(cluster, FIND_COORDINATOR)
+    assert find.req.body.coordinator_keys == ("g",)
+
+
+def test_deleting_an_unknown_topic_is_an_answer_not_a_retry() -> None:
+    m, cluster = admin()
+    start(m, cluster, lambda now: m.delete_topics(["gone"], now=now))
+    sent = cluster.take(ApiKey.DELETE_TOPICS)
+    result = entry(
+        sent,
+        "DeletableTopicResult",
+        name="gone",
+        topic_id=None,
+        error_code=ErrorCode.unknown_topic_or_partition,
+        error_message=None,
+    )
+    answer(cluster, sent, responses=(result,))
+    (error,) = completed(cluster).results.values()
+    assert isinstance(error, UnknownTopicOrPartitionError)
+
+
+def test_close_ends_every_operation() -> None:
+    m, cluster = admin()
+    start(m, cluster, lambda now: m.describe_consumer_groups(["g", "h"], now=now))
+    m.close()
+    cluster.pump()
+    results = completed(cluster).results
+    assert list(results) == ["g", "h"] and all("closed" in str(e) for e in results.values())
+    assert m.get_timer() is None
+    with pytest.raises(LocalProtocolError):
+        m.describe_cluster(now=cluster.now)
