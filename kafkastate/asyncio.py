@@ -25,6 +25,11 @@ from kafkastate.adapters.asyncio.admin import AIOKafkaAdminClient
 from kafkastate.adapters.asyncio.consumer import AIOKafkaConsumer
 from kafkastate.adapters.asyncio.producer import AIOKafkaProducer
 from kafkastate.core.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
     AlterConfigOp,
     AlterConfigOpType,
     ConfigResource,
@@ -33,6 +38,9 @@ from kafkastate.core.admin import (
     NewTopic,
     OffsetSpec,
     RecordsToDelete,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
 )
 from kafkastate.structs import (
     ConsumerGroupMetadata,
@@ -43,6 +51,14 @@ from kafkastate.structs import (
 )
 
 __all__ = [
+    "ACL",
+    "ACLFilter",
+    "ACLOperation",
+    "ACLPermissionType",
+    "ACLResourcePatternType",
+    "ResourcePattern",
+    "ResourcePatternFilter",
+    "ResourceType",
     "AIOKafkaAdminClient",
     "AIOKafkaConsumer",
     "AIOKafkaProducer",

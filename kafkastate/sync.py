@@ -19,6 +19,11 @@ from kafkastate.adapters.blocking.producer import (
     RecordMetadata,
 )
 from kafkastate.core.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
     AlterConfigOp,
     AlterConfigOpType,
     ConfigResource,
@@ -27,6 +32,9 @@ from kafkastate.core.admin import (
     NewTopic,
     OffsetSpec,
     RecordsToDelete,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
 )
 from kafkastate.structs import (
     ConsumerGroupMetadata,
@@ -36,6 +44,14 @@ from kafkastate.structs import (
 )
 
 __all__ = [
+    "ACL",
+    "ACLFilter",
+    "ACLOperation",
+    "ACLPermissionType",
+    "ACLResourcePatternType",
+    "ResourcePattern",
+    "ResourcePatternFilter",
+    "ResourceType",
     "AlterConfigOp",
     "AlterConfigOpType",
     "ConfigResource",

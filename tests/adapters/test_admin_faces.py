@@ -28,11 +28,21 @@ from kafkastate.errors import (
     InvalidPartitionsError,
     KafkaConnectionError,
     NoBrokersAvailable,
+    SecurityDisabledError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
 from kafkastate.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
-from kafkastate.sync import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafkastate.sync import (
+    ACL,
+    ACLOperation,
+    ACLPermissionType,
+    KafkaAdminClient,
+    KafkaConsumer,
+    KafkaProducer,
+    ResourcePattern,
+    ResourceType,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -187,6 +197,15 @@ def test_kafka_python_admin_client(kafka_cluster: Any) -> None:
         assert admin.create_partitions({topic: NewPartitions(3)}) == {
             "results": [{"name": topic, "error_code": 0, "error_message": None}]
         }
+        ((dirs,)) = admin.describe_log_dirs([tp])
+        assert dirs["broker"] == broker["broker_id"]
+        assert any(tp in d.replicas for d in dirs["log_dirs"])
+        pattern = ResourcePattern(ResourceType.GROUP, group)
+        acl = ACL("User:bob", "*", ACLOperation.READ, ACLPermissionType.ALLOW, pattern)
+        (failed,) = admin.create_acls([acl])["failed"]  # the harness runs no authorizer
+        assert failed[0] == acl and isinstance(failed[1], SecurityDisabledError)
+        with pytest.raises(SecurityDisabledError):
+            admin.describe_acls(acl)
         assert admin.delete_consumer_group_offsets(group, [tp]) == {tp: None}
         assert admin.delete_consumer_groups([group]) == [(group, None)]
         assert admin.delete_topics([topic])["topics"][0]["error_code"] == 0

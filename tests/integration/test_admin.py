@@ -17,6 +17,11 @@ from kafka import KafkaAdminClient as Witness  # kafka-python: an independent cl
 
 from kafkastate.anyio import open_admin, open_consumer, open_producer
 from kafkastate.core.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
     AlterConfigOp,
     AlterConfigOpType,
     ConfigResource,
@@ -25,10 +30,14 @@ from kafkastate.core.admin import (
     NewPartitions,
     NewTopic,
     OffsetSpec,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
 )
 from kafkastate.errors import (
     GroupIdNotFoundError,
     InvalidPartitionsError,
+    SecurityDisabledError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -271,3 +280,41 @@ async def test_the_cluster_is_described_as_another_client_sees_it(kafka_cluster:
     assert [(b.node_id, b.host, b.port) for b in cluster.brokers] == [
         (b["broker_id"], b["host"], b["port"]) for b in seen["brokers"]
     ]
+
+
+@pytest.mark.anyio
+async def test_log_dirs_hold_what_was_produced(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _name("adm-dirs")
+    tp = TopicPartition(topic, 0)
+    async with open_admin(bootstrap, request_timeout_ms=15000) as admin:
+        await admin.create_topics([NewTopic(topic, 1, 1)])
+        await _produce(bootstrap, topic, [b"x" * 1000] * 5)
+        ((node, dirs),) = (await admin.describe_log_dirs(partitions=[tp])).items()
+        assert node == (await admin.describe_cluster()).brokers[0].node_id
+        (found,) = [d for d in dirs if tp in d.replicas]
+        assert found.error is None and found.total_bytes >= found.usable_bytes > 0
+        # the witness: five 1000-byte records went into that replica's log
+        assert found.replicas[tp].size >= 5000 and not found.replicas[tp].is_future
+        await admin.delete_topics([topic])
+
+
+@pytest.mark.anyio
+async def test_acls_without_an_authorizer_are_refused_per_resource(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    pattern = ResourcePattern(ResourceType.TOPIC, "adm-acl", ACLResourcePatternType.LITERAL)
+    acl = ACL("User:bob", "*", ACLOperation.READ, ACLPermissionType.ALLOW, pattern)
+    any_acl = ACLFilter(
+        None,
+        None,
+        ACLOperation.ANY,
+        ACLPermissionType.ANY,
+        ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY),
+    )
+    async with open_admin(bootstrap) as admin:
+        with pytest.raises(SecurityDisabledError):
+            await admin.describe_acls(any_acl)
+        created = await admin.create_acls([acl])
+        assert isinstance(created[acl], SecurityDisabledError)
+        deleted = await admin.delete_acls([any_acl])
+        assert isinstance(deleted[any_acl], SecurityDisabledError)

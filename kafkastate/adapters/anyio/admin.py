@@ -21,6 +21,8 @@ from kafkastate.adapters._admin import one_group
 from kafkastate.adapters._common import tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.core.admin import (
+    ACL,
+    ACLFilter,
     AdminMachine,
     AdminOperationCompleted,
     ClusterDescription,
@@ -59,6 +61,7 @@ class Admin:
         self._driver: AsyncDriver | None = None
         self._done: dict[OpId, AdminOperationCompleted] = {}
         self._waiters: dict[OpId, anyio.Event] = {}
+        self._abandoned: set[OpId] = set()  # calls cancelled while their operation ran
         self._changed = anyio.Event()
 
     @property
@@ -71,6 +74,9 @@ class Admin:
 
     def _handle_event(self, event: Any) -> None:
         if isinstance(event, AdminOperationCompleted):
+            if event.op_id in self._abandoned:
+                self._abandoned.discard(event.op_id)
+                return
             self._done[event.op_id] = event
             waiter = self._waiters.pop(event.op_id, None)
             if waiter is not None:
@@ -104,6 +110,10 @@ class Admin:
         try:
             if op not in self._done:
                 await waiter.wait()
+        except BaseException:
+            if self._done.pop(op, None) is None:
+                self._abandoned.add(op)  # its answer, when it comes, is nobody's
+            raise
         finally:
             self._waiters.pop(op, None)
         results = self._done.pop(op).results
@@ -312,6 +322,48 @@ class Admin:
     ) -> dict[TopicPartition, Any]:
         """Delete records below offsets. Returns: partition -> low watermark or KafkaError."""
         return await self._call(self._machine.delete_records, before, timeout=timeout)
+
+    async def describe_log_dirs(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[int, Any]:
+        """Log directories and their replicas. Returns: broker id -> [LogDirDescription]
+        or KafkaError."""
+        m = self._machine
+        return await self._call(m.describe_log_dirs, broker_ids, partitions, timeout=timeout)
+
+    # ---------------------------------------------------------------------- ACLs
+
+    async def describe_acls(
+        self, acl_filter: ACLFilter, *, timeout: float | None = None
+    ) -> list[ACL]:
+        """The ACLs matching a filter.
+
+        Raises:
+            KafkaError: the broker's error (SecurityDisabledError without an authorizer).
+        """
+        (result,) = (
+            await self._call(self._machine.describe_acls, acl_filter, timeout=timeout)
+        ).values()
+        if isinstance(result, BaseException):
+            raise result
+        return list(result)
+
+    async def create_acls(
+        self, acls: Iterable[ACL], *, timeout: float | None = None
+    ) -> dict[ACL, Any]:
+        """Create ACLs. Returns: ACL -> None or KafkaError."""
+        return await self._call(self._machine.create_acls, acls, timeout=timeout)
+
+    async def delete_acls(
+        self, filters: Iterable[ACLFilter], *, timeout: float | None = None
+    ) -> dict[ACLFilter, Any]:
+        """Delete the ACLs matching each filter. Returns: filter -> [ACL deleted] or
+        KafkaError."""
+        return await self._call(self._machine.delete_acls, filters, timeout=timeout)
 
 
 def open_admin(

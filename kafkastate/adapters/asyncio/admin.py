@@ -34,6 +34,8 @@ from kafkastate.adapters._admin import (
 from kafkastate.adapters.anyio.admin import Admin, running_admin
 from kafkastate.adapters.asyncio.background import Background, Lifecycle
 from kafkastate.core.admin import (
+    ACL,
+    ACLFilter,
     ConfigResource,
     GroupDescription,
     NewPartitions,
@@ -269,3 +271,29 @@ class AIOKafkaAdminClient(Lifecycle):
         )
         raise_first(results)
         return results
+
+    async def describe_log_dirs(
+        self,
+        topic_partitions: Iterable[TopicPartition] | None = None,
+        brokers: Iterable[int] | None = None,
+    ) -> dict[int, Any]:
+        """Log directories. Returns: broker id -> [LogDirDescription] or KafkaError."""
+        return await self._running().describe_log_dirs(brokers, topic_partitions)
+
+    # ---------------------------------------------------------------------- ACLs
+
+    async def describe_acls(self, acl_filter: ACLFilter) -> list[ACL]:
+        """The ACLs matching a filter.
+
+        Raises:
+            KafkaError: the broker's (SecurityDisabledError without an authorizer).
+        """
+        return await self._running().describe_acls(acl_filter)
+
+    async def create_acls(self, acls: Iterable[ACL]) -> dict[ACL, Any]:
+        """Create ACLs. Returns: ACL -> None or KafkaError."""
+        return await self._running().create_acls(acls)
+
+    async def delete_acls(self, acl_filters: Iterable[ACLFilter]) -> dict[ACLFilter, Any]:
+        """Delete ACLs. Returns: filter -> [ACL deleted] or KafkaError."""
+        return await self._running().delete_acls(acl_filters)

@@ -38,6 +38,8 @@ from kafkastate.adapters._common import no_brokers_error, tls_context
 from kafkastate.adapters.anyio.admin import raise_unsupported
 from kafkastate.adapters.blocking.io import SocketLoop
 from kafkastate.core.admin import (
+    ACL,
+    ACLFilter,
     AdminMachine,
     AdminOperationCompleted,
     ClusterDescription,
@@ -409,6 +411,65 @@ class KafkaAdminClient:
         )
         raise_first(results)
         return {tp: {"low_watermark": low} for tp, low in results.items()}
+
+    def describe_log_dirs(
+        self,
+        topic_partitions: Iterable[TopicPartition] | None = None,
+        brokers: Iterable[int] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every broker's (or ``brokers``') log directories.
+
+        Returns:
+            ``[{"broker": id, "log_dirs": [LogDirDescription]}]``.
+
+        Raises:
+            KafkaError: a broker's error.
+        """
+        m = self._machine
+        results = self._run(m.describe_log_dirs, brokers, topic_partitions)
+        raise_first(results)
+        return [{"broker": node, "log_dirs": dirs} for node, dirs in results.items()]
+
+    # ---------------------------------------------------------------------- ACLs
+
+    def describe_acls(self, acl_filter: ACLFilter) -> tuple[list[ACL], None]:
+        """kafka-python's ``(matching ACLs, error)``; the error is always None here.
+
+        Raises:
+            KafkaError: the broker's (SecurityDisabledError without an authorizer).
+        """
+        (result,) = self._run(self._machine.describe_acls, acl_filter).values()
+        if isinstance(result, BaseException):
+            raise result
+        return list(result), None
+
+    def create_acls(self, acls: Iterable[ACL]) -> dict[str, list[Any]]:
+        """Create ACLs.
+
+        Returns:
+            ``{"succeeded": [ACL], "failed": [(ACL, KafkaError)]}``.
+        """
+        results = self._run(self._machine.create_acls, acls)
+        return {
+            "succeeded": [a for a, e in results.items() if e is None],
+            "failed": [(a, e) for a, e in results.items() if e is not None],
+        }
+
+    def delete_acls(self, acl_filters: Iterable[ACLFilter]) -> list[tuple[ACLFilter, Any, Any]]:
+        """Delete the ACLs matching each filter.
+
+        Returns:
+            ``(filter, [(ACL, None)], None)`` per filter, or ``(filter, [], its
+            KafkaError)``.
+        """
+        results = self._run(self._machine.delete_acls, acl_filters)
+        out: list[tuple[ACLFilter, Any, Any]] = []
+        for f, r in results.items():
+            if isinstance(r, BaseException):
+                out.append((f, [], r))
+            else:
+                out.append((f, [(acl, None) for acl in r], None))
+        return out
 
 
 def _errors(results: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -1,6 +1,16 @@
 """The sans-IO admin client: :class:`AdminMachine` and the values its commands take and
 its results hold (request routing and per-resource results; see ``machine.py``)."""
 
+from kafkastate.core.admin.acls import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
 from kafkastate.core.admin.machine import (
     AdminConfig,
     AdminEvent,
@@ -20,16 +30,23 @@ from kafkastate.core.admin.types import (
     GroupDescription,
     GroupListing,
     ListedOffset,
+    LogDirDescription,
     MemberDescription,
     NewPartitions,
     NewTopic,
     OffsetSpec,
     PartitionDescription,
     RecordsToDelete,
+    ReplicaInfo,
     TopicDescription,
 )
 
 __all__ = [
+    "ACL",
+    "ACLFilter",
+    "ACLOperation",
+    "ACLPermissionType",
+    "ACLResourcePatternType",
     "AdminConfig",
     "AdminEvent",
     "AdminMachine",
@@ -45,6 +62,7 @@ __all__ = [
     "GroupDescription",
     "GroupListing",
     "ListedOffset",
+    "LogDirDescription",
     "MemberDescription",
     "NewPartitions",
     "NewTopic",
@@ -52,5 +70,9 @@ __all__ = [
     "OpId",
     "PartitionDescription",
     "RecordsToDelete",
+    "ReplicaInfo",
+    "ResourcePattern",
+    "ResourcePatternFilter",
+    "ResourceType",
     "TopicDescription",
 ]

@@ -36,6 +36,7 @@ from typing import Any, Final, NewType
 
 import attrs
 
+from kafkastate.core.admin import acls
 from kafkastate.core.admin import operations as ops
 from kafkastate.core.admin.types import (
     ConfigResource,
@@ -344,6 +345,46 @@ class AdminMachine(ClientDriven):
         the new low watermark."""
         clean = {TopicPartition(*tp): int(offset) for tp, offset in before.items()}
         return self._start(ops.DeleteRecords(clean), now, timeout)
+
+    def describe_log_dirs(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        now: float,
+        timeout: float | None = None,
+    ) -> OpId:
+        """Every broker's (or those given) log directories and the replicas in them (all,
+        or ``partitions``'); results by broker id: a list of LogDirDescription."""
+        ids = None if broker_ids is None else list(broker_ids)
+        parts = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        return self._start(ops.DescribeLogDirs(ids, parts), now, timeout)
+
+    def describe_acls(
+        self, acl_filter: acls.ACLFilter, *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """ACLs matching a filter; the result under the filter: a list of ACL."""
+        return self._start(acls.DescribeAcls(acl_filter), now, timeout)
+
+    def create_acls(
+        self, entries: Iterable[acls.ACL], *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """Create ACLs; results by ACL: None or its KafkaError.
+
+        Raises:
+            KafkaConfigurationError: an entry that is not an ACL (a filter).
+        """
+        listed = list(entries)
+        for entry in listed:
+            if not isinstance(entry, acls.ACL):
+                raise KafkaConfigurationError(f"create_acls takes ACL objects, not {entry!r}")
+        return self._start(acls.CreateAcls(listed), now, timeout)
+
+    def delete_acls(
+        self, filters: Iterable[acls.ACLFilter], *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """Delete the ACLs matching each filter; results by filter: the ACLs deleted."""
+        return self._start(acls.DeleteAcls(list(filters)), now, timeout)
 
     def close(self) -> None:
         """Close the connections; unfinished operations end with KafkaConnectionError."""

@@ -29,9 +29,11 @@ from kafkastate.core.admin.types import (
     GroupDescription,
     GroupListing,
     ListedOffset,
+    LogDirDescription,
     MemberDescription,
     NewPartitions,
     PartitionDescription,
+    ReplicaInfo,
     TopicDescription,
 )
 from kafkastate.core.consumer.assignors import decode_assignment, decode_subscription
@@ -55,6 +57,7 @@ from kafkastate.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "AnyBroker",
+    "error_of",
     "Operation",
     "Route",
     "ToCoordinator",
@@ -71,6 +74,7 @@ DESCRIBE_GROUPS: Final = 15
 DELETE_GROUPS: Final = 42
 OFFSET_DELETE: Final = 47
 DELETE_RECORDS: Final = 21
+DESCRIBE_LOG_DIRS: Final = 35
 # OffsetFetch v10 / OffsetCommit v10 name topics by id only; admin calls name them, so
 # they stay at the last versions that carry names.
 _OFFSET_FETCH_BY_NAME: Final = 9
@@ -111,10 +115,14 @@ def _ms(seconds: float) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=max(0, round(seconds * 1000)))
 
 
-def _error(code: int, message: str | None = None, **context: object) -> KafkaError | None:
+def error_of(code: int, message: str | None = None, **context: object) -> KafkaError | None:
+    """The KafkaError of a response's error code (None for 0), with its message."""
     if int(code) == 0:
         return None
     return error_for_code(int(code))(message or "", **context)
+
+
+_error = error_of
 
 
 def _no_answer(key: object) -> KafkaError:
@@ -823,3 +831,53 @@ class DeleteRecords(Operation):
             for t in response.topics
             for p in t.partitions
         }
+
+
+@attrs.define
+class DescribeLogDirs(Operation):
+    """DescribeLogDirs on every broker (or those given), one key per broker id."""
+
+    name: ClassVar[str] = "describe_log_dirs"
+    broker_ids: Sequence[int] | None = None
+    partitions: Sequence[TopicPartition] | None = None
+
+    def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
+        return list(sorted(cluster.brokers) if self.broker_ids is None else self.broker_ids)
+
+    def route(self, key: Any) -> Route:
+        return ToNode(key)
+
+    def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
+        cls = versions.request_type(DESCRIBE_LOG_DIRS)
+        topic_cls = nested_type(cls, "DescribableLogDirTopic")
+        topics = None
+        if self.partitions is not None:
+            topics = tuple(
+                build(topic_cls, topic=t, partitions=tuple(ps))
+                for t, ps in _by_topic(self.partitions).items()
+            )
+        return build(cls, topics=topics)
+
+    def parse(self, response: Any, keys: Sequence[Any]) -> dict[Any, Any]:
+        error = _error(getattr(response, "error_code", 0), None, broker=keys[0])
+        if error is not None:
+            return {keys[0]: error}
+        dirs = [
+            LogDirDescription(
+                path=r.log_dir,
+                error=_error(r.error_code, None, log_dir=r.log_dir),
+                replicas={
+                    TopicPartition(t.name, int(p.partition_index)): ReplicaInfo(
+                        size=int(p.partition_size),
+                        offset_lag=int(p.offset_lag),
+                        is_future=bool(p.is_future_key),
+                    )
+                    for t in r.topics
+                    for p in t.partitions
+                },
+                total_bytes=int(getattr(r, "total_bytes", -1)),
+                usable_bytes=int(getattr(r, "usable_bytes", -1)),
+            )
+            for r in response.results
+        ]
+        return {keys[0]: dirs}

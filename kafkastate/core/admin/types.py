@@ -17,7 +17,7 @@ import attrs
 
 from kafkastate.core.consumer.assignors import Assignment, Subscription
 from kafkastate.core.protocol.requests import NewTopic
-from kafkastate.errors import KafkaConfigurationError
+from kafkastate.errors import KafkaConfigurationError, KafkaError
 
 __all__ = [
     "AlterConfigOp",
@@ -31,12 +31,14 @@ __all__ = [
     "GroupDescription",
     "GroupListing",
     "ListedOffset",
+    "LogDirDescription",
     "MemberDescription",
     "NewPartitions",
     "NewTopic",
     "OffsetSpec",
     "PartitionDescription",
     "RecordsToDelete",
+    "ReplicaInfo",
     "TopicDescription",
 ]
 
@@ -280,3 +282,31 @@ class ClusterDescription:
     """The id the broker reports as controller (in KRaft: a broker that forwards)."""
     brokers: tuple[BrokerDescription, ...]
     """The live brokers, by id."""
+
+
+@attrs.frozen(kw_only=True)
+class ReplicaInfo:
+    """One replica in a log directory."""
+
+    size: int
+    """Its size in bytes."""
+    offset_lag: int
+    """How far it is behind the log end (a future replica being moved), else 0."""
+    is_future: bool
+    """Whether it is the future replica of a move between directories."""
+
+
+@attrs.frozen(kw_only=True)
+class LogDirDescription:
+    """One log directory of a broker."""
+
+    path: str
+    """The directory."""
+    error: KafkaError | None
+    """Why it is unusable (KAFKA_STORAGE_ERROR...), None if it is fine."""
+    replicas: Mapping[Any, ReplicaInfo]
+    """TopicPartition -> the replica it holds."""
+    total_bytes: int
+    """The volume's size (-1 if the broker did not say)."""
+    usable_bytes: int
+    """The volume's free space (-1 if the broker did not say)."""

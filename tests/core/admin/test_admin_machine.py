@@ -13,6 +13,11 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkastate.core.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
     AdminConfig,
     AdminMachine,
     AdminOperationCompleted,
@@ -23,6 +28,9 @@ from kafkastate.core.admin import (
     ListedOffset,
     NewTopic,
     OffsetSpec,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
 )
 from kafkastate.core.client import ClientConfig
 from kafkastate.core.connection import ConnectionConfig
@@ -30,6 +38,7 @@ from kafkastate.core.consumer.assignors import Assignment, encode_assignment
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiKey, response_type
 from kafkastate.errors import (
+    InvalidRequestError,
     KafkaTimeoutError,
     LocalProtocolError,
     NotControllerError,
@@ -475,3 +484,96 @@ def test_close_ends_every_operation() -> None:
     assert m.get_timer() is None
     with pytest.raises(LocalProtocolError):
         m.describe_cluster(now=cluster.now)
+
+
+def _acl(name: str) -> ACL:
+    pattern = ResourcePattern(ResourceType.TOPIC, name, ACLResourcePatternType.PREFIXED)
+    return ACL("User:bob", "*", ACLOperation.READ, ACLPermissionType.ALLOW, pattern)
+
+
+def test_create_acls_answers_each_acl_in_request_order() -> None:
+    m, cluster = admin()
+    acls = [_acl("a"), _acl("b")]
+    start(m, cluster, lambda now: m.create_acls(acls, now=now))
+    sent = cluster.take(30)
+    creations = sent.req.body.creations
+    assert [(c.resource_name, c.resource_pattern_type, c.operation) for c in creations] == [
+        ("a", 4, 3),
+        ("b", 4, 3),
+    ]
+    results = (
+        entry(sent, "AclCreationResult", error_code=ErrorCode.none, error_message=None),
+        entry(
+            sent,
+            "AclCreationResult",
+            error_code=ErrorCode.invalid_request,
+            error_message="bad",
+        ),
+    )
+    answer(cluster, sent, results=results)
+    done = completed(cluster).results
+    assert done[acls[0]] is None and isinstance(done[acls[1]], InvalidRequestError)
+
+
+def test_describe_acls_reads_the_matching_acls_back() -> None:
+    m, cluster = admin()
+    wanted = ACLFilter(
+        None,
+        None,
+        ACLOperation.ANY,
+        ACLPermissionType.ANY,
+        ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY),
+    )
+    start(m, cluster, lambda now: m.describe_acls(wanted, now=now))
+    sent = cluster.take(29)
+    body = sent.req.body
+    assert (body.resource_type_filter, body.pattern_type_filter, body.principal_filter) == (
+        1,
+        1,
+        None,
+    )
+    description = entry(
+        sent, "AclDescription", principal="User:bob", host="*", operation=3, permission_type=3
+    )
+    resource = entry(
+        sent,
+        "DescribeAclsResource",
+        resource_type=2,
+        resource_name="a",
+        pattern_type=4,
+        acls=(description,),
+    )
+    answer(cluster, sent, error_code=ErrorCode.none, error_message=None, resources=(resource,))
+    assert completed(cluster).results == {wanted: [_acl("a")]}
+
+
+def test_describe_log_dirs_asks_every_broker() -> None:
+    m, cluster = admin()
+    start(m, cluster, lambda now: m.describe_log_dirs(now=now))
+    sent = sorted((s for s in cluster.pending if s.req.api_key == 35), key=lambda s: s.node)
+    assert [s.node for s in sent] == [1, 2] and sent[0].req.body.topics is None
+    for s in sent:
+        part = entry(
+            s,
+            "DescribeLogDirsPartition",
+            partition_index=0,
+            partition_size=100 * s.node,
+            offset_lag=0,
+            is_future_key=False,
+        )
+        topic = entry(s, "DescribeLogDirsTopic", name="t", partitions=(part,))
+        result = entry(
+            s,
+            "DescribeLogDirsResult",
+            error_code=ErrorCode.none,
+            log_dir=f"/data{s.node}",
+            topics=(topic,),
+            total_bytes=10,
+            usable_bytes=5,
+            is_cordoned=False,
+        )
+        answer(cluster, s, error_code=ErrorCode.none, results=(result,))
+    results = completed(cluster).results
+    sizes = {n: dirs[0].replicas[TopicPartition("t", 0)].size for n, dirs in results.items()}
+    assert sizes == {1: 100, 2: 200}
+    assert results[1][0].path == "/data1" and results[1][0].error is None
