@@ -124,6 +124,7 @@ MACHINE_MODULES: Final = (
     "kafkastate.core.producer.transactions",
     "kafkastate.core.consumer.consumer",
     "kafkastate.core.consumer.group",
+    "kafkastate.core.admin.machine",
 )
 """The modules that define a registered :class:`StateTable`, in the order the generated
 page shows them."""

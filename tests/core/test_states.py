@@ -15,6 +15,7 @@ import sys
 import pytest
 
 import kafkastate.core
+from kafkastate.core.admin.machine import AdminState
 from kafkastate.core.connection import CONNECTION_STATES, ConnectionState
 from kafkastate.core.consumer.consumer import ALLOWED, CONSUMER_STATES, ConsumerState
 from kafkastate.core.consumer.group import MEMBER_STATES, MemberState
@@ -43,6 +44,7 @@ MACHINES = [
     ("kafkastate.core.producer.transactions", "TRANSACTION_STATES", TransactionState),
     ("kafkastate.core.consumer.consumer", "CONSUMER_STATES", ConsumerState),
     ("kafkastate.core.consumer.group", "MEMBER_STATES", MemberState),
+    ("kafkastate.core.admin.machine", "ADMIN_STATES", AdminState),
 ]
 
 

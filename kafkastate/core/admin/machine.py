@@ -29,6 +29,7 @@ operation. The machine never reads a clock: ``now`` comes with every call.
 
 from __future__ import annotations
 
+import enum
 import math
 import random
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -59,6 +60,7 @@ from kafkastate.core.client import (
 from kafkastate.core.metadata import STALE_METADATA_ERRORS, NodeId
 from kafkastate.core.protocol.requests import build
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
+from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
     KafkaConfigurationError,
     KafkaError,
@@ -71,16 +73,36 @@ from kafkastate.errors import (
 from kafkastate.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = [
+    "ADMIN_STATES",
     "AdminConfig",
     "AdminEvent",
     "AdminMachine",
     "AdminOperationCompleted",
+    "AdminState",
     "OpId",
 ]
 
 OpId = NewType("OpId", int)
 
 _FORGET_COORDINATOR: Final = frozenset({15, 16})  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+
+
+class AdminState(enum.Enum):
+    """An admin machine is open until :meth:`AdminMachine.close`."""
+
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+ADMIN_STATES: Final = register(
+    StateTable(
+        machine="AdminMachine",
+        states=AdminState,
+        initial=AdminState.OPEN,
+        transitions={AdminState.OPEN: {AdminState.CLOSED}, AdminState.CLOSED: set()},
+        commands={AdminState.OPEN: {"operation", "close"}, AdminState.CLOSED: {"close"}},
+    )
+)
 
 
 def _non_negative(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
@@ -152,7 +174,7 @@ class AdminMachine(ClientDriven):
         self._updates = 0
         self._events: list[AdminEvent] = []
         self._next_op = 0
-        self._closed = False
+        self._state = ADMIN_STATES.initial
 
     # ---------------------------------------------------------------- queries
 
@@ -160,6 +182,11 @@ class AdminMachine(ClientDriven):
     def client(self) -> Client:
         """The underlying Client (its cluster view, its last connection error)."""
         return self._client
+
+    @property
+    def state(self) -> AdminState:
+        """OPEN, or CLOSED after :meth:`close`."""
+        return self._state
 
     @property
     def in_flight(self) -> int:
@@ -388,9 +415,9 @@ class AdminMachine(ClientDriven):
 
     def close(self) -> None:
         """Close the connections; unfinished operations end with KafkaConnectionError."""
-        if self._closed:
+        if self._state is AdminState.CLOSED:
             return
-        self._closed = True
+        self._state = transition(ADMIN_STATES, self._state, AdminState.CLOSED, what="close")
         self._client.close()
         self._drain_client(0.0)
         for op in list(self._ops.values()):
@@ -432,7 +459,7 @@ class AdminMachine(ClientDriven):
     # ------------------------------------------------------------- internals
 
     def _start(self, spec: ops.Operation, now: float, timeout: float | None) -> OpId:
-        if self._closed:
+        if "operation" not in ADMIN_STATES.commands[self._state]:
             raise LocalProtocolError(f"{spec.name} on a closed admin client")
         if timeout is None:
             timeout = self._client.config.connection.request_timeout
@@ -446,7 +473,7 @@ class AdminMachine(ClientDriven):
 
     def _step(self, now: float) -> None:
         self._drain_client(now)
-        if self._closed:
+        if self._state is AdminState.CLOSED:
             return
         cluster = self._client.cluster
         if not cluster.brokers:
