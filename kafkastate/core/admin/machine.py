@@ -32,6 +32,7 @@ from __future__ import annotations
 import enum
 import math
 import random
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Final, NewType
 
@@ -63,6 +64,7 @@ from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
 from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
     KafkaConfigurationError,
+    KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     LocalProtocolError,
@@ -172,7 +174,7 @@ class AdminMachine(ClientDriven):
         self._finding: dict[RequestId, str] = {}
         self._find_after: dict[str, float] = {}
         self._updates = 0
-        self._events: list[AdminEvent] = []
+        self._events: deque[AdminEvent] = deque()
         self._next_op = 0
         self._state = ADMIN_STATES.initial
 
@@ -422,7 +424,8 @@ class AdminMachine(ClientDriven):
         self._drain_client(0.0)
         for op in list(self._ops.values()):
             for key in self._all_keys(op):
-                op.results.setdefault(key, KafkaError(f"{op.spec.name}: the admin client closed"))
+                closed = KafkaConnectionError(f"{op.spec.name}: the admin client closed")
+                op.results.setdefault(key, closed)
             op.pending.clear()
             self._finish(op)
 
@@ -446,7 +449,7 @@ class AdminMachine(ClientDriven):
 
     def next_event(self) -> AdminEvent | None:
         """The next event, or None."""
-        return self._events.pop(0) if self._events else None
+        return self._events.popleft() if self._events else None
 
     def get_timer(self) -> float | None:
         """The earliest deadline for :meth:`handle_timer`, or None."""

@@ -122,6 +122,18 @@ class NewTopic:
     """Partition -> broker ids of its replicas, instead of the two counts."""
     topic_configs: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
     """Topic configs, e.g. ``{"cleanup.policy": "compact"}``."""
+    configs: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict, kw_only=True)
+    """The earlier keyword for ``topic_configs`` (``NewTopic(name=..., configs=...)``);
+    either names the same configs."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.configs and self.topic_configs and self.configs != self.topic_configs:
+            raise KafkaConfigurationError(
+                f"topic {self.name!r}: give topic_configs or configs, not both"
+            )
+        merged = self.topic_configs or self.configs
+        object.__setattr__(self, "topic_configs", merged)
+        object.__setattr__(self, "configs", merged)
 
 
 def create_topics_request(

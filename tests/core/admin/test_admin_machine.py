@@ -417,6 +417,10 @@ def test_commands_check_their_arguments() -> None:
         m.create_topics([NewTopic("a"), NewTopic("a")], now=0.0)
     with pytest.raises(ValueError, match="not both"):
         NewTopic("a", 2, 1, replica_assignments={0: [1]})
+    # the earlier keyword still names the topic configs
+    assert NewTopic(name="a", configs={"x": "1"}).topic_configs == {"x": "1"}
+    with pytest.raises(ValueError, match="not both"):
+        NewTopic("a", topic_configs={"x": "1"}, configs={"x": "2"})
     with pytest.raises(ValueError, match="OffsetSpec"):
         m.list_offsets({TopicPartition("t", 0): -7}, now=0.0)
     with pytest.raises(ValueError, match="resource type"):
