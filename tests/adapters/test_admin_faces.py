@@ -92,6 +92,7 @@ def test_aiokafka_admin_client(kafka_cluster: Any) -> None:
                 (group_info,) = await admin.describe_consumer_groups([group])
                 assert group_info.members[0].assignment.partitions == (tp,)
             assert (group, "consumer") in await admin.list_consumer_groups()
+            assert await admin.find_coordinator(group) == broker["node_id"]
             assert await admin.list_consumer_group_offsets(group) == {
                 tp: OffsetAndMetadata(6, "", got[-1].leader_epoch)
             }

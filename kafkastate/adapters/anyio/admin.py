@@ -244,6 +244,20 @@ class Admin:
         """Describe classic groups. Returns: id -> GroupDescription or KafkaError."""
         return await self._call(self._machine.describe_consumer_groups, group_ids, timeout=timeout)
 
+    async def find_coordinator(
+        self, key: str, key_type: int = 0, *, timeout: float | None = None
+    ) -> int:
+        """The broker id coordinating a group (``key_type`` 0) or a transactional id (1).
+
+        Raises:
+            KafkaError: no coordinator within the timeout, or a refusal.
+        """
+        m = self._machine
+        (result,) = (await self._call(m.find_coordinator, key, key_type, timeout=timeout)).values()
+        if isinstance(result, BaseException):
+            raise result
+        return int(result)
+
     async def delete_consumer_groups(
         self, group_ids: Iterable[str], *, timeout: float | None = None
     ) -> dict[str, Any]:

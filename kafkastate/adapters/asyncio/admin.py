@@ -202,6 +202,15 @@ class AIOKafkaAdminClient(Lifecycle):
         raise_first(results)
         return list(results.values())
 
+    async def find_coordinator(self, group_id: str, coordinator_type: int = 0) -> int:
+        """The broker id coordinating a group (``coordinator_type`` 0) or a
+        transactional id (1).
+
+        Raises:
+            KafkaError: the coordinator's error.
+        """
+        return await self._running().find_coordinator(group_id, coordinator_type)
+
     async def delete_consumer_groups(
         self, group_ids: Iterable[str], group_coordinator_id: int | None = None
     ) -> dict[str, Any]:

@@ -295,6 +295,20 @@ class AdminMachine(ClientDriven):
         """Describe classic groups; results by id: :class:`GroupDescription`."""
         return self._start(ops.DescribeGroups(_unique(group_ids, "group")), now, timeout)
 
+    def find_coordinator(
+        self,
+        key: str,
+        key_type: int = 0,
+        *,
+        now: float,
+        timeout: float | None = None,
+    ) -> OpId:
+        """The broker coordinating a group (``key_type`` 0) or a transactional id (1);
+        the result under ``key``: its broker id."""
+        if key_type not in (0, 1):
+            raise KafkaConfigurationError(f"key_type must be 0 (group) or 1, got {key_type!r}")
+        return self._start(ops.FindCoordinator(key, key_type), now, timeout)
+
     def delete_consumer_groups(
         self, group_ids: Iterable[str], *, now: float, timeout: float | None = None
     ) -> OpId:

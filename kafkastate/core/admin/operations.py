@@ -537,6 +537,29 @@ class _OneGroup(Operation):
 
 
 @attrs.define
+class FindCoordinator(Operation):
+    """FindCoordinator for one key (a group id, or a transactional id): its broker id."""
+
+    name: ClassVar[str] = "find_coordinator"
+    batch: ClassVar[bool] = False
+    key: str
+    key_type: int = 0  # 0 group, 1 transaction
+
+    def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
+        return [self.key]
+
+    def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
+        cls = versions.request_type(ApiKey.FIND_COORDINATOR)
+        return build(cls, key=self.key, key_type=self.key_type, coordinator_keys=(self.key,))
+
+    def parse(self, response: Any, keys: Sequence[Any]) -> dict[Any, Any]:
+        entry = response.coordinators[0] if hasattr(response, "coordinators") else response
+        message = getattr(entry, "error_message", None)
+        error = _error(entry.error_code, message, key=self.key)
+        return {self.key: error or int(entry.node_id)}
+
+
+@attrs.define
 class DescribeGroups(_Groups):
     """DescribeGroups at each group's coordinator, one key per group id."""
 

@@ -581,3 +581,13 @@ def test_describe_log_dirs_asks_every_broker() -> None:
     sizes = {n: dirs[0].replicas[TopicPartition("t", 0)].size for n, dirs in results.items()}
     assert sizes == {1: 100, 2: 200}
     assert results[1][0].path == "/data1" and results[1][0].error is None
+
+
+def test_find_coordinator_retries_until_one_is_available() -> None:
+    m, cluster = admin()
+    start(m, cluster, lambda now: m.find_coordinator("tx", 1, now=now))
+    find = cluster.take(FIND_COORDINATOR)
+    assert find.req.body.key_type == 1 and find.req.body.coordinator_keys == ("tx",)
+    _find_answer(cluster, find, -1, ErrorCode.coordinator_not_available)
+    _find_answer(cluster, advance_until(cluster, FIND_COORDINATOR), 2, ErrorCode.none)
+    assert completed(cluster).results == {"tx": 2}
