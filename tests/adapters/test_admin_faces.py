@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 import uuid
 from typing import Any
 
@@ -113,8 +114,12 @@ def test_aiokafka_admin_client(kafka_cluster: Any) -> None:
             key = (ConfigResourceType.TOPIC, topic)
             resource = ConfigResource("topic", topic, {"retention.ms": "86400000"})
             assert await admin.alter_configs([resource]) == {key: None}
-            configs = await admin.describe_configs([ConfigResource("topic", topic)])
-            assert configs[key]["retention.ms"].value == "86400000"
+            async with asyncio.timeout(15):  # the broker follows the controller's commit
+                while True:
+                    configs = await admin.describe_configs([ConfigResource("topic", topic)])
+                    if configs[key]["retention.ms"].value == "86400000":
+                        break
+                    await asyncio.sleep(0.05)
 
             offsets = await admin.list_offsets({tp: OffsetSpec.LATEST})
             assert offsets == {tp: OffsetAndTimestamp(6, -1, offsets[tp].leader_epoch)}
@@ -189,8 +194,13 @@ def test_kafka_python_admin_client(kafka_cluster: Any) -> None:
         assert admin.alter_configs([change], incremental=True) == {
             (ConfigResourceType.TOPIC, topic): None
         }
-        configs = admin.describe_configs([ConfigResource("topic", topic, ["retention.ms"])])
-        assert configs["topic"][topic]["retention.ms"]["value"] == "7200000"
+        deadline = time.monotonic() + 15
+        while True:  # the broker follows the controller's commit a moment later
+            configs = admin.describe_configs([ConfigResource("topic", topic, ["retention.ms"])])
+            if configs["topic"][topic]["retention.ms"]["value"] == "7200000":
+                break
+            assert time.monotonic() < deadline, configs
+            time.sleep(0.05)
 
         assert admin.list_offsets({tp: OffsetSpec.EARLIEST})[tp].offset == 0
         assert admin.delete_records({tp: 4}) == {tp: {"low_watermark": 4}}

@@ -60,6 +60,19 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
             await anyio.sleep(0.05)
 
 
+async def configs_until(admin: Any, topic: str, wanted: dict[str, str]) -> dict[str, Any]:
+    """The topic's configs once they show ``wanted``: the broker applies a change a moment
+    after the controller committed it (KRaft), so a describe right after may be stale."""
+    key = (TOPIC, topic)
+    with anyio.fail_after(15):
+        while True:
+            described = await admin.describe_configs([ConfigResource(TOPIC, topic)])
+            now: dict[str, Any] = described[key]
+            if all(now[k].value == v for k, v in wanted.items()):
+                return now
+            await anyio.sleep(0.05)
+
+
 async def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0) -> None:
     async with open_producer(bootstrap) as producer:
         for i, value in enumerate(values):
@@ -148,17 +161,16 @@ async def test_configs_are_described_and_altered(kafka_cluster: Any) -> None:
             [NewTopic(topic, 1, 1, topic_configs={"retention.ms": "1234567"})]
         )
         key = (TOPIC, topic)
-        described = await admin.describe_configs([ConfigResource("topic", topic)])
-        assert described[key]["retention.ms"].value == "1234567"
+        await configs_until(admin, topic, {"retention.ms": "1234567"})
 
         # AlterConfigs replaces the set: retention.ms goes back to its default
         altered = await admin.alter_configs(
             [ConfigResource(TOPIC, topic, {"segment.ms": "7200000"})]
         )
         assert altered == {key: None}
+        await configs_until(admin, topic, {"segment.ms": "7200000", "retention.ms": "604800000"})
         wanted = ConfigResource(TOPIC, topic, ["retention.ms", "segment.ms"])
-        now = (await admin.describe_configs([wanted]))[key]
-        assert now["segment.ms"].value == "7200000" and now["retention.ms"].value == "604800000"
+        assert set((await admin.describe_configs([wanted]))[key]) == {"retention.ms", "segment.ms"}
 
         changes = {
             "retention.ms": "555000",
@@ -168,10 +180,12 @@ async def test_configs_are_described_and_altered(kafka_cluster: Any) -> None:
         assert await admin.incremental_alter_configs([ConfigResource(TOPIC, topic, changes)]) == {
             key: None
         }
-        now = (await admin.describe_configs([ConfigResource(TOPIC, topic)]))[key]
-        assert now["retention.ms"].value == "555000"
-        assert now["segment.ms"].value == "604800000"
-        assert now["cleanup.policy"].value == "delete,compact"
+        expected = {
+            "retention.ms": "555000",
+            "segment.ms": "604800000",
+            "cleanup.policy": "delete,compact",
+        }
+        await configs_until(admin, topic, expected)
 
         node = str(broker.node_id)
         brokers = await admin.describe_configs(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -32,6 +33,19 @@ AUTHORIZER = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "super.users": "User:ANONYMOUS",
 }
+
+
+def _op(acl: ACL) -> int:
+    return int(acl.operation)
+
+
+def _until(check: Callable[[], bool]) -> None:
+    """Wait for ``check``: the broker's authorizer follows the controller's metadata log
+    a moment after an ACL change was committed."""
+    deadline = time.monotonic() + 15
+    while not check():
+        assert time.monotonic() < deadline, "the broker never showed the ACL change"
+        time.sleep(0.05)
 
 
 def _send_as_alice(cluster: KafkaCluster, topic: str) -> Any:
@@ -71,14 +85,13 @@ def test_an_acl_lets_a_user_in_and_deleting_it_keeps_the_user_out() -> None:
                 _send_as_alice(cluster, topic)
 
             assert admin.create_acls(allow) == {"succeeded": allow, "failed": []}
-            found, error = admin.describe_acls(users_acls)
-            assert error is None and sorted(found, key=lambda a: a.operation) == allow
+            _until(lambda: sorted(admin.describe_acls(users_acls)[0], key=_op) == allow)
             assert _send_as_alice(cluster, topic).offset == 0  # let in
 
             ((wanted, deleted, error),) = admin.delete_acls([users_acls])
             assert wanted == users_acls and error is None
-            assert sorted((acl for acl, _ in deleted), key=lambda a: a.operation) == allow
-            assert admin.describe_acls(users_acls) == ([], None)
+            assert sorted((acl for acl, _ in deleted), key=_op) == allow
+            _until(lambda: admin.describe_acls(users_acls) == ([], None))
             deadline = time.monotonic() + 15
             while True:  # the broker's authorizer follows the metadata log a moment later
                 try:
