@@ -820,14 +820,23 @@ class Client:
 
 
 class ClientDriven:
-    """The connection inputs of a machine that owns a :class:`Client` (``_client``) and
-    moves its own work forward after each (``_step(now)``): the producer, the fetcher,
-    the admin machine."""
+    """The connection inputs and the bytes out of a machine that owns a :class:`Client`
+    (``_client``) and moves its own work forward after each input (``_step(now)``): the
+    producer, the fetcher, the admin machine."""
 
     _client: Client
 
     def _step(self, now: float) -> None:
         raise NotImplementedError
+
+    @property
+    def client(self) -> Client:
+        """The Client (metadata, connections, the last connection error)."""
+        return self._client
+
+    def data_to_send(self) -> list[tuple[NodeId, bytes]]:
+        """``(node, bytes)`` to write, in order; clears the buffer."""
+        return self._client.data_to_send()
 
     def connection_made(self, node_id: NodeId, *, now: float) -> None:
         """The adapter's socket to ``node_id`` is connected."""

@@ -181,11 +181,6 @@ class AdminMachine(ClientDriven):
     # ---------------------------------------------------------------- queries
 
     @property
-    def client(self) -> Client:
-        """The underlying Client (its cluster view, its last connection error)."""
-        return self._client
-
-    @property
     def state(self) -> AdminState:
         """OPEN, or CLOSED after :meth:`close`."""
         return self._state
@@ -456,10 +451,6 @@ class AdminMachine(ClientDriven):
         self._step(now)
 
     # ------------------------------------------------------------ IO outputs
-
-    def data_to_send(self) -> list[tuple[NodeId, bytes]]:
-        """``(node, bytes)`` to write."""
-        return self._client.data_to_send()
 
     def next_event(self) -> AdminEvent | None:
         """The next event, or None."""

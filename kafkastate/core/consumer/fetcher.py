@@ -239,11 +239,6 @@ class FetcherMachine(ClientDriven):
 
     # ---------------------------------------------------------------- queries
 
-    @property
-    def client(self) -> Client:
-        """The Client (metadata, connections)."""
-        return self._client
-
     def assignment(self) -> tuple[TopicPartition, ...]:
         """The assigned partitions, in assignment order."""
         return tuple(self._parts)
@@ -563,10 +558,6 @@ class FetcherMachine(ClientDriven):
         self._step(now)
 
     # ----------------------------------------------------------- IO outputs
-
-    def data_to_send(self) -> list[tuple[NodeId, bytes]]:
-        """``(node, bytes)`` to write, in order; clears the buffer."""
-        return self._client.data_to_send()
 
     def next_event(self) -> FetcherEvent | None:
         """The next event, or None."""

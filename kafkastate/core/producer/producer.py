@@ -470,11 +470,6 @@ class ProducerMachine(ClientDriven):
     # ---------------------------------------------------------------- queries
 
     @property
-    def client(self) -> Client:
-        """The Client (metadata, node states)."""
-        return self._client
-
-    @property
     def accumulator(self) -> Accumulator:
         """The accumulator (buffer usage, queued batches)."""
         return self._acc
@@ -923,10 +918,6 @@ class ProducerMachine(ClientDriven):
         self._step(now)
 
     # ----------------------------------------------------------- IO outputs
-
-    def data_to_send(self) -> list[tuple[NodeId, bytes]]:
-        """``(node, bytes)`` to write, in order; clears the buffer."""
-        return self._client.data_to_send()
 
     def next_event(self) -> ProducerEvent | None:
         """The next event, or None."""
