@@ -1,5 +1,5 @@
-"""kafkastate for anyio: ``async with open_producer(...)`` and ``async with
-open_consumer(...)``, on asyncio or trio.
+"""kafkastate for anyio: ``async with open_producer(...)``, ``async with
+open_consumer(...)`` and ``async with open_admin(...)``, on asyncio or trio.
 
 The async adapter (:mod:`kafkastate.adapters.anyio`) runs natively on either backend: its
 clock is the event loop's, cancellation is the host library's. Every decision is the
@@ -10,6 +10,7 @@ core's (:mod:`kafkastate.core`); options are resolved by :mod:`kafkastate.core.c
 from __future__ import annotations
 
 from kafkastate.abc import ConsumerRebalanceListener
+from kafkastate.adapters.anyio.admin import Admin, open_admin
 from kafkastate.adapters.anyio.consumer import Consumer, open_consumer
 from kafkastate.adapters.anyio.producer import (
     BatchBuilder,
@@ -19,15 +20,31 @@ from kafkastate.adapters.anyio.producer import (
     RecordMetadata,
     open_producer,
 )
+from kafkastate.core.admin import (
+    AlterConfigOp,
+    ConfigResource,
+    ConfigResourceType,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
 
 __all__ = [
+    "Admin",
+    "AlterConfigOp",
     "BatchBuilder",
+    "ConfigResource",
+    "ConfigResourceType",
     "Consumer",
     "ConsumerRebalanceListener",
     "BatchRecord",
     "Delivery",
+    "NewPartitions",
+    "NewTopic",
+    "OffsetSpec",
     "Producer",
     "RecordMetadata",
+    "open_admin",
     "open_consumer",
     "open_producer",
 ]

@@ -1,6 +1,7 @@
-"""kafkastate for asyncio: aiokafka's :class:`AIOKafkaProducer` and
-:class:`AIOKafkaConsumer` (change only the import), and the async adapter's
-``open_producer``/``open_consumer`` for anyio-style code on asyncio.
+"""kafkastate for asyncio: aiokafka's :class:`AIOKafkaProducer`,
+:class:`AIOKafkaConsumer` and :class:`AIOKafkaAdminClient` (change only the import), and the
+async adapter's ``open_producer``/``open_consumer``/``open_admin`` for anyio-style code on
+asyncio.
 
 Every decision is the core's (:mod:`kafkastate.core`); options are resolved by
 :mod:`kafkastate.core.config` with aiokafka's defaults (docs/options.md). The
@@ -11,6 +12,7 @@ implementations live in :mod:`kafkastate.adapters.asyncio` and
 from __future__ import annotations
 
 from kafkastate.abc import ConsumerRebalanceListener
+from kafkastate.adapters.anyio.admin import Admin, open_admin
 from kafkastate.adapters.anyio.consumer import Consumer, open_consumer
 from kafkastate.adapters.anyio.producer import (
     BatchBuilder,
@@ -19,8 +21,27 @@ from kafkastate.adapters.anyio.producer import (
     RecordMetadata,
     open_producer,
 )
+from kafkastate.adapters.asyncio.admin import AIOKafkaAdminClient
 from kafkastate.adapters.asyncio.consumer import AIOKafkaConsumer
 from kafkastate.adapters.asyncio.producer import AIOKafkaProducer
+from kafkastate.core.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigResource,
+    ConfigResourceType,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    RecordsToDelete,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
 from kafkastate.structs import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -30,19 +51,38 @@ from kafkastate.structs import (
 )
 
 __all__ = [
+    "ACL",
+    "ACLFilter",
+    "ACLOperation",
+    "ACLPermissionType",
+    "ACLResourcePatternType",
+    "ResourcePattern",
+    "ResourcePatternFilter",
+    "ResourceType",
+    "AIOKafkaAdminClient",
     "AIOKafkaConsumer",
     "AIOKafkaProducer",
+    "Admin",
+    "AlterConfigOp",
+    "AlterConfigOpType",
     "BatchBuilder",
+    "ConfigResource",
+    "ConfigResourceType",
     "Consumer",
     "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "Delivery",
+    "NewPartitions",
+    "NewTopic",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
+    "OffsetSpec",
     "Producer",
     "RecordMetadata",
+    "RecordsToDelete",
     "TopicPartition",
+    "open_admin",
     "open_consumer",
     "open_producer",
 ]

@@ -1,6 +1,7 @@
 """kafkastate for trio users.
 
-:func:`open_producer` here *is* :func:`kafkastate.anyio.open_producer`: the async adapter
+:func:`open_producer` here *is* :func:`kafkastate.anyio.open_producer` (and likewise
+:func:`open_consumer`, :func:`open_admin`): the async adapter
 (:mod:`kafkastate.adapters.anyio`), which runs natively on trio (trio's clock, cancellation and
 ``trio.Cancelled``, its ``MockClock`` included). It is re-exported so trio code reads
 naturally::
@@ -18,15 +19,32 @@ naturally::
 from __future__ import annotations
 
 from kafkastate.abc import ConsumerRebalanceListener
+from kafkastate.adapters.anyio.admin import Admin, open_admin
 from kafkastate.adapters.anyio.consumer import Consumer, open_consumer
 from kafkastate.adapters.anyio.producer import Delivery, Producer, RecordMetadata, open_producer
+from kafkastate.core.admin import (
+    AlterConfigOp,
+    ConfigResource,
+    ConfigResourceType,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
 
 __all__ = [
+    "Admin",
+    "AlterConfigOp",
+    "ConfigResource",
+    "ConfigResourceType",
     "Consumer",
     "ConsumerRebalanceListener",
     "Delivery",
+    "NewPartitions",
+    "NewTopic",
+    "OffsetSpec",
     "Producer",
     "RecordMetadata",
+    "open_admin",
     "open_consumer",
     "open_producer",
 ]

@@ -19,6 +19,8 @@ PUBLIC_MODULES = [
     "kafkastate.core.client",
     "kafkastate.core.metadata",
     "kafkastate.core.producer",
+    "kafkastate.core.admin",
+    "kafkastate.adapters.anyio.admin",
     "kafkastate.core.producer.partitioner",
     "kafkastate.core.producer.accumulator",
     "kafkastate.core.producer.idempotence",

@@ -59,6 +59,7 @@ from kafkastate.errors import (
 
 __all__ = [
     "Client",
+    "ClientDriven",
     "ClientConfig",
     "ClientEvent",
     "CloseRequested",
@@ -839,3 +840,42 @@ class Client:
     def bootstrap_nodes(self) -> Sequence[NodeId]:
         """The negative ids given to the bootstrap servers, in configuration order."""
         return [n for n in sorted(self._nodes, reverse=True) if n < 0]
+
+
+class ClientDriven:
+    """The connection inputs and the bytes out of a machine that owns a :class:`Client`
+    (``_client``) and moves its own work forward after each input (``_step(now)``): the
+    producer, the fetcher, the admin machine."""
+
+    _client: Client
+
+    def _step(self, now: float) -> None:
+        raise NotImplementedError
+
+    @property
+    def client(self) -> Client:
+        """The Client (metadata, connections, the last connection error)."""
+        return self._client
+
+    def data_to_send(self) -> list[tuple[NodeId, bytes]]:
+        """``(node, bytes)`` to write, in order; clears the buffer."""
+        return self._client.data_to_send()
+
+    def connection_made(self, node_id: NodeId, *, now: float) -> None:
+        """The adapter's socket to ``node_id`` is connected."""
+        self._client.connection_made(node_id, now=now)
+        self._step(now)
+
+    def connection_failed(
+        self, node_id: NodeId, *, now: float, error: BaseException | None = None
+    ) -> None:
+        """The adapter could not connect to ``node_id``."""
+        self._client.connection_failed(node_id, now=now, error=error)
+        self._step(now)
+
+    def connection_lost(
+        self, node_id: NodeId, *, now: float, error: BaseException | None = None
+    ) -> None:
+        """The adapter's socket to ``node_id`` closed or failed."""
+        self._client.connection_lost(node_id, now=now, error=error)
+        self._step(now)

@@ -1,4 +1,4 @@
-"""One option layer: every consumer and producer option, parsed, defaulted, cross-checked
+"""One option layer: every consumer, producer and admin option, parsed, defaulted, cross-checked
 and refused once, for every runtime.
 
 Theory of operation
@@ -38,6 +38,7 @@ from typing import Any, Final
 
 import attrs
 
+from kafkastate.core.admin.machine import AdminConfig
 from kafkastate.core.client import ClientConfig
 from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.consumer.assignors import ASSIGNORS, Assignor
@@ -55,6 +56,7 @@ from kafkastate.errors import KafkaConfigurationError
 __all__ = [
     "FLAVOURS",
     "accepted",
+    "admin_config",
     "from_text",
     "FLAVOUR_DEFAULTS",
     "GROUP_PROTOCOLS",
@@ -256,7 +258,7 @@ class Option:
     prop: str
     """The Java / librdkafka property, also accepted ("" if it has none)."""
     roles: frozenset[str]
-    """``consumer``, ``producer``."""
+    """``consumer``, ``producer``, ``admin``."""
     check: Check
     """Checks a value (naming the option in its error) and returns it normalised."""
     default: Any
@@ -268,58 +270,59 @@ class Option:
 _C: Final = frozenset({"consumer"})
 _P: Final = frozenset({"producer"})
 _CP: Final = frozenset({"consumer", "producer"})
+_CPA: Final = frozenset({"consumer", "producer", "admin"})
 
 _TABLE: Final = (
-    # ------------------------------------------------------------ client (both roles)
-    Option("bootstrap_servers", "bootstrap.servers", _CP, _servers, "localhost",
+    # ---------------------------------------------------------- client (every role)
+    Option("bootstrap_servers", "bootstrap.servers", _CPA, _servers, "localhost",
            '"host[:port],..." or a list of them (default port 9092).'),
-    Option("client_id", "client.id", _CP, _text, "kafkastate", "Sent with every request."),
-    Option("request_timeout_ms", "request.timeout.ms", _CP, positive_ms, 30000,
+    Option("client_id", "client.id", _CPA, _text, "kafkastate", "Sent with every request."),
+    Option("request_timeout_ms", "request.timeout.ms", _CPA, positive_ms, 30000,
            "How long a request may take; also how long offset queries wait."),
-    Option("retry_backoff_ms", "retry.backoff.ms", _CP, ms, 100,
+    Option("retry_backoff_ms", "retry.backoff.ms", _CPA, ms, 100,
            "Wait before retrying a failed request."),
-    Option("metadata_max_age_ms", "metadata.max.age.ms", _CP, ms, 300000,
+    Option("metadata_max_age_ms", "metadata.max.age.ms", _CPA, ms, 300000,
            "Refresh metadata at least this often."),
-    Option("connections_max_idle_ms", "connections.max.idle.ms", _CP, positive_ms, 540000,
+    Option("connections_max_idle_ms", "connections.max.idle.ms", _CPA, positive_ms, 540000,
            "Close connections idle this long."),
-    Option("reconnect_backoff_ms", "reconnect.backoff.ms", _CP, positive_ms, 50,
+    Option("reconnect_backoff_ms", "reconnect.backoff.ms", _CPA, positive_ms, 50,
            "First wait before reconnecting to a broker (doubles, jittered)."),
-    Option("reconnect_backoff_max_ms", "reconnect.backoff.max.ms", _CP, positive_ms, 1000,
+    Option("reconnect_backoff_max_ms", "reconnect.backoff.max.ms", _CPA, positive_ms, 1000,
            "Longest wait before reconnecting."),
     Option("max_in_flight_requests_per_connection",
-           "max.in.flight.requests.per.connection", _CP, _at_least(1), 5,
+           "max.in.flight.requests.per.connection", _CPA, _at_least(1), 5,
            "Requests outstanding per broker connection."),
-    Option("receive_message_max_bytes", "receive.message.max.bytes", _CP,
+    Option("receive_message_max_bytes", "receive.message.max.bytes", _CPA,
            _optional(_at_least(1)), None,
            "Largest response accepted (None: the core's limit; a consumer's is at least "
            "fetch_max_bytes + max_partition_fetch_bytes)."),
     Option("allow_auto_create_topics", "allow.auto.create.topics", _CP, _flag, True,
            "Let metadata requests create missing topics (where the broker allows it)."),
-    Option("security_protocol", "security.protocol", _CP, _one_of(*PROTOCOLS), "PLAINTEXT",
+    Option("security_protocol", "security.protocol", _CPA, _one_of(*PROTOCOLS), "PLAINTEXT",
            "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
-    Option("ssl_context", "", _CP, _ssl_context, None,
+    Option("ssl_context", "", _CPA, _ssl_context, None,
            "The TLS settings for SSL/SASL_SSL (default: the system's trust store)."),
-    Option("ssl_check_hostname", "", _CP, _flag, True,
+    Option("ssl_check_hostname", "", _CPA, _flag, True,
            "Check the broker's certificate names it (without ssl_context)."),
-    Option("ssl_cafile", "ssl.ca.location", _CP, _text, None,
+    Option("ssl_cafile", "ssl.ca.location", _CPA, _text, None,
            "CA certificates (PEM) to verify brokers with (without ssl_context)."),
-    Option("ssl_certfile", "ssl.certificate.location", _CP, _text, None,
+    Option("ssl_certfile", "ssl.certificate.location", _CPA, _text, None,
            "Client certificate (PEM)."),
-    Option("ssl_keyfile", "ssl.key.location", _CP, _text, None, "The client certificate's key."),
-    Option("ssl_password", "ssl.key.password", _CP, _text, None, "The key's password."),
-    Option("sasl_mechanism", "sasl.mechanism", _CP, _optional(_one_of(*SASL_MECHANISMS)), None,
+    Option("ssl_keyfile", "ssl.key.location", _CPA, _text, None, "The client certificate's key."),
+    Option("ssl_password", "ssl.key.password", _CPA, _text, None, "The key's password."),
+    Option("sasl_mechanism", "sasl.mechanism", _CPA, _optional(_one_of(*SASL_MECHANISMS)), None,
            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (default PLAIN with SASL_*)."),
-    Option("sasl_plain_username", "sasl.username", _CP, _text, None, "SASL user."),
-    Option("sasl_plain_password", "sasl.password", _CP, _text, None, "SASL password."),
-    Option("api_version", "", _CP, _anything, None,
+    Option("sasl_plain_username", "sasl.username", _CPA, _text, None, "SASL user."),
+    Option("sasl_plain_password", "sasl.password", _CPA, _text, None, "SASL password."),
+    Option("api_version", "", _CPA, _anything, None,
            "Accepted for compatibility: versions are always negotiated."),
-    Option("loop", "", _CP, _anything, None,
+    Option("loop", "", _CPA, _anything, None,
            "aiokafka's; accepted for compatibility: the running event loop is used."),
-    Option("bootstrap_timeout_ms", "", _CP, positive_ms, 30000,
+    Option("bootstrap_timeout_ms", "", _CPA, positive_ms, 30000,
            "How long a blocking client's constructor waits for a bootstrap server."),
-    Option("api_version_auto_timeout_ms", "", _CP, _optional(positive_ms), None,
+    Option("api_version_auto_timeout_ms", "", _CPA, _optional(positive_ms), None,
            "kafka-python 2's name for bootstrap_timeout_ms (wins when given)."),
-    Option("metrics_enabled", "", _CP, _flag, True, "Accepted; metrics() works either way."),
+    Option("metrics_enabled", "", _CPA, _flag, True, "Accepted; metrics() works either way."),
     # ------------------------------------------------------------------------ consumer
     Option("group_id", "group.id", _C, _name, None,
            "Where committed offsets are read and written; the consumer group."),
@@ -448,6 +451,15 @@ FLAVOUR_DEFAULTS: Final[Mapping[tuple[str, str], Mapping[str, Any]]] = {
         "max_poll_records": None,
     },
     ("kafkastate", "producer"): {},
+    ("aiokafka", "admin"): {
+        "sasl_mechanism": "PLAIN",
+        "request_timeout_ms": 40000,
+    },
+    ("kafka-python", "admin"): {
+        "reconnect_backoff_max_ms": 30000,
+        "receive_message_max_bytes": 100_000_000,
+    },
+    ("kafkastate", "admin"): {},
 }
 """Where a library's default differs from :data:`OPTIONS`'s."""
 
@@ -566,7 +578,7 @@ def resolve(role: str, flavour: str, given: Mapping[str, Any], *, owner: str) ->
     """Every option of ``role`` for a ``flavour`` face, from what the user gave.
 
     Args:
-        role: ``"consumer"`` or ``"producer"``.
+        role: ``"consumer"``, ``"producer"`` or ``"admin"``.
         flavour: one of :data:`FLAVOURS`: whose defaults apply.
         given: the user's keywords (Python names, or Java/librdkafka properties).
         owner: the face's name, for messages (``"AIOKafkaConsumer"``).
@@ -605,7 +617,7 @@ def resolve(role: str, flavour: str, given: Mapping[str, Any], *, owner: str) ->
     _settle_client(out, flavour)
     if role == "consumer":
         _settle_consumer(out, flavour)
-    else:
+    elif role == "producer":
         _settle_producer(out, flavour)
     return out
 
@@ -749,11 +761,24 @@ def client_config(options: Mapping[str, Any]) -> ClientConfig:
             metadata=MetadataConfig(
                 metadata_max_age=_seconds(options["metadata_max_age_ms"]),
                 retry_backoff=_seconds(options["retry_backoff_ms"]),
-                allow_auto_topic_creation=options["allow_auto_create_topics"],
+                allow_auto_topic_creation=options.get("allow_auto_create_topics", False),
             ),
             reconnect_backoff=_seconds(options["reconnect_backoff_ms"]),
             reconnect_backoff_max=_seconds(options["reconnect_backoff_max_ms"]),
             connections_max_idle=_seconds(options["connections_max_idle_ms"]),
+        )
+
+
+def admin_config(options: Mapping[str, Any]) -> AdminConfig:
+    """The :class:`AdminConfig` of resolved admin options.
+
+    Raises:
+        KafkaConfigurationError: a value the lower configs refuse.
+    """
+    with _as_config_error():
+        return AdminConfig(
+            client=client_config(options),
+            retry_backoff=_seconds(options["retry_backoff_ms"]),
         )
 
 

@@ -129,6 +129,7 @@ MACHINE_MODULES: Final = (
     "kafkastate.core.consumer.group",
     "kafkastate.core.consumer.group848",
     "kafkastate.core.consumer.fetch.state",
+    "kafkastate.core.admin.machine",
 )
 """The modules that define a registered :class:`StateTable`, in the order the generated
 page shows them."""

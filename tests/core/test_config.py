@@ -17,6 +17,7 @@ from kafkastate.core.config import (
     OPTIONS,
     UNSUPPORTED,
     accepted,
+    admin_config,
     client_config,
     consumer_machine,
     fetcher_config,
@@ -30,7 +31,7 @@ from kafkastate.core.consumer.group848 import ConsumerGroupConfig
 from kafkastate.errors import KafkaConfigurationError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-ROLES = ("consumer", "producer")
+ROLES = ("consumer", "producer", "admin")
 # options whose check takes any value (no wrong type to give)
 ANY_VALUE = {"api_version", "listener", "loop"}
 
@@ -47,9 +48,22 @@ def test_defaults_resolve_and_build(role: str, flavour: str) -> None:
     if role == "consumer":
         machine = consumer_machine(options, rng=__import__("random").Random(1))
         assert machine.config.client.bootstrap_servers == (("localhost", 9092),)
-    else:
+    elif role == "producer":
         config = producer_config(options)
         assert config.accumulator.max_block is not None
+    else:
+        admin = admin_config(options)
+        assert admin.client.bootstrap_servers == (("localhost", 9092),)
+        assert admin.retry_backoff == 0.1
+
+
+def test_the_admin_role_takes_client_options_only() -> None:
+    options = resolve("admin", "aiokafka", given(retry_backoff_ms=250), owner="T")
+    assert options["request_timeout_ms"] == 40000  # aiokafka's admin default
+    assert admin_config(options).retry_backoff == 0.25
+    for name in ("group_id", "acks", "allow_auto_create_topics"):
+        with pytest.raises(TypeError, match=name):
+            resolve("admin", "kafkastate", given(**{name: "x"}), owner="T")
 
 
 @pytest.mark.parametrize(

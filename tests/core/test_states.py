@@ -15,6 +15,7 @@ import sys
 import pytest
 
 import kafkastate.core
+from kafkastate.core.admin.machine import AdminState
 from kafkastate.core.client import NODE_STATES, NodeState
 from kafkastate.core.connection import CONNECTION_STATES, ConnectionState
 from kafkastate.core.consumer.consumer import ALLOWED, CONSUMER_STATES, ConsumerState
@@ -54,6 +55,7 @@ MACHINES = [
     ("kafkastate.core.consumer.group", "MEMBER_STATES", MemberState),
     ("kafkastate.core.consumer.group848", "MEMBER848_STATES", Member848State),
     ("kafkastate.core.consumer.fetch.state", "POSITION_STATES", PositionState),
+    ("kafkastate.core.admin.machine", "ADMIN_STATES", AdminState),
 ]
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
-__all__ = ["Background", "StartStop", "deprecated_arguments"]
+__all__ = ["Background", "Lifecycle", "deprecated_arguments"]
 
 
 def deprecated_arguments(owner: str, loop: Any, options: dict[str, Any]) -> None:
@@ -83,14 +83,16 @@ class Background(Generic[_T]):
             self._task = None
 
 
-class StartStop:
-    """``async with`` for an object with aiokafka's ``start()`` and ``stop()``: the block
-    starts it and always stops it."""
+class Lifecycle:
+    """``async with`` for the asyncio faces: :meth:`start` on entry, :meth:`stop` on exit
+    (aiokafka's ``AIOKafkaProducer``, ``AIOKafkaConsumer``, ``AIOKafkaAdminClient``)."""
 
-    async def start(self) -> None:  # pragma: no cover - each face has its own
+    async def start(self) -> None:
+        """Start the background task (the face says what else)."""
         raise NotImplementedError
 
-    async def stop(self) -> None:  # pragma: no cover - each face has its own
+    async def stop(self) -> None:
+        """End the background task (the face says what else)."""
         raise NotImplementedError
 
     async def __aenter__(self) -> Self:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kafkastate.adapters.anyio.consumer import Consumer, running_consumer
-from kafkastate.adapters.asyncio.background import Background, StartStop, deprecated_arguments
+from kafkastate.adapters.asyncio.background import Background, Lifecycle, deprecated_arguments
 from kafkastate.core.config import check_consumer, resolve
 from kafkastate.core.consumer.consumer import check_subscription
 from kafkastate.core.consumer.fetch.state import checked_partitions
@@ -35,7 +35,7 @@ from kafkastate.structs import (
 __all__ = ["AIOKafkaConsumer"]
 
 
-class AIOKafkaConsumer(StartStop):
+class AIOKafkaConsumer(Lifecycle):
     """An asyncio consumer with aiokafka's interface.
 
     Give partitions with :meth:`assign`, or topics / a pattern (here or in

@@ -26,7 +26,7 @@ from kafkastate.adapters.anyio.producer import (
     RecordMetadata,
     running_producer,
 )
-from kafkastate.adapters.asyncio.background import Background, StartStop, deprecated_arguments
+from kafkastate.adapters.asyncio.background import Background, Lifecycle, deprecated_arguments
 from kafkastate.core.config import producer_config, resolve
 from kafkastate.errors import KafkaError, ProducerClosed
 from kafkastate.structs import ConsumerGroupMetadata
@@ -34,7 +34,7 @@ from kafkastate.structs import ConsumerGroupMetadata
 __all__ = ["AIOKafkaProducer"]
 
 
-class AIOKafkaProducer(StartStop):
+class AIOKafkaProducer(Lifecycle):
     """An asyncio producer with aiokafka's interface (the commonly used subset).
 
     No task is started before :meth:`start`. Options have aiokafka's names and defaults

@@ -43,6 +43,7 @@ import attrs
 from kafkastate.core.client import (
     Client,
     ClientConfig,
+    ClientDriven,
     CloseRequested,
     ConnectRequested,
     MetadataUpdated,
@@ -190,7 +191,7 @@ class FetcherConfig:
 # --------------------------------------------------------------------------- the machine
 
 
-class FetcherMachine:
+class FetcherMachine(ClientDriven):
     """The sans-IO fetcher: positions, offset queries and Fetch sessions over a Client.
 
     Args:
@@ -243,11 +244,6 @@ class FetcherMachine:
         self._closed = False
 
     # ---------------------------------------------------------------- queries
-
-    @property
-    def client(self) -> Client:
-        """The Client (metadata, connections)."""
-        return self._client
 
     def assignment(self) -> tuple[TopicPartition, ...]:
         """The assigned partitions, in assignment order."""
@@ -550,25 +546,6 @@ class FetcherMachine:
 
     # ------------------------------------------------------------ IO inputs
 
-    def connection_made(self, node_id: NodeId, *, now: float) -> None:
-        """The adapter's socket to ``node_id`` is connected."""
-        self._client.connection_made(node_id, now=now)
-        self._step(now)
-
-    def connection_failed(
-        self, node_id: NodeId, *, now: float, error: BaseException | None = None
-    ) -> None:
-        """The adapter could not connect to ``node_id``."""
-        self._client.connection_failed(node_id, now=now, error=error)
-        self._step(now)
-
-    def connection_lost(
-        self, node_id: NodeId, *, now: float, error: BaseException | None = None
-    ) -> None:
-        """The adapter's socket to ``node_id`` closed or failed."""
-        self._client.connection_lost(node_id, now=now, error=error)
-        self._step(now)
-
     def receive_data(self, node_id: NodeId, data: bytes, *, now: float) -> None:
         """Bytes read from ``node_id``'s socket (``b""`` = EOF)."""
         client = self._client
@@ -590,10 +567,6 @@ class FetcherMachine:
         self._step(now)
 
     # ----------------------------------------------------------- IO outputs
-
-    def data_to_send(self) -> list[tuple[NodeId, bytes]]:
-        """``(node, bytes)`` to write, in order; clears the buffer."""
-        return self._client.data_to_send()
 
     def next_event(self) -> FetcherEvent | None:
         """The next event, or None."""

@@ -95,6 +95,7 @@ import attrs
 from kafkastate.core.client import (
     Client,
     ClientConfig,
+    ClientDriven,
     CloseRequested,
     ConnectRequested,
     MetadataUpdated,
@@ -415,7 +416,7 @@ def _append_time_ms(value: Any) -> int:
     return int(value)
 
 
-class ProducerMachine:
+class ProducerMachine(ClientDriven):
     """The sans-IO producer: records in, Produce requests out, outcomes as events.
 
     Args:
@@ -475,11 +476,6 @@ class ProducerMachine:
         it twice per record.)"""
 
     # ---------------------------------------------------------------- queries
-
-    @property
-    def client(self) -> Client:
-        """The Client (metadata, node states)."""
-        return self._client
 
     @property
     def accumulator(self) -> Accumulator:
@@ -932,25 +928,6 @@ class ProducerMachine:
 
     # ------------------------------------------------------------ IO inputs
 
-    def connection_made(self, node_id: NodeId, *, now: float) -> None:
-        """The adapter's socket to ``node_id`` is connected."""
-        self._client.connection_made(node_id, now=now)
-        self._step(now)
-
-    def connection_failed(
-        self, node_id: NodeId, *, now: float, error: BaseException | None = None
-    ) -> None:
-        """The adapter could not connect to ``node_id``."""
-        self._client.connection_failed(node_id, now=now, error=error)
-        self._step(now)
-
-    def connection_lost(
-        self, node_id: NodeId, *, now: float, error: BaseException | None = None
-    ) -> None:
-        """The adapter's socket to ``node_id`` closed or failed."""
-        self._client.connection_lost(node_id, now=now, error=error)
-        self._step(now)
-
     def receive_data(self, node_id: NodeId, data: bytes, *, now: float) -> None:
         """Bytes read from ``node_id``'s socket (``b""`` = EOF)."""
         self._client.receive_data(node_id, data, now=now)
@@ -965,10 +942,6 @@ class ProducerMachine:
         self._step(now)
 
     # ----------------------------------------------------------- IO outputs
-
-    def data_to_send(self) -> list[tuple[NodeId, bytes]]:
-        """``(node, bytes)`` to write, in order; clears the buffer."""
-        return self._client.data_to_send()
 
     def next_event(self) -> ProducerEvent | None:
         """The next event, or None."""

@@ -89,18 +89,51 @@ def metadata_request(
     )
 
 
-@attrs.frozen(kw_only=True)
+def _as_dict(value: Mapping[Any, Any] | None) -> dict[Any, Any]:
+    return dict(value or {})
+
+
+def _new_topic_check(inst: NewTopic, _attr: attrs.Attribute[Any], _value: object) -> None:
+    if inst.replica_assignments and (inst.num_partitions != -1 or inst.replication_factor != -1):
+        raise KafkaConfigurationError(
+            f"topic {inst.name!r}: give either replica_assignments or num_partitions and "
+            "replication_factor, not both"
+        )
+
+
+@attrs.frozen
 class NewTopic:
-    """A topic to create."""
+    """A topic to create (aiokafka's and kafka-python's argument order).
+
+    Raises:
+        KafkaConfigurationError: both ``replica_assignments`` and a partition count or
+            replication factor.
+    """
 
     name: str
     """Topic name."""
     num_partitions: int = -1
-    """Partition count; -1 = the broker's ``num.partitions``."""
+    """Partition count; -1 = the broker's ``num.partitions`` (or the assignments')."""
     replication_factor: int = -1
     """Replication factor; -1 = the broker's ``default.replication.factor``."""
-    configs: Mapping[str, str] = attrs.field(factory=dict)
+    replica_assignments: Mapping[int, Sequence[int]] = attrs.field(
+        factory=dict, converter=_as_dict, validator=_new_topic_check
+    )
+    """Partition -> broker ids of its replicas, instead of the two counts."""
+    topic_configs: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
     """Topic configs, e.g. ``{"cleanup.policy": "compact"}``."""
+    configs: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict, kw_only=True)
+    """The earlier keyword for ``topic_configs`` (``NewTopic(name=..., configs=...)``);
+    either names the same configs."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.configs and self.topic_configs and self.configs != self.topic_configs:
+            raise KafkaConfigurationError(
+                f"topic {self.name!r}: give topic_configs or configs, not both"
+            )
+        merged = self.topic_configs or self.configs
+        object.__setattr__(self, "topic_configs", merged)
+        object.__setattr__(self, "configs", merged)
 
 
 def create_topics_request(
@@ -114,14 +147,20 @@ def create_topics_request(
     cls = versions.request_type(ApiKey.CREATE_TOPICS)
     topic_cls = nested_type(cls, "CreatableTopic")
     config_cls = nested_type(cls, "CreatableTopicConfig")
+    assignment_cls = nested_type(cls, "CreatableReplicaAssignment")
     entries = tuple(
         build(
             topic_cls,
             name=t.name,
             num_partitions=t.num_partitions,
             replication_factor=t.replication_factor,
-            assignments=(),
-            configs=tuple(build(config_cls, name=k, value=v) for k, v in sorted(t.configs.items())),
+            assignments=tuple(
+                build(assignment_cls, partition_index=p, broker_ids=tuple(ids))
+                for p, ids in sorted(t.replica_assignments.items())
+            ),
+            configs=tuple(
+                build(config_cls, name=k, value=v) for k, v in sorted(t.topic_configs.items())
+            ),
         )
         for t in topics
     )

@@ -1,0 +1,216 @@
+"""What the admin faces share: turning the core's per-resource results into aiokafka's and
+kafka-python's return shapes. No IO and no decisions: the results are the
+:class:`~kafkastate.core.admin.AdminMachine`'s."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from kafkastate.core.admin import (
+    ClusterDescription,
+    ConfigResourceType,
+    GroupDescription,
+    ListedOffset,
+    MemberDescription,
+    RecordsToDelete,
+    TopicDescription,
+)
+from kafkastate.errors import KafkaError
+from kafkastate.structs import OffsetAndTimestamp, TopicPartition
+
+__all__ = [
+    "GroupInformation",
+    "MemberInformation",
+    "before_offsets",
+    "cluster_dict",
+    "code_of",
+    "config_dicts",
+    "group_information",
+    "group_tuples",
+    "offsets_and_timestamps",
+    "one_group",
+    "raise_first",
+    "seconds",
+    "topic_dicts",
+]
+
+
+class MemberInformation(NamedTuple):
+    """A group member as kafka-python's ``describe_consumer_groups`` gives it; the
+    metadata and assignment decoded (Subscription, Assignment; None if not a consumer's)."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    member_metadata: Any
+    member_assignment: Any
+
+
+class GroupInformation(NamedTuple):
+    """A group as kafka-python's ``describe_consumer_groups`` gives it."""
+
+    error_code: int
+    group: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberInformation]
+    authorized_operations: Any
+
+
+def seconds(timeout_ms: float | None) -> float | None:
+    """A face's ``timeout_ms`` as the machine's seconds (None: the default)."""
+    return None if timeout_ms is None else timeout_ms / 1000
+
+
+def code_of(value: Any) -> int:
+    """A result's Kafka error code: 0 for a value, the error's ``errno`` (-1 if none)."""
+    return int(getattr(value, "errno", -1)) if isinstance(value, KafkaError) else 0
+
+
+def raise_first(results: Mapping[Any, Any]) -> None:
+    """Raise the first resource's error, as aiokafka and kafka-python do."""
+    for value in results.values():
+        if isinstance(value, KafkaError):
+            raise value
+
+
+def one_group(results: Mapping[Any, Any]) -> dict[Any, Any]:
+    """The result of a one-group operation (its offsets, or its partitions' errors).
+
+    Raises:
+        KafkaError: the group's error.
+    """
+    raise_first(results)
+    (value,) = results.values()
+    return dict(value)
+
+
+def topic_dicts(described: Mapping[str, Any], *, names: str) -> list[dict[str, Any]]:
+    """Topic descriptions as dicts: ``names="aiokafka"`` (``topic``, ``partition``,
+    ``leader``...) or ``"kafka-python"`` (the protocol's: ``name``, ``partition_index``,
+    ``leader_id``...). A failed topic has its error code and no partitions."""
+    aio = names == "aiokafka"
+    out = []
+    for name, t in described.items():
+        parts: list[dict[str, Any]] = []
+        if isinstance(t, TopicDescription):
+            for p in t.partitions:
+                parts.append(
+                    {
+                        "error_code": 0,
+                        ("partition" if aio else "partition_index"): p.partition,
+                        ("leader" if aio else "leader_id"): p.leader,
+                        "leader_epoch": p.leader_epoch,
+                        ("replicas" if aio else "replica_nodes"): list(p.replicas),
+                        ("isr" if aio else "isr_nodes"): list(p.isr),
+                        "offline_replicas": list(p.offline_replicas),
+                    }
+                )
+        out.append(
+            {
+                "error_code": code_of(t),
+                ("topic" if aio else "name"): name,
+                "topic_id": getattr(t, "topic_id", None),
+                "is_internal": bool(getattr(t, "is_internal", False)),
+                "partitions": parts,
+            }
+        )
+    return out
+
+
+def cluster_dict(cluster: ClusterDescription, *, broker_key: str) -> dict[str, Any]:
+    """The cluster as both libraries' ``describe_cluster`` dicts (``broker_key``:
+    ``"node_id"`` for aiokafka, ``"broker_id"`` for kafka-python)."""
+    return {
+        "brokers": [
+            {broker_key: b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in cluster.brokers
+        ],
+        "cluster_id": cluster.cluster_id,
+        "controller_id": cluster.controller_id,
+    }
+
+
+def group_tuples(listed: Mapping[int, Any]) -> list[tuple[str, str]]:
+    """``(group_id, protocol_type)`` of every group every broker listed, once each.
+
+    Raises:
+        KafkaError: a broker's error.
+    """
+    raise_first(listed)
+    seen = {(g.group_id, g.protocol_type) for groups in listed.values() for g in groups}
+    return sorted(seen)
+
+
+def group_information(group: GroupDescription) -> GroupInformation:
+    """kafka-python's tuple for a described group."""
+    return GroupInformation(
+        error_code=0,
+        group=group.group_id,
+        state=group.state,
+        protocol_type=group.protocol_type,
+        protocol=group.protocol,
+        members=[_member(m) for m in group.members],
+        authorized_operations=None,
+    )
+
+
+def _member(m: MemberDescription) -> MemberInformation:
+    return MemberInformation(
+        member_id=m.member_id,
+        client_id=m.client_id,
+        client_host=m.client_host,
+        member_metadata=m.subscription,
+        member_assignment=m.assignment,
+    )
+
+
+def before_offsets(records: Mapping[Any, Any]) -> dict[TopicPartition, int]:
+    """``delete_records``'s argument (offsets or RecordsToDelete) as offsets."""
+    return {
+        TopicPartition(*tp): r.before_offset if isinstance(r, RecordsToDelete) else int(r)
+        for tp, r in records.items()
+    }
+
+
+def offsets_and_timestamps(
+    results: Mapping[TopicPartition, Any],
+) -> dict[TopicPartition, OffsetAndTimestamp]:
+    """``list_offsets`` results as OffsetAndTimestamp.
+
+    Raises:
+        KafkaError: a partition's error.
+    """
+    raise_first(results)
+    out = {}
+    for tp, listed in results.items():
+        assert isinstance(listed, ListedOffset)
+        epoch = None if listed.leader_epoch < 0 else listed.leader_epoch
+        out[tp] = OffsetAndTimestamp(listed.offset, listed.timestamp, epoch)
+    return out
+
+
+def config_dicts(results: Mapping[Any, Any]) -> dict[str, dict[str, Any]]:
+    """kafka-python's ``describe_configs`` shape: resource type name -> resource name ->
+    config name -> its data.
+
+    Raises:
+        KafkaError: a resource's error.
+    """
+    raise_first(results)
+    out: dict[str, dict[str, Any]] = {}
+    for (kind, name), configs in results.items():
+        per = out.setdefault(ConfigResourceType(kind).name.lower(), {})
+        per[name] = {
+            key: {
+                "value": c.value,
+                "read_only": c.read_only,
+                "source": c.source,
+                "is_sensitive": c.is_sensitive,
+                "synonyms": list(c.synonyms),
+            }
+            for key, c in configs.items()
+        }
+    return out

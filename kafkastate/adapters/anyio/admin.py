@@ -1,0 +1,433 @@
+"""The async admin client, on anyio (asyncio or trio): :func:`open_admin` and :class:`Admin`.
+
+Every call gives the :class:`~kafkastate.core.admin.AdminMachine` one command and waits
+for its :class:`~kafkastate.core.admin.AdminOperationCompleted`; routing, retries and
+deadlines are the machine's, the sockets the shared :class:`AsyncDriver`'s. Results are
+the machine's: one entry per resource, its value or its
+:class:`~kafkastate.errors.KafkaError` (one topic's failure does not hide another's
+success). An operation the broker does not support raises UnsupportedVersionError.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import anyio
+
+from kafkastate.adapters._admin import one_group
+from kafkastate.adapters._common import tls_context
+from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
+from kafkastate.core.admin import (
+    ACL,
+    ACLFilter,
+    AdminMachine,
+    AdminOperationCompleted,
+    ClusterDescription,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    OpId,
+)
+from kafkastate.core.client import MetadataUpdated
+from kafkastate.core.config import admin_config, resolve
+from kafkastate.errors import KafkaConnectionError, UnsupportedVersionError
+from kafkastate.structs import OffsetAndMetadata, TopicPartition
+
+__all__ = ["Admin", "open_admin", "running_admin"]
+
+
+def raise_unsupported(results: Mapping[Any, Any]) -> None:
+    """Raise the first UnsupportedVersionError among ``results``: the operation as a
+    whole is not available, which is no per-resource answer."""
+    for value in results.values():
+        if isinstance(value, UnsupportedVersionError):
+            raise value
+
+
+class Admin:
+    """Admin operations on a running :class:`AdminMachine` (made by :func:`open_admin`).
+
+    Each method returns a dict with one entry per resource: the value, or the
+    resource's KafkaError. ``timeout`` (seconds) bounds the whole operation, retries
+    included; the default is the ``request_timeout_ms`` option.
+    """
+
+    def __init__(self, machine: AdminMachine) -> None:
+        self._machine = machine
+        self._driver: AsyncDriver | None = None
+        self._done: dict[OpId, AdminOperationCompleted] = {}
+        self._waiters: dict[OpId, anyio.Event] = {}
+        self._abandoned: set[OpId] = set()  # calls cancelled while their operation ran
+        self._changed = anyio.Event()
+
+    @property
+    def machine(self) -> AdminMachine:
+        """The core machine."""
+        return self._machine
+
+    def _attach(self, driver: AsyncDriver | None) -> None:
+        self._driver = driver
+
+    def _handle_event(self, event: Any) -> None:
+        if isinstance(event, AdminOperationCompleted):
+            if event.op_id in self._abandoned:
+                self._abandoned.discard(event.op_id)
+                return
+            self._done[event.op_id] = event
+            waiter = self._waiters.pop(event.op_id, None)
+            if waiter is not None:
+                waiter.set()
+        elif isinstance(event, MetadataUpdated):
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def wait_for_cluster(self, timeout: float) -> None:
+        """Wait until a bootstrap server answered (what ``start()`` waits for).
+
+        Raises:
+            NoBrokersAvailable: none did within ``timeout`` seconds.
+        """
+        await wait_for_cluster(
+            self._running(), self._machine.client, lambda: self._changed, timeout
+        )
+
+    def _running(self) -> AsyncDriver:
+        if self._driver is None:
+            raise KafkaConnectionError("the admin client is not running")
+        return self._driver
+
+    async def _call(
+        self, command: Callable[..., OpId], *args: Any, **kwargs: Any
+    ) -> dict[Any, Any]:
+        driver = self._running()
+        op = command(*args, now=driver.now(), **kwargs)
+        waiter = self._waiters[op] = anyio.Event()
+        driver.wake()
+        try:
+            if op not in self._done:
+                await waiter.wait()
+        except BaseException:
+            if self._done.pop(op, None) is None:
+                self._abandoned.add(op)  # its answer, when it comes, is nobody's
+            raise
+        finally:
+            self._waiters.pop(op, None)
+        results = self._done.pop(op).results
+        raise_unsupported(results)
+        return dict(results)
+
+    # -------------------------------------------------------------------- topics
+
+    async def create_topics(
+        self,
+        topics: Iterable[NewTopic],
+        *,
+        timeout: float | None = None,
+        validate_only: bool = False,
+    ) -> dict[str, Any]:
+        """Create topics. Returns: name -> CreatedTopic or KafkaError."""
+        m = self._machine
+        return await self._call(
+            m.create_topics, topics, timeout=timeout, validate_only=validate_only
+        )
+
+    async def delete_topics(
+        self, names: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Delete topics. Returns: name -> None or KafkaError."""
+        return await self._call(self._machine.delete_topics, names, timeout=timeout)
+
+    async def describe_topics(
+        self, names: Iterable[str] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Describe topics (None: every topic). Returns: name -> TopicDescription or
+        KafkaError."""
+        results = await self._call(self._machine.describe_topics, names, timeout=timeout)
+        if names is None:
+            everything = results[None]
+            if isinstance(everything, BaseException):
+                raise everything
+            return {t.name: t for t in everything}
+        return results
+
+    async def list_topics(self, *, timeout: float | None = None) -> list[str]:
+        """Every topic's name, sorted."""
+        return sorted(await self.describe_topics(timeout=timeout))
+
+    async def describe_cluster(self, *, timeout: float | None = None) -> ClusterDescription:
+        """The cluster's id, controller and brokers.
+
+        Raises:
+            KafkaError: no broker answered in time.
+        """
+        result = (await self._call(self._machine.describe_cluster, timeout=timeout))[None]
+        if not isinstance(result, ClusterDescription):
+            raise result
+        return result
+
+    async def create_partitions(
+        self,
+        topics: Mapping[str, NewPartitions],
+        *,
+        timeout: float | None = None,
+        validate_only: bool = False,
+    ) -> dict[str, Any]:
+        """Grow topics. Returns: name -> None or KafkaError."""
+        m = self._machine
+        return await self._call(
+            m.create_partitions, topics, timeout=timeout, validate_only=validate_only
+        )
+
+    # ------------------------------------------------------------------- configs
+
+    async def describe_configs(
+        self,
+        resources: Iterable[ConfigResource],
+        *,
+        timeout: float | None = None,
+        include_synonyms: bool = False,
+    ) -> dict[Any, Any]:
+        """Describe configs. Returns: (ConfigResourceType, name) -> {config name:
+        ConfigEntry} or KafkaError."""
+        m = self._machine
+        return await self._call(
+            m.describe_configs, resources, timeout=timeout, include_synonyms=include_synonyms
+        )
+
+    async def alter_configs(
+        self,
+        resources: Iterable[ConfigResource],
+        *,
+        timeout: float | None = None,
+        validate_only: bool = False,
+    ) -> dict[Any, Any]:
+        """Replace configs (unnamed ones revert to defaults). Returns: (type, name) ->
+        None or KafkaError."""
+        m = self._machine
+        return await self._call(
+            m.alter_configs, resources, timeout=timeout, validate_only=validate_only
+        )
+
+    async def incremental_alter_configs(
+        self,
+        resources: Iterable[ConfigResource],
+        *,
+        timeout: float | None = None,
+        validate_only: bool = False,
+    ) -> dict[Any, Any]:
+        """Change single configs (str: set, None: delete, AlterConfigOp). Returns:
+        (type, name) -> None or KafkaError."""
+        m = self._machine
+        return await self._call(
+            m.alter_configs,
+            resources,
+            timeout=timeout,
+            validate_only=validate_only,
+            incremental=True,
+        )
+
+    # -------------------------------------------------------------------- groups
+
+    async def list_consumer_groups(
+        self, broker_ids: Iterable[int] | None = None, *, timeout: float | None = None
+    ) -> dict[int, Any]:
+        """ListGroups on every broker. Returns: broker id -> [GroupListing] or KafkaError."""
+        return await self._call(self._machine.list_consumer_groups, broker_ids, timeout=timeout)
+
+    async def describe_consumer_groups(
+        self, group_ids: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Describe classic groups. Returns: id -> GroupDescription or KafkaError."""
+        return await self._call(self._machine.describe_consumer_groups, group_ids, timeout=timeout)
+
+    async def find_coordinator(
+        self, key: str, key_type: int = 0, *, timeout: float | None = None
+    ) -> int:
+        """The broker id coordinating a group (``key_type`` 0) or a transactional id (1).
+
+        Raises:
+            KafkaError: no coordinator within the timeout, or a refusal.
+        """
+        m = self._machine
+        (result,) = (await self._call(m.find_coordinator, key, key_type, timeout=timeout)).values()
+        if isinstance(result, BaseException):
+            raise result
+        return int(result)
+
+    async def delete_consumer_groups(
+        self, group_ids: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Delete empty groups. Returns: id -> None or KafkaError."""
+        return await self._call(self._machine.delete_consumer_groups, group_ids, timeout=timeout)
+
+    async def list_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """A group's committed offsets.
+
+        Raises:
+            KafkaError: the group's or a partition's error.
+        """
+        m = self._machine
+        return one_group(
+            await self._call(m.list_consumer_group_offsets, group_id, partitions, timeout=timeout)
+        )
+
+    async def alter_consumer_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, Any]:
+        """Commit offsets for a group without active members. Returns: partition ->
+        None or KafkaError.
+
+        Raises:
+            KafkaError: the group's error (not found, not empty...).
+        """
+        m = self._machine
+        return one_group(
+            await self._call(m.alter_consumer_group_offsets, group_id, offsets, timeout=timeout)
+        )
+
+    async def delete_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition],
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, Any]:
+        """Delete a group's committed offsets. Returns: partition -> None or KafkaError.
+
+        Raises:
+            KafkaError: the group's error.
+        """
+        m = self._machine
+        return one_group(
+            await self._call(m.delete_consumer_group_offsets, group_id, partitions, timeout=timeout)
+        )
+
+    # ---------------------------------------------------------------- partitions
+
+    async def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, OffsetSpec | int],
+        *,
+        timeout: float | None = None,
+        isolation_level: int = 0,
+    ) -> dict[TopicPartition, Any]:
+        """Offsets by spec. Returns: partition -> ListedOffset or KafkaError."""
+        m = self._machine
+        return await self._call(
+            m.list_offsets, specs, timeout=timeout, isolation_level=isolation_level
+        )
+
+    async def delete_records(
+        self, before: Mapping[TopicPartition, int], *, timeout: float | None = None
+    ) -> dict[TopicPartition, Any]:
+        """Delete records below offsets. Returns: partition -> low watermark or KafkaError."""
+        return await self._call(self._machine.delete_records, before, timeout=timeout)
+
+    async def describe_log_dirs(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[int, Any]:
+        """Log directories and their replicas. Returns: broker id -> [LogDirDescription]
+        or KafkaError."""
+        m = self._machine
+        return await self._call(m.describe_log_dirs, broker_ids, partitions, timeout=timeout)
+
+    # ---------------------------------------------------------------------- ACLs
+
+    async def describe_acls(
+        self, acl_filter: ACLFilter, *, timeout: float | None = None
+    ) -> list[ACL]:
+        """The ACLs matching a filter.
+
+        Raises:
+            KafkaError: the broker's error (SecurityDisabledError without an authorizer).
+        """
+        (result,) = (
+            await self._call(self._machine.describe_acls, acl_filter, timeout=timeout)
+        ).values()
+        if isinstance(result, BaseException):
+            raise result
+        return list(result)
+
+    async def create_acls(
+        self, acls: Iterable[ACL], *, timeout: float | None = None
+    ) -> dict[ACL, Any]:
+        """Create ACLs. Returns: ACL -> None or KafkaError."""
+        return await self._call(self._machine.create_acls, acls, timeout=timeout)
+
+    async def delete_acls(
+        self, filters: Iterable[ACLFilter], *, timeout: float | None = None
+    ) -> dict[ACLFilter, Any]:
+        """Delete the ACLs matching each filter. Returns: filter -> [ACL deleted] or
+        KafkaError."""
+        return await self._call(self._machine.delete_acls, filters, timeout=timeout)
+
+
+def open_admin(
+    bootstrap_servers: str | Sequence[str] = "localhost", **options: Any
+) -> AbstractAsyncContextManager[Admin]:
+    """Run an admin client for the duration of an ``async with`` block (asyncio or trio).
+
+    It waits for a bootstrap server to answer first (``request_timeout_ms``).
+
+    Args:
+        bootstrap_servers: ``"host[:port],..."`` or a list of such strings.
+        options: any admin option of :data:`kafkastate.core.config.OPTIONS`
+            (``request_timeout_ms``, ``retry_backoff_ms``, ``client_id``, TLS, SASL...;
+            docs/options.md).
+
+    Returns:
+        An async context manager yielding the :class:`Admin`.
+
+    Raises:
+        KafkaConfigurationError: a bad option (checked at once).
+        TypeError: an unknown option.
+    """
+    resolved = resolve(
+        "admin",
+        "kafkastate",
+        {"bootstrap_servers": bootstrap_servers, **options},
+        owner="open_admin",
+    )
+    admin_config(resolved)
+    return running_admin(resolved)
+
+
+@asynccontextmanager
+async def running_admin(options: Mapping[str, Any]) -> AsyncIterator[Admin]:
+    """An :class:`Admin` of resolved options, running for the ``async with`` block: it
+    waits for a bootstrap server first; leaving the block closes the connections."""
+    config = admin_config(options)
+    machine = AdminMachine(config, rng=random.SystemRandom())
+    admin = Admin(machine)
+    driver = AsyncDriver(
+        machine,
+        on_event=admin._handle_event,
+        ssl_context=tls_context(options),
+        connect_timeout=config.client.socket_connection_setup_timeout,
+    )
+    async with driver:
+        admin._attach(driver)
+        try:
+            await admin.wait_for_cluster(config.client.connection.request_timeout)
+            yield admin
+        finally:
+            machine.close()
+            admin._attach(None)

@@ -1,0 +1,745 @@
+"""AdminMachine: admin operations over the core Client, routed, retried, per resource.
+
+Theory of operation
+-------------------
+Each command (:meth:`AdminMachine.create_topics`, ...) starts an *operation*
+(:mod:`kafkastate.core.admin.operations`) with a deadline (its ``timeout``, default the
+client's ``request_timeout``) and returns an :data:`OpId`. Operations wait until the
+cluster's brokers are known (the first Metadata answer), then split into keys (a topic, a
+group, a partition, a broker, a config resource), each with a route:
+
+* any broker -- topic and config changes: in KRaft every broker forwards them to the
+  active controller (KIP-590), which answers NOT_CONTROLLER while it moves: retried;
+* one broker -- a broker's configs, the groups it coordinates (ListGroups);
+* the group coordinator -- found with FindCoordinator (``key_type`` 0) and cached;
+  NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE forget it and find it again,
+  COORDINATOR_LOAD_IN_PROGRESS retries at the same one;
+* the partition leader -- from the Client's metadata (the topic is added to the topics it
+  tracks); NOT_LEADER_OR_FOLLOWER and friends refresh it.
+
+Keys bound for one broker share a request where the API batches. Each key ends with a
+value or a KafkaError of its own: a retriable error is retried after ``retry_backoff``
+until the deadline (then the key fails with KafkaTimeoutError naming the last error), any
+other error is that key's answer -- one topic's failure does not hide another's success.
+When every key has its outcome the machine emits :class:`AdminOperationCompleted`.
+
+An API the broker does not support fails the keys with UnsupportedVersionError naming the
+operation. The machine never reads a clock: ``now`` comes with every call.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import random
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, Final, NewType
+
+import attrs
+
+from kafkastate.core.admin import acls
+from kafkastate.core.admin import operations as ops
+from kafkastate.core.admin.types import (
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
+from kafkastate.core.client import (
+    Client,
+    ClientConfig,
+    ClientDriven,
+    CloseRequested,
+    ConnectRequested,
+    MetadataUpdated,
+    NodeDisconnected,
+    RequestCompleted,
+    RequestFailed,
+    RequestId,
+)
+from kafkastate.core.metadata import STALE_METADATA_ERRORS, NodeId
+from kafkastate.core.protocol.requests import build
+from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
+from kafkastate.core.states import StateTable, register, transition
+from kafkastate.errors import (
+    KafkaConfigurationError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    LocalProtocolError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from kafkastate.structs import OffsetAndMetadata, TopicPartition
+
+__all__ = [
+    "ADMIN_STATES",
+    "AdminConfig",
+    "AdminEvent",
+    "AdminMachine",
+    "AdminOperationCompleted",
+    "AdminState",
+    "OpId",
+]
+
+OpId = NewType("OpId", int)
+
+_FORGET_COORDINATOR: Final = frozenset({15, 16})  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+
+
+class AdminState(enum.Enum):
+    """An admin machine is open until :meth:`AdminMachine.close`."""
+
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+ADMIN_STATES: Final = register(
+    StateTable(
+        machine="AdminMachine",
+        states=AdminState,
+        initial=AdminState.OPEN,
+        transitions={AdminState.OPEN: {AdminState.CLOSED}, AdminState.CLOSED: set()},
+        commands={AdminState.OPEN: {"operation", "close"}, AdminState.CLOSED: {"close"}},
+    )
+)
+
+
+def _non_negative(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
+    if not value >= 0:
+        raise ValueError(f"{attr.name} must be >= 0, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class AdminConfig:
+    """Settings of an :class:`AdminMachine`. Durations are float seconds."""
+
+    client: ClientConfig
+    """Bootstrap servers, connections, metadata."""
+    retry_backoff: float = attrs.field(default=0.1, validator=_non_negative)
+    """Wait before retrying a key that failed with a retriable error (``retry.backoff.ms``)."""
+
+
+@attrs.frozen(kw_only=True)
+class AdminOperationCompleted:
+    """Every key of an operation has its outcome."""
+
+    op_id: OpId
+    """The id the command returned."""
+    operation: str
+    """The command's name (``"create_topics"``)."""
+    results: Mapping[Any, Any]
+    """Key -> value, or the key's KafkaError; in the order the command named them."""
+
+
+AdminEvent = ConnectRequested | CloseRequested | MetadataUpdated | AdminOperationCompleted
+
+
+@attrs.define(slots=True)
+class _Op:
+    op_id: OpId
+    spec: ops.Operation
+    timeout: float
+    deadline: float
+    keys: list[Hashable] | None = None
+    results: dict[Hashable, Any] = attrs.field(factory=dict)
+    pending: dict[Hashable, float] = attrs.field(factory=dict)  # key -> not before
+    last_error: dict[Hashable, KafkaError] = attrs.field(factory=dict)
+    waiting_topics: dict[Hashable, int] = attrs.field(factory=dict)  # key -> updates seen
+
+
+@attrs.define(slots=True)
+class _Unit:
+    op: _Op
+    keys: tuple[Hashable, ...]
+    route: ops.Route
+
+
+class AdminMachine(ClientDriven):
+    """The sans-IO admin client.
+
+    Args:
+        config: the settings.
+        rng: seeded randomness for the Client (backoff jitter, node choice).
+    """
+
+    def __init__(self, config: AdminConfig, *, rng: random.Random) -> None:
+        self.config = config
+        self._client = Client(config.client, rng=rng, topics=())
+        self._ops: dict[OpId, _Op] = {}
+        self._units: dict[RequestId, _Unit] = {}
+        self._coordinators: dict[str, NodeId] = {}
+        self._finding: dict[RequestId, str] = {}
+        self._find_after: dict[str, float] = {}
+        self._updates = 0
+        self._events: deque[AdminEvent] = deque()
+        self._next_op = 0
+        self._state = ADMIN_STATES.initial
+
+    # ---------------------------------------------------------------- queries
+
+    @property
+    def state(self) -> AdminState:
+        """OPEN, or CLOSED after :meth:`close`."""
+        return self._state
+
+    @property
+    def in_flight(self) -> int:
+        """Operations not finished yet."""
+        return len(self._ops)
+
+    # --------------------------------------------------------------- commands
+
+    def create_topics(
+        self,
+        topics: Iterable[NewTopic],
+        *,
+        now: float,
+        timeout: float | None = None,
+        validate_only: bool = False,
+    ) -> OpId:
+        """Create topics; results by name: :class:`~kafkastate.core.admin.CreatedTopic`.
+
+        Raises:
+            KafkaConfigurationError: a topic named twice, or not a NewTopic.
+        """
+        specs: dict[str, NewTopic] = {}
+        for t in topics:
+            if not isinstance(t, NewTopic):
+                raise KafkaConfigurationError(f"create_topics takes NewTopic objects, not {t!r}")
+            if t.name in specs:
+                raise KafkaConfigurationError(f"topic {t.name!r} given twice")
+            specs[t.name] = t
+        return self._start(ops.CreateTopics(specs, validate_only), now, timeout)
+
+    def delete_topics(
+        self, names: Iterable[str], *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """Delete topics by name; results by name: None."""
+        return self._start(ops.DeleteTopics(_unique(names, "topic")), now, timeout)
+
+    def describe_topics(
+        self, names: Iterable[str] | None = None, *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """Describe topics; results by name: :class:`TopicDescription`. With ``names``
+        None, the one result under the key None is a list of every topic's."""
+        listed = None if names is None else _unique(names, "topic")
+        return self._start(ops.DescribeTopics(listed), now, timeout)
+
+    def describe_cluster(self, *, now: float, timeout: float | None = None) -> OpId:
+        """Describe the cluster; the result under the key None: ClusterDescription."""
+        return self._start(ops.DescribeCluster(), now, timeout)
+
+    def create_partitions(
+        self,
+        topics: Mapping[str, NewPartitions],
+        *,
+        now: float,
+        timeout: float | None = None,
+        validate_only: bool = False,
+    ) -> OpId:
+        """Grow topics; results by name: None."""
+        return self._start(ops.CreatePartitions(dict(topics), validate_only), now, timeout)
+
+    def describe_configs(
+        self,
+        resources: Iterable[ConfigResource],
+        *,
+        now: float,
+        timeout: float | None = None,
+        include_synonyms: bool = False,
+    ) -> OpId:
+        """Describe configs; results by ``(ConfigResourceType, name)``: name ->
+        :class:`ConfigEntry`."""
+        keyed = ops._config_keys(list(resources))
+        return self._start(ops.DescribeConfigs(keyed, include_synonyms), now, timeout)
+
+    def alter_configs(
+        self,
+        resources: Iterable[ConfigResource],
+        *,
+        now: float,
+        timeout: float | None = None,
+        validate_only: bool = False,
+        incremental: bool = False,
+    ) -> OpId:
+        """Replace (AlterConfigs) or change (``incremental``: IncrementalAlterConfigs,
+        each value a str to set, None to delete, or an AlterConfigOp) configs; results by
+        ``(ConfigResourceType, name)``: None."""
+        keyed = ops._config_keys(list(resources))
+        cls = ops.IncrementalAlterConfigs if incremental else ops.AlterConfigs
+        return self._start(cls(keyed, validate_only), now, timeout)
+
+    def list_consumer_groups(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        *,
+        now: float,
+        timeout: float | None = None,
+    ) -> OpId:
+        """ListGroups on every broker (or those given); results by broker id: a list of
+        :class:`GroupListing`."""
+        ids = None if broker_ids is None else list(broker_ids)
+        return self._start(ops.ListGroups(ids), now, timeout)
+
+    def describe_consumer_groups(
+        self, group_ids: Iterable[str], *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """Describe classic groups; results by id: :class:`GroupDescription`."""
+        return self._start(ops.DescribeGroups(_unique(group_ids, "group")), now, timeout)
+
+    def find_coordinator(
+        self,
+        key: str,
+        key_type: int = 0,
+        *,
+        now: float,
+        timeout: float | None = None,
+    ) -> OpId:
+        """The broker coordinating a group (``key_type`` 0) or a transactional id (1);
+        the result under ``key``: its broker id."""
+        if key_type not in (0, 1):
+            raise KafkaConfigurationError(f"key_type must be 0 (group) or 1, got {key_type!r}")
+        return self._start(ops.FindCoordinator(key, key_type), now, timeout)
+
+    def delete_consumer_groups(
+        self, group_ids: Iterable[str], *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """Delete empty groups; results by id: None."""
+        return self._start(ops.DeleteGroups(_unique(group_ids, "group")), now, timeout)
+
+    def list_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        now: float,
+        timeout: float | None = None,
+        require_stable: bool = False,
+    ) -> OpId:
+        """A group's committed offsets; the result under ``group_id``: TopicPartition ->
+        OffsetAndMetadata (offset -1: none committed)."""
+        parts = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        return self._start(ops.ListGroupOffsets(group_id, parts, require_stable), now, timeout)
+
+    def alter_consumer_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[Any, OffsetAndMetadata | int],
+        *,
+        now: float,
+        timeout: float | None = None,
+    ) -> OpId:
+        """Commit offsets for a group with no active members; the result under
+        ``group_id``: TopicPartition -> None or that partition's KafkaError."""
+        clean: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
+            meta = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+            if isinstance(meta.offset, bool) or not isinstance(meta.offset, int) or meta.offset < 0:
+                raise KafkaConfigurationError(f"offset for {tp} must be an int >= 0")
+            clean[TopicPartition(*tp)] = meta
+        return self._start(ops.AlterGroupOffsets(group_id, clean), now, timeout)
+
+    def delete_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition],
+        *,
+        now: float,
+        timeout: float | None = None,
+    ) -> OpId:
+        """Delete a group's committed offsets (KIP-496); the result under ``group_id``:
+        TopicPartition -> None or that partition's KafkaError."""
+        parts = [TopicPartition(*tp) for tp in partitions]
+        return self._start(ops.DeleteGroupOffsets(group_id, parts), now, timeout)
+
+    def list_offsets(
+        self,
+        specs: Mapping[Any, OffsetSpec | int],
+        *,
+        now: float,
+        timeout: float | None = None,
+        isolation_level: int = 0,
+    ) -> OpId:
+        """Offsets by spec (OffsetSpec, or a timestamp in ms); results by partition:
+        :class:`ListedOffset`."""
+        clean: dict[TopicPartition, int] = {}
+        for tp, spec in specs.items():
+            if isinstance(spec, bool) or not isinstance(spec, int) or spec < -3:
+                raise KafkaConfigurationError(f"{tp}: {spec!r} is not an OffsetSpec or timestamp")
+            clean[TopicPartition(*tp)] = int(spec)
+        return self._start(ops.ListOffsets(clean, isolation_level), now, timeout)
+
+    def delete_records(
+        self,
+        before: Mapping[Any, int],
+        *,
+        now: float,
+        timeout: float | None = None,
+    ) -> OpId:
+        """Delete records below an offset (-1: the high watermark); results by partition:
+        the new low watermark."""
+        clean = {TopicPartition(*tp): int(offset) for tp, offset in before.items()}
+        return self._start(ops.DeleteRecords(clean), now, timeout)
+
+    def describe_log_dirs(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        now: float,
+        timeout: float | None = None,
+    ) -> OpId:
+        """Every broker's (or those given) log directories and the replicas in them (all,
+        or ``partitions``'); results by broker id: a list of LogDirDescription."""
+        ids = None if broker_ids is None else list(broker_ids)
+        parts = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        return self._start(ops.DescribeLogDirs(ids, parts), now, timeout)
+
+    def describe_acls(
+        self, acl_filter: acls.ACLFilter, *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """ACLs matching a filter; the result under the filter: a list of ACL."""
+        return self._start(acls.DescribeAcls(acl_filter), now, timeout)
+
+    def create_acls(
+        self, entries: Iterable[acls.ACL], *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """Create ACLs; results by ACL: None or its KafkaError.
+
+        Raises:
+            KafkaConfigurationError: an entry that is not an ACL (a filter).
+        """
+        listed = list(entries)
+        for entry in listed:
+            if not isinstance(entry, acls.ACL):
+                raise KafkaConfigurationError(f"create_acls takes ACL objects, not {entry!r}")
+        return self._start(acls.CreateAcls(listed), now, timeout)
+
+    def delete_acls(
+        self, filters: Iterable[acls.ACLFilter], *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """Delete the ACLs matching each filter; results by filter: the ACLs deleted."""
+        return self._start(acls.DeleteAcls(list(filters)), now, timeout)
+
+    def close(self) -> None:
+        """Close the connections; unfinished operations end with KafkaConnectionError."""
+        if self._state is AdminState.CLOSED:
+            return
+        self._state = transition(ADMIN_STATES, self._state, AdminState.CLOSED, what="close")
+        self._client.close()
+        self._drain_client(0.0)
+        for op in list(self._ops.values()):
+            for key in self._all_keys(op):
+                closed = KafkaConnectionError(f"{op.spec.name}: the admin client closed")
+                op.results.setdefault(key, closed)
+            op.pending.clear()
+            self._finish(op)
+
+    # ------------------------------------------------------------- IO inputs
+
+    def receive_data(self, node_id: NodeId, data: bytes, *, now: float) -> None:
+        """Bytes from ``node_id`` (b"" = EOF)."""
+        self._client.receive_data(node_id, data, now=now)
+        self._step(now)
+
+    def handle_timer(self, *, now: float) -> None:
+        """Run what is due: the Client's timers, retries, deadlines."""
+        self._client.handle_timer(now=now)
+        self._step(now)
+
+    # ------------------------------------------------------------ IO outputs
+
+    def next_event(self) -> AdminEvent | None:
+        """The next event, or None."""
+        return self._events.popleft() if self._events else None
+
+    def get_timer(self) -> float | None:
+        """The earliest deadline for :meth:`handle_timer`, or None."""
+        deadlines = [t for t in (self._client.get_timer(),) if t is not None]
+        for op in self._ops.values():
+            deadlines.append(op.deadline)
+            deadlines.extend(t for t in op.pending.values() if t != math.inf)
+        return min(deadlines) if deadlines else None
+
+    # ------------------------------------------------------------- internals
+
+    def _start(self, spec: ops.Operation, now: float, timeout: float | None) -> OpId:
+        if "operation" not in ADMIN_STATES.commands[self._state]:
+            raise LocalProtocolError(f"{spec.name} on a closed admin client")
+        if timeout is None:
+            timeout = self._client.config.connection.request_timeout
+        if not timeout > 0:
+            raise KafkaConfigurationError(f"{spec.name}: timeout must be > 0, got {timeout!r}")
+        op_id = OpId(self._next_op)
+        self._next_op += 1
+        self._ops[op_id] = _Op(op_id=op_id, spec=spec, timeout=timeout, deadline=now + timeout)
+        self._step(now)
+        return op_id
+
+    def _step(self, now: float) -> None:
+        self._drain_client(now)
+        if self._state is AdminState.CLOSED:
+            return
+        cluster = self._client.cluster
+        if not cluster.brokers:
+            if self._ops and not self._client.metadata.in_flight:
+                self._client.request_metadata_update()
+        else:
+            for op in list(self._ops.values()):
+                if op.keys is None:
+                    op.keys = op.spec.keys(cluster)
+                    op.pending = dict.fromkeys(op.keys, now)
+                self._dispatch(op, now)
+        for op in list(self._ops.values()):
+            if op.deadline <= now:
+                for key in self._all_keys(op):
+                    if key in op.results:
+                        continue
+                    last = op.last_error.get(key) or self._client.last_connection_error
+                    why = "" if last is None else f" (last error: {type(last).__name__}: {last})"
+                    timeout = KafkaTimeoutError(
+                        f"{op.spec.name} did not finish within {op.timeout:g} s{why}"
+                    )
+                    timeout.__cause__ = last
+                    op.results[key] = timeout
+                op.pending.clear()
+            self._finish(op)
+        self._drain_client(now)
+
+    def _all_keys(self, op: _Op) -> list[Hashable]:
+        """The operation's keys, settled now if the cluster never answered (so a timeout
+        still names each topic or group); None stands for an operation with none."""
+        if op.keys is None:
+            op.keys = op.spec.keys(self._client.cluster) or [None]
+        return op.keys
+
+    def _dispatch(self, op: _Op, now: float) -> None:
+        groups: dict[tuple[NodeId | None, ops.Route], list[Hashable]] = {}
+        for key, not_before in list(op.pending.items()):
+            if not_before > now:
+                continue
+            route = op.spec.route(key)
+            node = self._resolve(op, key, route, now)
+            if node is False:
+                continue
+            slot = (node, route if not op.spec.batch else _kind(route))
+            groups.setdefault(slot, []).append(key)
+        for (node, _), keys in groups.items():
+            chunks = [keys] if op.spec.batch else [[k] for k in keys]
+            for chunk in chunks:
+                for key in chunk:
+                    del op.pending[key]
+                self._send(op, tuple(chunk), op.spec.route(chunk[0]), node, now)
+
+    def _resolve(self, op: _Op, key: Hashable, route: ops.Route, now: float) -> Any:
+        """The node for ``route``: a NodeId, None (any broker), or False (not yet; the
+        key waits, or has failed)."""
+        match route:
+            case ops.AnyBroker():
+                return None
+            case ops.ToNode(node_id=node_id):
+                if self._client.node_state(NodeId(node_id)) is None:
+                    self._fail(op, key, KafkaError(f"no broker {node_id} in the cluster"))
+                    return False
+                return NodeId(node_id)
+            case ops.ToCoordinator(group=group):
+                node = self._coordinators.get(group)
+                if node is not None:
+                    return node
+                self._find(group, now)
+                finding = group in self._finding.values()
+                op.pending[key] = math.inf if finding else self._find_after[group]
+                return False
+            case ops.ToLeader(topic=topic, partition=partition):
+                cluster = self._client.cluster
+                meta = cluster.topics.get(topic)
+                seen = op.waiting_topics.get(key)
+                if meta is None or (seen is not None and seen == self._updates):
+                    if self._client.metadata.add_topics([topic]) or seen is None:
+                        op.waiting_topics[key] = self._updates
+                        self._client.request_metadata_update()
+                    op.pending[key] = math.inf
+                    return False
+                op.waiting_topics.pop(key, None)
+                if meta.error_code == 3 or (meta.partitions and partition not in meta.partitions):
+                    self._fail(
+                        op, key, UnknownTopicOrPartitionError(topic=topic, partition=partition)
+                    )
+                    return False
+                leader = cluster.leader_for(topic, partition)
+                if leader is None:
+                    op.waiting_topics[key] = self._updates
+                    self._client.request_metadata_update()
+                    op.pending[key] = math.inf
+                    return False
+                return leader
+        raise AssertionError(route)  # pragma: no cover - the union is exhausted
+
+    def _send(
+        self, op: _Op, keys: tuple[Hashable, ...], route: ops.Route, node: NodeId | None, now: float
+    ) -> None:
+        remaining = max(op.deadline - now, 1e-3)
+        timeout = min(remaining, self._client.config.connection.request_timeout)
+        spec = op.spec
+
+        def factory(versions: ApiVersionTable) -> Any:
+            try:
+                return spec.request(versions, list(keys), remaining)
+            except UnsupportedVersionError as exc:
+                raise UnsupportedVersionError(
+                    f"{spec.name} is not supported by this broker: {exc}",
+                    api_key=exc.api_key,
+                    api_name=exc.api_name,
+                    client_range=exc.client_range,
+                    broker_range=exc.broker_range,
+                ) from exc
+
+        rid = self._client.send(factory, now=now, node_id=node, timeout=timeout)
+        self._units[rid] = _Unit(op=op, keys=keys, route=route)
+
+    def _find(self, group: str, now: float) -> None:
+        if group in self._finding.values() or self._find_after.setdefault(group, now) > now:
+            return
+
+        def factory(versions: ApiVersionTable) -> Any:
+            cls = versions.request_type(ApiKey.FIND_COORDINATOR)
+            return build(cls, key=group, key_type=0, coordinator_keys=(group,))
+
+        rid = self._client.send(factory, now=now)
+        self._finding[rid] = group
+
+    def _drain_client(self, now: float) -> None:
+        while (event := self._client.next_event()) is not None:
+            match event:
+                case ConnectRequested() | CloseRequested():
+                    self._events.append(event)
+                case MetadataUpdated():
+                    self._events.append(event)  # what an adapter waiting for the cluster needs
+                    self._updates += 1
+                    self._wake_waiting(lambda route: isinstance(route, ops.ToLeader), now)
+                case RequestCompleted(request_id=rid, node_id=node, response=response):
+                    if rid in self._finding:
+                        self._found(self._finding.pop(rid), response, now)
+                    elif rid in self._units:
+                        self._completed(self._units.pop(rid), node, response, now)
+                case RequestFailed(request_id=rid, error=error):
+                    if rid in self._finding:
+                        self._find_failed(self._finding.pop(rid), error, now)
+                    elif rid in self._units:
+                        unit = self._units.pop(rid)
+                        for key in unit.keys:
+                            self._outcome(unit.op, key, unit.route, error, now)
+                case NodeDisconnected():
+                    pass
+
+    def _wake_waiting(self, which: Callable[[ops.Route], bool], now: float) -> None:
+        for op in self._ops.values():
+            for key, not_before in op.pending.items():
+                if not_before == math.inf and which(op.spec.route(key)):
+                    op.pending[key] = now
+
+    def _found(self, group: str, response: Any, now: float) -> None:
+        entry = response.coordinators[0] if hasattr(response, "coordinators") else response
+        code = int(entry.error_code)
+        if code == 0:
+            node = NodeId(int(entry.node_id))
+            if self._client.node_state(node) is None:
+                self._client.request_metadata_update()
+                self._find_after[group] = now + self.config.retry_backoff
+            else:
+                self._coordinators[group] = node
+                self._find_after.pop(group, None)
+        else:
+            message = getattr(entry, "error_message", None) or ""
+            self._find_failed(group, error_for_code(code)(message, group=group), now)
+            return
+        self._wake_group(group, now)
+
+    def _find_failed(self, group: str, error: KafkaError, now: float) -> None:
+        if error.retriable:
+            self._find_after[group] = now + self.config.retry_backoff
+        for op in self._ops.values():
+            for key in list(op.pending):
+                if op.spec.route(key) == ops.ToCoordinator(group):
+                    if error.retriable:
+                        op.last_error[key] = error
+                        op.pending[key] = self._find_after[group]
+                    else:
+                        self._fail(op, key, error)
+
+    def _wake_group(self, group: str, now: float) -> None:
+        self._wake_waiting(lambda route: route == ops.ToCoordinator(group), now)
+
+    def _completed(self, unit: _Unit, node: NodeId, response: Any, now: float) -> None:
+        op = unit.op
+        if op.op_id not in self._ops:
+            return  # answered after its deadline
+        try:
+            outcomes = op.spec.parse(response, list(unit.keys))
+        except (AttributeError, TypeError, ValueError, IndexError) as exc:
+            outcomes = {}
+            error = KafkaError(f"{op.spec.name}: unexpected response: {exc!r}")
+            for key in unit.keys:
+                self._fail(op, key, error)
+            return
+        for key in unit.keys:
+            outcome = outcomes.get(key, ops._no_answer(key))
+            if isinstance(outcome, KafkaError):
+                self._outcome(op, key, unit.route, outcome, now)
+            elif key not in op.results:
+                op.results[key] = outcome
+                op.pending.pop(key, None)
+
+    def _outcome(
+        self, op: _Op, key: Hashable, route: ops.Route, error: KafkaError, now: float
+    ) -> None:
+        """A key failed: retry it after the backoff, or record the error as its answer."""
+        if op.op_id not in self._ops or key in op.results:
+            return
+        errno = getattr(error, "errno", None)
+        if isinstance(route, ops.ToCoordinator) and (errno in _FORGET_COORDINATOR or errno is None):
+            self._coordinators.pop(route.group, None)
+        if isinstance(route, ops.ToLeader) and (errno in STALE_METADATA_ERRORS or errno is None):
+            self._client.request_metadata_update()
+        if error.retriable and type(error) not in op.spec.final:
+            op.last_error[key] = error
+            op.pending[key] = now + self.config.retry_backoff
+            return
+        self._fail(op, key, error)
+
+    def _fail(self, op: _Op, key: Hashable, error: KafkaError) -> None:
+        op.results.setdefault(key, error)
+        op.pending.pop(key, None)
+
+    def _finish(self, op: _Op) -> None:
+        if op.keys is None or len(op.results) < len(op.keys):
+            return
+        del self._ops[op.op_id]
+        order = op.keys if op.keys is not None else list(op.results)
+        self._events.append(
+            AdminOperationCompleted(
+                op_id=op.op_id,
+                operation=op.spec.name,
+                results={k: op.results[k] for k in order if k in op.results},
+            )
+        )
+
+
+def _kind(route: ops.Route) -> Any:
+    """Routes that may share one request: every key of a batching operation bound for
+    the same node shares it, whatever its exact route."""
+    return type(route)
+
+
+def _unique(items: Iterable[str], what: str) -> list[str]:
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise KafkaConfigurationError(f"a {what} name must be a str, not {item!r}")
+        if item in out:
+            raise KafkaConfigurationError(f"{what} {item!r} given twice")
+        out.append(item)
+    return out
