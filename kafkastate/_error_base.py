@@ -86,14 +86,10 @@ class UnsupportedVersionError(KafkaError):
         """
         if self.node_id is not None:
             return self
+        fields = ("api_key", "api_name", "client_range", "broker_range", "feature")
+        context = {name: getattr(self, name) for name in fields}
         named = UnsupportedVersionError(
-            f"broker node {node_id}: {self}",
-            api_key=self.api_key,
-            api_name=self.api_name,
-            client_range=self.client_range,
-            broker_range=self.broker_range,
-            feature=self.feature,
-            node_id=node_id,
+            f"broker node {node_id}: {self}", node_id=node_id, **context
         )
         named.__cause__ = self.__cause__
         return named

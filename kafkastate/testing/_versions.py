@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from ._errors import HarnessError
@@ -209,43 +209,37 @@ def profile_for(kafka_version: str, log4j2_version: str = "2.25.5") -> BrokerPro
         HarnessError: a bad or too old version.
     """
     major, minor, _ = parse_version(kafka_version)
-    deps: tuple[tuple[str, str, str], ...]
-    if major < 3:
-        deps = (("org.slf4j", "slf4j-log4j12", "1.7.30"), ("log4j", "log4j", "1.2.17"))
-        return BrokerProfile(
-            version=kafka_version,
-            zookeeper=True,
-            logging="log4j1",
-            logging_deps=deps,
-            standalone_quorum=False,
-            scram_at_format=False,
-            consumer_protocol=False,
-            pem_key_without_password=False,
-        )
-    if major == 3:
-        deps = (
-            ("org.slf4j", "slf4j-reload4j", "1.7.36"),
-            ("ch.qos.reload4j", "reload4j", "1.2.25"),
-        )
-        return BrokerProfile(
-            version=kafka_version,
-            zookeeper=False,
-            logging="log4j1",
-            logging_deps=deps,
-            standalone_quorum=False,
-            scram_at_format=minor >= 5,
-            consumer_protocol=False,
-        )
-    deps = tuple(
-        ("org.apache.logging.log4j", artifact, log4j2_version)
-        for artifact in ("log4j-slf4j-impl", "log4j-core", "log4j-api")
-    )
-    return BrokerProfile(
+    kraft4 = BrokerProfile(
         version=kafka_version,
         zookeeper=False,
         logging="log4j2",
-        logging_deps=deps,
+        logging_deps=tuple(
+            ("org.apache.logging.log4j", artifact, log4j2_version)
+            for artifact in ("log4j-slf4j-impl", "log4j-core", "log4j-api")
+        ),
         standalone_quorum=True,
         scram_at_format=True,
         consumer_protocol=True,
+    )
+    if major >= 4:
+        return kraft4
+    kraft3 = replace(
+        kraft4,
+        logging="log4j1",
+        logging_deps=(
+            ("org.slf4j", "slf4j-reload4j", "1.7.36"),
+            ("ch.qos.reload4j", "reload4j", "1.2.25"),
+        ),
+        standalone_quorum=False,
+        scram_at_format=minor >= 5,
+        consumer_protocol=False,
+    )
+    if major == 3:
+        return kraft3
+    return replace(
+        kraft3,
+        zookeeper=True,
+        logging_deps=(("org.slf4j", "slf4j-log4j12", "1.7.30"), ("log4j", "log4j", "1.2.17")),
+        scram_at_format=False,
+        pem_key_without_password=False,
     )

@@ -26,6 +26,7 @@ from kafkastate.errors import (
 from kafkastate.structs import TopicPartition
 from kafkastate.sync import KafkaConsumer, KafkaProducer
 from kafkastate.testing import KafkaCluster
+from tests._support.txn import commit_one
 from tests.conftest import COMPAT_FULL
 
 pytestmark = [pytest.mark.compat, pytest.mark.integration]
@@ -235,16 +236,7 @@ def test_transaction_timeout_recovers_or_fails_with_the_next_step(
     finally:
         producer.close()
     if not expected:  # the documented next step: a new producer, same transactional id
-        again = KafkaProducer(
-            bootstrap_servers=compat_cluster.bootstrap, transactional_id=f"tid-{topic}"
-        )
-        try:
-            again.init_transactions()
-            again.begin_transaction()
-            again.send(topic, b"next", partition=0).get(timeout=30)
-            again.commit_transaction()
-        finally:
-            again.close()
+        commit_one(compat_cluster.bootstrap, f"tid-{topic}", topic, b"next")
     assert read_all(compat_cluster, topic, 1, isolation_level="read_committed") == [b"next"]
 
 
@@ -276,36 +268,29 @@ def test_offsets_for_times_seek_to_end_and_end_offsets(compat_cluster: KafkaClus
 # -- security ------------------------------------------------------------------------------
 
 
+def _secured(cluster: KafkaCluster, listener: str) -> dict[str, Any]:
+    """Consumer options for the SSL listener or a SASL mechanism on SASL_PLAINTEXT."""
+    if listener == "SSL":
+        assert cluster.ssl_bootstrap is not None
+        return {
+            "bootstrap_servers": cluster.ssl_bootstrap,
+            "security_protocol": "SSL",
+            "ssl_context": cluster.ssl_context(),
+        }
+    assert cluster.sasl is not None and cluster.sasl_bootstrap is not None
+    return {
+        "bootstrap_servers": cluster.sasl_bootstrap,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": listener,
+        "sasl_plain_username": cluster.sasl.username,
+        "sasl_plain_password": cluster.sasl.password,
+    }
+
+
 @full_only
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_sasl_mechanisms(compat_cluster: KafkaCluster, mechanism: str) -> None:
-    assert compat_cluster.sasl is not None and compat_cluster.sasl_bootstrap is not None
+@pytest.mark.parametrize("listener", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "SSL"])
+def test_sasl_mechanisms_and_ssl(compat_cluster: KafkaCluster, listener: str) -> None:
     topic = new_topic(compat_cluster)
     produce(compat_cluster, topic, [b"secret"])
-    got = read_all(
-        compat_cluster,
-        topic,
-        1,
-        bootstrap_servers=compat_cluster.sasl_bootstrap,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism=mechanism,
-        sasl_plain_username=compat_cluster.sasl.username,
-        sasl_plain_password=compat_cluster.sasl.password,
-    )
+    got = read_all(compat_cluster, topic, 1, **_secured(compat_cluster, listener))
     assert got == [b"secret"]
-
-
-@full_only
-def test_ssl_listener(compat_cluster: KafkaCluster) -> None:
-    assert compat_cluster.ssl_bootstrap is not None
-    topic = new_topic(compat_cluster)
-    produce(compat_cluster, topic, [b"tls"])
-    got = read_all(
-        compat_cluster,
-        topic,
-        1,
-        bootstrap_servers=compat_cluster.ssl_bootstrap,
-        security_protocol="SSL",
-        ssl_context=compat_cluster.ssl_context(),
-    )
-    assert got == [b"tls"]
