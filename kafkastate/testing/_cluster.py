@@ -61,7 +61,7 @@ from ._maven import (
     log4j_version_for,
 )
 from ._tls import make_tls_files
-from ._versions import BrokerProfile, profile_for
+from ._versions import ZOOKEEPER_SESSION_TIMEOUT, BrokerProfile, profile_for
 
 __all__ = [
     "Broker",
@@ -193,6 +193,7 @@ class _JvmProcess:
         self._popen: subprocess.Popen[bytes] | None = None
         self._pid: int | None = None
         self._paused = False
+        self._killed_at: float | None = None
 
     @property
     def stdout_file(self) -> Path:
@@ -259,6 +260,7 @@ class _JvmProcess:
         self._signal(signal.SIGKILL)
         self._paused = False
         self._wait_exit(30.0)
+        self._killed_at = time.monotonic()
 
 
 class Broker(_JvmProcess):
@@ -361,6 +363,11 @@ class Broker(_JvmProcess):
             HarnessError: it is already running.
             BrokerStartError: it exited or was not ready in time (message has the log tail).
         """
+        if self._spec.profile.zookeeper and self._killed_at is not None:
+            # its old registration must expire first, or the broker exits with NodeExists
+            expires = self._killed_at + ZOOKEEPER_SESSION_TIMEOUT + 0.5
+            time.sleep(max(0.0, expires - time.monotonic()))
+            self._killed_at = None
         self._launch()
         if wait:
             self.wait_ready(timeout)

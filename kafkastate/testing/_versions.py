@@ -34,6 +34,11 @@ __all__ = [
     "profile_for",
 ]
 
+ZOOKEEPER_SESSION_TIMEOUT = 6.0
+"""``zookeeper.session.timeout.ms`` of ZooKeeper-mode brokers, in seconds: a killed broker's
+registration (an ephemeral znode) lives this long, and a restart before it expires exits
+with NodeExists."""
+
 MIN_KAFKA_VERSION = (2, 8)
 """The oldest Kafka the harness runs (ZooKeeper mode; Java 17 runs it)."""
 
@@ -147,7 +152,7 @@ class BrokerProfile:
             return {
                 "broker.id": str(node_id),
                 "zookeeper.connect": zookeeper_connect,
-                "zookeeper.session.timeout.ms": "6000",
+                "zookeeper.session.timeout.ms": str(round(ZOOKEEPER_SESSION_TIMEOUT * 1000)),
             }
         props = {"process.roles": "broker,controller", "node.id": str(node_id)}
         if len(voters) > 1 or not self.standalone_quorum:
