@@ -8,6 +8,10 @@ waits until every node answers ApiVersions on its PLAINTEXT listener *and* its M
 every running node (with several nodes a broker is unfenced before its peers register; topic
 creation with replication factor 3 fails until all have).
 
+Kafka 2.8 runs in ZooKeeper mode instead: the harness starts ZooKeeper (:mod:`._zookeeper`)
+first and formats nothing; 3.x uses a static quorum even for one node. What differs per
+version is in :mod:`._versions`.
+
 Every JVM runs in its own session/process group, so SIGSTOP/SIGCONT/SIGKILL reach exactly that
 node. JVMs owned by this process die with it: an ``atexit`` hook kills them, and on Linux the
 kernel sends SIGKILL when the starting thread dies (``setpriv --pdeathsig``), which also covers
@@ -27,7 +31,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -60,8 +63,10 @@ from ._maven import (
     fetch_kafka_libs,
     log4j_version_for,
 )
+from ._process import JvmProcess, tail
 from ._tls import make_tls_files
 from ._versions import ZOOKEEPER_SESSION_TIMEOUT, BrokerProfile, profile_for
+from ._zookeeper import ZooKeeperServer, build_zookeeper
 
 __all__ = [
     "Broker",
@@ -129,141 +134,10 @@ def find_java() -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# processes
-
-
-def _pdeathsig_prefix() -> list[str]:
-    """``setpriv --pdeathsig KILL`` (util-linux): the kernel SIGKILLs the JVM when the thread
-    that started it dies, even if this process is SIGKILLed and atexit never runs. setpriv
-    execs java, so the pid stays the JVM's. Absent (macOS, busybox): atexit only."""
-    if not sys.platform.startswith("linux"):
-        return []
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
-
-
-def _pid_alive(pid: int, marker: str | None) -> bool:
-    """Whether ``pid`` runs and (on Linux, if ``marker`` is given) its command line has it."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False
-    proc = Path(f"/proc/{pid}")
-    if proc.exists():
-        try:
-            stat = (proc / "stat").read_text()
-            if stat.rsplit(")", 1)[-1].split()[0] == "Z":
-                return False
-            if marker is not None and marker not in (proc / "cmdline").read_bytes().decode(
-                errors="replace"
-            ):
-                return False  # the pid was reused by something else
-        except OSError:
-            return False
-    return True
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - 64 * 1024))
-            text = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return f"({path} not readable)"
-    return "\n".join(text.splitlines()[-lines:])
-
-
-# ---------------------------------------------------------------------------------------------
 # brokers
 
 
-class _JvmProcess:
-    """One JVM the harness launched in its own process group, with its stdout log."""
-
-    def __init__(self, name: str, node_dir: Path, argv: list[str], marker: Path, *, detached: bool):
-        self._name = name
-        self._node_dir = node_dir
-        self._argv = argv
-        self._marker = marker
-        self._detached = detached
-        self._popen: subprocess.Popen[bytes] | None = None
-        self._pid: int | None = None
-        self._paused = False
-        self._killed_at: float | None = None
-
-    @property
-    def stdout_file(self) -> Path:
-        """The JVM's stdout+stderr (crashes, JVM errors), appended across restarts."""
-        return self._node_dir / "logs" / "stdout.log"
-
-    @property
-    def pid(self) -> int | None:
-        """The JVM's process id while it runs (it leads its own process group)."""
-        return self._pid if self.is_running else None
-
-    @property
-    def is_running(self) -> bool:
-        """Whether the JVM process exists (a paused one counts as running)."""
-        if self._pid is None:
-            return False
-        if self._popen is not None:
-            return self._popen.poll() is None
-        return _pid_alive(self._pid, str(self._marker))
-
-    def _launch(self) -> None:
-        if self.is_running:
-            raise HarnessError(f"{self._name} is already running (pid {self._pid})")
-        (self._node_dir / "logs").mkdir(parents=True, exist_ok=True)
-        with open(self.stdout_file, "ab") as out:
-            out.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting ===\n".encode())
-            out.flush()
-            prefix = [] if self._detached else _pdeathsig_prefix()
-            self._popen = subprocess.Popen(
-                [*prefix, *self._argv],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self._node_dir,
-                start_new_session=True,
-            )
-        self._pid = self._popen.pid
-        self._paused = False
-
-    def _signal(self, sig: int) -> None:
-        if self._pid is None or not self.is_running:  # never signal a reaped/reused pid
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._pid, sig)
-
-    def _wait_exit(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        if self._popen is not None:
-            try:
-                self._popen.wait(timeout=max(0.0, timeout))
-            except subprocess.TimeoutExpired:
-                return False
-            return True
-        while self.is_running:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
-    def kill(self) -> None:
-        """SIGKILL the JVM (no controlled shutdown, like a crash) and reap it."""
-        if self._pid is None:
-            return
-        self._signal(signal.SIGKILL)
-        self._paused = False
-        self._wait_exit(30.0)
-        self._killed_at = time.monotonic()
-
-
-class Broker(_JvmProcess):
+class Broker(JvmProcess):
     """One combined broker+controller JVM of a local :class:`KafkaCluster`.
 
     Fault control (``kill``, ``pause``, ``resume``, ``stop``, ``start``, ``restart``) acts on
@@ -464,8 +338,8 @@ class Broker(_JvmProcess):
             The multi-line message.
         """
         parts = [headline, f"broker {self.node_id} log: {self.log_file}"]
-        parts.append(f"--- tail of {self.log_file} ---\n{_tail(self.log_file)}")
-        parts.append(f"--- tail of {self.stdout_file} ---\n{_tail(self.stdout_file, 20)}")
+        parts.append(f"--- tail of {self.log_file} ---\n{tail(self.log_file)}")
+        parts.append(f"--- tail of {self.stdout_file} ---\n{tail(self.stdout_file, 20)}")
         return "\n".join(parts)
 
     def _check_alive(self) -> None:
@@ -487,106 +361,6 @@ class Broker(_JvmProcess):
             BrokerStartError: the JVM exited or the deadline passed.
         """
         _wait_all([self], _start_timeout(timeout))
-
-
-class ZooKeeperServer(_JvmProcess):
-    """The ZooKeeper server of a ZooKeeper-mode (Kafka 2.x) cluster, on loopback.
-
-    It runs from the ``zookeeper`` jar in Kafka's own dependency set
-    (``org.apache.zookeeper.server.quorum.QuorumPeerMain``, standalone, no admin server).
-    """
-
-    def __init__(self, node_dir: Path, argv: list[str], port: int, *, detached: bool) -> None:
-        super().__init__(
-            "zookeeper", node_dir, argv, node_dir / "zookeeper.properties", detached=detached
-        )
-        self.port = port
-
-    @property
-    def node_dir(self) -> Path:
-        """ZooKeeper's directory: config, ``data/``, ``logs/``."""
-        return self._node_dir
-
-    @property
-    def connect(self) -> str:
-        """``zookeeper.connect`` for the brokers: ``127.0.0.1:PORT``."""
-        return f"{HOST}:{self.port}"
-
-    @property
-    def log_file(self) -> Path:
-        """ZooKeeper's log."""
-        return self._node_dir / "logs" / "server.log"
-
-    def wait_ready(self, timeout: float) -> None:
-        """Block until ZooKeeper answers the ``srvr`` four-letter command.
-
-        Args:
-            timeout: seconds.
-
-        Raises:
-            BrokerStartError: it exited or did not answer in time.
-        """
-        deadline = time.monotonic() + timeout
-        why = "no answer"
-        while time.monotonic() < deadline:
-            if not self.is_running:
-                why = "it exited"
-                break
-            try:
-                with socket.create_connection((HOST, self.port), timeout=1.0) as sock:
-                    sock.sendall(b"srvr")
-                    if sock.recv(64).startswith(b"Zookeeper version"):
-                        return
-            except OSError as exc:
-                why = str(exc)
-            time.sleep(_POLL)
-        raise BrokerStartError(
-            f"ZooKeeper on {self.connect} not ready ({why}); log: {self.log_file}\n"
-            f"{_tail(self.stdout_file, 20)}",
-            self.log_file,
-        )
-
-
-def zookeeper_properties(data_dir: Path, port: int) -> dict[str, str]:
-    """A standalone ZooKeeper's config on loopback.
-
-    Args:
-        data_dir: ``dataDir``.
-        port: ``clientPort``.
-
-    Returns:
-        Property name -> value.
-    """
-    return {
-        "dataDir": str(data_dir),
-        "clientPort": str(port),
-        "clientPortAddress": HOST,
-        "maxClientCnxns": "0",
-        "admin.enableServer": "false",
-        "4lw.commands.whitelist": "srvr",
-        "tickTime": "500",
-    }
-
-
-def _build_zookeeper(
-    profile: BrokerProfile, java: str, libs: Path, root: Path, port: int, *, detached: bool
-) -> ZooKeeperServer:
-    zk_dir = root / "zookeeper"
-    (zk_dir / "logs").mkdir(parents=True, exist_ok=True)
-    config = zk_dir / "zookeeper.properties"
-    config.write_text(render_properties(zookeeper_properties(zk_dir / "data", port)))
-    (zk_dir / profile.log_config_name).write_text(profile.log_config_text)
-    argv = jvm_command(
-        java,
-        f"{libs}{os.sep}*",
-        "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-        [str(config)],
-        logs_dir=zk_dir / "logs",
-        log4j_config=zk_dir / profile.log_config_name,
-        heap_mb=128,
-        profile=profile,
-    )
-    return ZooKeeperServer(zk_dir, argv, port, detached=detached)
 
 
 def _start_timeout(timeout: float | None) -> float:
@@ -842,7 +616,7 @@ class KafkaCluster:
         cluster.profile = profile
         zookeeper_connect: str | None = None
         if profile.zookeeper:
-            cluster.zookeeper = _build_zookeeper(
+            cluster.zookeeper = build_zookeeper(
                 profile, java, libs, root, next(ports), detached=detached
             )
             zookeeper_connect = cluster.zookeeper.connect
@@ -931,7 +705,7 @@ class KafkaCluster:
             if rc != 0:
                 failures.append(
                     f"storage format of node {broker.node_id} failed (exit {rc}); "
-                    f"log: {log}\n{_tail(log, 30)}"
+                    f"log: {log}\n{tail(log, 30)}"
                 )
         if failures:
             raise BrokerStartError("\n".join(failures), procs[0][1])
@@ -967,7 +741,7 @@ class KafkaCluster:
             ).returncode
         if rc != 0:
             raise BrokerStartError(
-                f"creating the SCRAM users failed (exit {rc}); log: {log}\n{_tail(log, 30)}", log
+                f"creating the SCRAM users failed (exit {rc}); log: {log}\n{tail(log, 30)}", log
             )
 
     def _running_ids(self) -> set[int]:
