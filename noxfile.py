@@ -101,3 +101,31 @@ def dst_txn(session: nox.Session) -> None:
         "txn",
         *(session.posargs or ["--seeds", "1000"]),
     )
+
+
+COMPAT_VERSIONS = ("2.8.2", "3.6.2", "3.9.1", "4.0.2", "4.4.0")
+"""Broker versions ``compat`` runs against: ZooKeeper (2.8), KRaft 3.x before and after
+KIP-848's preview, the first 4.x and the newest served by Maven Central."""
+
+
+@nox.session(venv_backend="none")
+def compat(session: nox.Session) -> None:
+    """The broker-version compatibility suite (tests/compat), every case, once per Kafka
+    version (``-- 3.9.1 4.4.0`` picks versions; the default suite runs its short set
+    against 3.9.1 only). Each version's jars are fetched once into the harness cache."""
+    versions = session.posargs or list(COMPAT_VERSIONS)
+    for version in versions:
+        session.log(f"compat: Kafka {version}")
+        session.run(
+            "python",
+            "-m",
+            "pytest",
+            "tests/compat",
+            "-m",
+            "compat",
+            env={
+                "KAFKASTATE_COMPAT_VERSION": version,
+                "KAFKASTATE_COMPAT_FULL": "1",
+                "KAFKASTATE_REQUIRE_BROKER": "1",
+            },
+        )

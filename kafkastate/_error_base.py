@@ -63,12 +63,37 @@ class UnsupportedVersionError(KafkaError):
         api_name: str | None = None,
         client_range: tuple[int, int] | None = None,
         broker_range: tuple[int, int] | None = None,
+        feature: str | None = None,
+        node_id: int | None = None,
     ) -> None:
         super().__init__(message)
         self.api_key = api_key
         self.api_name = api_name
         self.client_range = client_range
         self.broker_range = broker_range
+        self.feature = feature
+        """The client feature that needs the API (``group_protocol='consumer'``), if any."""
+        self.node_id = node_id
+        """The broker that lacks it, once known."""
+
+    def on_node(self, node_id: int) -> UnsupportedVersionError:
+        """This error, naming the broker node it came from.
+
+        Args:
+            node_id: the node whose negotiated versions lacked the API.
+
+        Returns:
+            A new error with ``broker node N:`` before the message (``self`` if it names one).
+        """
+        if self.node_id is not None:
+            return self
+        fields = ("api_key", "api_name", "client_range", "broker_range", "feature")
+        context = {name: getattr(self, name) for name in fields}
+        named = UnsupportedVersionError(
+            f"broker node {node_id}: {self}", node_id=node_id, **context
+        )
+        named.__cause__ = self.__cause__
+        return named
 
 
 class BrokerResponseError(KafkaError):

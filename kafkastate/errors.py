@@ -249,12 +249,16 @@ class TransactionTimedOutError(TransactionFailedError):
     than ``transaction_timeout_ms``, and bumped the producer's epoch (the broker's answer
     is PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, its ``__cause__``).
 
-    Like any :class:`TransactionFailedError`: call ``abort_transaction()``; it
-    re-initialises the producer with its old epoch, which the coordinator accepts after
+    Like any :class:`TransactionFailedError`: call ``abort_transaction()``; on Kafka 4.0+
+    it re-initialises the producer with its old epoch, which the coordinator accepts after
     a timeout abort (KIP-588), and the producer goes on. Raised instead of a
     ProducerFencedError when the transaction had been open at least
     ``transaction_timeout_ms``; should another producer have taken over meanwhile, the
-    abort raises ProducerFencedError."""
+    abort raises ProducerFencedError. Kafka 2.8-3.9 cannot re-initialise a producer after a
+    timeout abort: there the abort raises :class:`UnsupportedVersionError` (``feature`` =
+    ``"recovering from a transaction timeout (KIP-588)"``, this error as ``__cause__``), the
+    producer is unusable, and the next step is a new producer with the same
+    ``transactional_id``."""
 
     def __init__(self, message: str, *, cause: KafkaError | None = None) -> None:
         super().__init__(message, cause=cause)

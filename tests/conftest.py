@@ -7,6 +7,10 @@
 * ``@pytest.mark.kafka_needs(...)`` -- what a real-broker test needs of its cluster beyond a
   PLAINTEXT listener; against an external cluster (``KAFKASTATE_BOOTSTRAP``) that lacks it the
   test is skipped, naming the missing piece.
+* ``compat_cluster`` -- the broker-version compatibility suite's own broker (tests/compat,
+  marker ``compat``): Kafka ``$KAFKASTATE_COMPAT_VERSION`` (default
+  :data:`COMPAT_DEFAULT_VERSION`), with SASL and SSL listeners when
+  ``KAFKASTATE_COMPAT_FULL=1`` (``nox -s compat`` sets both, version by version).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from typing import Any, NoReturn
 import pytest
 
 from kafkastate.core.protocol import records
-from kafkastate.testing import KafkaCluster, ProbeError, metadata
+from kafkastate.testing import KafkaCluster, PrerequisiteError, ProbeError, metadata
+from kafkastate.testing.pytest_plugin import unavailable
 
 # -- async backends ---------------------------------------------------------------------------
 
@@ -122,3 +127,24 @@ def _kafka_needs(request: pytest.FixtureRequest) -> None:
     missing = [why for need in needs if (why := _missing(cluster, need)) is not None]
     if missing:
         pytest.skip(f"needs {'; '.join(missing)}: {_which(cluster, name)}")
+
+
+# -- the broker-version compatibility suite (tests/compat) ------------------------------------
+
+COMPAT_DEFAULT_VERSION = "3.9.1"
+"""The old broker the default suite checks (the newest 3.x: KRaft, no KIP-848)."""
+COMPAT_FULL = bool(os.environ.get("KAFKASTATE_COMPAT_FULL"))
+"""Run every compat case (all codecs, SASL, SSL), not the default suite's short set."""
+
+
+@pytest.fixture(scope="session")
+def compat_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
+    """One broker of ``$KAFKASTATE_COMPAT_VERSION`` for the compatibility suite."""
+    version = os.environ.get("KAFKASTATE_COMPAT_VERSION") or COMPAT_DEFAULT_VERSION
+    try:
+        cluster = KafkaCluster.start(version, sasl=COMPAT_FULL, ssl=COMPAT_FULL)
+    except PrerequisiteError as exc:
+        unavailable(exc)
+    yield cluster
+    keep = request.session.testsfailed > 0 or bool(request.config.getoption("--kafka-keep"))
+    cluster.stop(remove=not keep, graceful=False)

@@ -28,6 +28,11 @@ with +-20 % jitter drawn from the seeded ``rng`` (Java's ``ClusterConnectionStat
 AuthenticationFailedError fails the node's queued requests at once: retrying cannot fix it.
 Connections idle for ``connections_max_idle`` are closed.
 
+Versions. Each node keeps the ApiVersions answer of its first connection; later connections
+to it skip that round trip (``BrokerConnection(known_versions=...)``). A reused table that
+does not get a single response before its connection dies is dropped (the broker may have
+been rolled to another version), and so is one whose node moved to another address.
+
 Metadata is refreshed whenever :class:`Metadata` says it is due, on any node.
 """
 
@@ -55,6 +60,7 @@ from kafkastate.errors import (
     KafkaTimeoutError,
     LocalProtocolError,
     RemoteProtocolError,
+    UnsupportedVersionError,
 )
 
 __all__ = [
@@ -87,6 +93,11 @@ SEPARATE_TOP: Final = 2**31 - 1
 here, like the Java client's coordinator connection."""
 SEPARATE_BASE: Final = 2**30
 """Node ids at or above this are second connections, never brokers from metadata."""
+
+
+def _broker_id(node_id: NodeId) -> NodeId:
+    """The broker behind a node id (a second connection's id maps back to its broker)."""
+    return NodeId(SEPARATE_TOP - node_id) if node_id >= SEPARATE_BASE else node_id
 
 
 class NodeState(enum.Enum):
@@ -301,6 +312,10 @@ class _Node:
     last_active: float = 0.0
     queue: deque[_Request] = attrs.field(factory=deque)
     sent: dict[CorrelationId, _Request] = attrs.field(factory=dict)
+    versions: ApiVersionTable | None = None
+    """What the broker answered to ApiVersions, kept across reconnects."""
+    versions_proven: bool = False
+    """A connection built on :attr:`versions` got an answer (the table is still right)."""
 
 
 class Client:
@@ -445,7 +460,16 @@ class Client:
         node.state = transition(NODE_STATES, node.state, _N.HANDSHAKING, what="connection_made")
         node.connect_deadline = None
         node.last_active = now
-        node.conn = BrokerConnection(self.config.connection, rng=self._rng)
+        # Reuse the node's ApiVersions answer: a reconnect costs no extra round trip.
+        if node.versions is None and node.node_id >= SEPARATE_BASE:
+            # a second connection to a broker: the broker's answer holds for it too
+            base = self._nodes.get(_broker_id(node.node_id))
+            if base is not None and (base.host, base.port) == (node.host, node.port):
+                node.versions = base.versions
+        node.conn = BrokerConnection(
+            self.config.connection, rng=self._rng, known_versions=node.versions
+        )
+        node.versions_proven = False
         node.conn.connection_made(now=now)
         self._after_io(node, now)
 
@@ -690,6 +714,10 @@ class Client:
                 req = node.queue.popleft()
                 try:
                     req.request = req.factory(versions)
+                except UnsupportedVersionError as exc:
+                    named = exc.on_node(_broker_id(node.node_id))
+                    self._request_failed(req, named, node.node_id)
+                    continue
                 except KafkaError as exc:
                     self._request_failed(req, exc, node.node_id)
                     continue
@@ -734,11 +762,13 @@ class Client:
         self._collect(node)
         while (event := conn.next_event()) is not None:
             match event:
-                case conn_events.ConnectionReady():
+                case conn_events.ConnectionReady(versions=versions):
+                    node.versions = versions
                     node.state = transition(NODE_STATES, node.state, _N.READY, what="ready")
                     node.failures = 0
                     self._last_connection_error = None
                 case conn_events.ResponseReceived(correlation_id=cid, response=response):
+                    node.versions_proven = True
                     req = node.sent.pop(cid, None)
                     if req is not None:
                         self._request_completed(req, node, response, now)
@@ -758,6 +788,10 @@ class Client:
     ) -> None:
         if request_close and node.state is not NodeState.DISCONNECTED:
             self._events.append(CloseRequested(node_id=node.node_id))
+        if node.conn is not None and node.conn.versions_reused and not node.versions_proven:
+            # The broker may have been upgraded or downgraded while we were away (it closes
+            # a connection that sends a version it does not know): ask it again next time.
+            node.versions = None
         for req in node.sent.values():  # normally failed by the connection already
             self._request_failed(req, error or KafkaConnectionError("disconnected"), node.node_id)
         node.sent.clear()
@@ -836,6 +870,7 @@ class Client:
                 self._nodes[nid] = _Node(node_id=nid, host=addr.host, port=addr.port)
             elif (node.host, node.port) != (addr.host, addr.port) and node.conn is None:
                 node.host, node.port = addr.host, addr.port
+                node.versions = None  # another broker process may answer there now
 
     def bootstrap_nodes(self) -> Sequence[NodeId]:
         """The negative ids given to the bootstrap servers, in configuration order."""

@@ -276,10 +276,20 @@ class BrokerConnection:
         config: connection settings.
         rng: randomness for the SCRAM nonce; adapters pass ``random.SystemRandom()``,
             the simulator a seeded ``random.Random``. Needed only with SCRAM.
+        known_versions: what this broker answered to ApiVersions on an earlier connection
+            (the :class:`~kafkastate.core.client.Client` keeps it per node); the handshake
+            then skips the ApiVersions round trip.
     """
 
-    def __init__(self, config: ConnectionConfig, *, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        config: ConnectionConfig,
+        *,
+        rng: random.Random | None = None,
+        known_versions: ApiVersionTable | None = None,
+    ) -> None:
         self.config = config
+        self._known_versions = known_versions
         self._state = ConnectionState.IDLE
         self._rng = rng
         self._decoder = FrameDecoder(config.max_frame_size)
@@ -309,6 +319,11 @@ class BrokerConnection:
         return self._versions
 
     @property
+    def versions_reused(self) -> bool:
+        """Whether the handshake took the versions of an earlier connection (no ApiVersions)."""
+        return self._known_versions is not None
+
+    @property
     def in_flight_count(self) -> int:
         """Requests written and awaiting a response (handshake requests included)."""
         return len(self._in_flight)
@@ -335,6 +350,10 @@ class BrokerConnection:
             LocalProtocolError: called twice, or after close.
         """
         self._transition(ConnectionState.API_VERSIONS, what="connection_made")
+        if self._known_versions is not None:
+            self._versions = self._known_versions
+            self._versions_known(now)
+            return
         self._send_api_versions(now)
 
     def send_request(
@@ -619,6 +638,9 @@ class BrokerConnection:
             self._close(error_for_code(error_code)("ApiVersions failed"))
             return
         self._versions = ApiVersionTable.from_api_keys(body.api_keys)
+        self._versions_known(now)
+
+    def _versions_known(self, now: float) -> None:
         if self.config.sasl_mechanism is None:
             self._become_ready(now)
             return

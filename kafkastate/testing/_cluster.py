@@ -8,6 +8,10 @@ waits until every node answers ApiVersions on its PLAINTEXT listener *and* its M
 every running node (with several nodes a broker is unfenced before its peers register; topic
 creation with replication factor 3 fails until all have).
 
+Kafka 2.8 runs in ZooKeeper mode instead: the harness starts ZooKeeper (:mod:`._zookeeper`)
+first and formats nothing; 3.x uses a static quorum even for one node. What differs per
+version is in :mod:`._versions`.
+
 Every JVM runs in its own session/process group, so SIGSTOP/SIGCONT/SIGKILL reach exactly that
 node. JVMs owned by this process die with it: an ``atexit`` hook kills them, and on Linux the
 kernel sends SIGKILL when the starting thread dies (``setpriv --pdeathsig``), which also covers
@@ -27,7 +31,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -40,7 +43,7 @@ from typing import Any, Literal
 from . import _probe
 from ._config import (
     HOST,
-    LOG4J2_PROPERTIES,
+    SCRAM_MECHANISMS,
     NodePorts,
     NodeSpec,
     SaslCredentials,
@@ -53,10 +56,26 @@ from ._config import (
     server_properties,
 )
 from ._errors import BrokerStartError, HarnessError, PrerequisiteError
-from ._maven import DEFAULT_KAFKA_VERSION, cache_root, check_version, fetch_kafka_libs
+from ._maven import (
+    DEFAULT_KAFKA_VERSION,
+    cache_root,
+    check_version,
+    fetch_kafka_libs,
+    log4j_version_for,
+)
+from ._process import JvmProcess, tail
 from ._tls import make_tls_files
+from ._versions import ZOOKEEPER_SESSION_TIMEOUT, BrokerProfile, profile_for
+from ._zookeeper import ZooKeeperServer, build_zookeeper
 
-__all__ = ["Broker", "ClusterKind", "KafkaCluster", "default_kafka_version", "find_java"]
+__all__ = [
+    "Broker",
+    "ClusterKind",
+    "KafkaCluster",
+    "ZooKeeperServer",
+    "default_kafka_version",
+    "find_java",
+]
 
 ClusterKind = Literal["jvm", "docker", "external"]
 
@@ -115,59 +134,10 @@ def find_java() -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# processes
-
-
-def _pdeathsig_prefix() -> list[str]:
-    """``setpriv --pdeathsig KILL`` (util-linux): the kernel SIGKILLs the JVM when the thread
-    that started it dies, even if this process is SIGKILLed and atexit never runs. setpriv
-    execs java, so the pid stays the JVM's. Absent (macOS, busybox): atexit only."""
-    if not sys.platform.startswith("linux"):
-        return []
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
-
-
-def _pid_alive(pid: int, marker: str | None) -> bool:
-    """Whether ``pid`` runs and (on Linux, if ``marker`` is given) its command line has it."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False
-    proc = Path(f"/proc/{pid}")
-    if proc.exists():
-        try:
-            stat = (proc / "stat").read_text()
-            if stat.rsplit(")", 1)[-1].split()[0] == "Z":
-                return False
-            if marker is not None and marker not in (proc / "cmdline").read_bytes().decode(
-                errors="replace"
-            ):
-                return False  # the pid was reused by something else
-        except OSError:
-            return False
-    return True
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - 64 * 1024))
-            text = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return f"({path} not readable)"
-    return "\n".join(text.splitlines()[-lines:])
-
-
-# ---------------------------------------------------------------------------------------------
 # brokers
 
 
-class Broker:
+class Broker(JvmProcess):
     """One combined broker+controller JVM of a local :class:`KafkaCluster`.
 
     Fault control (``kill``, ``pause``, ``resume``, ``stop``, ``start``, ``restart``) acts on
@@ -183,14 +153,15 @@ class Broker:
         detached: bool,
         expected_peers: Callable[[], set[int]],
     ) -> None:
+        super().__init__(
+            f"broker {spec.node_id}",
+            node_dir,
+            argv,
+            node_dir / "server.properties",
+            detached=detached,
+        )
         self._spec = spec
-        self._node_dir = node_dir
-        self._argv = argv
-        self._detached = detached
         self._expected_peers = expected_peers
-        self._popen: subprocess.Popen[bytes] | None = None
-        self._pid: int | None = None
-        self._paused = False
 
     # -- identity ------------------------------------------------------------------------
 
@@ -245,25 +216,6 @@ class Broker:
         return self._node_dir / "logs" / "server.log"
 
     @property
-    def stdout_file(self) -> Path:
-        """The JVM's stdout+stderr (crashes, JVM errors), appended across restarts."""
-        return self._node_dir / "logs" / "stdout.log"
-
-    @property
-    def pid(self) -> int | None:
-        """The JVM's process id while it runs (it leads its own process group)."""
-        return self._pid if self.is_running else None
-
-    @property
-    def is_running(self) -> bool:
-        """Whether the JVM process exists (a paused one counts as running)."""
-        if self._pid is None:
-            return False
-        if self._popen is not None:
-            return self._popen.poll() is None
-        return _pid_alive(self._pid, str(self.config_file))
-
-    @property
     def is_paused(self) -> bool:
         """Whether :meth:`pause` stopped it and :meth:`resume` has not continued it yet."""
         return self._paused and self.is_running
@@ -273,45 +225,6 @@ class Broker:
         return f"<Broker node_id={self.node_id} {self.address} {state} pid={self._pid}>"
 
     # -- lifecycle -------------------------------------------------------------------------
-
-    def _launch(self) -> None:
-        if self.is_running:
-            raise HarnessError(f"broker {self.node_id} is already running (pid {self._pid})")
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.stdout_file, "ab") as out:
-            out.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting ===\n".encode())
-            out.flush()
-            prefix = [] if self._detached else _pdeathsig_prefix()
-            self._popen = subprocess.Popen(
-                [*prefix, *self._argv],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self._node_dir,
-                start_new_session=True,
-            )
-        self._pid = self._popen.pid
-        self._paused = False
-
-    def _signal(self, sig: int) -> None:
-        if self._pid is None or not self.is_running:  # never signal a reaped/reused pid
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._pid, sig)
-
-    def _wait_exit(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        if self._popen is not None:
-            try:
-                self._popen.wait(timeout=max(0.0, timeout))
-            except subprocess.TimeoutExpired:
-                return False
-            return True
-        while self.is_running:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
-        return True
 
     def start(self, *, wait: bool = True, timeout: float | None = None) -> None:
         """Launch this node's JVM again (after :meth:`stop` or :meth:`kill`).
@@ -324,6 +237,11 @@ class Broker:
             HarnessError: it is already running.
             BrokerStartError: it exited or was not ready in time (message has the log tail).
         """
+        if self._spec.profile.zookeeper and self._killed_at is not None:
+            # its old registration must expire first, or the broker exits with NodeExists
+            expires = self._killed_at + ZOOKEEPER_SESSION_TIMEOUT + 0.5
+            time.sleep(max(0.0, expires - time.monotonic()))
+            self._killed_at = None
         self._launch()
         if wait:
             self.wait_ready(timeout)
@@ -342,14 +260,6 @@ class Broker:
             self._paused = False
         if not self._wait_exit(timeout):
             self.kill()
-
-    def kill(self) -> None:
-        """SIGKILL the JVM (no controlled shutdown, like a crash) and reap it."""
-        if self._pid is None:
-            return
-        self._signal(signal.SIGKILL)
-        self._paused = False
-        self._wait_exit(30.0)
 
     def pause(self) -> None:
         """SIGSTOP the JVM: sockets stay open but nothing answers (a hung broker).
@@ -428,8 +338,8 @@ class Broker:
             The multi-line message.
         """
         parts = [headline, f"broker {self.node_id} log: {self.log_file}"]
-        parts.append(f"--- tail of {self.log_file} ---\n{_tail(self.log_file)}")
-        parts.append(f"--- tail of {self.stdout_file} ---\n{_tail(self.stdout_file, 20)}")
+        parts.append(f"--- tail of {self.log_file} ---\n{tail(self.log_file)}")
+        parts.append(f"--- tail of {self.stdout_file} ---\n{tail(self.stdout_file, 20)}")
         return "\n".join(parts)
 
     def _check_alive(self) -> None:
@@ -565,6 +475,10 @@ class KafkaCluster:
         self._detached = detached
         self._stopped = False
         self._container: Any = None
+        self.zookeeper: ZooKeeperServer | None = None
+        self.profile: BrokerProfile | None = (
+            profile_for(kafka_version) if kind == "jvm" and kafka_version else None
+        )
 
     def __repr__(self) -> str:
         return f"<KafkaCluster {self.kind} {self.bootstrap} brokers={len(self.brokers)}>"
@@ -642,7 +556,13 @@ class KafkaCluster:
         )
         cluster._register()
         try:
-            cluster._format_all(java, libs, options)
+            if cluster.zookeeper is not None:
+                cluster.zookeeper._launch()
+                cluster.zookeeper.wait_ready(_start_timeout(timeout))
+                if cluster.sasl is not None:
+                    cluster._zookeeper_scram_users(java, libs)
+            else:
+                cluster._format_all(java, libs, options)
             for broker in cluster.brokers:
                 broker._launch()
             _wait_all(cluster.brokers, _start_timeout(timeout))
@@ -663,12 +583,15 @@ class KafkaCluster:
         detached: bool,
     ) -> KafkaCluster:
         tls: TlsFiles | None = None
+        profile = profile_for(options.kafka_version, log4j_version_for(options.kafka_version))
         if options.ssl:
             java_home = Path(java).resolve().parent.parent
-            tls = make_tls_files(root / "tls", java_home=java_home)
+            tls = make_tls_files(
+                root / "tls", java_home=java_home, pkcs12=not profile.pem_key_without_password
+            )
         creds = SaslCredentials() if options.sasl else None
         per_node = 2 + int(options.sasl) + int(options.ssl)
-        ports = iter(free_ports(per_node * options.brokers))
+        ports = iter(free_ports(per_node * options.brokers + int(profile.zookeeper)))
         node_ports: dict[int, NodePorts] = {}
         for node_id in range(1, options.brokers + 1):
             node_ports[node_id] = NodePorts(
@@ -690,6 +613,13 @@ class KafkaCluster:
             detached=detached,
         )
         cluster.tls = tls
+        cluster.profile = profile
+        zookeeper_connect: str | None = None
+        if profile.zookeeper:
+            cluster.zookeeper = build_zookeeper(
+                profile, java, libs, root, next(ports), detached=detached
+            )
+            zookeeper_connect = cluster.zookeeper.connect
         for node_id, nports in node_ports.items():
             spec = NodeSpec(
                 node_id=node_id,
@@ -701,6 +631,8 @@ class KafkaCluster:
                 overrides={
                     k: v.replace("{node_id}", str(node_id)) for k, v in options.overrides.items()
                 },
+                profile=profile,
+                zookeeper_connect=zookeeper_connect,
             )
             node_dir = root / f"node-{node_id}"
             (node_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -708,17 +640,18 @@ class KafkaCluster:
                 f"# kafkastate.testing: node {node_id} of {options.brokers}\n"
                 + render_properties(server_properties(spec))
             )
-            (node_dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
+            (node_dir / profile.log_config_name).write_text(profile.log_config_text)
             argv = jvm_command(
                 java,
                 f"{libs}{os.sep}*",
                 "kafka.Kafka",
                 [str(node_dir / "server.properties")],
                 logs_dir=node_dir / "logs",
-                log4j_config=node_dir / "log4j2.properties",
+                log4j_config=node_dir / profile.log_config_name,
                 heap_mb=options.heap_mb,
                 fast_start=options.fast_start,
                 extra=options.jvm_options,
+                profile=profile,
             )
             cluster.brokers.append(
                 Broker(spec, node_dir, argv, detached=detached, expected_peers=cluster._running_ids)
@@ -739,10 +672,11 @@ class KafkaCluster:
     def _format_all(self, java: str, libs: Path, options: _Options) -> None:
         procs: list[tuple[Broker, Path, subprocess.Popen[bytes]]] = []
         for broker in self.brokers:
+            profile = self.profile or profile_for(options.kafka_version)
             args = ["format", "-t", str(self.cluster_id), "-c", str(broker.config_file)]
-            if len(self.brokers) == 1:
+            if len(self.brokers) == 1 and profile.standalone_quorum:
                 args.append("--standalone")
-            if self.sasl is not None:
+            if self.sasl is not None and profile.scram_at_format:
                 args += scram_format_args(self.sasl)
             argv = jvm_command(
                 java,
@@ -750,9 +684,10 @@ class KafkaCluster:
                 "kafka.tools.StorageTool",
                 args,
                 logs_dir=broker.node_dir / "logs",
-                log4j_config=broker.node_dir / "log4j2.properties",
+                log4j_config=broker.node_dir / profile.log_config_name,
                 heap_mb=256,
                 fast_start=True,
+                profile=profile,
             )
             log = broker.node_dir / "logs" / "format.log"
             with open(log, "wb") as out:
@@ -770,10 +705,44 @@ class KafkaCluster:
             if rc != 0:
                 failures.append(
                     f"storage format of node {broker.node_id} failed (exit {rc}); "
-                    f"log: {log}\n{_tail(log, 30)}"
+                    f"log: {log}\n{tail(log, 30)}"
                 )
         if failures:
             raise BrokerStartError("\n".join(failures), procs[0][1])
+
+    def _zookeeper_scram_users(self, java: str, libs: Path) -> None:
+        """Create the SCRAM users in ZooKeeper (ZooKeeper mode has no ``--add-scram``)."""
+        assert self.zookeeper is not None and self.sasl is not None and self.profile is not None
+        creds = self.sasl
+        config = ",".join(f"{mech}=[password={creds.password}]" for mech in SCRAM_MECHANISMS)
+        zk_dir = self.zookeeper.node_dir
+        argv = jvm_command(
+            java,
+            f"{libs}{os.sep}*",
+            "kafka.admin.ConfigCommand",
+            [
+                *("--zookeeper", self.zookeeper.connect, "--alter", "--add-config", config),
+                *("--entity-type", "users", "--entity-name", creds.username),
+            ],
+            logs_dir=zk_dir / "logs",
+            log4j_config=zk_dir / self.profile.log_config_name,
+            heap_mb=256,
+            profile=self.profile,
+        )
+        log = zk_dir / "logs" / "scram-users.log"
+        with open(log, "wb") as out:
+            rc = subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                check=False,
+                timeout=120,
+            ).returncode
+        if rc != 0:
+            raise BrokerStartError(
+                f"creating the SCRAM users failed (exit {rc}); log: {log}\n{tail(log, 30)}", log
+            )
 
     def _running_ids(self) -> set[int]:
         return {b.node_id for b in self.brokers if b.is_running and not b._paused}
@@ -1050,6 +1019,8 @@ class KafkaCluster:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _close_extra(self) -> None:
+        if self.zookeeper is not None:
+            self.zookeeper.kill()
         if self._container is not None:
             container, self._container = self._container, None
             with contextlib.suppress(Exception):
@@ -1059,6 +1030,7 @@ class KafkaCluster:
         """Kill everything after a failed start; keep the workdir for the logs."""
         for broker in self.brokers:
             broker.kill()
+        self._close_extra()
         with _owned_lock, contextlib.suppress(ValueError):
             _owned.remove(self)
 
@@ -1097,6 +1069,14 @@ class KafkaCluster:
                 "oauthbearer": self.sasl.oauthbearer,
             },
             "ca_file": None if self.ca_file is None else str(self.ca_file),
+            "zookeeper": None
+            if self.zookeeper is None
+            else {
+                "pid": self.zookeeper._pid,
+                "argv": self.zookeeper._argv,
+                "node_dir": str(self.zookeeper.node_dir),
+                "port": self.zookeeper.port,
+            },
             "brokers": [
                 {
                     "node_id": b.node_id,
@@ -1134,6 +1114,12 @@ class KafkaCluster:
             owns_workdir=True,
             detached=True,
         )
+        zk = state.get("zookeeper")
+        if zk:
+            cluster.zookeeper = ZooKeeperServer(
+                Path(zk["node_dir"]), list(zk["argv"]), zk["port"], detached=True
+            )
+            cluster.zookeeper._pid = zk["pid"]
         voters = {b["node_id"]: b["ports"]["controller"] for b in state["brokers"]}
         for entry in state["brokers"]:
             node_dir = Path(entry["node_dir"])

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._versions import LOG4J2_PROPERTIES, BrokerProfile, profile_for
+
 __all__ = [
     "LOG4J2_PROPERTIES",
     "NodePorts",
@@ -107,6 +109,8 @@ class NodeSpec:
         sasl: the SASL users, or ``None`` for no SASL_PLAINTEXT listener.
         tls: the TLS files, or ``None`` for no SSL listener.
         overrides: extra properties, applied last (they win).
+        profile: the Kafka version's harness profile (default: a 4.x KRaft node).
+        zookeeper_connect: ``host:port`` of ZooKeeper, for a ZooKeeper-mode profile.
     """
 
     node_id: int
@@ -116,11 +120,14 @@ class NodeSpec:
     sasl: SaslCredentials | None = None
     tls: TlsFiles | None = None
     overrides: Mapping[str, str] = field(default_factory=dict)
+    profile: BrokerProfile = field(default_factory=lambda: profile_for("4.0.0"))
+    zookeeper_connect: str | None = None
 
     @property
     def static_quorum(self) -> bool:
-        """Whether the quorum is static (``controller.quorum.voters``, several nodes)."""
-        return len(self.voters) > 1
+        """Whether the quorum is static (``controller.quorum.voters``): several nodes, or a
+        Kafka without ``format --standalone`` (3.x)."""
+        return len(self.voters) > 1 or not self.profile.standalone_quorum
 
 
 def new_cluster_id() -> str:
@@ -213,11 +220,12 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
     """
     rf = min(3, len(node.voters))
     min_isr = 2 if rf >= 3 else 1
-    listeners = {
-        "PLAINTEXT": node.ports.plaintext,
-        "CONTROLLER": node.ports.controller,
-    }
-    protocol_map = {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT"}
+    profile = node.profile
+    listeners = {"PLAINTEXT": node.ports.plaintext}
+    protocol_map = {"PLAINTEXT": "PLAINTEXT"}
+    if not profile.zookeeper:
+        listeners["CONTROLLER"] = node.ports.controller
+        protocol_map["CONTROLLER"] = "PLAINTEXT"
     if node.sasl is not None:
         if node.ports.sasl is None:
             raise ValueError("SASL credentials given but no SASL port")
@@ -229,25 +237,19 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
         listeners["SSL"] = node.ports.ssl
         protocol_map["SSL"] = "SSL"
     listener_list = ",".join(f"{name}://{HOST}:{port}" for name, port in listeners.items())
+    advertised = ",".join(
+        f"{name}://{HOST}:{port}"
+        for name, port in listeners.items()
+        if name != "CONTROLLER" or profile.standalone_quorum
+    )
 
-    props: dict[str, str] = {
-        "process.roles": "broker,controller",
-        "node.id": str(node.node_id),
-    }
-    if node.static_quorum:
-        props["controller.quorum.voters"] = ",".join(
-            f"{nid}@{HOST}:{port}" for nid, port in sorted(node.voters.items())
-        )
-    else:
-        props["controller.quorum.bootstrap.servers"] = ",".join(
-            f"{HOST}:{port}" for _, port in sorted(node.voters.items())
-        )
+    props = profile.mode_properties(node.node_id, node.voters, node.zookeeper_connect, HOST)
     props.update(
         {
             "listeners": listener_list,
-            "advertised.listeners": listener_list,
+            # Kafka 3.x refuses a controller listener among a broker's advertised ones
+            "advertised.listeners": advertised,
             "inter.broker.listener.name": "PLAINTEXT",
-            "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in protocol_map.items()),
             "log.dirs": str(node.data_dir),
             "num.partitions": "1",
@@ -279,6 +281,7 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
             "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
         }
     )
+    props.update(profile.feature_properties())
     if node.sasl is not None:
         enabled = list(node.sasl.mechanisms)
         if node.sasl.oauthbearer:
@@ -342,22 +345,6 @@ def scram_format_args(creds: SaslCredentials) -> list[str]:
     return args
 
 
-LOG4J2_PROPERTIES = """\
-status = warn
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = ${sys:kafka.logs.dir}/server.log
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = FILE
-logger.request.name = kafka.request.logger
-logger.request.level = WARN
-logger.state.name = state.change.logger
-logger.state.level = WARN
-"""
-"""log4j2 config (properties format: needs only log4j-core): everything into server.log."""
-
 FAST_START_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 """C1 only + serial GC. Measured on 2 cores (Kafka 4.3.1, JDK 17): JVM launch to first
 ApiVersions ~1.7 s instead of ~3.1 s with the JVM defaults (G1 + C2); whole single-broker
@@ -378,6 +365,7 @@ def jvm_command(
     heap_mb: int,
     fast_start: bool = True,
     extra: Sequence[str] = (),
+    profile: BrokerProfile | None = None,
 ) -> list[str]:
     """Build a ``java`` command line for a Kafka main class.
 
@@ -391,6 +379,8 @@ def jvm_command(
         heap_mb: ``-Xmx`` in MiB.
         fast_start: use :data:`FAST_START_FLAGS`, else :data:`THROUGHPUT_FLAGS`.
         extra: more JVM options, placed last (they win).
+        profile: the Kafka version's profile, which picks the logging library's flag
+            (default: log4j2).
 
     Returns:
         The argv list.
@@ -404,7 +394,7 @@ def jvm_command(
         "-XX:+ExitOnOutOfMemoryError",
         "-Djava.awt.headless=true",
         f"-Dkafka.logs.dir={logs_dir}",
-        f"-Dlog4j2.configurationFile={log4j_config}",
+        (profile or profile_for("4.0.0")).log_config_flag(str(log4j_config)),
         *extra,
         "-cp",
         classpath,

@@ -101,12 +101,16 @@ def _with_keytool(keytool: str, directory: Path) -> TlsFiles:
     )
 
 
-def make_tls_files(directory: Path, *, java_home: Path | None = None) -> TlsFiles:
+def make_tls_files(
+    directory: Path, *, java_home: Path | None = None, pkcs12: bool = False
+) -> TlsFiles:
     """Create a CA and a broker certificate signed by it in ``directory``.
 
     Args:
         directory: where to write the files (created if missing).
         java_home: a JDK whose ``bin/keytool`` to use when openssl is absent.
+        pkcs12: make PKCS12 stores with keytool even if openssl is there (Kafka before 3.0
+            refuses a PEM key store whose key has no password).
 
     Returns:
         The files, ready for :func:`kafkastate.testing._config.server_properties`.
@@ -116,7 +120,7 @@ def make_tls_files(directory: Path, *, java_home: Path | None = None) -> TlsFile
         HarnessError: a generation step failed.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    openssl = shutil.which("openssl")
+    openssl = None if pkcs12 else shutil.which("openssl")
     if openssl is not None:
         return _with_openssl(openssl, directory)
     keytool = None

@@ -30,7 +30,7 @@ import pytest
 from ._cluster import KafkaCluster
 from ._errors import PrerequisiteError
 
-__all__ = ["kafka_bootstrap_env", "kafka_cluster", "kafka_cluster3"]
+__all__ = ["kafka_bootstrap_env", "kafka_cluster", "kafka_cluster3", "unavailable"]
 
 _FIXTURES = ("kafka_cluster", "kafka_cluster3")
 
@@ -75,7 +75,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
-def _unavailable(exc: PrerequisiteError) -> NoReturn:
+def unavailable(exc: PrerequisiteError) -> NoReturn:
+    """Skip (or, with ``KAFKASTATE_REQUIRE_BROKER``, fail) a test that needs a broker the
+    harness cannot start; for fixtures of your own that start clusters.
+
+    Args:
+        exc: why the harness cannot start one.
+    """
     message = (
         f"kafkastate: no Kafka broker: {exc.missing} not found ({exc.purpose}); install it, "
         "or point KAFKASTATE_BOOTSTRAP at a running cluster"
@@ -99,7 +105,7 @@ def _session_cluster(request: pytest.FixtureRequest, brokers: int) -> Iterator[K
             external = KafkaCluster.from_env(env)
             cluster = external or KafkaCluster.start(version, brokers, config_overrides=RACK_AWARE)
     except PrerequisiteError as exc:
-        _unavailable(exc)
+        unavailable(exc)
     config.stash[_STARTED].append(cluster)
     yield cluster
     failed = request.session.testsfailed > 0

@@ -29,6 +29,7 @@ from kafkastate.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     LocalProtocolError,
+    UnsupportedVersionError,
 )
 from tests._support.peer import (
     api_versions_response,
@@ -394,3 +395,61 @@ def test_a_separate_connection_to_a_broker_is_its_own_node() -> None:
     assert all(e.node_id in (1, 2) for e in drain(client) if isinstance(e, ConnectRequested))
     with pytest.raises(LocalProtocolError, match="second connection"):
         client.separate_connection(NodeId(-1))  # a bootstrap address is not a broker
+
+
+def _reconnect(client: Client, node: int, *, now: float) -> list[Any]:
+    """Lose ``node``'s connection, send a Metadata request to it, connect again; return the
+    requests the client wrote on the new connection."""
+    client.connection_lost(NodeId(node), now=now, error=OSError("reset"))
+    drain(client)
+    client.send(_md_factory, now=now + 10.0, node_id=NodeId(node))
+    client.handle_timer(now=now + 10.0)
+    assert ConnectRequested(node_id=NodeId(node), host="boot", port=9092) in drain(client)
+    client.connection_made(NodeId(node), now=now + 10.1)
+    return Broker(client, node).requests(client.data_to_send())
+
+
+def test_a_reconnect_reuses_the_nodes_api_versions_answer() -> None:
+    client, _ = bootstrapped()
+    (req,) = _reconnect(client, -1, now=1.0)
+    assert req.api_key == ApiKey.METADATA  # no ApiVersions round trip first
+    assert client.node_state(NodeId(-1)) is NodeState.READY
+
+
+def test_a_reused_table_that_never_got_an_answer_is_asked_for_again() -> None:
+    client, _ = bootstrapped()
+    (req,) = _reconnect(client, -1, now=1.0)
+    assert req.api_key == ApiKey.METADATA
+    # dies before any answer: perhaps the broker was rolled to another version
+    (again,) = _reconnect(client, -1, now=20.0)
+    assert again.api_key == ApiKey.API_VERSIONS
+
+
+def test_a_feature_the_negotiated_versions_lack_fails_naming_the_node() -> None:
+    client, _ = bootstrapped()
+
+    def gated(versions: ApiVersionTable) -> Any:
+        versions.require(ApiKey.METADATA, feature="metadata v999", remedy="wait", min_version=999)
+        raise AssertionError("not reached")
+
+    rid = client.send(gated, now=1.0, node_id=NodeId(-1))
+    (failed,) = [e for e in drain(client) if isinstance(e, RequestFailed)]
+    assert failed.request_id == rid
+    error = failed.error
+    assert isinstance(error, UnsupportedVersionError)
+    assert error.node_id == -1 and error.feature == "metadata v999"
+    assert str(error).startswith("broker node -1: metadata v999 needs Metadata v999+")
+
+
+def test_a_second_connection_reuses_its_brokers_api_versions_answer() -> None:
+    client, _ = bootstrapped()
+    client.send(_md_factory, now=1.0, node_id=NodeId(1))
+    drain(client)
+    client.connection_made(NodeId(1), now=1.1)
+    Broker(client, 1).handshake(now=1.2)  # broker 1 answered ApiVersions once
+    second = client.separate_connection(NodeId(1))
+    client.send(_md_factory, now=2.0, node_id=second)
+    drain(client)
+    client.connection_made(second, now=2.1)
+    (req,) = Broker(client, second).requests(client.data_to_send())
+    assert req.api_key == ApiKey.METADATA

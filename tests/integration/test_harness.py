@@ -68,6 +68,7 @@ from kafkastate.testing._maven import (
     render_pom,
 )
 from kafkastate.testing._tls import make_tls_files
+from kafkastate.testing._versions import profile_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -272,6 +273,54 @@ def test_three_node_properties_use_static_voters_and_replication_factor_3() -> N
     assert props["transaction.state.log.min.isr"] == "2"
 
 
+def test_zookeeper_mode_properties_for_kafka_2_8() -> None:
+    props = server_properties(
+        _spec(profile=profile_for("2.8.2"), zookeeper_connect="127.0.0.1:12181")
+    )
+    assert props["broker.id"] == "1"
+    assert props["zookeeper.connect"] == "127.0.0.1:12181"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:18001"
+    for key in ("process.roles", "node.id", "controller.listener.names"):
+        assert key not in props, key
+    assert not any(key.startswith("controller.quorum.") for key in props)
+    assert "group.coordinator.rebalance.protocols" not in props
+    with pytest.raises(HarnessError, match="needs ZooKeeper"):
+        server_properties(_spec(profile=profile_for("2.8.2")))
+
+
+def test_kafka_3_single_node_uses_static_voters_and_no_advertised_controller() -> None:
+    props = server_properties(_spec(profile=profile_for("3.6.2")))
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:19001"
+    assert "controller.quorum.bootstrap.servers" not in props
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:18001,CONTROLLER://127.0.0.1:19001"
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:18001"
+    assert "group.coordinator.rebalance.protocols" not in props  # no such setting in 3.6
+    props = server_properties(_spec(profile=profile_for("3.9.1")))
+    assert props["group.coordinator.rebalance.protocols"] == "classic"  # KIP-848 preview off
+
+
+def test_profiles_pick_logging_quorum_and_features_per_generation() -> None:
+    old, mid, new = profile_for("2.8.2"), profile_for("3.6.2"), profile_for("4.4.0", "2.25.5")
+    assert (old.zookeeper, mid.zookeeper, new.zookeeper) == (True, False, False)
+    assert (old.consumer_protocol, mid.consumer_protocol, new.consumer_protocol) == (
+        False,
+        False,
+        True,
+    )
+    assert not old.pem_key_without_password and mid.pem_key_without_password
+    assert profile_for("3.4.1").scram_at_format is False and mid.scram_at_format
+    assert old.log_config_flag("/c") == "-Dlog4j.configuration=file:/c"
+    assert new.log_config_flag("/c") == "-Dlog4j2.configurationFile=/c"
+    assert "slf4j-log4j12" in render_pom("2.8.2", "unused")
+    assert "slf4j-reload4j" in render_pom("3.9.1", "unused")
+    assert "log4j-slf4j-impl" in render_pom("4.4.0", "2.25.5")
+    argv = jvm_command(
+        "java", "/l/*", "M", [], logs_dir=Path("/l"), log4j_config=Path("/c"), heap_mb=64,
+        profile=old,
+    )  # fmt: skip
+    assert "-Dlog4j.configuration=file:/c" in argv
+
+
 def test_sasl_listener_has_plain_users_and_scram_login_modules() -> None:
     creds = SaslCredentials()
     props = server_properties(_spec(sasl=creds))
@@ -384,7 +433,7 @@ def test_pom_pins_kafka_and_the_log4j_binding() -> None:
     assert log4j_version_for("4.99.0")  # unknown versions get the newest known log4j
 
 
-@pytest.mark.parametrize("bad", ["3.9.0", "4.3", "latest", "4.3.1</version>", "../4.3.1"])
+@pytest.mark.parametrize("bad", ["2.7.0", "4.3", "latest", "4.3.1</version>", "../4.3.1"])
 def test_bad_kafka_versions_are_rejected(bad: str) -> None:
     with pytest.raises(HarnessError):
         check_version(bad)

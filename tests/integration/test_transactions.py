@@ -35,6 +35,7 @@ from kafkastate.errors import (
 )
 from kafkastate.structs import ConsumerGroupMetadata, TopicPartition
 from kafkastate.sync import KafkaConsumer, KafkaProducer
+from tests._support.txn import commit_one
 
 pytestmark = pytest.mark.integration
 
@@ -322,14 +323,7 @@ def test_a_second_producer_with_the_same_id_fences_the_first(
     def newer_producer() -> None:
         # the newer incarnation: InitProducerId aborts the first one's open transaction
         # and bumps the epoch; then it commits a transaction of its own
-        newer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid)
-        try:
-            newer.init_transactions()
-            newer.begin_transaction()
-            newer.send(topic, b"newer", partition=1).get(timeout=30)
-            newer.commit_transaction()
-        finally:
-            newer.close(timeout=30)
+        commit_one(bootstrap, tid, topic, b"newer", partition=1)
 
     outcomes = run_script(
         adapter,

@@ -60,7 +60,13 @@ from kafkastate.core.consumer.group import (
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
 from kafkastate.core.states import StateTable, register, transition
-from kafkastate.errors import IllegalStateError, KafkaConfigurationError, KafkaError, error_for_code
+from kafkastate.errors import (
+    IllegalStateError,
+    KafkaConfigurationError,
+    KafkaError,
+    UnsupportedVersionError,
+    error_for_code,
+)
 
 __all__ = ["MEMBER848_STATES", "ConsumerGroupConfig", "ConsumerGroupMember", "Member848State"]
 
@@ -289,9 +295,15 @@ class ConsumerGroupMember(MemberBase):
 
     def handle_failure(self, kind: str, error: KafkaError, *, now: float) -> None:
         """The heartbeat got no answer."""
-        del kind, error
+        del kind
         self._in_flight = False
         if self.state in (Member848State.CLOSED, Member848State.FAILED):
+            return
+        if isinstance(error, UnsupportedVersionError):
+            # The coordinator's broker cannot take the request at all: another coordinator
+            # lookup lands on the same kind of broker, so retrying would hang for ever.
+            self._fail(error)
+            self._step(now)
             return
         self.coordinator_wanted = True
         self._next_heartbeat = now + self.config.retry_backoff
@@ -428,6 +440,12 @@ class ConsumerGroupMember(MemberBase):
         joining = epoch == _JOIN_EPOCH
 
         def factory(versions: ApiVersionTable) -> Any:
+            versions.require(
+                ApiKey.CONSUMER_GROUP_HEARTBEAT,
+                feature="group_protocol='consumer' (KIP-848)",
+                remedy="it needs Kafka 4.0+ (3.7-3.9 only as a preview); use "
+                "group_protocol='classic' with this broker",
+            )
             cls = versions.request_type(ApiKey.CONSUMER_GROUP_HEARTBEAT)
             tp_cls = nested_type(cls, "TopicPartitions")
             leaving = epoch < 0

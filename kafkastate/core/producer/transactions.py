@@ -46,7 +46,10 @@ fenced. If the transaction has been open that long, this is not treated as fatal
 transaction becomes abortable (:class:`~kafkastate.errors.TransactionTimedOutError`) and
 its abort skips EndTxn (it would be refused) for InitProducerId with the old epoch, which
 the coordinator accepts only after its own timeout abort -- after a real fence it answers
-PRODUCER_FENCED, and that is fatal.
+PRODUCER_FENCED, and that is fatal. Only Kafka 4.0+ coordinators accept it; on older ones
+(told apart by the negotiated versions, :func:`_check_timeout_recovery`) the abort fails the
+producer with an UnsupportedVersionError that names the next step instead of sending a
+request whose PRODUCER_FENCED answer would claim a fencing that did not happen.
 
 Epoch bump (KIP-360). When the sequence of some partition can no longer be trusted (a failed
 or expired batch, UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE_NUMBER) the transaction becomes
@@ -96,6 +99,7 @@ from kafkastate.errors import (
     TransactionFailedError,
     TransactionStateError,
     TransactionTimedOutError,
+    UnsupportedVersionError,
     error_for_code,
 )
 from kafkastate.structs import ConsumerGroupMetadata
@@ -347,6 +351,8 @@ class TransactionManager:
         self._started_at: float | None = None  # when the first partition/offsets went
         self._bump_required = False  # KIP-360 / KIP-890: new epoch before the next one
         self._epoch_lost = False  # KIP-588: the coordinator aborted us after a timeout
+        # the timeout that the InitProducerId now under way recovers from (KIP-588)
+        self._recovering: KafkaError | None = None
         self._abortable: KafkaError | None = None
         self._fatal: KafkaError | None = None
         self._transitions: list[tuple[TransactionState, TransactionState]] = []
@@ -884,6 +890,10 @@ class TransactionManager:
         self._pending.clear()
         self._started = False
         self._started_at = None
+        if self._epoch_lost:
+            self._recovering = self._abortable or TransactionTimedOutError(
+                f"the coordinator aborted the transaction of {self.transactional_id!r}"
+            )
         self._abortable = None
         self._epoch_lost = False
         if self._bump_required:
@@ -911,8 +921,11 @@ class TransactionManager:
                 bumping = self._idem.state is IdempotenceState.BUMPING
                 init_pid, init_epoch = (pid, epoch) if bumping else (-1, -1)
                 timeout = self.transaction_timeout
+                recovering = self._recovering
 
                 def factory(versions: ApiVersionTable) -> Any:
+                    if recovering is not None:
+                        _check_timeout_recovery(versions, tid, recovering)
                     cls = _capped(versions, ApiKey.INIT_PRODUCER_ID)
                     return build(
                         cls,
@@ -1058,6 +1071,7 @@ class TransactionManager:
             return
         self._idem.initialized(int(response.producer_id), int(response.producer_epoch))
         self._bump_required = False
+        self._recovering = None
         self._to(_S.READY)
         self._finish_op(None)
 
@@ -1245,3 +1259,40 @@ def _parse_offsets(offsets: Mapping[tuple[str, int], Any]) -> dict[_TP, tuple[in
     if not out:
         raise ValueError("offsets: empty; nothing to send")
     return out
+
+
+TIMEOUT_RECOVERY = "recovering from a transaction timeout (KIP-588)"
+"""The feature :func:`_check_timeout_recovery` gates."""
+
+
+def _check_timeout_recovery(versions: ApiVersionTable, tid: str, timed_out: KafkaError) -> None:
+    """Refuse InitProducerId with the epoch the coordinator fenced, where it cannot work.
+
+    When a transaction outlives ``transaction.timeout.ms`` the coordinator aborts it and bumps
+    the epoch. From Kafka 4.0 on it remembers the fenced epoch, and InitProducerId with that
+    epoch re-initialises the producer (the Java client's ``abortTransaction`` after a timeout).
+    Older coordinators answer PRODUCER_FENCED to it -- though no other producer exists
+    (seen on 2.8.2, 3.6.2 and 3.9.1; issue 25). The negotiated versions tell
+    the two apart: Kafka 4.0 dropped Fetch v0-v3 (KIP-896), so a broker still offering them
+    is older. (Produce would not do: 4.x advertises Produce v0 again for old clients,
+    KAFKA-18659, though it refuses v0-v2.) A fresh InitProducerId (epoch -1) would work there,
+    but it would also fence a newer producer if one did take the transactional id over; only
+    the application knows, so the producer fails, naming the next step, instead of guessing.
+    """
+    fetch = versions.broker_ranges.get(ApiKey.FETCH)
+    if fetch is None or fetch[0] >= 4:
+        return
+    error = UnsupportedVersionError(
+        f"{TIMEOUT_RECOVERY} needs Kafka 4.0+; this broker is older (it offers Fetch "
+        f"v{fetch[0]}..v{fetch[1]}), and its coordinator, when it aborted the timed-out "
+        f"transaction of {tid!r}, fenced the producer's epoch for good -- no other producer "
+        "took over. The transaction is aborted; close this producer and create a new one with "
+        "the same transactional_id (its init_transactions() takes a new epoch), or keep "
+        "transactions shorter than transaction_timeout_ms",
+        api_key=ApiKey.INIT_PRODUCER_ID,
+        api_name="InitProducerId",
+        broker_range=versions.broker_ranges.get(ApiKey.INIT_PRODUCER_ID),
+        feature=TIMEOUT_RECOVERY,
+    )
+    error.__cause__ = timed_out
+    raise error

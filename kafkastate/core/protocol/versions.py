@@ -169,3 +169,35 @@ class ApiVersionTable:
     def request_type(self, api_key: int) -> type[Any]:
         """The kio request class at the negotiated version of ``api_key``."""
         return request_type(api_key, self.version_for(api_key))
+
+    def require(self, api_key: int, *, feature: str, remedy: str, min_version: int = 0) -> int:
+        """The version of ``api_key`` to send for ``feature``, gated on what was negotiated.
+
+        Args:
+            api_key: the API the feature needs.
+            feature: what the user asked for, e.g. ``"group_protocol='consumer' (KIP-848)"``.
+            remedy: what to do instead (which broker has it, which setting avoids it).
+            min_version: the oldest version of the API the feature can use.
+
+        Returns:
+            The negotiated version (at least ``min_version``).
+
+        Raises:
+            UnsupportedVersionError: the broker lacks it; the message names the feature, the
+                API, what the broker offers and the remedy.
+        """
+        chosen = self._chosen.get(api_key)
+        if chosen is not None and chosen >= min_version:
+            return chosen
+        name = api_name(api_key)
+        theirs = self._broker.get(api_key)
+        offers = f"v{theirs[0]}..v{theirs[1]}" if theirs else "does not offer it"
+        needed = f"{name} v{min_version}+" if min_version else name
+        raise UnsupportedVersionError(
+            f"{feature} needs {needed} (api_key {api_key}); the broker {offers}: {remedy}",
+            api_key=api_key,
+            api_name=name,
+            client_range=self._client.get(api_key),
+            broker_range=theirs,
+            feature=feature,
+        )

@@ -27,7 +27,7 @@ from kafkastate.core.protocol.versions import (
     ApiVersionTable,
     response_type,
 )
-from kafkastate.errors import IllegalStateError
+from kafkastate.errors import IllegalStateError, KafkaConnectionError, UnsupportedVersionError
 from tests.sim.test_sim_conformance import _wait_for_coordinator
 
 VERSIONS = ApiVersionTable(CLIENT_VERSIONS)
@@ -245,3 +245,36 @@ def test_two_members_share_partitions_on_real_kafka(kafka_cluster: Any) -> None:
             second.conn.close()
     finally:
         first.conn.close()
+
+
+def test_a_broker_without_consumer_group_heartbeat_fails_the_group_at_once() -> None:
+    """Kafka 2.8/3.6 offer no ConsumerGroupHeartbeat: the member must fail, naming the
+    feature, instead of looking for the coordinator again for ever (issue 25)."""
+    old = ApiVersionTable({k: v for k, v in CLIENT_VERSIONS.items() if k != 68})
+    m = member()
+    m.subscribe(["t"], now=0.0)
+    m.coordinator_found(now=0.0)
+    (out,) = m.take_requests()
+    with pytest.raises(UnsupportedVersionError) as info:
+        out.factory(old)
+    error = info.value.on_node(1)
+    assert "group_protocol='consumer' (KIP-848)" in str(error)
+    assert "broker node 1" in str(error) and "does not offer it" in str(error)
+    assert "group_protocol='classic'" in str(error)
+    assert (error.feature, error.node_id, error.api_key) == (
+        "group_protocol='consumer' (KIP-848)",
+        1,
+        68,
+    )
+    m.handle_failure("heartbeat", error, now=0.1)
+    (failed,) = events(m)
+    assert failed == GroupFailed(error=error)
+    assert m.state is Member848State.FAILED and not m.coordinator_wanted
+    assert m.get_timer() is None and m.take_requests() == []
+    # a lost request is still only a coordinator problem
+    other = member()
+    other.subscribe(["t"], now=0.0)
+    other.coordinator_found(now=0.0)
+    other.take_requests()
+    other.handle_failure("heartbeat", KafkaConnectionError("reset"), now=0.1)
+    assert other.coordinator_wanted and other.state is not Member848State.FAILED

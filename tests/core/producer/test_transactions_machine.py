@@ -21,7 +21,7 @@ from kafkastate.core.producer.transactions import (
 )
 from kafkastate.core.protocol.records import iter_batches
 from kafkastate.core.protocol.requests import build, nested_type
-from kafkastate.core.protocol.versions import ApiKey, response_type
+from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiKey, response_type
 from kafkastate.errors import (
     IllegalOperation,
     IllegalStateError,
@@ -33,6 +33,7 @@ from kafkastate.errors import (
     TransactionFailedError,
     TransactionStateError,
     TransactionTimedOutError,
+    UnsupportedVersionError,
 )
 from kafkastate.structs import ConsumerGroupMetadata
 from tests._support.peer import Sent, response
@@ -906,3 +907,41 @@ def test_the_kip_890_defence_can_be_switched_off_for_the_simulator(defence: bool
     add = peer.take(ADD_PARTS)
     epoch = add.req.body.v3_and_below_producer_epoch
     assert (epoch > held.req.body.producer_epoch) is defence
+
+
+def test_after_a_timeout_a_pre_4_0_broker_fails_the_abort_naming_the_next_step() -> None:
+    """Kafka 2.8-3.9 refuse InitProducerId with the epoch their coordinator fenced on a
+    timeout (issue 25): the abort must not send it and then claim a newer producer fenced
+    us; it fails with an error that names the feature, the broker and the next step."""
+    old = {**CLIENT_VERSIONS, ApiKey.FETCH: (0, 12)}  # still offers Fetch v0-3: < 4.0
+    peer = TxnPeer(
+        machine(transactional_id=TID, transaction_timeout=30.0, delivery_timeout=120.0),
+        topics={"t": {0: (1, 0), 1: (2, 0)}, "u": {0: (2, 0)}},
+        api_ranges=old,
+    )
+    peer.start()
+    peer.m.init_transactions(now=peer.now)
+    peer.pump()
+    peer.answer_find()
+    peer.answer_init_txn()
+    in_transaction_with(peer, ("t", 0))
+    peer.advance(peer.now + 31.0)
+    peer.m.commit_transaction(now=peer.now)
+    peer.pump()
+    peer.answer_code(END, ErrorCode.producer_fenced)
+    assert isinstance(peer.ops()[-1].error, TransactionTimedOutError)
+    abort = peer.m.abort_transaction(now=peer.now)
+    peer.pump()
+    assert INIT not in peer.kinds() and END not in peer.kinds()
+    assert peer.txn_state is S.FATAL_ERROR
+    last = peer.ops()[-1]
+    error = last.error
+    assert last.operation_id == abort and isinstance(error, UnsupportedVersionError)
+    assert not isinstance(error, ProducerFencedError)
+    assert error.feature == "recovering from a transaction timeout (KIP-588)"
+    assert error.node_id == 1  # the transaction coordinator
+    assert "no other producer took over" in str(error)
+    assert "create a new one with the same transactional_id" in str(error)
+    assert isinstance(error.__cause__, TransactionTimedOutError)
+    with pytest.raises(UnsupportedVersionError):
+        peer.m.begin_transaction()
