@@ -1,0 +1,5 @@
+"""The seed's ``kafka.partition.base``: :mod:`kafkastate.legacy.partitioner.base`."""
+
+from kafkastate.legacy.partitioner.base import Partitioner
+
+__all__ = ["Partitioner"]
