@@ -16,6 +16,7 @@ from kafkastate.legacy.partitioner import (
     Murmur2Partitioner,
     RoundRobinPartitioner,
 )
+from kafkastate.legacy.producer import KeyedProducer, SimpleProducer
 from kafkastate.legacy.protocol import (
     create_gzip_message,
     create_message,
@@ -26,9 +27,11 @@ __all__ = [
     "HashedPartitioner",
     "KafkaClient",
     "KafkaConnection",
+    "KeyedProducer",
     "LegacyPartitioner",
     "Murmur2Partitioner",
     "RoundRobinPartitioner",
+    "SimpleProducer",
     "create_gzip_message",
     "create_message",
     "create_snappy_message",
