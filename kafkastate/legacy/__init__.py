@@ -10,6 +10,7 @@ docs/legacy.md maps every class to its modern replacement.
 
 from kafkastate.legacy.client import KafkaClient
 from kafkastate.legacy.conn import KafkaConnection
+from kafkastate.legacy.consumer import KafkaConsumer, MultiProcessConsumer, SimpleConsumer
 from kafkastate.legacy.partitioner import (
     HashedPartitioner,
     LegacyPartitioner,
@@ -27,10 +28,13 @@ __all__ = [
     "HashedPartitioner",
     "KafkaClient",
     "KafkaConnection",
+    "KafkaConsumer",
     "KeyedProducer",
     "LegacyPartitioner",
     "Murmur2Partitioner",
+    "MultiProcessConsumer",
     "RoundRobinPartitioner",
+    "SimpleConsumer",
     "SimpleProducer",
     "create_gzip_message",
     "create_message",

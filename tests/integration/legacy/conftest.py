@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -9,7 +10,9 @@ import pytest
 
 from kafkastate.adapters.blocking import BlockingAdmin
 from kafkastate.core.protocol.requests import NewTopic
-from kafkastate.legacy import KafkaClient
+from kafkastate.errors import BrokerResponseError
+from kafkastate.legacy import KafkaClient, create_message
+from kafkastate.legacy.common import ProduceRequest
 from kafkastate.testing import KafkaCluster
 
 
@@ -36,3 +39,22 @@ def client(bootstrap: str) -> Iterator[KafkaClient]:
     c = KafkaClient(bootstrap)
     yield c
     c.close()
+
+
+@pytest.fixture
+def produce(client: KafkaClient) -> Callable[..., None]:
+    """``produce(topic, partition, values)``: write ``values`` (bytes) to one partition."""
+
+    def write(topic: str, partition: int, values: list[bytes]) -> None:
+        messages = [create_message(v) for v in values]
+        for attempt in range(50):
+            try:
+                client.send_produce_request([ProduceRequest(topic, partition, messages)])
+                return
+            except BrokerResponseError as exc:  # a new topic's leader may not be ready
+                if not exc.retriable or attempt == 49:
+                    raise
+                client.load_metadata_for_topics(topic)
+                time.sleep(0.1)
+
+    return write
