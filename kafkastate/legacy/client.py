@@ -122,6 +122,12 @@ class KafkaClient:
             self._client.close()
             self._client = None
 
+    def __enter__(self) -> KafkaClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def copy(self) -> KafkaClient:
         """An unconnected copy (call :meth:`reinit` on it), for another thread or process."""
         c = _copy.copy(self)

@@ -3,7 +3,8 @@
 Each child (a ``spawn``-ed process) runs a :class:`SimpleConsumer` over its partitions
 from the parent's offsets and puts ``(partition, message)`` on a shared queue; the parent
 hands messages out, keeps the offsets and commits them. Children exit when the parent
-calls :meth:`MultiProcessConsumer.stop`, and on their own when the parent process dies; a
+calls :meth:`MultiProcessConsumer.stop`, and on their own when the parent process dies.
+The constructor returns once every child is connected and ready to read; a
 child that crashes makes the parent raise :class:`~kafkastate.errors.KafkaError` naming
 it instead of waiting.
 """
@@ -19,7 +20,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-from kafkastate.errors import KafkaError
+from kafkastate.errors import KafkaError, KafkaTimeoutError
 from kafkastate.legacy.consumer.base import (
     AUTO_COMMIT_INTERVAL,
     AUTO_COMMIT_MSG_COUNT,
@@ -32,6 +33,7 @@ __all__ = ["Events", "MultiProcessConsumer"]
 
 log = logging.getLogger(__name__)
 
+_STARTUP_TIMEOUT = 60.0
 _POLL = 0.2  # how often a waiting parent checks its children, and children their parent
 
 
@@ -43,6 +45,36 @@ class Events(NamedTuple):
     exit: Any
 
 
+class _Flag:
+    """An event over one shared byte, waited for by polling.
+
+    Not ``multiprocessing.Event``: setting one waits for every sleeper to wake, so a child
+    killed while it waited would hang the parent's next ``set()``; and a lock a killed
+    child held would never be released. A byte needs no lock.
+    """
+
+    def __init__(self, ctx: Any) -> None:
+        self._value = ctx.RawValue("b", 0)
+
+    def set(self) -> None:
+        self._value.value = 1
+
+    def clear(self) -> None:
+        self._value.value = 0
+
+    def is_set(self) -> bool:
+        return bool(self._value.value)
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(left, 0.01))
+        return True
+
+
 def _mp_consume(  # noqa: PLR0917 -- runs in the child process
     hosts: str,
     client_id: str,
@@ -52,6 +84,7 @@ def _mp_consume(  # noqa: PLR0917 -- runs in the child process
     size: Any,
     events: Events,
     parent: int,
+    ready: Any,
     options: dict[str, Any],
 ) -> None:
     from kafkastate.legacy.client import KafkaClient  # noqa: PLC0415 -- in the child
@@ -64,6 +97,7 @@ def _mp_consume(  # noqa: PLR0917 -- runs in the child process
     for p, offset in offsets.items():
         consumer.seek(offset, None, p)
     consumer.provide_partition_info()
+    ready.release()
     try:
         while not events.exit.is_set() and os.getppid() == parent:
             if not events.start.wait(_POLL):
@@ -128,8 +162,9 @@ class MultiProcessConsumer(Consumer):
         )
         ctx = multiprocessing.get_context("spawn")
         self.queue: Any = ctx.Queue(1024)
-        self.events = Events(start=ctx.Event(), pause=ctx.Event(), exit=ctx.Event())
-        self.size: Any = ctx.Value("i", 0)
+        self.events = Events(start=_Flag(ctx), pause=_Flag(ctx), exit=_Flag(ctx))
+        self.size: Any = ctx.RawValue("i", 0)
+        ready = ctx.Semaphore(0)
         ids = list(self.offsets)
         if partitions_per_proc:
             num_procs = math.ceil(len(ids) / partitions_per_proc)
@@ -147,12 +182,38 @@ class MultiProcessConsumer(Consumer):
                     self.size,
                     self.events,
                     os.getpid(),
+                    ready,
                     simple_consumer_options,
                 ),
                 daemon=True,
             )
             proc.start()
             self.procs.append(proc)
+        try:
+            self._wait_ready(ready)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self, ready: Any) -> None:
+        # The children import kafkastate and connect before they can read: wait for that,
+        # so that iteration (which ends after 1 s without a message) sees their messages.
+        deadline = time.monotonic() + _STARTUP_TIMEOUT
+        started = 0
+        while started < len(self.procs):
+            if ready.acquire(timeout=_POLL):
+                started += 1
+                continue
+            for proc in self.procs:
+                if proc.exitcode is not None:
+                    raise KafkaError(
+                        f"consumer process {proc.pid} exited with code {proc.exitcode} "
+                        "while starting"
+                    )
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(
+                    f"consumer processes not ready within {_STARTUP_TIMEOUT:g} s"
+                )
 
     def __repr__(self) -> str:
         return (

@@ -150,9 +150,8 @@ class Producer:
         self.async_log_messages_on_error = async_log_messages_on_error
         self.async_stop_timeout = async_stop_timeout
         self.stopped = False
-        self._pending = 0
         self._since_batch = 0
-        self._room = threading.Condition()
+        self._queue = _Pending(async_log_messages_on_error)
         options: dict[str, Any] = {
             "bootstrap_servers": client.bootstrap_servers,
             "client_id": client.client_id,
@@ -221,33 +220,17 @@ class Producer:
     def _enqueue(
         self, topic: str, partition: int, msg: Sequence[bytes | None], key: bytes | None
     ) -> None:
-        with self._room:
-            if self.async_queue_maxsize > 0:
-                fits = self._room.wait_for(
-                    lambda: self._pending + len(msg) <= self.async_queue_maxsize,
-                    timeout=self.async_queue_put_timeout,
-                )
-                if not fits:
-                    raise AsyncProducerQueueFull(list(msg), "async producer queue full")
-            self._pending += len(msg)
+        self._queue.reserve(msg, self.async_queue_maxsize, self.async_queue_put_timeout)
         for m in msg:
             with seed_errors():
                 future = self._producer.send(topic, value=m, key=key, partition=partition)
-            future.add_both(self._acked, m, future)
+            future.add_both(self._queue.done, m, future)
         self._since_batch += len(msg)
         if self._since_batch >= self.batch_send_every_n:
             self._since_batch = 0
             # Asks the IO thread to send now, without waiting for the outcome.
             with contextlib.suppress(KafkaTimeoutError):
                 self._producer.flush(timeout=0)
-
-    def _acked(self, result: Any, message: bytes | None, future: FutureRecordMetadata) -> None:
-        with self._room:
-            self._pending -= 1
-            self._room.notify_all()
-        if future.failed():
-            shown = message if self.async_log_messages_on_error else hash(message)
-            log.error("async produce failed for %r: %s", shown, result)
 
     def stop(self, timeout: float | None = None) -> None:
         """Deliver pending messages (up to ``timeout``, default ``async_stop_timeout``
@@ -258,6 +241,36 @@ class Producer:
         self._producer.close(timeout if timeout is not None else self.async_stop_timeout)
 
     def __del__(self) -> None:
-        producer = getattr(self, "_producer", None)
-        if producer is not None and not self.stopped:
-            producer.close(0)
+        # As 0.9.5: a producer dropped without stop() still delivers what it holds.
+        if getattr(self, "_producer", None) is not None and not self.stopped:
+            with contextlib.suppress(Exception):
+                self.stop()
+
+
+class _Pending:
+    """The async producer's count of unacknowledged messages (``async_queue_maxsize``).
+
+    A separate object so that the futures' callbacks do not keep the producer alive: a
+    producer dropped without :meth:`Producer.stop` is collected at once and stops.
+    """
+
+    def __init__(self, log_messages: bool) -> None:
+        self.count = 0
+        self.room = threading.Condition()
+        self.log_messages = log_messages
+
+    def reserve(self, msg: Sequence[bytes | None], maxsize: int, put_timeout: float) -> None:
+        with self.room:
+            if maxsize > 0 and not self.room.wait_for(
+                lambda: self.count + len(msg) <= maxsize, timeout=put_timeout
+            ):
+                raise AsyncProducerQueueFull(list(msg), "async producer queue full")
+            self.count += len(msg)
+
+    def done(self, message: bytes | None, future: FutureRecordMetadata, result: Any) -> None:
+        with self.room:
+            self.count -= 1
+            self.room.notify_all()
+        if future.failed():
+            shown = message if self.log_messages else hash(message)
+            log.error("async produce failed for %r: %s", shown, result)

@@ -12,7 +12,7 @@ from kafkastate.adapters.blocking import BlockingAdmin
 from kafkastate.core.protocol.requests import NewTopic
 from kafkastate.errors import BrokerResponseError
 from kafkastate.legacy import KafkaClient, create_message
-from kafkastate.legacy.common import ProduceRequest
+from kafkastate.legacy.common import OffsetRequest, ProduceRequest
 from kafkastate.testing import KafkaCluster
 
 
@@ -29,7 +29,16 @@ def new_topic(bootstrap: str) -> Callable[..., str]:
         name = f"legacy-{uuid.uuid4().hex[:10]}"
         with BlockingAdmin(bootstrap) as admin:
             admin.create_topics([NewTopic(name=name, num_partitions=partitions)])
-        return name
+        # Metadata names a leader a moment before it serves: wait until every partition
+        # answers, so that examples without retries (as 0.9.5's) meet a ready topic.
+        with KafkaClient(bootstrap) as client:
+            for _ in range(100):
+                client.load_metadata_for_topics(name)
+                reqs = [OffsetRequest(name, p, -1, 1) for p in range(partitions)]
+                if all(r.error == 0 for r in client.send_offset_request(reqs, False)):
+                    return name
+                time.sleep(0.1)
+        raise AssertionError(f"topic {name} never became ready")
 
     return make
 
