@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 
 import pytest
 
-from kafkastate.legacy import KafkaClient, create_gzip_message, create_message
+from kafkastate.legacy import KafkaClient, KafkaConnection, create_gzip_message, create_message
 from kafkastate.legacy.common import (
+    ConnectionError,
     FetchRequest,
     KafkaUnavailableError,
     LeaderNotAvailableError,
@@ -98,3 +100,21 @@ def test_dead_broker_is_kafka_unavailable() -> None:
 
 def test_leader_not_available_is_importable() -> None:
     assert LeaderNotAvailableError.errno == 5
+
+
+def test_kafka_connection_moves_framed_bytes(bootstrap: str) -> None:
+    host, port = bootstrap.split(",", 1)[0].rsplit(":", 1)
+    conn = KafkaConnection(host, int(port), timeout=10)
+    client_id = b"legacy"
+    # ApiVersions v0: api key 18, version 0, correlation id 7, client id.
+    body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
+    conn.send(7, struct.pack(">i", len(body)) + body)
+    response = conn.recv(7)
+    correlation_id, error_code = struct.unpack(">ih", response[:6])
+    assert (correlation_id, error_code) == (7, 0)
+    copy = conn.copy()
+    conn.close()
+    copy.reinit()
+    copy.close()
+    with pytest.raises(ConnectionError):
+        KafkaConnection("127.0.0.1", 1, timeout=2)
