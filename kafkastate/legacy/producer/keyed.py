@@ -8,6 +8,7 @@ from kafkastate.legacy.common import ProduceResponse
 from kafkastate.legacy.partitioner.base import Partitioner
 from kafkastate.legacy.partitioner.hashed import HashedPartitioner
 from kafkastate.legacy.producer.base import Producer
+from kafkastate.legacy.util import topic_name
 
 __all__ = ["KeyedProducer"]
 
@@ -38,12 +39,13 @@ class KeyedProducer(Producer):
         super().__init__(*args, **kwargs)
 
     def _next_partition(self, topic: Any, key: bytes) -> int:
-        if topic not in self.partitioners:
+        name = topic_name(topic)
+        if name not in self.partitioners:
             if not self.client.has_metadata_for_topic(topic):
                 self.client.ensure_topic_exists(topic)
             partitions = self.client.get_partition_ids_for_topic(topic)
-            self.partitioners[topic] = self.partitioner_class(partitions)
-        return self.partitioners[topic].partition(key)
+            self.partitioners[name] = self.partitioner_class(partitions)
+        return self.partitioners[name].partition(key)
 
     def send_messages(self, topic: Any, key: bytes, *msg: bytes | None) -> list[ProduceResponse]:  # type: ignore[override]
         """Send ``msg`` with ``key`` to the key's partition.

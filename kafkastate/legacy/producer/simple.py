@@ -7,6 +7,7 @@ from typing import Any
 
 from kafkastate.legacy.common import ProduceResponse
 from kafkastate.legacy.producer.base import Producer
+from kafkastate.legacy.util import topic_name
 
 __all__ = ["SimpleProducer"]
 
@@ -27,14 +28,15 @@ class SimpleProducer(Producer):
         super().__init__(*args, **kwargs)
 
     def _next_partition(self, topic: Any) -> int:
-        if topic not in self.partition_cycles:
+        name = topic_name(topic)  # b"t" and "t" share one cycle
+        if name not in self.partition_cycles:
             if not self.client.has_metadata_for_topic(topic):
                 self.client.ensure_topic_exists(topic)
             partitions = self.client.get_partition_ids_for_topic(topic)
             start = random.randrange(len(partitions)) if self.random_start else 0
-            self.partition_cycles[topic] = (partitions, start)
-        partitions, i = self.partition_cycles[topic]
-        self.partition_cycles[topic] = (partitions, i + 1)
+            self.partition_cycles[name] = (partitions, start)
+        partitions, i = self.partition_cycles[name]
+        self.partition_cycles[name] = (partitions, i + 1)
         return partitions[i % len(partitions)]
 
     def send_messages(self, topic: Any, *msg: bytes | None) -> list[ProduceResponse]:  # type: ignore[override]

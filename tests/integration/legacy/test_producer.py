@@ -46,7 +46,8 @@ def test_sync_producer_round_robins_from_partition_zero(
 ) -> None:
     topic = new_topic(3)
     producer = SimpleProducer(client, random_start=False)
-    parts = [producer.send_messages(topic, b"m%d" % i)[0].partition for i in range(4)]
+    parts = [producer.send_messages(topic, b"m%d" % i)[0].partition for i in range(3)]
+    parts += [producer.send_messages(topic.encode(), b"m")[0].partition]  # same cycle
     producer.stop()
     assert parts == [0, 1, 2, 0]
 
