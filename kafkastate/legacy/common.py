@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple, cast
 
 from kafkastate import errors as _errors
 from kafkastate.errors import (
@@ -334,10 +334,17 @@ class LegacyFeatureUnavailableError(KafkaError, NotImplementedError):
     """
 
 
-def _seed(base: type[BrokerResponseError], name: str, message: str) -> type[BrokerResponseError]:
+class _SeedError(BrokerResponseError):
+    """How type checkers see the seed's broker errors: ``errno`` and ``message``."""
+
+    message: ClassVar[str]
+
+
+def _seed(base: type[BrokerResponseError], name: str, message: str) -> type[_SeedError]:
+    # A subclass of kafkastate's class for the code, carrying 0.9.5's name and message.
     cls = type(name, (base,), {"message": message, "__module__": __name__})
     cls.__doc__ = f"errno {base.errno}: ``{message}`` (0.9.5's name; a {base.__name__})."
-    return cls
+    return cast("type[_SeedError]", cls)
 
 
 UnknownError = _seed(_errors.UnknownServerError, "UnknownError", "UNKNOWN")

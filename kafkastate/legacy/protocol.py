@@ -150,16 +150,21 @@ def message_records(
     return codec, records
 
 
-def _removed(what: str) -> NoReturn:
-    raise LegacyFeatureUnavailableError(
-        f"KafkaProtocol.{what} writes/reads version 0 of the API, which Kafka 4 no longer "
-        "accepts (KIP-896); use KafkaClient.send_* (they negotiate today's versions)"
-    )
+def _unavailable(name: str, api: str) -> Any:
+    def method(cls: type, *args: Any, **kwargs: Any) -> NoReturn:
+        raise LegacyFeatureUnavailableError(
+            f"KafkaProtocol.{name} writes/reads version 0 of the API, which Kafka 4 no longer "
+            "accepts (KIP-896); use KafkaClient.send_* (they negotiate today's versions)"
+        )
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"Raises LegacyFeatureUnavailableError: v0 {api} is gone from Kafka 4."
+    return classmethod(method)
 
 
 class KafkaProtocol:
-    """The API keys of the requests 0.9.5 spoke, and its v0 encoders (unavailable: see the
-    module docstring)."""
+    """The API keys of the requests 0.9.5 spoke, and its v0 encoders and decoders
+    (unavailable: see the module docstring)."""
 
     PRODUCE_KEY = 0
     FETCH_KEY = 1
@@ -169,72 +174,25 @@ class KafkaProtocol:
     OFFSET_FETCH_KEY = 9
     CONSUMER_METADATA_KEY = 10
 
-    @classmethod
-    def encode_produce_request(cls, *args: Any, **kwargs: Any) -> NoReturn:
-        """Raises LegacyFeatureUnavailableError (v0 Produce)."""
-        _removed("encode_produce_request")
-
-    @classmethod
-    def decode_produce_response(cls, data: bytes) -> NoReturn:
-        """Raises LegacyFeatureUnavailableError (v0 Produce)."""
-        _removed("decode_produce_response")
-
-    @classmethod
-    def encode_fetch_request(cls, *args: Any, **kwargs: Any) -> NoReturn:
-        """Raises LegacyFeatureUnavailableError (v0 Fetch)."""
-        _removed("encode_fetch_request")
-
-    @classmethod
-    def decode_fetch_response(cls, data: bytes) -> NoReturn:
-        """Raises LegacyFeatureUnavailableError (v0 Fetch)."""
-        _removed("decode_fetch_response")
-
-    @classmethod
-    def encode_offset_request(cls, *args: Any, **kwargs: Any) -> NoReturn:
-        """Raises LegacyFeatureUnavailableError (v0 ListOffsets)."""
-        _removed("encode_offset_request")
-
-    @classmethod
-    def decode_offset_response(cls, data: bytes) -> NoReturn:
-        """Raises LegacyFeatureUnavailableError (v0 ListOffsets)."""
-        _removed("decode_offset_response")
-
-    @classmethod
-    def encode_metadata_request(cls, *args: Any, **kwargs: Any) -> NoReturn:
-        """Raises LegacyFeatureUnavailableError (v0 Metadata)."""
-        _removed("encode_metadata_request")
-
-    @classmethod
-    def decode_metadata_response(cls, data: bytes) -> NoReturn:
-        """Raises LegacyFeatureUnavailableError (v0 Metadata)."""
-        _removed("decode_metadata_response")
-
-    @classmethod
-    def encode_consumer_metadata_request(cls, *args: Any, **kwargs: Any) -> NoReturn:
-        """Raises LegacyFeatureUnavailableError (v0 FindCoordinator)."""
-        _removed("encode_consumer_metadata_request")
-
-    @classmethod
-    def decode_consumer_metadata_response(cls, data: bytes) -> NoReturn:
-        """Raises LegacyFeatureUnavailableError (v0 FindCoordinator)."""
-        _removed("decode_consumer_metadata_response")
-
-    @classmethod
-    def encode_offset_commit_request(cls, *args: Any, **kwargs: Any) -> NoReturn:
-        """Raises LegacyFeatureUnavailableError (v0 OffsetCommit: ZooKeeper offsets)."""
-        _removed("encode_offset_commit_request")
-
-    @classmethod
-    def decode_offset_commit_response(cls, data: bytes) -> NoReturn:
-        """Raises LegacyFeatureUnavailableError (v0 OffsetCommit)."""
-        _removed("decode_offset_commit_response")
-
-    @classmethod
-    def encode_offset_fetch_request(cls, *args: Any, **kwargs: Any) -> NoReturn:
-        """Raises LegacyFeatureUnavailableError (v0 OffsetFetch: ZooKeeper offsets)."""
-        _removed("encode_offset_fetch_request")
-
-    @classmethod
-    def decode_offset_fetch_response(cls, data: bytes) -> NoReturn:
-        """Raises LegacyFeatureUnavailableError (v0 OffsetFetch)."""
-        _removed("decode_offset_fetch_response")
+    encode_produce_request = _unavailable("encode_produce_request", "Produce")
+    decode_produce_response = _unavailable("decode_produce_response", "Produce")
+    encode_fetch_request = _unavailable("encode_fetch_request", "Fetch")
+    decode_fetch_response = _unavailable("decode_fetch_response", "Fetch")
+    encode_offset_request = _unavailable("encode_offset_request", "ListOffsets")
+    decode_offset_response = _unavailable("decode_offset_response", "ListOffsets")
+    encode_metadata_request = _unavailable("encode_metadata_request", "Metadata")
+    decode_metadata_response = _unavailable("decode_metadata_response", "Metadata")
+    encode_consumer_metadata_request = _unavailable(
+        "encode_consumer_metadata_request", "FindCoordinator"
+    )
+    decode_consumer_metadata_response = _unavailable(
+        "decode_consumer_metadata_response", "FindCoordinator"
+    )
+    encode_offset_commit_request = _unavailable(
+        "encode_offset_commit_request", "OffsetCommit (ZooKeeper offsets)"
+    )
+    decode_offset_commit_response = _unavailable("decode_offset_commit_response", "OffsetCommit")
+    encode_offset_fetch_request = _unavailable(
+        "encode_offset_fetch_request", "OffsetFetch (ZooKeeper offsets)"
+    )
+    decode_offset_fetch_response = _unavailable("decode_offset_fetch_response", "OffsetFetch")

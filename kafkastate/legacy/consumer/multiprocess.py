@@ -152,13 +152,7 @@ class MultiProcessConsumer(Consumer):
         **simple_consumer_options: Any,
     ) -> None:
         super().__init__(
-            client,
-            group,
-            topic,
-            partitions=partitions,
-            auto_commit=auto_commit,
-            auto_commit_every_n=auto_commit_every_n,
-            auto_commit_every_t=auto_commit_every_t,
+            client, group, topic, partitions, auto_commit, auto_commit_every_n, auto_commit_every_t
         )
         ctx = multiprocessing.get_context("spawn")
         self.queue: Any = ctx.Queue(1024)

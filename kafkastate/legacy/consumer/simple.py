@@ -90,13 +90,7 @@ class SimpleConsumer(Consumer):
         auto_offset_reset: str = "largest",
     ) -> None:
         super().__init__(
-            client,
-            group,
-            topic,
-            partitions=partitions,
-            auto_commit=auto_commit,
-            auto_commit_every_n=auto_commit_every_n,
-            auto_commit_every_t=auto_commit_every_t,
+            client, group, topic, partitions, auto_commit, auto_commit_every_n, auto_commit_every_t
         )
         if max_buffer_size is not None and buffer_size > max_buffer_size:
             raise KafkaConfigurationError(

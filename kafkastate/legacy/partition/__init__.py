@@ -1,19 +1,6 @@
-"""The seed's ``kafka.partition`` path: :mod:`kafkastate.legacy.partitioner`'s classes."""
+"""The seed's ``kafka.partition`` path: :mod:`kafkastate.legacy.partitioner`."""
 
-from kafkastate.legacy.partitioner import (
-    HashedPartitioner,
-    LegacyPartitioner,
-    Murmur2Partitioner,
-    Partitioner,
-    RoundRobinPartitioner,
-    murmur2,
-)
+from kafkastate.legacy import partitioner as _same
+from kafkastate.legacy.partitioner import *  # noqa: F403
 
-__all__ = [
-    "HashedPartitioner",
-    "LegacyPartitioner",
-    "Murmur2Partitioner",
-    "Partitioner",
-    "RoundRobinPartitioner",
-    "murmur2",
-]
+__all__ = _same.__all__
