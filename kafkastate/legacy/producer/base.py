@@ -81,7 +81,8 @@ class Producer:
         ack_timeout: ms the broker may wait for ``req_acks`` (accepted; the producer's
             request timeout bounds the wait).
         codec: a ``kafkastate.legacy.protocol.CODEC_*`` (gzip, snappy, lz4, zstd) or None.
-        codec_compresslevel: the codec's level.
+        codec_compresslevel: accepted; batches use the codec's default level (the producer
+            underneath has no level option yet).
         sync_fail_on_error: sync mode raises errors (True) or returns them in responses.
         async_send: send in the background (also ``async``, ``async_``; ``batch_send``).
         batch_send_every_n: async: send a batch once this many messages wait.
@@ -160,8 +161,6 @@ class Producer:
             "retry_backoff_ms": async_retry_backoff_ms,
             "linger_ms": int(batch_send_every_t * 1000) if self.async_send else 0,
         }
-        if codec_compresslevel is not None:
-            options["compression_level"] = codec_compresslevel
         if self.async_send and async_retry_limit is not None:
             options["retries"] = async_retry_limit
         with seed_errors():

@@ -55,7 +55,7 @@ def test_sync_producer_round_robins_from_partition_zero(
 @pytest.mark.parametrize("codec", [CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD])
 def test_codecs(client: KafkaClient, new_topic: Callable[..., str], codec: int) -> None:
     topic = new_topic(1)
-    producer = SimpleProducer(client, codec=codec)
+    producer = SimpleProducer(client, codec=codec, codec_compresslevel=5)
     producer.send_messages(topic, b"a", b"b")
     producer.stop()
     assert values(client, topic) == [b"a", b"b"]
@@ -134,3 +134,21 @@ def test_sync_fail_on_error_false_returns_the_error(
     (resp,) = producer.send_messages(topic, big)
     assert resp.error != 0
     producer.stop()
+
+
+@pytest.mark.parametrize(
+    "acks",
+    [
+        SimpleProducer.ACK_NOT_REQUIRED,
+        SimpleProducer.ACK_AFTER_LOCAL_WRITE,
+        SimpleProducer.ACK_AFTER_CLUSTER_COMMIT,
+    ],
+)
+def test_req_acks(client: KafkaClient, new_topic: Callable[..., str], acks: int) -> None:
+    topic = new_topic(1)
+    producer = SimpleProducer(client, req_acks=acks, ack_timeout=2000)
+    (resp,) = producer.send_messages(topic, b"acked")
+    assert resp.error == 0
+    assert resp.offset == (-1 if acks == 0 else 0)
+    producer.stop()
+    assert values(client, topic) == [b"acked"]
