@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import copy as _copy
 import functools
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -100,6 +101,7 @@ class KafkaClient:
         self.topic_partitions: dict[Any, dict[int, PartitionMetadata]] = {}
         self._topic_ids: dict[str, Any] = {}
         self._client: BlockingClient | None = None
+        self._lock = threading.RLock()
         self.reinit()
         self.load_metadata_for_topics()
 
@@ -118,9 +120,10 @@ class KafkaClient:
 
     def close(self) -> None:
         """Close every connection (:meth:`reinit` opens them again)."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
 
     def __enter__(self) -> KafkaClient:
         return self
@@ -132,6 +135,7 @@ class KafkaClient:
         """An unconnected copy (call :meth:`reinit` on it), for another thread or process."""
         c = _copy.copy(self)
         c._client = None
+        c._lock = threading.RLock()
         c.brokers = dict(self.brokers)
         c.topics_to_brokers = dict(self.topics_to_brokers)
         c.topic_partitions = {t: dict(p) for t, p in self.topic_partitions.items()}
@@ -151,7 +155,12 @@ class KafkaClient:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_client"] = None
+        del state["_lock"]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
 
     # ------------------------------------------------------------ metadata
 
@@ -162,7 +171,8 @@ class KafkaClient:
 
     def _request(self, factory: Callable[[Any], Any], node_id: int | None = None) -> Any:
         try:
-            with seed_errors():
+            # One request at a time: a consumer's auto-commit timer thread shares the client.
+            with self._lock, seed_errors():
                 done = self._blocking().request(
                     factory,
                     node_id=None if node_id is None else NodeId(node_id),
