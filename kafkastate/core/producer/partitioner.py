@@ -236,10 +236,14 @@ class HashPartitioner(PluggablePartitioner):
         every = cluster.partitions_for_topic(topic)
         if not every:
             raise ValueError(f"Topic {topic} not found in ClusterMetadata")
-        ordered = sorted(every)
         if key_bytes is not None:
+            ordered = sorted(every)
             return ordered[default_partition(key_bytes, len(ordered))]
-        pool = sorted(cluster.available_partitions_for_topic(topic) or ()) or ordered
+        return self._keyless(topic, every, cluster.available_partitions_for_topic(topic) or set())
+
+    def _keyless(self, topic: str, every: set[int], available: set[int]) -> int:
+        """A keyless record's partition: at random among ``available``, else ``every``."""
+        pool = sorted(available or every)
         return pool[self._rng.randrange(len(pool))]
 
 
@@ -257,27 +261,8 @@ class StickyHashPartitioner(HashPartitioner):
         super().__init__(rng=rng)
         self._sticky: dict[str, int] = {}
 
-    def partition(  # noqa: PLR0917 -- kafka-python's positional signature
-        self,
-        topic: str,
-        key: Any,
-        key_bytes: bytes | None,
-        value: Any,
-        value_bytes: bytes | None,
-        cluster: ClusterView,
-    ) -> int:
-        """See :meth:`PluggablePartitioner.partition`.
-
-        Raises:
-            ValueError: the topic is not in ``cluster``.
-        """
-        if key_bytes is not None:
-            return super().partition(topic, key, key_bytes, value, value_bytes, cluster)
-        every = cluster.partitions_for_topic(topic)
-        if not every:
-            raise ValueError(f"Topic {topic} not found in ClusterMetadata")
+    def _keyless(self, topic: str, every: set[int], available: set[int]) -> int:
         current = self._sticky.get(topic)
-        available = cluster.available_partitions_for_topic(topic) or set()
         if current is not None and current in (available or every):
             return current
         return self._draw(topic, every, available, avoid=None)
