@@ -701,34 +701,45 @@ def _settle_kafka_python(out: dict[str, Any], role: str, user_set: frozenset[str
                 f"connections_max_idle_ms ({idle}) must be larger than request_timeout_ms "
                 f"({request}) which must be larger than fetch_max_wait_ms ({fetch_wait})."
             )
-        if out["group_id"] is not None:
+        if version is not None:
+            _settle_group_timeouts(out, version, user_set)
+        if out["group_id"] is not None:  # (kafka-python's Heartbeat, after the above)
             heartbeat, session = out["heartbeat_interval_ms"], out["session_timeout_ms"]
             if heartbeat >= session:
                 raise KafkaConfigurationError(
                     "Heartbeat interval must be lower than the session timeout "
                     f"({heartbeat} v {session}): heartbeat_interval_ms, session_timeout_ms"
                 )
-        if version is None:
-            return
-        session_given = "session_timeout_ms" in user_set
-        poll_given = "max_poll_interval_ms" in user_set
-        if not session_given:
-            if version < _SEPARATE_POLL_INTERVAL_VERSION and poll_given:
-                out["session_timeout_ms"] = out["max_poll_interval_ms"]
-            elif version < _KIP_735_VERSION:  # the brokers' max session timeout was 30 s
-                out["session_timeout_ms"] = _PRE_KIP_735_SESSION_TIMEOUT_MS
-        if version < _SEPARATE_POLL_INTERVAL_VERSION:
-            if not poll_given:
-                out["max_poll_interval_ms"] = out["session_timeout_ms"]
-            if out["group_id"] is not None and (
-                out["max_poll_interval_ms"] != out["session_timeout_ms"]
-            ):
-                raise KafkaConfigurationError(
-                    f"Broker version {version} does not support different values for "
-                    f"max_poll_interval_ms ({out['max_poll_interval_ms']}) and "
-                    f"session_timeout_ms ({out['session_timeout_ms']})"
-                )
         return
+    _settle_producer_hint(out, version)
+
+
+def _settle_group_timeouts(
+    out: dict[str, Any], version: tuple[int, ...], user_set: frozenset[str]
+) -> None:
+    """kafka-python's session / poll interval defaults and check for an old broker."""
+    session_given = "session_timeout_ms" in user_set
+    poll_given = "max_poll_interval_ms" in user_set
+    if not session_given:
+        if version < _SEPARATE_POLL_INTERVAL_VERSION and poll_given:
+            out["session_timeout_ms"] = out["max_poll_interval_ms"]
+        elif version < _KIP_735_VERSION:  # the brokers' max session timeout was 30 s
+            out["session_timeout_ms"] = _PRE_KIP_735_SESSION_TIMEOUT_MS
+    if version < _SEPARATE_POLL_INTERVAL_VERSION:
+        if not poll_given:
+            out["max_poll_interval_ms"] = out["session_timeout_ms"]
+        if out["group_id"] is not None and (
+            out["max_poll_interval_ms"] != out["session_timeout_ms"]
+        ):
+            raise KafkaConfigurationError(
+                f"Broker version {version} does not support different values for "
+                f"max_poll_interval_ms ({out['max_poll_interval_ms']}) and "
+                f"session_timeout_ms ({out['session_timeout_ms']})"
+            )
+
+
+def _settle_producer_hint(out: dict[str, Any], version: tuple[int, ...] | None) -> None:
+    """kafka-python's producer checks: compression and idempotence against the hint."""
     if version is not None:
         needed = _COMPRESSION_VERSIONS.get(out["compression_type"])
         if needed is not None and version < needed[0]:

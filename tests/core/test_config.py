@@ -307,6 +307,9 @@ def test_kafka_python_api_version_hint_and_the_group_timeouts() -> None:
             session_timeout_ms=10000,
             max_poll_interval_ms=20000,
         )
+    with pytest.raises(KafkaConfigurationError, match=r"\(3000 v 2000\)"):
+        # the session timeout follows max_poll_interval_ms first, then the heartbeat check
+        _kp("consumer", group_id="g", api_version=(0, 10, 0), max_poll_interval_ms=2000)
     assert _kp("consumer", api_version=(2, 8))["session_timeout_ms"] == 30000  # pre KIP-735
     assert _kp("consumer", api_version=(3, 9))["session_timeout_ms"] == 45000
     assert _kp("consumer", api_version="auto")["api_version"] is None
