@@ -914,11 +914,17 @@ def _user_code(value: Any, method: str) -> Serialize | None:
 
 
 def close_serializers(options: Mapping[str, Any]) -> None:
-    """Call ``close()`` on every (de)serializer object of resolved options that has one
-    (kafka-python's ``Serializer.close``), as a face's close does."""
-    for name in ("key_serializer", "value_serializer", "key_deserializer", "value_deserializer"):
-        close = getattr(options.get(name), "close", None)
-        if callable(close):
+    """Call ``close()`` on every kafka-python (de)serializer object of resolved options
+    (``Serializer.close``), as a face's close does; plain callables are left alone."""
+    for name, method in (
+        ("key_serializer", "serialize"),
+        ("value_serializer", "serialize"),
+        ("key_deserializer", "deserialize"),
+        ("value_deserializer", "deserialize"),
+    ):
+        value = options.get(name)
+        close = getattr(value, "close", None)
+        if callable(getattr(value, method, None)) and callable(close):
             close()
 
 

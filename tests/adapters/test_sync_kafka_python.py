@@ -82,16 +82,23 @@ async def test_the_anyio_consumer_takes_deserializer_objects(kafka_cluster: Any)
     topic = new_topic(bootstrap, partitions=1)
     with KafkaProducer(bootstrap_servers=bootstrap) as producer:
         producer.send(topic, b'["a"]', key=b"k").get(timeout=30)
+    closed: list[str] = []
+
+    class Values(JsonSerializer):
+        def close(self) -> None:
+            closed.append("values")
+
     async with open_consumer(
         bootstrap_servers=bootstrap,
         key_deserializer=DefaultSerializer(),
-        value_deserializer=JsonSerializer(),
+        value_deserializer=Values(),
         auto_offset_reset="earliest",
     ) as consumer:
         consumer.assign([TopicPartition(topic, 0)])
         with anyio.fail_after(20):
             record = await consumer.getone()
     assert (record.key, record.value) == ("k", ["a"])
+    assert closed == ["values"]
 
 
 # --------------------------------------------------------------------- partitioners

@@ -34,7 +34,13 @@ from kafkastate.adapters._common import tls_context
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.core.client import MetadataUpdated
-from kafkastate.core.config import check_consumer, consumer_machine, deserializer_of, resolve
+from kafkastate.core.config import (
+    check_consumer,
+    close_serializers,
+    consumer_machine,
+    deserializer_of,
+    resolve,
+)
 from kafkastate.core.consumer.consumer import (
     AutoCommitted,
     ConsumerMachine,
@@ -688,6 +694,7 @@ async def running_consumer(
                 finally:
                     machine.close()
                     consumer._attach(None)
+                    close_serializers(options)  # kafka-python's Deserializer.close()
     finally:
         consumer._data.set()
         consumer._changed.set()
