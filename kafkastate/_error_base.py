@@ -13,10 +13,14 @@ from typing import ClassVar
 
 __all__ = [
     "AuthenticationFailedError",
+    "AuthorizationError",
     "BrokerResponseError",
+    "InvalidMetadataError",
     "KafkaConnectionError",
     "KafkaError",
+    "KafkaProtocolError",
     "KafkaTimeoutError",
+    "RetriableError",
     "UnsupportedVersionError",
 ]
 
@@ -29,13 +33,33 @@ class KafkaError(RuntimeError):
     """Whether the same operation may succeed if tried again later."""
 
 
-class KafkaConnectionError(KafkaError):
+class RetriableError(KafkaError):
+    """Base of the errors that may pass if the operation is tried again (kafka-python's
+    ``RetriableError``; every class with ``retriable`` True derives from it)."""
+
+    retriable = True
+
+
+class InvalidMetadataError(RetriableError):
+    """Base of the errors that mean the client's metadata is stale (kafka-python's
+    ``InvalidMetadataError``, Java's ``InvalidMetadataException``): refresh, then retry."""
+
+    invalid_metadata: ClassVar[bool] = True
+    """kafka-python's flag: the error calls for a metadata refresh."""
+
+
+class KafkaProtocolError(KafkaError):
+    """Base of errors in the bytes exchanged with a broker (kafka-python's and aiokafka's
+    ``KafkaProtocolError``)."""
+
+
+class KafkaConnectionError(InvalidMetadataError):
     """A connection to a broker failed or was lost."""
 
     retriable = True
 
 
-class KafkaTimeoutError(KafkaError):
+class KafkaTimeoutError(RetriableError):
     """A local deadline passed (request timeout, max block time…); the message says which."""
 
     retriable = True
@@ -115,6 +139,11 @@ class BrokerResponseError(KafkaError):
         self.context = context
 
 
+class AuthorizationError(BrokerResponseError):
+    """Base of the broker's ``*_AUTHORIZATION_FAILED`` errors (kafka-python's
+    ``AuthorizationError``): the principal lacks an ACL."""
+
+
 # Public home: tracebacks, reprs and pickles name kafkastate.errors, as before the split.
 for _cls in (
     KafkaError,
@@ -123,6 +152,10 @@ for _cls in (
     AuthenticationFailedError,
     UnsupportedVersionError,
     BrokerResponseError,
+    RetriableError,
+    InvalidMetadataError,
+    KafkaProtocolError,
+    AuthorizationError,
 ):
     _cls.__module__ = "kafkastate.errors"
 del _cls

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from kafkastate._error_base import (
     AuthenticationFailedError,
+    AuthorizationError,
     BrokerResponseError,
+    InvalidMetadataError,
     KafkaConnectionError,
     KafkaTimeoutError,
+    RetriableError,
     UnsupportedVersionError,
 )
 
@@ -32,7 +35,7 @@ class OffsetOutOfRangeError(BrokerResponseError):
     )
 
 
-class CorruptMessageError(BrokerResponseError):
+class CorruptMessageError(BrokerResponseError, RetriableError):
     """This message has failed its CRC checksum, exceeds the valid size, has a null key for
     a compacted topic, or is otherwise corrupt."""
 
@@ -42,7 +45,7 @@ class CorruptMessageError(BrokerResponseError):
     description = "This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt."
 
 
-class UnknownTopicOrPartitionError(BrokerResponseError):
+class UnknownTopicOrPartitionError(BrokerResponseError, InvalidMetadataError):
     """This server does not host this topic-partition."""
 
     errno = 3
@@ -60,7 +63,7 @@ class InvalidFetchSizeError(BrokerResponseError):
     description = "The requested fetch size is invalid."
 
 
-class LeaderNotAvailableError(BrokerResponseError):
+class LeaderNotAvailableError(BrokerResponseError, InvalidMetadataError):
     """There is no leader for this topic-partition as we are in the middle of a leadership
     election."""
 
@@ -70,7 +73,7 @@ class LeaderNotAvailableError(BrokerResponseError):
     description = "There is no leader for this topic-partition as we are in the middle of a leadership election."
 
 
-class NotLeaderForPartitionError(BrokerResponseError):
+class NotLeaderForPartitionError(BrokerResponseError, InvalidMetadataError):
     """For requests intended only for the leader, this error indicates that the broker is
     not the current leader. For requests intended for any replica, this error indicates that
     the broker is not a replica of the topic partition."""
@@ -99,7 +102,7 @@ class BrokerNotAvailableError(BrokerResponseError):
     description = "The broker is not available."
 
 
-class ReplicaNotAvailableError(BrokerResponseError):
+class ReplicaNotAvailableError(BrokerResponseError, InvalidMetadataError):
     """The replica is not available for the requested topic-partition. Produce/Fetch
     requests and other requests intended only for the leader or follower return
     NOT_LEADER_OR_FOLLOWER if the broker is not a replica of the topic-partition."""
@@ -149,7 +152,7 @@ class NetworkError(BrokerResponseError, KafkaConnectionError):
     description = "The server disconnected before a response was received."
 
 
-class CoordinatorLoadInProgressError(BrokerResponseError):
+class CoordinatorLoadInProgressError(BrokerResponseError, RetriableError):
     """The coordinator is loading and hence can't process requests."""
 
     errno = 14
@@ -158,7 +161,7 @@ class CoordinatorLoadInProgressError(BrokerResponseError):
     description = "The coordinator is loading and hence can't process requests."
 
 
-class CoordinatorNotAvailableError(BrokerResponseError):
+class CoordinatorNotAvailableError(BrokerResponseError, RetriableError):
     """The coordinator is not available."""
 
     errno = 15
@@ -167,7 +170,7 @@ class CoordinatorNotAvailableError(BrokerResponseError):
     description = "The coordinator is not available."
 
 
-class NotCoordinatorError(BrokerResponseError):
+class NotCoordinatorError(BrokerResponseError, RetriableError):
     """This is not the correct coordinator."""
 
     errno = 16
@@ -197,7 +200,7 @@ class RecordListTooLargeError(BrokerResponseError):
     )
 
 
-class NotEnoughReplicasError(BrokerResponseError):
+class NotEnoughReplicasError(BrokerResponseError, RetriableError):
     """Messages are rejected since there are fewer in-sync replicas than required."""
 
     errno = 19
@@ -206,7 +209,7 @@ class NotEnoughReplicasError(BrokerResponseError):
     description = "Messages are rejected since there are fewer in-sync replicas than required."
 
 
-class NotEnoughReplicasAfterAppendError(BrokerResponseError):
+class NotEnoughReplicasAfterAppendError(BrokerResponseError, RetriableError):
     """Messages are written to the log, but to fewer in-sync replicas than required."""
 
     errno = 20
@@ -290,7 +293,7 @@ class InvalidCommitOffsetSizeError(BrokerResponseError):
     description = "The committing offset data size is not valid."
 
 
-class TopicAuthorizationFailedError(BrokerResponseError):
+class TopicAuthorizationFailedError(AuthorizationError):
     """Topic authorization failed."""
 
     errno = 29
@@ -299,7 +302,7 @@ class TopicAuthorizationFailedError(BrokerResponseError):
     description = "Topic authorization failed."
 
 
-class GroupAuthorizationFailedError(BrokerResponseError):
+class GroupAuthorizationFailedError(AuthorizationError):
     """Group authorization failed."""
 
     errno = 30
@@ -308,7 +311,7 @@ class GroupAuthorizationFailedError(BrokerResponseError):
     description = "Group authorization failed."
 
 
-class ClusterAuthorizationFailedError(BrokerResponseError):
+class ClusterAuthorizationFailedError(AuthorizationError):
     """Cluster authorization failed."""
 
     errno = 31
@@ -398,7 +401,7 @@ class InvalidConfigError(BrokerResponseError):
     description = "Configuration is invalid."
 
 
-class NotControllerError(BrokerResponseError):
+class NotControllerError(BrokerResponseError, RetriableError):
     """This is not the correct controller for this cluster."""
 
     errno = 41
@@ -491,7 +494,7 @@ class InvalidTransactionTimeoutError(BrokerResponseError):
     description = "The transaction timeout is larger than the maximum value allowed by the broker (as configured by transaction.max.timeout.ms)."
 
 
-class ConcurrentTransactionsError(BrokerResponseError):
+class ConcurrentTransactionsError(BrokerResponseError, RetriableError):
     """The producer attempted to update a transaction while another concurrent operation on
     the same transaction was ongoing."""
 
@@ -511,7 +514,7 @@ class TransactionCoordinatorFencedError(BrokerResponseError):
     description = "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the current coordinator for a given producer."
 
 
-class TransactionalIdAuthorizationFailedError(BrokerResponseError):
+class TransactionalIdAuthorizationFailedError(AuthorizationError):
     """Transactional Id authorization failed."""
 
     errno = 53
@@ -540,7 +543,7 @@ class OperationNotAttemptedError(BrokerResponseError):
     description = "The broker did not attempt to execute this operation. This may happen for batched RPCs where some operations in the batch failed, causing the broker to respond without trying the rest."
 
 
-class KafkaStorageError(BrokerResponseError):
+class KafkaStorageError(BrokerResponseError, InvalidMetadataError):
     """Disk error when trying to access log file on the disk."""
 
     errno = 56
@@ -626,7 +629,7 @@ class DelegationTokenRequestNotAllowedError(BrokerResponseError):
     description = "Delegation Token requests are not allowed on PLAINTEXT/1-way SSL channels and on delegation token authenticated channels."
 
 
-class DelegationTokenAuthorizationFailedError(BrokerResponseError):
+class DelegationTokenAuthorizationFailedError(AuthorizationError):
     """Delegation Token authorization failed."""
 
     errno = 65
@@ -671,7 +674,7 @@ class GroupIdNotFoundError(BrokerResponseError):
     description = "The group id does not exist."
 
 
-class FetchSessionIdNotFoundError(BrokerResponseError):
+class FetchSessionIdNotFoundError(BrokerResponseError, RetriableError):
     """The fetch session ID was not found."""
 
     errno = 70
@@ -680,7 +683,7 @@ class FetchSessionIdNotFoundError(BrokerResponseError):
     description = "The fetch session ID was not found."
 
 
-class InvalidFetchSessionEpochError(BrokerResponseError):
+class InvalidFetchSessionEpochError(BrokerResponseError, RetriableError):
     """The fetch session epoch is invalid."""
 
     errno = 71
@@ -689,7 +692,7 @@ class InvalidFetchSessionEpochError(BrokerResponseError):
     description = "The fetch session epoch is invalid."
 
 
-class ListenerNotFoundError(BrokerResponseError):
+class ListenerNotFoundError(BrokerResponseError, InvalidMetadataError):
     """There is no listener on the leader broker that matches the listener on which metadata
     request was processed."""
 
@@ -708,7 +711,7 @@ class TopicDeletionDisabledError(BrokerResponseError):
     description = "Topic deletion is disabled."
 
 
-class FencedLeaderEpochError(BrokerResponseError):
+class FencedLeaderEpochError(BrokerResponseError, InvalidMetadataError):
     """The leader epoch in the request is older than the epoch on the broker."""
 
     errno = 74
@@ -717,7 +720,7 @@ class FencedLeaderEpochError(BrokerResponseError):
     description = "The leader epoch in the request is older than the epoch on the broker."
 
 
-class UnknownLeaderEpochError(BrokerResponseError):
+class UnknownLeaderEpochError(BrokerResponseError, InvalidMetadataError):
     """The leader epoch in the request is newer than the epoch on the broker."""
 
     errno = 75
@@ -744,7 +747,7 @@ class StaleBrokerEpochError(BrokerResponseError):
     description = "Broker epoch has changed."
 
 
-class OffsetNotAvailableError(BrokerResponseError):
+class OffsetNotAvailableError(BrokerResponseError, RetriableError):
     """The leader high watermark has not caught up from a recent leader election so the
     offsets cannot be guaranteed to be monotonically increasing."""
 
@@ -764,7 +767,7 @@ class MemberIdRequiredError(BrokerResponseError):
     description = "The group member needs to have a valid member id before actually entering a consumer group."
 
 
-class PreferredLeaderNotAvailableError(BrokerResponseError):
+class PreferredLeaderNotAvailableError(BrokerResponseError, InvalidMetadataError):
     """The preferred leader was not available."""
 
     errno = 80
@@ -792,7 +795,7 @@ class FencedInstanceIdError(BrokerResponseError):
     description = "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id."
 
 
-class EligibleLeadersNotAvailableError(BrokerResponseError):
+class EligibleLeadersNotAvailableError(BrokerResponseError, InvalidMetadataError):
     """Eligible topic partition leaders are not available."""
 
     errno = 83
@@ -801,7 +804,7 @@ class EligibleLeadersNotAvailableError(BrokerResponseError):
     description = "Eligible topic partition leaders are not available."
 
 
-class ElectionNotNeededError(BrokerResponseError):
+class ElectionNotNeededError(BrokerResponseError, InvalidMetadataError):
     """Leader election not needed for topic partition."""
 
     errno = 84
@@ -838,7 +841,7 @@ class InvalidRecordError(BrokerResponseError):
     description = "This record has failed the validation on broker and hence will be rejected."
 
 
-class UnstableOffsetCommitError(BrokerResponseError):
+class UnstableOffsetCommitError(BrokerResponseError, RetriableError):
     """There are unstable offsets that need to be cleared."""
 
     errno = 88
@@ -847,7 +850,7 @@ class UnstableOffsetCommitError(BrokerResponseError):
     description = "There are unstable offsets that need to be cleared."
 
 
-class ThrottlingQuotaExceededError(BrokerResponseError):
+class ThrottlingQuotaExceededError(BrokerResponseError, RetriableError):
     """The throttling quota has been exceeded."""
 
     errno = 89
@@ -951,7 +954,7 @@ class PositionOutOfRangeError(BrokerResponseError):
     description = "Requested position is not greater than or equal to zero, and less than the size of the snapshot."
 
 
-class UnknownTopicIdError(BrokerResponseError):
+class UnknownTopicIdError(BrokerResponseError, InvalidMetadataError):
     """This server does not host this topic ID."""
 
     errno = 100
@@ -978,7 +981,7 @@ class BrokerIdNotRegisteredError(BrokerResponseError):
     description = "The given broker ID was not registered."
 
 
-class InconsistentTopicIdError(BrokerResponseError):
+class InconsistentTopicIdError(BrokerResponseError, InvalidMetadataError):
     """The log's topic ID did not match the topic ID in the request."""
 
     errno = 103
@@ -1005,7 +1008,7 @@ class TransactionalIdNotFoundError(BrokerResponseError):
     description = "The transactionalId could not be found."
 
 
-class FetchSessionTopicIdError(BrokerResponseError):
+class FetchSessionTopicIdError(BrokerResponseError, RetriableError):
     """The fetch session encountered inconsistent topic ID usage."""
 
     errno = 106
@@ -1161,7 +1164,7 @@ class InvalidRecordStateError(BrokerResponseError):
     )
 
 
-class ShareSessionNotFoundError(BrokerResponseError):
+class ShareSessionNotFoundError(BrokerResponseError, RetriableError):
     """The share session was not found."""
 
     errno = 122
@@ -1170,7 +1173,7 @@ class ShareSessionNotFoundError(BrokerResponseError):
     description = "The share session was not found."
 
 
-class InvalidShareSessionEpochError(BrokerResponseError):
+class InvalidShareSessionEpochError(BrokerResponseError, RetriableError):
     """The share session epoch is invalid."""
 
     errno = 123
@@ -1261,7 +1264,7 @@ class StreamsTopologyFencedError(BrokerResponseError):
     description = "The supplied topology epoch is outdated."
 
 
-class ShareSessionLimitReachedError(BrokerResponseError):
+class ShareSessionLimitReachedError(BrokerResponseError, RetriableError):
     """The limit of share sessions has been reached."""
 
     errno = 133

@@ -2,7 +2,9 @@
 
 ``from kafkastate.abc import ConsumerRebalanceListener`` replaces aiokafka's
 ``from aiokafka.abc import ConsumerRebalanceListener`` (kafka-python's class of the same
-name is :class:`kafkastate.sync.ConsumerRebalanceListener`, the same class).
+name is :class:`kafkastate.sync.ConsumerRebalanceListener`, the same class). kafka-python
+3.0's ``kafka.consumer.subscription_state`` listeners live here too
+(:class:`AsyncConsumerRebalanceListener`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from kafkastate.structs import TopicPartition
 __all__ = [
     "Assignment",
     "Assignor",
+    "AsyncConsumerRebalanceListener",
     "ConsumerRebalanceListener",
     "RebalanceProtocol",
     "Subscription",
@@ -75,3 +78,33 @@ class ConsumerRebalanceListener:
             lost: the partitions.
         """
         return self.on_partitions_revoked(lost)
+
+
+class AsyncConsumerRebalanceListener:
+    """kafka-python 3.0's listener with coroutine methods
+    (``kafka.consumer.subscription_state.AsyncConsumerRebalanceListener``): for the asyncio,
+    trio and anyio consumers, which await a listener's coroutine methods (the blocking
+    consumer runs plain ones: use :class:`ConsumerRebalanceListener` there). The defaults
+    do nothing; ``on_partitions_lost`` calls ``on_partitions_revoked``."""
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        """Partitions are taken away (see :meth:`ConsumerRebalanceListener.on_partitions_revoked`).
+
+        Args:
+            revoked: the partitions.
+        """
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        """Partitions were added (see :meth:`ConsumerRebalanceListener.on_partitions_assigned`).
+
+        Args:
+            assigned: the partitions.
+        """
+
+    async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        """Partitions were lost without a revoke; calls :meth:`on_partitions_revoked`.
+
+        Args:
+            lost: the partitions.
+        """
+        await self.on_partitions_revoked(lost)

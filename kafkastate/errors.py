@@ -11,22 +11,62 @@ from __future__ import annotations
 
 from kafkastate._error_base import (
     AuthenticationFailedError,
+    AuthorizationError,
     BrokerResponseError,
+    InvalidMetadataError,
     KafkaConnectionError,
     KafkaError,
+    KafkaProtocolError,
     KafkaTimeoutError,
+    RetriableError,
     UnsupportedVersionError,
 )
 
 # One class per broker error code, importable from here (``kafkastate.errors.NotCoordinatorError``).
 # The generated module imports only kafkastate._error_base: the dependency is one-way.
 from kafkastate._error_codes import *  # noqa: F403
-from kafkastate._error_codes import BY_CODE, MessageTooLargeError, ProducerFencedError
+from kafkastate._error_codes import (
+    BY_CODE,
+    BrokerUnsupportedVersionError,
+    CorruptMessageError,
+    InvalidConfigError,
+    InvalidFetchSizeError,
+    InvalidReplicaAssignmentError,
+    MessageTooLargeError,
+    NetworkError,
+    ProducerFencedError,
+    UnknownServerError,
+)
 from kafkastate._error_codes import __all__ as _code_names
 
 __all__ = [
     "AuthenticationFailedError",
+    "AuthorizationError",
     "BrokerResponseError",
+    "Cancelled",
+    "CorrelationIdError",
+    "CorruptRecordException",
+    "IllegalArgumentError",
+    "IncompatibleBrokerVersion",
+    "InvalidConfigurationError",
+    "InvalidFetchRequestError",
+    "InvalidMetadataError",
+    "InvalidReceiveError",
+    "InvalidReplicationAssignmentError",
+    "KafkaProtocolError",
+    "MetadataEmptyBrokerList",
+    "NetworkExceptionError",
+    "NoError",
+    "NodeNotReadyError",
+    "QuotaViolationError",
+    "RetriableError",
+    "StaleMetadata",
+    "TooManyInFlightRequests",
+    "UnknownBrokerIdError",
+    "UnknownError",
+    "UnrecognizedBrokerVersion",
+    "for_code",
+    "kafka_errors",
     "CommitFailedError",
     "ConsumerStoppedError",
     "CorruptRecordError",
@@ -266,3 +306,94 @@ class TransactionTimedOutError(TransactionFailedError):
 
 MessageSizeTooLargeError = MessageTooLargeError
 """aiokafka's and kafka-python's name for :class:`MessageTooLargeError`."""
+
+
+# --------------------------------------------------------------- kafka-python's names
+# Every name of kafka-python 3.0's ``kafka.errors`` resolves here, with its subclass
+# relations (tests/test_error_names.py walks kafka-python's module; the few relations that
+# differ on purpose are listed there and in docs/migrating-from-kafka-python.md).
+
+
+class Cancelled(RetriableError):
+    """A request was cancelled before its answer (kafka-python's name)."""
+
+
+class CorrelationIdError(RetriableError, KafkaProtocolError):
+    """A response's correlation id matched no request in flight (kafka-python's name;
+    kafkastate raises :class:`RemoteProtocolError` for it)."""
+
+
+class IllegalArgumentError(KafkaError):
+    """An argument is not valid (kafka-python's name)."""
+
+
+class InvalidReceiveError(KafkaProtocolError):
+    """A response frame could not be read (kafka-python's name)."""
+
+
+class MetadataEmptyBrokerList(RetriableError):
+    """A metadata answer named no brokers (kafka-python's name)."""
+
+
+class NodeNotReadyError(RetriableError):
+    """The connection to a node is not ready for requests (kafka-python's name)."""
+
+
+class QuotaViolationError(KafkaError):
+    """A client quota was exceeded (kafka-python's name)."""
+
+
+class StaleMetadata(InvalidMetadataError):
+    """The metadata is older than what an operation needs (kafka-python's name)."""
+
+
+class TooManyInFlightRequests(RetriableError):
+    """A connection has as many requests in flight as it may (kafka-python's name)."""
+
+
+class UnknownBrokerIdError(KafkaError):
+    """A node id is not in the metadata (kafka-python's name)."""
+
+
+class UnrecognizedBrokerVersion(KafkaError):
+    """The broker's version could not be told from its ApiVersions (kafka-python's name;
+    kafkastate negotiates every API by version, so it never raises it)."""
+
+
+class NoError(BrokerResponseError):
+    """Error code 0: no error (kafka-python's placeholder class)."""
+
+    errno = 0
+    error_name = "none"
+
+
+CorruptRecordException = CorruptMessageError
+"""kafka-python's alias of its broker code 2 class (CORRUPT_MESSAGE)."""
+IncompatibleBrokerVersion = BrokerUnsupportedVersionError
+"""kafka-python's name of broker code 35 (UNSUPPORTED_VERSION)."""
+InvalidConfigurationError = InvalidConfigError
+"""kafka-python's name of broker code 40 (INVALID_CONFIG)."""
+InvalidFetchRequestError = InvalidFetchSizeError
+"""kafka-python's name of broker code 4 (INVALID_FETCH_SIZE)."""
+InvalidReplicationAssignmentError = InvalidReplicaAssignmentError
+"""kafka-python's name of broker code 39 (INVALID_REPLICA_ASSIGNMENT)."""
+NetworkExceptionError = NetworkError
+"""kafka-python's name of broker code 13 (NETWORK_EXCEPTION)."""
+UnknownError = UnknownServerError
+"""kafka-python's name of broker code -1 (UNKNOWN_SERVER_ERROR)."""
+
+kafka_errors: dict[int, type[BrokerResponseError]] = {0: NoError, **BY_CODE}
+"""Every broker error code -> its class (kafka-python's ``kafka_errors``)."""
+
+
+def for_code(error_code: int) -> type[BrokerResponseError]:
+    """kafka-python's ``for_code``: the class of a broker error code (0 gives
+    :class:`NoError`; an unknown code :class:`UnknownBrokerError`).
+
+    Args:
+        error_code: the code.
+
+    Returns:
+        The class.
+    """
+    return kafka_errors.get(error_code, UnknownBrokerError)

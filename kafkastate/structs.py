@@ -12,9 +12,11 @@ from typing import Any, NamedTuple
 __all__ = [
     "ConsumerGroupMetadata",
     "ConsumerRecord",
+    "MemberState",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "TopicPartition",
+    "TopicPartitionReplica",
 ]
 
 
@@ -25,6 +27,28 @@ class TopicPartition(NamedTuple):
     """The topic."""
     partition: int
     """The partition."""
+
+
+class TopicPartitionReplica(NamedTuple):
+    """A partition's replica on one broker (kafka-python's ``TopicPartitionReplica``)."""
+
+    topic: str
+    """The topic."""
+    partition: int
+    """The partition."""
+    broker_id: int
+    """The node id of the broker holding the replica."""
+
+
+class MemberState:
+    """A group member's state as kafka-python names it (``kafka.structs.MemberState``)."""
+
+    UNJOINED = "<unjoined>"
+    """Not part of a group."""
+    REBALANCING = "<rebalancing>"
+    """Joining or rejoining."""
+    STABLE = "<stable>"
+    """In a generation, heartbeating."""
 
 
 class OffsetAndMetadata(NamedTuple):
@@ -49,7 +73,8 @@ class ConsumerGroupMetadata(NamedTuple):
     """
 
     group_id: str
-    """The group id."""
+    """The group id (None only in kafka-python's empty snapshot of a consumer without
+    one, from ``kafkastate.sync.KafkaConsumer.group_metadata``)."""
     generation_id: int = -1
     """The generation, -1 if unknown (no generation fencing)."""
     member_id: str = ""

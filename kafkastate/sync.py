@@ -6,11 +6,14 @@ in the caller's thread inside ``poll()``, plus a heartbeat thread for a group me
 event loop is hidden in a thread. Every decision is the core's (:mod:`kafkastate.core`);
 options are resolved by :mod:`kafkastate.core.config` with kafka-python's defaults
 (docs/options.md). The implementations live in :mod:`kafkastate.adapters.blocking`.
+kafka-python's other modules have theirs under the same names: :mod:`kafkastate.errors`,
+:mod:`kafkastate.structs`, :mod:`kafkastate.serializer`, :mod:`kafkastate.partitioner`
+(docs/migrating-from-kafka-python.md maps every name).
 """
 
 from __future__ import annotations
 
-from kafkastate.abc import ConsumerRebalanceListener
+from kafkastate.abc import AsyncConsumerRebalanceListener, ConsumerRebalanceListener
 from kafkastate.adapters.blocking.admin import KafkaAdminClient
 from kafkastate.adapters.blocking.consumer import KafkaConsumer
 from kafkastate.adapters.blocking.producer import (
@@ -36,11 +39,13 @@ from kafkastate.core.admin import (
     ResourcePatternFilter,
     ResourceType,
 )
+from kafkastate.serializer import DefaultSerializer, Deserializer, JsonSerializer, Serializer
 from kafkastate.structs import (
     ConsumerGroupMetadata,
     ConsumerRecord,
     OffsetAndMetadata,
     TopicPartition,
+    TopicPartitionReplica,
 )
 
 __all__ = [
@@ -56,11 +61,15 @@ __all__ = [
     "AlterConfigOpType",
     "ConfigResource",
     "ConfigResourceType",
+    "AsyncConsumerRebalanceListener",
     "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "DefaultSerializer",
+    "Deserializer",
     "FutureRecordMetadata",
     "KafkaAdminClient",
+    "JsonSerializer",
     "KafkaConsumer",
     "KafkaProducer",
     "NewPartitions",
@@ -69,5 +78,7 @@ __all__ = [
     "OffsetSpec",
     "RecordMetadata",
     "RecordsToDelete",
+    "Serializer",
     "TopicPartition",
+    "TopicPartitionReplica",
 ]

@@ -32,6 +32,8 @@ PUBLIC_MODULES = [
     "kafkastate.trio",
     "kafkastate.asyncio",
     "kafkastate.structs",
+    "kafkastate.serializer",
+    "kafkastate.partitioner",
     "kafkastate.core.consumer.fetch.session",
     "kafkastate.core.consumer.fetch.request",
     "kafkastate.core.consumer.fetch.decode",

@@ -24,6 +24,44 @@ SPECIAL_BASES = {
 }
 
 
+# kafka-python's InvalidMetadataError subclasses (Java's InvalidMetadataException ones).
+INVALID_METADATA = frozenset(
+    {
+        "election_not_needed",
+        "eligible_leaders_not_available",
+        "fenced_leader_epoch",
+        "inconsistent_topic_id",
+        "kafka_storage_error",
+        "leader_not_available",
+        "listener_not_found",
+        "network_exception",
+        "not_leader_or_follower",
+        "preferred_leader_not_available",
+        "replica_not_available",
+        "unknown_leader_epoch",
+        "unknown_topic_id",
+        "unknown_topic_or_partition",
+    }
+)
+
+
+def bases_of(code: ErrorCode) -> str:
+    """The bases of a code's class: kafka-python's hierarchy (RetriableError,
+    InvalidMetadataError, AuthorizationError) plus the local class it also is."""
+    extra = SPECIAL_BASES.get(code.name)
+    if code.name.endswith("_authorization_failed"):
+        out = ["AuthorizationError"]
+    else:
+        out = ["BrokerResponseError"]
+    if extra:
+        out.append(extra)
+    if code.name in INVALID_METADATA and extra != "KafkaConnectionError":
+        out.append("InvalidMetadataError")
+    elif code.retriable and extra not in ("KafkaTimeoutError", "KafkaConnectionError"):
+        out.append("RetriableError")
+    return ", ".join(out)
+
+
 def camel(name: str) -> str:
     if name in RENAMES:
         return RENAMES[name]
@@ -57,7 +95,8 @@ def main() -> None:
     print("from __future__ import annotations")
     print()
     print("from kafkastate._error_base import (")
-    for b in sorted({"BrokerResponseError", *SPECIAL_BASES.values()}):
+    imported = {"AuthorizationError", "BrokerResponseError", "InvalidMetadataError"}
+    for b in sorted({*imported, "RetriableError", *SPECIAL_BASES.values()}):
         print(f"    {b},")
     print(")")
     names = []
@@ -66,8 +105,7 @@ def main() -> None:
             continue
         cls = camel(code.name)
         names.append((cls, int(code.value)))
-        extra = SPECIAL_BASES.get(code.name)
-        bases = f"BrokerResponseError, {extra}" if extra else "BrokerResponseError"
+        bases = bases_of(code)
         doc = d.get(code.name, code.name.replace("_", " ").capitalize() + ".")
         doc = doc.replace("\\", "\\\\")
         print()

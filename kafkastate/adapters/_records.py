@@ -8,24 +8,27 @@ the application seeks past it (Java's behaviour)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from kafkastate.core.config import Deserialize
 from kafkastate.core.consumer.consumer import ConsumerMachine, Run
 from kafkastate.core.protocol.records import consumer_tuples
 from kafkastate.structs import ConsumerRecord, TopicPartition
 
 __all__ = ["Deserializer", "one_consumer_record", "to_consumer_records"]
 
-Deserializer = Callable[[bytes | None], Any]
+Deserializer = Deserialize
+"""``(topic, headers, data) -> value``, as :func:`kafkastate.core.config.deserializer_of`
+makes of an option."""
 
 
 def _deserialized(
     record: ConsumerRecord, keys: Deserializer | None, values: Deserializer | None
 ) -> ConsumerRecord:
     """``record`` with its key and value (fields 6 and 7) deserialized."""
-    key = record.key if keys is None else keys(record.key)
-    value = record.value if values is None else values(record.value)
+    key = record.key if keys is None else keys(record.topic, record.headers, record.key)
+    value = record.value if values is None else values(record.topic, record.headers, record.value)
     fields: tuple[Any, ...] = (*record[:6], key, value, *record[8:])
     made: ConsumerRecord = tuple.__new__(ConsumerRecord, fields)
     return made

@@ -64,6 +64,12 @@ __all__ = [
     "Option",
     "client_config",
     "check_consumer",
+    "api_version_hint",
+    "close_serializers",
+    "deserializer_of",
+    "max_usable_produce_magic",
+    "options_dict",
+    "serializer_of",
     "consumer_machine",
     "fetcher_config",
     "group_config",
@@ -227,9 +233,12 @@ def _compression(name: str, value: Any) -> Any:
 
 
 def _deserializer(name: str, value: Any) -> Any:
-    if value is not None and not callable(value):
-        raise KafkaConfigurationError(f"{name} must be a callable bytes -> value, got {value!r}")
-    return value
+    if value is None or callable(value) or callable(getattr(value, "deserialize", None)):
+        return value
+    raise KafkaConfigurationError(
+        f"{name} must be a callable f(bytes) or have deserialize(topic, headers, data), "
+        f"got {value!r}"
+    )
 
 
 def _serializer(name: str, value: Any) -> Any:
@@ -237,6 +246,17 @@ def _serializer(name: str, value: Any) -> Any:
         return value
     raise KafkaConfigurationError(
         f"{name} must be a callable f(data) or have serialize(topic, headers, data), got {value!r}"
+    )
+
+
+def _partitioner(name: str, value: Any) -> Any:
+    if value is None or callable(value):
+        return value
+    if not isinstance(value, str | bytes) and callable(getattr(value, "partition", None)):
+        return value  # (str.partition is no partitioner)
+    raise KafkaConfigurationError(
+        f"{name} must be a callable (key_bytes, all_partitions, available_partitions) or "
+        f"have partition(topic, key, key_bytes, value, value_bytes, cluster), got {value!r}"
     )
 
 
@@ -315,7 +335,8 @@ _TABLE: Final = (
     Option("sasl_plain_username", "sasl.username", _CPA, _text, None, "SASL user."),
     Option("sasl_plain_password", "sasl.password", _CPA, _text, None, "SASL password."),
     Option("api_version", "", _CPA, _anything, None,
-           "Accepted for compatibility: versions are always negotiated."),
+           "Versions are always negotiated; kafka-python's hint (a tuple or '0.11.0') "
+           "refuses features the version lacks and skips the constructor's wait."),
     Option("loop", "", _CPA, _anything, None,
            "aiokafka's; accepted for compatibility: the running event loop is used."),
     Option("bootstrap_timeout_ms", "", _CPA, positive_ms, 30000,
@@ -326,8 +347,10 @@ _TABLE: Final = (
     # ------------------------------------------------------------------------ consumer
     Option("group_id", "group.id", _C, _name, None,
            "Where committed offsets are read and written; the consumer group."),
-    Option("key_deserializer", "", _C, _deserializer, None, "bytes -> key."),
-    Option("value_deserializer", "", _C, _deserializer, None, "bytes -> value."),
+    Option("key_deserializer", "", _C, _deserializer, None,
+           "bytes -> key: a callable, or an object with deserialize(topic, headers, data)."),
+    Option("value_deserializer", "", _C, _deserializer, None,
+           "bytes -> value: a callable, or an object with deserialize(topic, headers, data)."),
     Option("auto_offset_reset", "auto.offset.reset", _C,
            _one_of("earliest", "latest", "none"), "latest",
            "Where to start without a committed offset."),
@@ -384,8 +407,10 @@ _TABLE: Final = (
     Option("leave_group_on_close", "", _C, _optional(_flag), None,
            "Send LeaveGroup on close (default: dynamic members do)."),
     # ------------------------------------------------------------------------ producer
-    Option("key_serializer", "", _P, _serializer, None, "key -> bytes."),
-    Option("value_serializer", "", _P, _serializer, None, "value -> bytes."),
+    Option("key_serializer", "", _P, _serializer, None,
+           "key -> bytes: a callable, or an object with serialize(topic, headers, data)."),
+    Option("value_serializer", "", _P, _serializer, None,
+           "value -> bytes: a callable, or an object with serialize(topic, headers, data)."),
     Option("acks", "acks", _P, _acks, "all", "0, 1, -1 or 'all'."),
     Option("enable_idempotence", "enable.idempotence", _P, _optional(_flag), None,
            "Idempotent producer (None: on when acks='all')."),
@@ -405,8 +430,9 @@ _TABLE: Final = (
            "How long a send waits for metadata or buffer room."),
     Option("retries", "retries", _P, _retries, _INT32_MAX,
            "Retries of a failed batch (within delivery_timeout_ms)."),
-    Option("partitioner", "", _P, _callable, None,
-           "(key_bytes, all_partitions, available_partitions) -> partition."),
+    Option("partitioner", "", _P, _partitioner, None,
+           "(key_bytes, all_partitions, available_partitions) -> partition, or a "
+           "kafka-python 3.0 Partitioner object (DefaultPartitioner, StickyPartitioner)."),
     Option("transactional_id", "transactional.id", _P, _name, None,
            "Makes the producer transactional (and idempotent)."),
     Option("transaction_timeout_ms", "transaction.timeout.ms", _P, positive_ms, 60000,
@@ -605,6 +631,9 @@ def resolve(role: str, flavour: str, given: Mapping[str, Any], *, owner: str) ->
             (lacking if name in UNSUPPORTED[flavour] else unknown).append(key)
             continue
         out[name] = value
+    if unknown and flavour == "kafka-python":  # kafka-python's type and words
+        shown = ", ".join(repr(k) for k in sorted(unknown))
+        raise KafkaConfigurationError(f"{owner}: Unrecognized configs: {{{shown}}}")
     if unknown:
         raise TypeError(f"{owner}: unknown option(s): {', '.join(sorted(unknown))}")
     if lacking:
@@ -614,12 +643,135 @@ def resolve(role: str, flavour: str, given: Mapping[str, Any], *, owner: str) ->
         )
     for name, value in out.items():
         out[name] = OPTIONS[name].check(name, value)
+    user_set = frozenset(_BY_PROP.get(key, key) for key in given)
     _settle_client(out, flavour)
+    if flavour == "kafka-python":
+        _settle_kafka_python(out, role, user_set)
     if role == "consumer":
         _settle_consumer(out, flavour)
     elif role == "producer":
         _settle_producer(out, flavour)
     return out
+
+
+def api_version_hint(value: Any, *, name: str = "api_version") -> tuple[int, ...] | None:
+    """kafka-python's ``api_version`` as a tuple: a tuple of ints, or a str such as
+    ``"0.11.0"`` (``"auto"`` and None: no hint).
+
+    Raises:
+        KafkaConfigurationError: anything else.
+    """
+    if value is None or value == "auto":
+        return None
+    if isinstance(value, str):
+        try:
+            value = tuple(int(part) for part in value.split("."))
+        except ValueError:
+            value = None
+    if (
+        isinstance(value, tuple)
+        and value
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    ):
+        return value
+    raise KafkaConfigurationError(f"{name} must be tuple, got {value!r}")
+
+
+def max_usable_produce_magic(api_version: Any) -> int:
+    """The record batch format (magic) a broker of ``api_version`` reads: 2 from 0.11, 1
+    from 0.10, else 0 (kafka-python's ``KafkaProducer.max_usable_produce_magic``).
+    kafkastate itself always writes magic 2, the only format Kafka 4 accepts.
+
+    Raises:
+        KafkaConfigurationError: not an api_version (:func:`api_version_hint`).
+    """
+    version = api_version_hint(api_version)
+    if version is None or version >= (0, 11):
+        return 2
+    return 1 if version >= (0, 10, 0) else 0
+
+
+# The broker version each kafka-python feature needs (an older api_version hint refuses it).
+_IDEMPOTENCE_VERSION: Final = (0, 11)
+_SEPARATE_POLL_INTERVAL_VERSION: Final = (0, 10, 1)
+_KIP_735_VERSION: Final = (3, 0)
+_PRE_KIP_735_SESSION_TIMEOUT_MS: Final = 30000
+_COMPRESSION_VERSIONS: Final = {"lz4": ((0, 8, 2), "LZ4"), "zstd": ((2, 1), "Zstd")}
+
+
+def _settle_kafka_python(out: dict[str, Any], role: str, user_set: frozenset[str]) -> None:
+    """kafka-python 3.0's own cross-checks, in its words (``KafkaConsumer.__init__``,
+    ``KafkaProducer.__init__``, ``Heartbeat``), and what an explicit ``api_version`` hint
+    older than a feature does to it."""
+    version = out["api_version"] = api_version_hint(out["api_version"])
+    if role == "consumer":
+        fetch_wait = out["fetch_max_wait_ms"]
+        request = out["request_timeout_ms"]
+        idle = out["connections_max_idle_ms"]
+        if not fetch_wait < request < idle:
+            raise KafkaConfigurationError(
+                f"connections_max_idle_ms ({idle}) must be larger than request_timeout_ms "
+                f"({request}) which must be larger than fetch_max_wait_ms ({fetch_wait})."
+            )
+        if version is not None:
+            _settle_group_timeouts(out, version, user_set)
+        if out["group_id"] is not None:  # (kafka-python's Heartbeat, after the above)
+            heartbeat, session = out["heartbeat_interval_ms"], out["session_timeout_ms"]
+            if heartbeat >= session:
+                raise KafkaConfigurationError(
+                    "Heartbeat interval must be lower than the session timeout "
+                    f"({heartbeat} v {session}): heartbeat_interval_ms, session_timeout_ms"
+                )
+        return
+    if role == "producer":
+        _settle_producer_hint(out, version)
+
+
+def _settle_group_timeouts(
+    out: dict[str, Any], version: tuple[int, ...], user_set: frozenset[str]
+) -> None:
+    """kafka-python's session / poll interval defaults and check for an old broker."""
+    session_given = "session_timeout_ms" in user_set
+    poll_given = "max_poll_interval_ms" in user_set
+    if not session_given:
+        if version < _SEPARATE_POLL_INTERVAL_VERSION and poll_given:
+            out["session_timeout_ms"] = out["max_poll_interval_ms"]
+        elif version < _KIP_735_VERSION:  # the brokers' max session timeout was 30 s
+            out["session_timeout_ms"] = _PRE_KIP_735_SESSION_TIMEOUT_MS
+    if version < _SEPARATE_POLL_INTERVAL_VERSION:
+        if not poll_given:
+            out["max_poll_interval_ms"] = out["session_timeout_ms"]
+        if out["group_id"] is not None and (
+            out["max_poll_interval_ms"] != out["session_timeout_ms"]
+        ):
+            raise KafkaConfigurationError(
+                f"Broker version {version} does not support different values for "
+                f"max_poll_interval_ms ({out['max_poll_interval_ms']}) and "
+                f"session_timeout_ms ({out['session_timeout_ms']})"
+            )
+
+
+def _settle_producer_hint(out: dict[str, Any], version: tuple[int, ...] | None) -> None:
+    """kafka-python's producer checks: compression and idempotence against the hint."""
+    if version is not None:
+        needed = _COMPRESSION_VERSIONS.get(out["compression_type"])
+        if needed is not None and version < needed[0]:
+            floor = ".".join(map(str, needed[0]))
+            raise KafkaConfigurationError(f"{needed[1]} Requires >= Kafka {floor} Brokers")
+    explicit = out["enable_idempotence"] is True or out["transactional_id"] is not None
+    if out["transactional_id"] is not None and out["enable_idempotence"] is False:
+        raise KafkaConfigurationError("Cannot set transactional_id without enable_idempotence.")
+    if (
+        version is not None
+        and version < _IDEMPOTENCE_VERSION
+        and out["enable_idempotence"] is not False
+    ):
+        if explicit:
+            raise KafkaConfigurationError(
+                "Idempotent/Transactional producer requires broker >= 0.11 "
+                f"(got api_version={version})"
+            )
+        out["enable_idempotence"] = False  # as kafka-python: off for an old broker
 
 
 def _settle_client(out: dict[str, Any], flavour: str) -> None:
@@ -679,7 +831,7 @@ def _settle_consumer(out: dict[str, Any], flavour: str) -> None:
                 "kafka-python": ("range", "roundrobin"),
                 "kafkastate": ("range", "cooperative-sticky"),  # Java's
             }[flavour]
-        if out["heartbeat_interval_ms"] >= out["session_timeout_ms"]:
+        if flavour != "kafka-python" and out["heartbeat_interval_ms"] >= out["session_timeout_ms"]:
             raise KafkaConfigurationError(
                 f"heartbeat_interval_ms ({out['heartbeat_interval_ms']!r}) must be below "
                 f"session_timeout_ms ({out['session_timeout_ms']!r})"
@@ -706,6 +858,23 @@ def _settle_producer(out: dict[str, Any], flavour: str) -> None:
         out["enable_idempotence"] = True  # as aiokafka and kafka-python do
     if out["acks"] is None:
         out["acks"] = "all" if out["enable_idempotence"] else 1
+    if out["enable_idempotence"] is True:
+        # every conflict in one message, in kafka-python's words (left unset, idempotence
+        # is off with such settings instead, as in kafka-python and Java)
+        conflicts = []
+        if out["acks"] not in (-1, "all"):
+            conflicts.append(f"acks={out['acks']!r}")
+        if out.get("retries") == 0:
+            conflicts.append("retries=0")
+        if out["max_in_flight_requests_per_connection"] > 5:  # KIP-98's limit
+            conflicts.append(
+                "max_in_flight_requests_per_connection="
+                f"{out['max_in_flight_requests_per_connection']!r}"
+            )
+        if conflicts:
+            raise KafkaConfigurationError(
+                f"enable_idempotence=True is incompatible with user-provided {', '.join(conflicts)}"
+            )
     if out["max_block_ms"] is None:
         out["max_block_ms"] = out["request_timeout_ms"]
     if out["delivery_timeout_ms"] < out["linger_ms"] + out["request_timeout_ms"]:
@@ -713,6 +882,87 @@ def _settle_producer(out: dict[str, Any], flavour: str) -> None:
             f"delivery_timeout_ms ({out['delivery_timeout_ms']}) must be >= linger_ms "
             f"({out['linger_ms']}) + request_timeout_ms ({out['request_timeout_ms']})"
         )
+
+
+# ------------------------------------------------------------------- user-code adapters
+
+Serialize = Callable[[str, Sequence[tuple[str, Any]], Any], Any]
+"""A serializer as the faces call it: ``(topic, headers, data) -> bytes | None``."""
+Deserialize = Callable[[str, Sequence[tuple[str, Any]], Any], Any]
+"""A deserializer as the faces call it: ``(topic, headers, data) -> value``."""
+
+
+def serializer_of(value: Any) -> Serialize | None:
+    """What a ``key_serializer`` / ``value_serializer`` option means: an object with
+    ``serialize(topic, headers, data)`` (kafka-python 3.0's ``Serializer``) is called so;
+    any other callable is ``f(data)`` (kafka-python 2.x and aiokafka).
+
+    Args:
+        value: the resolved option (checked by :func:`resolve`).
+
+    Returns:
+        ``(topic, headers, data) -> bytes``, or None for no serializer.
+    """
+    return _user_code(value, "serialize")
+
+
+def deserializer_of(value: Any) -> Deserialize | None:
+    """What a ``key_deserializer`` / ``value_deserializer`` option means: an object with
+    ``deserialize(topic, headers, data)`` (kafka-python 3.0's ``Deserializer``) is called
+    so; any other callable is ``f(data)``. Both are called with None too (a null key or
+    value), as kafka-python and aiokafka do.
+
+    Args:
+        value: the resolved option, or a deserializer :func:`deserializer_of` made.
+
+    Returns:
+        ``(topic, headers, data) -> value``, or None for no deserializer.
+    """
+    return _user_code(value, "deserialize")
+
+
+def _user_code(value: Any, method: str) -> Serialize | None:
+    """``value.<method>`` if it has one (a kafka-python 3.0 object), else ``value(data)``."""
+    if value is None:
+        return None
+    bound = getattr(value, method, None)
+    if callable(bound):
+        called: Serialize = bound
+        return called
+    return lambda _topic, _headers, data: value(data)
+
+
+def close_serializers(options: Mapping[str, Any]) -> None:
+    """Call ``close()`` on every kafka-python (de)serializer object of resolved options
+    (``Serializer.close``), as a face's close does; plain callables are left alone."""
+    for name, method in (
+        ("key_serializer", "serialize"),
+        ("value_serializer", "serialize"),
+        ("key_deserializer", "deserialize"),
+        ("value_deserializer", "deserialize"),
+    ):
+        value = options.get(name)
+        close = getattr(value, "close", None)
+        if callable(getattr(value, method, None)) and callable(close):
+            close()
+
+
+def options_dict(role: str, flavour: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """A face's ``config`` dict, as kafka-python's ``KafkaConsumer.config`` /
+    ``KafkaProducer.config``: every option the face takes by its Python name, with the
+    value the user gave (a Java property counts under its Python name) or the face's
+    default. kafka-python options kafkastate refuses are not in it.
+
+    Args:
+        role: ``"consumer"`` or ``"producer"``.
+        flavour: one of :data:`FLAVOURS`.
+        given: the user's keywords, accepted by :func:`resolve`.
+    """
+    defaults = FLAVOUR_DEFAULTS[(flavour, role)]
+    out = {o.name: defaults.get(o.name, o.default) for o in _TABLE if _applies(o, role, flavour)}
+    for key, value in given.items():
+        out[_BY_PROP.get(key, key)] = value
+    return out
 
 
 # ----------------------------------------------------------------------------- builders

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from typing import Any
 
+import kafka
 import pytest
 
 from kafkastate.core.config import (
@@ -20,15 +21,20 @@ from kafkastate.core.config import (
     admin_config,
     client_config,
     consumer_machine,
+    deserializer_of,
     fetcher_config,
     from_text,
     group_config,
+    max_usable_produce_magic,
+    options_dict,
     producer_config,
     resolve,
+    serializer_of,
 )
 from kafkastate.core.consumer.group import GroupConfig
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig
 from kafkastate.errors import KafkaConfigurationError
+from kafkastate.serializer import DefaultSerializer, JsonSerializer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROLES = ("consumer", "producer", "admin")
@@ -122,7 +128,19 @@ def test_unknown_and_unsupported_options_are_named() -> None:
         resolve("producer", "kafkastate", given(loop=None), owner="T")
     # an option of another face only is unknown here
     with pytest.raises(TypeError, match="listener"):
-        resolve("consumer", "kafka-python", given(listener=None), owner="T")
+        resolve("consumer", "aiokafka", given(listener=None), owner="T")
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_kafka_python_unknown_options_are_unrecognized_configs(role: str) -> None:
+    # kafka-python 3.0's KafkaConsumer raises KafkaConfigurationError("Unrecognized configs:
+    # {...}"), its KafkaProducer a ValueError with the same words: this is both
+    with pytest.raises(KafkaConfigurationError) as caught:
+        resolve(role, "kafka-python", given(zeta=1, alpha=2), owner="T")
+    assert str(caught.value) == "T: Unrecognized configs: {'alpha', 'zeta'}"
+    assert isinstance(caught.value, ValueError)
+    with pytest.raises(KafkaConfigurationError, match=r"Unrecognized configs: \{'listener'\}"):
+        resolve(role, "kafka-python", given(listener=None), owner="T")
 
 
 @pytest.mark.parametrize(
@@ -158,6 +176,12 @@ def test_unknown_and_unsupported_options_are_named() -> None:
         (
             "producer",
             "kafka-python",
+            {"transactional_id": "t", "enable_idempotence": False},
+            r"^Cannot set transactional_id without enable_idempotence\.$",
+        ),
+        (
+            "producer",
+            "kafkastate",
             {"transactional_id": "t", "enable_idempotence": False},
             "transactional_id needs enable_idempotence",
         ),
@@ -244,3 +268,153 @@ def test_the_options_page_is_generated_from_the_table() -> None:
     assert out == page, (
         "docs/options.md is stale: python tools/gen_options_doc.py > docs/options.md"
     )
+
+
+# ------------------------------------------------------- kafka-python 3.0's own checks
+
+
+def _kp(role: str, **options: Any) -> dict[str, Any]:
+    return resolve(role, "kafka-python", given(**options), owner="T")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"fetch_max_wait_ms": 30000},  # not below request_timeout_ms
+        {"request_timeout_ms": 540000},  # not below connections_max_idle_ms
+        {"connections_max_idle_ms": 400},  # below both
+    ],
+)
+def test_kafka_python_consumer_timeouts_are_ordered(options: dict[str, Any]) -> None:
+    merged = {"fetch_max_wait_ms": 500, "request_timeout_ms": 30000}
+    merged |= {"connections_max_idle_ms": 540000} | options
+    with pytest.raises(KafkaConfigurationError) as caught:
+        _kp("consumer", **options)
+    # kafka-python's sentence, naming all three with their values
+    assert str(caught.value) == (
+        f"connections_max_idle_ms ({merged['connections_max_idle_ms']}) must be larger than "
+        f"request_timeout_ms ({merged['request_timeout_ms']}) which must be larger than "
+        f"fetch_max_wait_ms ({merged['fetch_max_wait_ms']})."
+    )
+    # the other faces do not make this check (aiokafka and Java do not)
+    resolve("consumer", "kafkastate", given(**options), owner="T")
+
+
+def test_kafka_python_heartbeat_check_needs_a_group() -> None:
+    with pytest.raises(
+        KafkaConfigurationError,
+        match=r"^Heartbeat interval must be lower than the session timeout \(9000 v 9000\)",
+    ):
+        _kp("consumer", group_id="g", heartbeat_interval_ms=9000, session_timeout_ms=9000)
+    _kp("consumer", heartbeat_interval_ms=9000, session_timeout_ms=9000)  # no group: as kp
+
+
+def test_kafka_python_api_version_hint_and_the_group_timeouts() -> None:
+    old = _kp("consumer", group_id="g", api_version=(0, 10, 0), max_poll_interval_ms=20000)
+    assert old["session_timeout_ms"] == 20000  # one given: both, as kafka-python
+    assert old["api_version"] == (0, 10, 0)
+    with pytest.raises(KafkaConfigurationError, match="does not support different values for"):
+        _kp(
+            "consumer",
+            group_id="g",
+            api_version="0.10.0",
+            session_timeout_ms=10000,
+            max_poll_interval_ms=20000,
+        )
+    with pytest.raises(KafkaConfigurationError, match=r"\(3000 v 2000\)"):
+        # the session timeout follows max_poll_interval_ms first, then the heartbeat check
+        _kp("consumer", group_id="g", api_version=(0, 10, 0), max_poll_interval_ms=2000)
+    assert _kp("consumer", api_version=(2, 8))["session_timeout_ms"] == 30000  # pre KIP-735
+    assert _kp("consumer", api_version=(3, 9))["session_timeout_ms"] == 45000
+    assert _kp("consumer", api_version="auto")["api_version"] is None
+    with pytest.raises(KafkaConfigurationError, match="api_version must be tuple"):
+        _kp("consumer", api_version=[2, 8])
+
+
+@pytest.mark.parametrize(
+    ("flavour", "options", "conflicts"),
+    [
+        *((f, {"acks": 1}, "acks=1") for f in FLAVOURS),
+        *(
+            (
+                f,
+                {"acks": 0, "max_in_flight_requests_per_connection": 6},
+                "acks=0, max_in_flight_requests_per_connection=6",
+            )
+            for f in FLAVOURS
+        ),
+        ("kafka-python", {"acks": 1, "retries": 0}, "acks=1, retries=0"),
+    ],
+)
+def test_idempotence_conflicts_are_named_in_one_message(
+    flavour: str, options: dict[str, Any], conflicts: str
+) -> None:
+    # kafka-python's words, on every face (the option-error conformance scenario pins it)
+    with pytest.raises(KafkaConfigurationError) as caught:
+        resolve("producer", flavour, given(enable_idempotence=True, **options), owner="T")
+    assert (
+        str(caught.value)
+        == f"enable_idempotence=True is incompatible with user-provided {conflicts}"
+    )
+    with pytest.raises(KafkaConfigurationError, match=conflicts):
+        resolve("producer", flavour, given(transactional_id="t", **options), owner="T")
+    # left unset, idempotence is off with such settings (kafka-python and Java)
+    unset = resolve("producer", flavour, given(**options), owner="T")
+    assert not producer_config(unset).idempotent
+
+
+def test_kafka_python_api_version_hint_refuses_what_the_broker_lacks() -> None:
+    assert _kp("producer", api_version=(0, 10, 2))["enable_idempotence"] is False  # default
+    assert producer_config(_kp("producer", api_version=(0, 11)))
+    for options in ({"enable_idempotence": True}, {"transactional_id": "t"}):
+        with pytest.raises(
+            KafkaConfigurationError,
+            match=r"^Idempotent/Transactional producer requires broker >= 0\.11 "
+            r"\(got api_version=\(0, 10, 2\)\)$",
+        ):
+            _kp("producer", api_version="0.10.2", **options)
+    with pytest.raises(KafkaConfigurationError, match=r"^Zstd Requires >= Kafka 2\.1 Brokers$"):
+        _kp("producer", api_version=(2, 0), compression_type="zstd")
+    assert _kp("producer", api_version=(2, 1), compression_type="zstd")["api_version"] == (2, 1)
+
+
+def test_max_usable_produce_magic() -> None:
+    assert [max_usable_produce_magic(v) for v in ((4, 0), (0, 11), (0, 10, 2), (0, 9))] == [
+        2,
+        2,
+        1,
+        0,
+    ]
+    assert max_usable_produce_magic("0.10.0") == 1
+    for version in ((4, 0), (0, 11), (0, 10, 2), (0, 10, 0), (0, 9)):
+        assert max_usable_produce_magic(version) == kafka.KafkaProducer.max_usable_produce_magic(
+            version
+        )
+
+
+def test_serializers_and_deserializers_are_callables_or_objects() -> None:
+    options = resolve(
+        "consumer",
+        "kafka-python",
+        given(key_deserializer=DefaultSerializer(), value_deserializer=bytes.upper),
+        owner="T",
+    )
+    keys = deserializer_of(options["key_deserializer"])
+    values = deserializer_of(options["value_deserializer"])
+    assert keys is not None and values is not None
+    assert keys("t", [], b"k") == "k" and keys("t", [], None) is None
+    assert values("t", [], b"v") == b"V"
+    assert deserializer_of(None) is None
+    with pytest.raises(KafkaConfigurationError, match="deserialize"):
+        resolve("consumer", "kafka-python", given(key_deserializer=3), owner="T")
+    json_ = serializer_of(JsonSerializer())
+    assert json_ is not None and json_("t", [], {"a": 1}) == b'{"a": 1}'
+    plain = serializer_of(str.encode)
+    assert plain is not None and plain("t", [], "x") == b"x"
+
+
+def test_options_dict_is_kafka_pythons_config() -> None:
+    config = options_dict("consumer", "kafka-python", {"group_id": "g", "fetch.min.bytes": 7})
+    assert config["group_id"] == "g" and config["fetch_min_bytes"] == 7
+    assert config["bootstrap_servers"] == "localhost"  # kafka-python's default, as given
+    assert set(config) == accepted("consumer", "kafka-python")

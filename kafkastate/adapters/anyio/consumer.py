@@ -34,7 +34,13 @@ from kafkastate.adapters._common import tls_context
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.core.client import MetadataUpdated
-from kafkastate.core.config import check_consumer, consumer_machine, resolve
+from kafkastate.core.config import (
+    check_consumer,
+    close_serializers,
+    consumer_machine,
+    deserializer_of,
+    resolve,
+)
 from kafkastate.core.consumer.consumer import (
     AssignmentSettled,
     AutoCommitted,
@@ -71,7 +77,8 @@ __all__ = ["Consumer", "open_consumer", "running_consumer"]
 
 log = logging.getLogger("kafkastate.consumer")
 
-Deserializer = Callable[[bytes | None], Any]
+Deserializer = Callable[[bytes | None], Any] | Any
+"""``f(bytes) -> value``, or an object with ``deserialize(topic, headers, data)``."""
 
 
 class Consumer:
@@ -84,8 +91,9 @@ class Consumer:
 
     Args:
         machine: the consumer machine.
-        key_deserializer: turns key bytes into the record's key, or None.
-        value_deserializer: turns value bytes into the record's value, or None.
+        key_deserializer: turns key bytes into the record's key (``f(bytes)``, or an object
+            with ``deserialize(topic, headers, data)``), or None.
+        value_deserializer: the same for values.
         request_timeout: seconds an offset query may take before KafkaTimeoutError.
     """
 
@@ -99,8 +107,8 @@ class Consumer:
     ) -> None:
         self.machine: Final = machine
         """The sans-IO machine."""
-        self._key_deserializer = key_deserializer
-        self._value_deserializer = value_deserializer
+        self._key_deserializer = deserializer_of(key_deserializer)
+        self._value_deserializer = deserializer_of(value_deserializer)
         self._timeout = request_timeout
         self._driver: AsyncDriver | None = None
         self._data = anyio.Event()  # set when records arrive; replaced after each wait
@@ -718,6 +726,7 @@ async def running_consumer(
                 finally:
                     machine.close()
                     consumer._attach(None)
+                    close_serializers(options)  # kafka-python's Deserializer.close()
     finally:
         consumer._data.set()
         consumer._changed.set()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import math
 import random
 import re
 import threading
@@ -33,7 +34,13 @@ from kafkastate.adapters._common import check_ms, no_brokers_error, tls_context
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core.client import CloseRequested, ConnectRequested
-from kafkastate.core.config import consumer_machine, resolve
+from kafkastate.core.config import (
+    close_serializers,
+    consumer_machine,
+    deserializer_of,
+    options_dict,
+    resolve,
+)
 from kafkastate.core.consumer.consumer import (
     AutoCommitted,
     ListenerCallRequested,
@@ -134,11 +141,14 @@ class KafkaConsumer:
         self._background: threading.Thread | None = None
         self._stopping = threading.Event()
         resolved = resolve("consumer", "kafka-python", options, owner="KafkaConsumer")
+        self._resolved = resolved
+        self.config: dict[str, Any] = options_dict("consumer", "kafka-python", options)
+        """kafka-python's option dict: every option by name, as given or defaulted."""
         tls = tls_context(resolved)
         self._machine = consumer_machine(resolved, rng=random.SystemRandom())
         config = self._machine.config
-        key_deserializer = resolved["key_deserializer"]
-        value_deserializer = resolved["value_deserializer"]
+        key_deserializer = deserializer_of(resolved["key_deserializer"])
+        value_deserializer = deserializer_of(resolved["value_deserializer"])
         request_timeout_ms = resolved["request_timeout_ms"]
         consumer_timeout_ms = resolved["consumer_timeout_ms"]
         default_offset_commit_callback = resolved["default_offset_commit_callback"]
@@ -214,10 +224,32 @@ class KafkaConsumer:
         """This member's group metadata, for a transactional producer's
         ``send_offsets_to_transaction`` (KIP-447 fencing of zombies' offsets).
 
-        Raises:
-            IllegalStateError: no ``group_id``.
+        Returns:
+            The snapshot; ``ConsumerGroupMetadata(None)`` (generation -1, member id "")
+            without a ``group_id``, as kafka-python.
         """
+        if self._machine.fetcher.config.group_id is None:
+            # kafka-python's snapshot of no group (send_offsets_to_transaction refuses it)
+            return ConsumerGroupMetadata(None)  # type: ignore[arg-type]
         return self._machine.group_metadata()
+
+    @_locked
+    def bootstrap(self, timeout_ms: float | None = None, refresh: bool = False) -> None:
+        """Wait until a bootstrap server answered (kafka-python 3.0's ``bootstrap``): the
+        cluster's brokers are known afterwards.
+
+        Args:
+            timeout_ms: how long to wait; None waits without bound.
+            refresh: ask the cluster again even when it has answered before.
+
+        Raises:
+            NoBrokersAvailable: none answered within ``timeout_ms`` (a KafkaTimeoutError).
+            AuthenticationFailedError: the server refused the SASL credentials.
+            IllegalStateError: the consumer is closed.
+        """
+        self._open()
+        if refresh or not self._machine.client.cluster.brokers:
+            self._wait_for_cluster(math.inf if timeout_ms is None else timeout_ms / 1000, refresh)
 
     @_locked
     def subscription(self) -> set[str]:
@@ -548,6 +580,7 @@ class KafkaConsumer:
 
     def _shut(self) -> None:
         self._closed = True
+        close_serializers(self._resolved)
         self._calls.clear()
         machine = self._machine
         machine.close()
@@ -731,18 +764,20 @@ class KafkaConsumer:
             self._turn(deadline)
         return self._answers.pop(qid)
 
-    def _wait_for_cluster(self, timeout: float) -> None:
-        """Wait until a bootstrap server answered a Metadata request.
+    def _wait_for_cluster(self, timeout: float, refresh: bool = False) -> None:
+        """Wait until a bootstrap server answered a Metadata request (a new one with
+        ``refresh``).
 
         Raises:
             NoBrokersAvailable: none did within ``timeout`` seconds.
             AuthenticationFailedError: because it refused the SASL credentials.
         """
         client = self._machine.client
+        seen = client.cluster if refresh else None
         client.request_metadata_update()
-        deadline = time.monotonic() + timeout
-        while not client.cluster.brokers:
-            if time.monotonic() >= deadline:
+        deadline = None if math.isinf(timeout) else time.monotonic() + timeout
+        while not client.cluster.brokers or client.cluster is seen:
+            if deadline is not None and time.monotonic() >= deadline:
                 raise no_brokers_error(client, timeout)
             self._turn(deadline)
 

@@ -22,8 +22,14 @@ from typing import Any, Final, NamedTuple, Self
 
 from kafkastate.adapters._common import tls_context
 from kafkastate.adapters.blocking.thread import ProducerThread
-from kafkastate.core.config import producer_config, resolve
-from kafkastate.core.producer.producer import ProducerConfig
+from kafkastate.core.config import (
+    close_serializers,
+    max_usable_produce_magic,
+    options_dict,
+    producer_config,
+    resolve,
+    serializer_of,
+)
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -42,6 +48,7 @@ log = logging.getLogger("kafkastate.sync")
 _CLIENT_IDS = itertools.count(1)
 
 Serializer = Callable[[str, list[tuple[str, bytes]], Any], Any]
+_FLAVOUR: Final = "kafka-python"
 
 
 class RecordMetadata(NamedTuple):
@@ -253,20 +260,6 @@ def _number(name: str, value: Any, *, minimum: float, strict: bool = False) -> f
     return float(value)
 
 
-def _serializer(name: str, value: Any) -> Serializer | None:
-    if value is None:
-        return None
-    serialize = getattr(value, "serialize", None)
-    if callable(serialize):  # kafka-python 3.0 Serializer: serialize(topic, headers, data)
-        method: Serializer = serialize
-        return method
-    if callable(value):  # f(data) -> bytes
-        return lambda _topic, _headers, data: value(data)
-    raise KafkaConfigurationError(
-        f"{name} must be a callable f(data) or have serialize(topic, headers, data), got {value!r}"
-    )
-
-
 # ------------------------------------------------------------------------------- producer
 
 
@@ -280,17 +273,21 @@ class KafkaProducer:
     Args:
         bootstrap_servers: ``"host[:port]"`` or a list of them (default port 9092).
         client_id: sent with every request; default ``kafkastate-producer-<n>``.
-        key_serializer: ``f(key) -> bytes`` or an object with
-            ``serialize(topic, headers, key)``; None means keys are bytes already.
+        key_serializer: ``f(key) -> bytes`` or a :class:`kafkastate.serializer.Serializer`
+            (anything with ``serialize(topic, headers, key)``); None means keys are bytes
+            already.
         value_serializer: the same for values.
         acks: 0, 1 or ``'all'`` (-1, the default).
         compression_type: None, ``'gzip'``, ``'snappy'``, ``'lz4'`` or ``'zstd'``.
         retries: re-sends per batch (default infinite; ``delivery_timeout_ms`` bounds them).
         batch_size: target batch size in bytes (16384).
         linger_ms: how long a batch waits for more records (0, kafka-python's default).
-        partitioner: a callable ``(key_bytes, all_partitions, available_partitions) ->
-            partition`` (kafka-python 2.x / aiokafka style), or None for murmur2 on keys
-            and sticky partitions (KIP-480) for keyless records.
+        partitioner: a kafka-python 3.0 partitioner object
+            (:class:`kafkastate.partitioner.DefaultPartitioner`, ``StickyPartitioner``
+            or your own ``Partitioner``), a callable ``(key_bytes, all_partitions,
+            available_partitions) -> partition`` (kafka-python 2.x / aiokafka style), or
+            None for murmur2 on keys and uniform sticky partitions (KIP-794) for keyless
+            records.
         buffer_memory: bytes of records held before ``send`` blocks (32 MiB; Java's
             ``buffer.memory``, which kafka-python 3.0 dropped).
         max_block_ms: how long ``send`` and ``partitions_for`` wait for metadata or buffer
@@ -342,18 +339,21 @@ class KafkaProducer:
     def __init__(self, **options: Any) -> None:
         self._io: ProducerThread | None = None
         self._closed = True
-        resolved = resolve("producer", "kafka-python", options, owner="KafkaProducer")
+        resolved = resolve("producer", _FLAVOUR, options, owner="KafkaProducer")
         if resolved["client_id"] is None:
             resolved["client_id"] = f"kafkastate-producer-{next(_CLIENT_IDS)}"
         config = producer_config(resolved)
-        self._key_serializer = _serializer("key_serializer", resolved["key_serializer"])
-        self._value_serializer = _serializer("value_serializer", resolved["value_serializer"])
+        self._resolved = resolved
+        self._key_serializer = serializer_of(resolved["key_serializer"])
+        self._value_serializer = serializer_of(resolved["value_serializer"])
         self._max_block = resolved["max_block_ms"] / 1000
         bootstrap_wait = resolved["bootstrap_timeout_ms"] / 1000
         api_version = resolved["api_version"]
         tls = tls_context(resolved)
-        self.config: ProducerConfig = config
-        """The core configuration built from the options."""
+        self.config: dict[str, Any] = options_dict("producer", _FLAVOUR, options)
+        """kafka-python's option dict: every option by name, as given or defaulted
+        (``client_id`` as chosen)."""
+        self.config["client_id"] = resolved["client_id"]
         self._io = ProducerThread(
             config,
             ssl_context=tls,
@@ -478,8 +478,27 @@ class KafkaProducer:
         if io is None:
             return
         with self._close_lock:
-            self._closed = True
+            already, self._closed = self._closed, True
         io.close(timeout)
+        if not already:
+            close_serializers(self._resolved)
+
+    @classmethod
+    def max_usable_produce_magic(cls, api_version: Any) -> int:
+        """The record batch format a broker of ``api_version`` takes, as kafka-python
+        computes it (2 from 0.11, 1 from 0.10, else 0). kafkastate writes format 2
+        whatever it says (the only one Kafka 4 accepts).
+
+        Args:
+            api_version: a version tuple (``(2, 8)``) or string (``"0.10.2"``).
+
+        Returns:
+            0, 1 or 2.
+
+        Raises:
+            KafkaConfigurationError: not a version.
+        """
+        return max_usable_produce_magic(api_version)
 
     # ------------------------------------------------------------ transactions
 
@@ -633,7 +652,7 @@ class KafkaProducer:
         self.close()
 
     def __repr__(self) -> str:
-        client_id = self.config.client.connection.client_id if self._io else None
+        client_id = self.config["client_id"] if self._io else None
         return f"<KafkaProducer client_id={client_id} closed={self._closed}>"
 
 

@@ -816,6 +816,28 @@ class Accumulator:
         """
         return topic in self._held_topics
 
+    def opens_batch(
+        self,
+        topic: str,
+        partition: int,
+        record: tuple[int, Buffer | None, Buffer | None, HeadersIn],
+    ) -> bool:
+        """Whether appending ``record`` to the partition now would open a new batch (its
+        last batch is closed or has no room), for KIP-480's ``on_new_batch`` hook.
+
+        Args:
+            topic: the topic.
+            partition: the partition.
+            record: ``(timestamp_ms, key, value, headers)``.
+        """
+        dq = self._queues.get((topic, partition))
+        last = dq[-1] if dq and dq[-1]._accepting else None
+        if last is None:
+            return True
+        timestamp_ms, key, value, headers = record
+        rec: _Rec = (timestamp_ms, key, value, tuple(headers) if headers else ())
+        return not last._has_room(rec, self._batch_limit)
+
     def is_waiting(self, record_id: RecordId) -> bool:
         """Whether the send that returned ``record_id`` (the first id of an
         ``append_batch``) still waits for ``buffer.memory``.
@@ -1453,12 +1475,21 @@ class Accumulator:
                 continue
             timestamp_ms, key, value, hdrs = entry.records[0]
             plain = key is None or entry.batch
+            hint = None
+            if plain and not entry.batch and partitioner.wants_batch_hint:
+                record = entry.records[0]
+
+                def hint(p: int, topic: str = topic, record: Any = record) -> bool:
+                    return self.opens_batch(topic, p, record)
+
             try:
                 chosen = partitioner.partition(
                     topic,
                     None if key is None or plain else bytes(key),
                     cluster,
                     explicit=entry.explicit,
+                    value=None if entry.batch else value,
+                    opens_batch=hint,
                 )
             except KafkaError as exc:
                 if exc.retriable:

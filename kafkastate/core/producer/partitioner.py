@@ -8,9 +8,17 @@ Four cases, tried in this order (Java ``KafkaProducer.partition``):
    outside it raises :class:`~kafkastate.errors.UnknownTopicOrPartitionError` (retriable:
    the topic may have grown and metadata not caught up -- the adapter refreshes metadata
    and retries until ``max.block.ms``, as the Java producer's ``waitOnMetadata`` does).
-2. A custom partitioner, if configured, decides every other record. Its signature is
-   aiokafka's: ``partitioner(key_bytes, all_partitions, available_partitions) -> int``.
-   Whatever it returns is checked; an exception it raises is wrapped. Either way the
+2. A custom partitioner, if configured, decides every other record. Two forms: a
+   callable with aiokafka's (and kafka-python 2.x's) signature,
+   ``partitioner(key_bytes, all_partitions, available_partitions) -> int``, or an object
+   with kafka-python 3.0's ``partition(topic, key, key_bytes, value, value_bytes,
+   cluster)`` (:class:`PluggablePartitioner`; ``cluster`` is a :class:`ClusterView`; the
+   core has only serialized records, so ``key`` and ``value`` are the bytes too). Such an
+   object may have KIP-480's ``on_new_batch(topic, cluster, prev_partition)``: for a
+   keyless record that would open a new batch on the partition it chose, the hook is
+   called and the partitioner asked again, so the record that opens the batch lands on
+   the partition rotated to (kafka-python 3.0's ``KafkaProducer.send``). Whatever a
+   partitioner returns is checked; an exception it raises is wrapped. Either way the
    record is refused with :class:`PartitionerError` -- never dropped, never sent to a
    partition it did not mean.
 3. A record with a key goes to ``toPositive(murmur2(key)) % partition_count``, exactly the
@@ -36,11 +44,12 @@ Pure: randomness only from the ``random.Random`` handed in; no clock.
 
 from __future__ import annotations
 
+import abc
 import operator
 import random
 import struct
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -53,9 +62,13 @@ from kafkastate.errors import (
 )
 
 __all__ = [
+    "ClusterView",
     "CustomPartitioner",
+    "HashPartitioner",
     "Partitioner",
     "PartitionerError",
+    "PluggablePartitioner",
+    "StickyHashPartitioner",
     "default_partition",
     "murmur2",
 ]
@@ -121,6 +134,165 @@ def default_partition(key: bytes | bytearray | memoryview, num_partitions: int) 
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 
+class ClusterView:
+    """The metadata as kafka-python 3.0 hands it to a partitioner object (its
+    ``ClusterMetadata`` methods a partitioner uses), over one snapshot.
+
+    Args:
+        cluster: the snapshot.
+    """
+
+    __slots__ = ("_cluster",)
+
+    def __init__(self, cluster: ClusterMetadata) -> None:
+        self._cluster = cluster
+
+    def topics(self, exclude_internal_topics: bool = True) -> set[str]:
+        """Returns:
+        The topics in the metadata (without internal ones unless asked)."""
+        return {
+            name
+            for name, t in self._cluster.topics.items()
+            if t.error_code == 0 and not (exclude_internal_topics and t.is_internal)
+        }
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        """Returns:
+        The topic's partitions, or None for a topic not in the metadata."""
+        partitions = self._cluster.partitions_for(topic)
+        return None if partitions is None else set(partitions)
+
+    def available_partitions_for_topic(self, topic: str) -> set[int] | None:
+        """Returns:
+        The topic's partitions that have a leader, or None for a topic not in the
+        metadata."""
+        partitions = self._cluster.partitions_for(topic)
+        if partitions is None:
+            return None
+        return {p for p in partitions if self._cluster.leader_for(topic, p) is not None}
+
+    def leader_for_partition(self, partition: tuple[str, int]) -> int | None:
+        """Returns:
+        The partition's leader's node id, or None (unknown partition, or no leader)."""
+        leader = self._cluster.leader_for(partition[0], partition[1])
+        return None if leader is None else int(leader)
+
+
+class PluggablePartitioner(abc.ABC):
+    """kafka-python 3.0's partitioner interface (``kafka.partitioner.Partitioner``): give
+    an instance as the producer's ``partitioner``."""
+
+    @abc.abstractmethod
+    def partition(  # noqa: PLR0917 -- kafka-python's positional signature
+        self,
+        topic: str,
+        key: Any,
+        key_bytes: bytes | None,
+        value: Any,
+        value_bytes: bytes | None,
+        cluster: ClusterView,
+    ) -> int:
+        """Choose the partition of a record without an explicit one.
+
+        Args:
+            topic: the record's topic.
+            key: the key (the serialized key in kafkastate, which sees only bytes).
+            key_bytes: the serialized key, or None.
+            value: the value (the serialized value in kafkastate).
+            value_bytes: the serialized value, or None.
+            cluster: the metadata (:class:`ClusterView`).
+
+        Returns:
+            One of the topic's partitions.
+        """
+
+
+class HashPartitioner(PluggablePartitioner):
+    """kafka-python 3.0's ``DefaultPartitioner``: a keyed record goes where the Java
+    client puts it (murmur2), a keyless one to a partition drawn at random among those
+    with a leader (among all when none has one).
+
+    Args:
+        rng: the randomness for keyless records.
+    """
+
+    def __init__(self, *, rng: random.Random) -> None:
+        self._rng = rng
+
+    def partition(  # noqa: PLR0917 -- kafka-python's positional signature
+        self,
+        topic: str,
+        key: Any,
+        key_bytes: bytes | None,
+        value: Any,
+        value_bytes: bytes | None,
+        cluster: ClusterView,
+    ) -> int:
+        """See :meth:`PluggablePartitioner.partition`.
+
+        Raises:
+            ValueError: the topic is not in ``cluster`` (as kafka-python).
+        """
+        every = cluster.partitions_for_topic(topic)
+        if not every:
+            raise ValueError(f"Topic {topic} not found in ClusterMetadata")
+        if key_bytes is not None:
+            ordered = sorted(every)
+            return ordered[default_partition(key_bytes, len(ordered))]
+        return self._keyless(topic, every, cluster.available_partitions_for_topic(topic) or set())
+
+    def _keyless(self, topic: str, every: set[int], available: set[int]) -> int:
+        """A keyless record's partition: at random among ``available``, else ``every``."""
+        pool = sorted(available or every)
+        return pool[self._rng.randrange(len(pool))]
+
+
+class StickyHashPartitioner(HashPartitioner):
+    """kafka-python 3.0's ``StickyPartitioner`` (KIP-480): keyed records as
+    :class:`HashPartitioner`; keyless records of a topic stay on one partition until
+    :meth:`on_new_batch` (the producer calls it when such a record would open a new
+    batch) draws another, different when it can.
+
+    Args:
+        rng: the randomness for the sticky choice.
+    """
+
+    def __init__(self, *, rng: random.Random) -> None:
+        super().__init__(rng=rng)
+        self._sticky: dict[str, int] = {}
+
+    def _keyless(self, topic: str, every: set[int], available: set[int]) -> int:
+        current = self._sticky.get(topic)
+        if current is not None and current in (available or every):
+            return current
+        return self._draw(topic, every, available, avoid=None)
+
+    def on_new_batch(self, topic: str, cluster: ClusterView, prev_partition: int) -> None:
+        """Move the topic's keyless records off ``prev_partition`` (KIP-480); a stale call
+        (the sticky partition already moved) does nothing.
+
+        Args:
+            topic: the topic.
+            cluster: the metadata.
+            prev_partition: the partition whose batch was full.
+        """
+        if self._sticky.get(topic) != prev_partition:
+            return
+        every = cluster.partitions_for_topic(topic)
+        if every:
+            available = cluster.available_partitions_for_topic(topic) or set()
+            self._draw(topic, every, available, avoid=prev_partition)
+
+    def _draw(self, topic: str, every: set[int], available: set[int], avoid: int | None) -> int:
+        if available:
+            pool = sorted(p for p in available if p != avoid) or sorted(available)
+        else:
+            pool = sorted(every)  # nothing has a leader: any, avoid or not
+        chosen = pool[self._rng.randrange(len(pool))]
+        self._sticky[topic] = chosen
+        return chosen
+
+
 @attrs.define(slots=True)
 class _Sticky:
     partition: int
@@ -138,8 +310,9 @@ class Partitioner:
             ``random.SystemRandom()``, the simulator a seeded ``random.Random``).
         batch_size: bytes to produce to a sticky partition before switching (``batch.size``;
             values below 1 count as 1, like Java).
-        custom: an aiokafka-style partitioner for records without an explicit partition,
-            or None for the built-in behaviour.
+        custom: for records without an explicit partition, an aiokafka-style callable or
+            a kafka-python 3.0 partitioner object (``partition(topic, key, key_bytes,
+            value, value_bytes, cluster)``), or None for the built-in behaviour.
     """
 
     def __init__(
@@ -147,19 +320,32 @@ class Partitioner:
         *,
         rng: random.Random,
         batch_size: int = 16384,
-        custom: CustomPartitioner | None = None,
+        custom: CustomPartitioner | PluggablePartitioner | None = None,
     ) -> None:
-        if custom is not None and not callable(custom):
+        method = None if isinstance(custom, str | bytes) else getattr(custom, "partition", None)
+        if custom is not None and not callable(custom) and not callable(method):
             raise KafkaConfigurationError(f"partitioner {custom!r} is not callable")
         self._rng = rng
         self._sticky_bytes = max(1, batch_size)
         self._custom = custom
+        self._method: Callable[..., Any] | None = method if callable(method) else None
+        hook = getattr(custom, "on_new_batch", None) if self._method is not None else None
+        self._on_new_batch: Callable[[str, ClusterView, int], Any] | None = (
+            hook if callable(hook) else None
+        )
         self._sticky: dict[str, _Sticky] = {}
 
     @property
-    def custom(self) -> CustomPartitioner | None:
+    def custom(self) -> CustomPartitioner | PluggablePartitioner | None:
         """The custom partitioner, or None."""
         return self._custom
+
+    @property
+    def wants_batch_hint(self) -> bool:
+        """Whether :meth:`partition` should be told, for keyless records, whether a
+        partition's open batch would take the record (``opens_batch``): the custom
+        partitioner has KIP-480's ``on_new_batch``."""
+        return self._on_new_batch is not None
 
     def sticky_lane(self, topic: str) -> tuple[_Sticky, int] | None:
         """The topic's sticky state and switch threshold, for the accumulator's hot path
@@ -197,6 +383,8 @@ class Partitioner:
         cluster: ClusterMetadata,
         *,
         explicit: int | None = None,
+        value: bytes | bytearray | memoryview | None = None,
+        opens_batch: Callable[[int], bool] | None = None,
     ) -> int:
         """Choose the partition for one record.
 
@@ -205,6 +393,9 @@ class Partitioner:
             key: the serialized key, or None.
             cluster: the current metadata snapshot.
             explicit: the partition the user asked for, or None.
+            value: the serialized value, for a partitioner object.
+            opens_batch: for a keyless record when :attr:`wants_batch_hint`: whether the
+                record would open a new batch on a partition (KIP-480's hook then runs).
 
         Returns:
             The partition index.
@@ -238,8 +429,16 @@ class Partitioner:
                     partition=explicit,
                 )
             return explicit
+        if self._method is not None:
+            view = ClusterView(cluster)
+            chosen = self._call_object(topic, key, value, partitions, view)
+            hook = self._on_new_batch
+            if key is None and hook is not None and opens_batch is not None and opens_batch(chosen):
+                self._call(hook, topic, topic, view, chosen)  # KIP-480: rotate, ask again
+                chosen = self._call_object(topic, key, value, partitions, view)
+            return chosen
         if self._custom is not None:
-            return self._call_custom(self._custom, topic, key, partitions, cluster)
+            return self._call_custom(self._custom, topic, key, partitions, cluster)  # type: ignore[arg-type]
         if key is not None:
             return default_partition(key, len(partitions))
         return self._sticky_choice(topic, partitions, cluster)
@@ -322,14 +521,36 @@ class Partitioner:
     ) -> int:
         all_partitions = list(partitions)
         available = self._available(topic, partitions, cluster)
+        result = self._call(custom, topic, key, all_partitions, available)
+        return self._checked(result, topic, partitions)
+
+    def _call_object(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | bytearray | memoryview | None,
+        partitions: tuple[int, ...],
+        view: ClusterView,
+    ) -> int:
+        assert self._method is not None
+        data = None if value is None else bytes(value)
+        result = self._call(self._method, topic, topic, key, key, data, data, view)
+        return self._checked(result, topic, partitions)
+
+    def _call(self, fn: Callable[..., Any], topic: str, *args: Any) -> Any:
+        """``fn(*args)``, with what it raises wrapped in a PartitionerError."""
         try:
-            result = custom(key, all_partitions, available)
+            return fn(*args)
         except Exception as exc:
+            custom = self._custom
             raise PartitionerError(
                 f"partitioner {custom!r} raised {type(exc).__name__}: {exc} (topic {topic!r})",
                 partitioner=custom,
                 topic=topic,
             ) from exc
+
+    def _checked(self, result: Any, topic: str, partitions: tuple[int, ...]) -> int:
+        custom = self._custom
         try:
             index = None if isinstance(result, bool) else operator.index(result)
         except TypeError:

@@ -124,7 +124,11 @@ from kafkastate.core.producer.idempotence import (
     IdempotenceState,
     init_producer_id_request,
 )
-from kafkastate.core.producer.partitioner import CustomPartitioner, Partitioner
+from kafkastate.core.producer.partitioner import (
+    CustomPartitioner,
+    Partitioner,
+    PluggablePartitioner,
+)
 from kafkastate.core.producer.transactions import (
     TRANSACTIONAL_MAX_VERSIONS,
     TransactionManager,
@@ -269,8 +273,9 @@ class ProducerConfig:
     """``transactional.id``: makes the producer transactional (see
     :class:`~kafkastate.core.producer.transactions.TransactionManager`); implies
     idempotence."""
-    partitioner: CustomPartitioner | None = None
-    """A custom partitioner (aiokafka signature), or None for the Java default."""
+    partitioner: CustomPartitioner | PluggablePartitioner | None = None
+    """A custom partitioner (aiokafka's callable, or a kafka-python 3.0 partitioner
+    object), or None for the Java default."""
     transaction_timeout: float = attrs.field(default=60.0, validator=_positive_seconds)
     """``transaction.timeout.ms``, sent in InitProducerId (ignored without transactions):
     the coordinator aborts a transaction left open longer."""
@@ -593,11 +598,23 @@ class ProducerMachine(ClientDriven):
             record = (timestamp_ms, key, value, headers)
             return self._hold(topic, [record], partition, MetadataPendingError(topic), now)
         try:
+            partitioner = self._partitioner
             if key is None:
-                chosen = self._partitioner.partition(topic, None, cluster, explicit=partition)
-                sticky = partition is None and self._partitioner.custom is None
+                hint = None
+                if partition is None and partitioner.wants_batch_hint:
+                    record = (timestamp_ms, key, value, headers)
+
+                    def hint(p: int) -> bool:
+                        return acc.opens_batch(topic, p, record)
+
+                chosen = partitioner.partition(
+                    topic, None, cluster, explicit=partition, value=value, opens_batch=hint
+                )
+                sticky = partition is None and partitioner.custom is None
             else:
-                chosen = self._partitioner.partition(topic, bytes(key), cluster, explicit=partition)
+                chosen = partitioner.partition(
+                    topic, bytes(key), cluster, explicit=partition, value=value
+                )
                 sticky = False
         except KafkaError as exc:
             if not exc.retriable:

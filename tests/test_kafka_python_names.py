@@ -1,0 +1,160 @@
+"""Every public name of kafka-python 3.0's modules resolves in kafkastate's equivalent
+module, with the same subclass relations and ``retriable`` flags (except the differences
+listed here on purpose), and docs/migrating-from-kafka-python.md names each of them.
+
+Where kafkastate puts kafka-python's modules (its faces are not organised as kafka-python's
+packages, so ``kafka.consumer.subscription_state`` has no module of its own):
+
+=================================== ==========================
+kafka-python 3.0                    kafkastate
+=================================== ==========================
+``kafka``                           ``kafkastate.sync``
+``kafka.errors``                    ``kafkastate.errors``
+``kafka.structs``                   ``kafkastate.structs``
+``kafka.serializer``                ``kafkastate.serializer``
+``kafka.partitioner``               ``kafkastate.partitioner``
+``kafka.consumer.subscription_state`` ``kafkastate.abc``
+=================================== ==========================
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pathlib
+from types import ModuleType
+
+import pytest
+
+from kafkastate import errors
+
+kafka = pytest.importorskip("kafka")
+
+MODULES = {
+    "kafka": "kafkastate.sync",
+    "kafka.errors": "kafkastate.errors",
+    "kafka.structs": "kafkastate.structs",
+    "kafka.serializer": "kafkastate.serializer",
+    "kafka.partitioner": "kafkastate.partitioner",
+    "kafka.consumer.subscription_state": "kafkastate.abc",
+}
+
+NO_EQUIVALENT = {
+    # kafka-python's admin client: not implemented (kafkastate.adapters.blocking.BlockingAdmin
+    # covers topics only)
+    ("kafka", "KafkaAdminClient"),
+    # kafka-python 3.0's protocol enums: kafkastate takes the strings
+    # (isolation_level="read_committed", offsets_for_times / beginning / end offsets)
+    ("kafka", "IsolationLevel"),
+    ("kafka", "OffsetSpec"),
+    # kafka-python's internal consumer state: kafkastate's is the core ConsumerMachine
+    ("kafka.consumer.subscription_state", "SubscriptionState"),
+    ("kafka.consumer.subscription_state", "SubscriptionType"),
+    ("kafka.consumer.subscription_state", "TopicPartitionState"),
+}
+
+# (sub, base, kafka-python's answer to issubclass(sub, base)) where kafkastate differs on
+# purpose (docs/migrating-from-kafka-python.md, "Exceptions").
+HIERARCHY_DIFFERENCES = {
+    # kafkastate's CorruptRecordError is a local record-batch validation error; broker code 2
+    # is CorruptMessageError (kafka-python's CorruptRecordError / CorruptRecordException),
+    # retriable as in Java and the protocol table
+    ("CorruptRecordError", "BrokerResponseError", True),
+    ("CorruptRecordError", "CorruptRecordException", True),
+    ("CorruptRecordException", "CorruptRecordError", True),
+    ("CorruptRecordException", "RetriableError", False),
+    # kafkastate's UnsupportedVersionError is the local "no common API version"; broker code
+    # 35 is BrokerUnsupportedVersionError (kafka-python's IncompatibleBrokerVersion)
+    ("UnsupportedVersionError", "BrokerResponseError", True),
+    # broker timeouts and network errors are also the local timeout / connection error
+    ("RequestTimedOutError", "KafkaTimeoutError", False),
+    ("NetworkExceptionError", "KafkaConnectionError", False),
+}
+RETRIABLE_DIFFERENCES = {"CorruptRecordException", "CorruptRecordError"}
+
+
+def public_names(module: ModuleType) -> list[str]:
+    """Names a kafka-python module offers: its ``__all__``, else what it defines (imports of
+    other modules' names and submodules left out; kafka.errors: everything but modules)."""
+    names = getattr(module, "__all__", None)
+    if names is not None:
+        return sorted(names)
+    out = []
+    for name, obj in vars(module).items():
+        if name.startswith("_") or inspect.ismodule(obj):
+            continue
+        home = getattr(obj, "__module__", module.__name__)
+        if module.__name__ in {"kafka.errors", home}:
+            out.append(name)
+    return sorted(out)
+
+
+PAIRS = [
+    (theirs, ours, name)
+    for theirs, ours in MODULES.items()
+    for name in public_names(importlib.import_module(theirs))
+]
+
+
+@pytest.mark.parametrize(("theirs", "ours", "name"), PAIRS)
+def test_every_public_name_resolves(theirs: str, ours: str, name: str) -> None:
+    if (theirs, name) in NO_EQUIVALENT:
+        return
+    module = importlib.import_module(ours)
+    obj = getattr(module, name, None)
+    assert obj is not None, f"{theirs}.{name} has no {ours}.{name}"
+    original = getattr(importlib.import_module(theirs), name)
+    assert inspect.isclass(obj) == inspect.isclass(original), name
+    assert callable(obj) == callable(original), name
+
+
+def _classes(theirs: str, ours: str) -> list[tuple[str, type, type]]:
+    kp, ks = importlib.import_module(theirs), importlib.import_module(ours)
+    return [
+        (name, getattr(kp, name), getattr(ks, name))
+        for name in public_names(kp)
+        if (theirs, name) not in NO_EQUIVALENT and inspect.isclass(getattr(kp, name))
+    ]
+
+
+@pytest.mark.parametrize("theirs", sorted(MODULES))
+def test_subclass_relations_match(theirs: str) -> None:
+    classes = _classes(theirs, MODULES[theirs])
+    differ = []
+    for a, kp_a, ks_a in classes:
+        for b, kp_b, ks_b in classes:
+            expected = issubclass(kp_a, kp_b)
+            if issubclass(ks_a, ks_b) != expected and (a, b, expected) not in HIERARCHY_DIFFERENCES:
+                differ.append((a, b, expected))
+    assert differ == []
+
+
+def test_retriable_flags_match() -> None:
+    differ = [
+        name
+        for name, kp_cls, ks_cls in _classes("kafka.errors", "kafkastate.errors")
+        if issubclass(kp_cls, kafka.errors.KafkaError)
+        and kp_cls.retriable != ks_cls.retriable
+        and name not in RETRIABLE_DIFFERENCES
+    ]
+    assert differ == []
+
+
+def test_errno_of_every_broker_error_matches() -> None:
+    for name, kp_cls, ks_cls in _classes("kafka.errors", "kafkastate.errors"):
+        errno = getattr(kp_cls, "errno", None)
+        if isinstance(errno, int) and name not in {"CorruptRecordError", "UnsupportedVersionError"}:
+            assert ks_cls.errno == errno, name  # type: ignore[attr-defined]
+    assert kafka.errors.for_code(3).__name__ == "UnknownTopicOrPartitionError"
+    assert errors.for_code(3) is errors.UnknownTopicOrPartitionError
+    assert errors.for_code(0) is errors.NoError and errors.kafka_errors[0] is errors.NoError
+
+
+def test_the_migration_page_names_every_public_name() -> None:
+    page = (pathlib.Path(__file__).parents[1] / "docs/migrating-from-kafka-python.md").read_text()
+    missing = [
+        f"{theirs}.{name}"
+        for theirs, _, name in PAIRS
+        if f"`{name}`" not in page and f".{name}`" not in page
+    ]
+    assert missing == []
