@@ -28,14 +28,46 @@ from kafkastate._error_codes import *  # noqa: F403
 from kafkastate._error_codes import (
     BY_CODE,
     BrokerUnsupportedVersionError,
+    ConcurrentTransactionsError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
     CorruptMessageError,
+    DelegationTokenAuthDisabledError,
+    DelegationTokenAuthorizationFailedError,
+    DelegationTokenExpiredError,
+    DelegationTokenNotFoundError,
+    DelegationTokenOwnerMismatchError,
+    DelegationTokenRequestNotAllowedError,
+    DuplicateSequenceNumberError,
+    FetchSessionIdNotFoundError,
+    GroupIdNotFoundError,
     InvalidConfigError,
+    InvalidFetchSessionEpochError,
     InvalidFetchSizeError,
+    InvalidPrincipalTypeError,
+    InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
     InvalidReplicaAssignmentError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
+    ListenerNotFoundError,
+    LogDirNotFoundError,
+    MemberIdRequiredError,
     MessageTooLargeError,
     NetworkError,
+    NonEmptyGroupError,
+    NotCoordinatorError,
+    OperationNotAttemptedError,
+    OutOfOrderSequenceNumberError,
     ProducerFencedError,
+    ReassignmentInProgressError,
+    SaslAuthenticationFailedError,
+    SecurityDisabledError,
+    TransactionalIdAuthorizationFailedError,
+    TransactionCoordinatorFencedError,
+    UnknownProducerIdError,
     UnknownServerError,
+    UnsupportedSaslMechanismError,
 )
 from kafkastate._error_codes import __all__ as _code_names
 
@@ -66,6 +98,41 @@ __all__ = [
     "UnknownError",
     "UnrecognizedBrokerVersion",
     "for_code",
+    "ConcurrentTransactions",
+    "DelegationTokenAuthDisabled",
+    "DelegationTokenAuthorizationFailed",
+    "DelegationTokenExpired",
+    "DelegationTokenNotFound",
+    "DelegationTokenOwnerMismatch",
+    "DelegationTokenRequestNotAllowed",
+    "DuplicateSequenceNumber",
+    "FetchSessionIdNotFound",
+    "GroupCoordinatorNotAvailableError",
+    "GroupIdNotFound",
+    "GroupLoadInProgressError",
+    "InvalidFetchSessionEpoch",
+    "InvalidMessageError",
+    "InvalidPrincipalType",
+    "InvalidProducerEpoch",
+    "InvalidProducerIdMapping",
+    "InvalidTransactionTimeout",
+    "InvalidTxnState",
+    "ListenerNotFound",
+    "LogDirNotFound",
+    "MemberIdRequired",
+    "NonEmptyGroup",
+    "NotCoordinatorForGroupError",
+    "OperationNotAttempted",
+    "OutOfOrderSequenceNumber",
+    "ReassignmentInProgress",
+    "SaslAuthenticationFailed",
+    "SecurityDisabled",
+    "StaleLeaderEpochCodeError",
+    "TransactionCoordinatorFenced",
+    "TransactionalIdAuthorizationFailed",
+    "UnknownProducerId",
+    "AuthenticationMethodNotSupported",
+    "KafkaUnavailableError",
     "kafka_errors",
     "CommitFailedError",
     "ConsumerStoppedError",
@@ -381,6 +448,78 @@ NetworkExceptionError = NetworkError
 """kafka-python's name of broker code 13 (NETWORK_EXCEPTION)."""
 UnknownError = UnknownServerError
 """kafka-python's name of broker code -1 (UNKNOWN_SERVER_ERROR)."""
+
+# aiokafka's own names (its errors module keeps older spellings of some codes)
+ConcurrentTransactions = ConcurrentTransactionsError
+"""aiokafka's name of broker code 51."""
+DelegationTokenAuthDisabled = DelegationTokenAuthDisabledError
+"""aiokafka's name of broker code 61."""
+DelegationTokenAuthorizationFailed = DelegationTokenAuthorizationFailedError
+"""aiokafka's name of broker code 65."""
+DelegationTokenExpired = DelegationTokenExpiredError
+"""aiokafka's name of broker code 66."""
+DelegationTokenNotFound = DelegationTokenNotFoundError
+"""aiokafka's name of broker code 62."""
+DelegationTokenOwnerMismatch = DelegationTokenOwnerMismatchError
+"""aiokafka's name of broker code 63."""
+DelegationTokenRequestNotAllowed = DelegationTokenRequestNotAllowedError
+"""aiokafka's name of broker code 64."""
+DuplicateSequenceNumber = DuplicateSequenceNumberError
+"""aiokafka's name of broker code 46."""
+FetchSessionIdNotFound = FetchSessionIdNotFoundError
+"""aiokafka's name of broker code 70."""
+GroupCoordinatorNotAvailableError = CoordinatorNotAvailableError
+"""aiokafka's name of broker code 15."""
+GroupIdNotFound = GroupIdNotFoundError
+"""aiokafka's name of broker code 69."""
+GroupLoadInProgressError = CoordinatorLoadInProgressError
+"""aiokafka's name of broker code 14."""
+InvalidFetchSessionEpoch = InvalidFetchSessionEpochError
+"""aiokafka's name of broker code 71."""
+InvalidMessageError = CorruptMessageError
+"""aiokafka's name of broker code 2."""
+InvalidPrincipalType = InvalidPrincipalTypeError
+"""aiokafka's name of broker code 67."""
+InvalidProducerEpoch = InvalidProducerEpochError
+"""aiokafka's name of broker code 47."""
+InvalidProducerIdMapping = InvalidProducerIdMappingError
+"""aiokafka's name of broker code 49."""
+InvalidTransactionTimeout = InvalidTransactionTimeoutError
+"""aiokafka's name of broker code 50."""
+InvalidTxnState = InvalidTxnStateError
+"""aiokafka's name of broker code 48."""
+ListenerNotFound = ListenerNotFoundError
+"""aiokafka's name of broker code 72."""
+LogDirNotFound = LogDirNotFoundError
+"""aiokafka's name of broker code 57."""
+MemberIdRequired = MemberIdRequiredError
+"""aiokafka's name of broker code 79."""
+NonEmptyGroup = NonEmptyGroupError
+"""aiokafka's name of broker code 68."""
+NotCoordinatorForGroupError = NotCoordinatorError
+"""aiokafka's name of broker code 16."""
+OperationNotAttempted = OperationNotAttemptedError
+"""aiokafka's name of broker code 55."""
+OutOfOrderSequenceNumber = OutOfOrderSequenceNumberError
+"""aiokafka's name of broker code 45."""
+ReassignmentInProgress = ReassignmentInProgressError
+"""aiokafka's name of broker code 60."""
+SaslAuthenticationFailed = SaslAuthenticationFailedError
+"""aiokafka's name of broker code 58."""
+SecurityDisabled = SecurityDisabledError
+"""aiokafka's name of broker code 54."""
+StaleLeaderEpochCodeError = NetworkError
+"""aiokafka's name of broker code 13."""
+TransactionCoordinatorFenced = TransactionCoordinatorFencedError
+"""aiokafka's name of broker code 52."""
+TransactionalIdAuthorizationFailed = TransactionalIdAuthorizationFailedError
+"""aiokafka's name of broker code 53."""
+UnknownProducerId = UnknownProducerIdError
+"""aiokafka's name of broker code 59."""
+AuthenticationMethodNotSupported = UnsupportedSaslMechanismError
+"""aiokafka's name for a SASL mechanism the broker does not enable."""
+KafkaUnavailableError = NoBrokersAvailable
+"""aiokafka's (and kafka-python 0.9's) name for no reachable broker."""
 
 kafka_errors: dict[int, type[BrokerResponseError]] = {0: NoError, **BY_CODE}
 """Every broker error code -> its class (kafka-python's ``kafka_errors``)."""

@@ -10,11 +10,13 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 __all__ = [
+    "BrokerMetadata",
     "ConsumerGroupMetadata",
     "ConsumerRecord",
     "MemberState",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
+    "PartitionMetadata",
     "TopicPartition",
     "TopicPartitionReplica",
 ]
@@ -83,8 +85,39 @@ class ConsumerGroupMetadata(NamedTuple):
     """The static member's ``group.instance.id``, None for a dynamic member."""
 
 
+class BrokerMetadata(NamedTuple):
+    """One broker of the cluster (aiokafka's and kafka-python's field names)."""
+
+    nodeId: int  # aiokafka's and kafka-python's name
+    """The broker's node id."""
+    host: str
+    """Its advertised host."""
+    port: int
+    """Its advertised port."""
+    rack: str | None
+    """Its rack, if it has one."""
+
+
+class PartitionMetadata(NamedTuple):
+    """One partition as the metadata describes it (aiokafka's field names)."""
+
+    topic: str
+    """The topic."""
+    partition: int
+    """The partition."""
+    leader: int
+    """The leader's node id (-1 when it has none)."""
+    replicas: list[int]
+    """The replicas' node ids."""
+    isr: list[int]
+    """The in-sync replicas' node ids."""
+    error: Any
+    """The partition's error (an error class or code), or None."""
+
+
 class OffsetAndTimestamp(NamedTuple):
-    """The answer of ``offsets_for_times`` for one partition."""
+    """The answer of ``offsets_for_times`` for one partition: kafka-python 3.0's three
+    fields (aiokafka's has the first two; unpack by name or by ``[:2]``)."""
 
     offset: int
     """The first offset whose timestamp is at or after the one asked for."""

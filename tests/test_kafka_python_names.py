@@ -40,13 +40,9 @@ MODULES = {
 }
 
 NO_EQUIVALENT = {
-    # kafka-python's admin client: not implemented (kafkastate.adapters.blocking.BlockingAdmin
-    # covers topics only)
-    ("kafka", "KafkaAdminClient"),
-    # kafka-python 3.0's protocol enums: kafkastate takes the strings
-    # (isolation_level="read_committed", offsets_for_times / beginning / end offsets)
+    # kafka-python 3.0's protocol enum: kafkastate takes the string
+    # (isolation_level="read_committed")
     ("kafka", "IsolationLevel"),
-    ("kafka", "OffsetSpec"),
     # kafka-python's internal consumer state: kafkastate's is the core ConsumerMachine
     ("kafka.consumer.subscription_state", "SubscriptionState"),
     ("kafka.consumer.subscription_state", "SubscriptionType"),
