@@ -850,6 +850,14 @@ def _settle_consumer(out: dict[str, Any], flavour: str) -> None:
 def _settle_producer(out: dict[str, Any], flavour: str) -> None:
     if out.get("max_batch_size") is not None:
         out["batch_size"] = out["max_batch_size"]
+    if flavour == "aiokafka":
+        for name in ("key_serializer", "value_serializer"):
+            if out[name] is not None and not callable(out[name]):
+                # aiokafka calls f(data); kafka-python 3.0's Serializer objects are
+                # for kafkastate.sync
+                raise KafkaConfigurationError(
+                    f"{name} must be a callable f(data) (as in aiokafka), got {out[name]!r}"
+                )
     if out["transactional_id"] is not None and not out["enable_idempotence"]:
         if out["enable_idempotence"] is False and flavour != "aiokafka":
             raise KafkaConfigurationError(

@@ -418,3 +418,15 @@ def test_options_dict_is_kafka_pythons_config() -> None:
     assert config["group_id"] == "g" and config["fetch_min_bytes"] == 7
     assert config["bootstrap_servers"] == "localhost"  # kafka-python's default, as given
     assert set(config) == accepted("consumer", "kafka-python")
+
+
+def test_aiokafka_serializers_are_plain_callables() -> None:
+    from kafkastate.serializer import JsonSerializer  # noqa: PLC0415
+
+    with pytest.raises(
+        KafkaConfigurationError, match=r"value_serializer must be a callable f\(data\)"
+    ):
+        resolve("producer", "aiokafka", {"value_serializer": JsonSerializer()}, owner="t")
+    # kafka-python's face takes the object; a callable works everywhere
+    resolve("producer", "kafka-python", {"value_serializer": JsonSerializer()}, owner="t")
+    resolve("producer", "aiokafka", {"value_serializer": str.encode}, owner="t")
