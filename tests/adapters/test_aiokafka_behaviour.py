@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.asyncio import AIOKafkaConsumer, AIOKafkaProducer
 from kafkastate.errors import (
     ConsumerStoppedError,
@@ -49,7 +50,7 @@ def test_start_waits_for_the_assignment_with_and_without_a_group(kafka_cluster: 
 def test_assign_before_start_and_committed_of_an_unknown_topic(kafka_cluster: Any) -> None:
     bootstrap = kafka_cluster.bootstrap
     topic = _topic(bootstrap)
-    _produce(bootstrap, topic, 3)
+    _produce(bootstrap, topic, 3, partitions=1)
 
     async def main() -> None:
         consumer = AIOKafkaConsumer(
@@ -184,5 +185,60 @@ def test_deprecated_arguments_ssl_and_the_unclosed_warning(kafka_cluster: Any) -
             del closed
             gc.collect()
         assert not [w for w in caught if w.category is ResourceWarning]
+
+    asyncio.run(main())
+
+
+def test_unsubscribe_leaves_the_group_and_subscribe_joins_again(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    first, second = _topic(bootstrap, partitions=2), _topic(bootstrap, partitions=1)
+    _produce(bootstrap, first, 4, partitions=2)
+    _produce(bootstrap, second, 3, partitions=1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    calls: list[tuple[str, list[TopicPartition]]] = []
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            calls.append(("revoked", sorted(revoked)))
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            calls.append(("assigned", sorted(assigned)))
+
+    async def main() -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest"
+        )
+        consumer.subscribe([first], listener=Listener())
+        await consumer.start()
+        try:
+            owned = [TopicPartition(first, 0), TopicPartition(first, 1)]
+            assert sorted(consumer.assignment()) == owned
+            got = await consumer.getmany(timeout_ms=10_000)
+            assert sum(len(v) for v in got.values()) > 0
+            consumer.unsubscribe()
+            async with asyncio.timeout(30):
+                while consumer.assignment():
+                    await consumer.getmany(timeout_ms=100)
+            assert consumer.subscription() == set()
+            assert ("revoked", owned) in calls  # revoked (and auto-committed) before leaving
+            consumer.subscribe([second], listener=Listener())
+            records: list[Any] = []
+            async with asyncio.timeout(30):
+                while len(records) < 3:
+                    for batch in (await consumer.getmany(timeout_ms=500)).values():
+                        records.extend(batch)
+            assert consumer.assignment() == {TopicPartition(second, 0)}
+            assert {r.topic for r in records} == {second}
+            assert calls[-1] == ("assigned", [TopicPartition(second, 0)])
+        finally:
+            await consumer.stop()
+        # the first topic's consumed offsets were committed before the member left
+        witness = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+        await witness.start()
+        try:
+            committed = [await witness.committed(tp) for tp in owned]
+            assert sum(c or 0 for c in committed) == sum(len(v) for v in got.values())
+        finally:
+            await witness.stop()
 
     asyncio.run(main())

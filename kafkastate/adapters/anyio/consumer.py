@@ -159,14 +159,17 @@ class Consumer:
         return frozenset(self.machine.subscription())
 
     def unsubscribe(self) -> None:
-        """Drop the subscription and the assignment.
+        """Drop the subscription and the assignment. A group member leaves the group (its
+        partitions revoked first: auto-commit, the listener); :meth:`subscribe` joins
+        again.
 
         Raises:
-            IllegalStateError: the consumer is a group member (leaving the group and joining
-                again is not supported yet: close the consumer instead).
+            IllegalStateError: a ``group_protocol="consumer"`` (KIP-848) member (not
+                supported yet).
         """
         driver = self._running()
         self.machine.unsubscribe(now=driver.now())
+        driver.wake()
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """This member's group metadata, for a transactional producer's

@@ -172,7 +172,8 @@ class AIOKafkaConsumer(Lifecycle):
         return set(self._running().subscription())
 
     def unsubscribe(self) -> None:
-        """Drop the subscription and the assignment."""
+        """Drop the subscription; a group member leaves the group (its partitions revoked
+        first: auto-commit, the listener) and :meth:`subscribe` joins again."""
         self._running().unsubscribe()
 
     async def getone(self, *partitions: tuple[str, int]) -> ConsumerRecord:

@@ -258,11 +258,13 @@ class KafkaConsumer:
 
     @_locked
     def unsubscribe(self) -> None:
-        """Drop the subscription and the assignment.
+        """Drop the subscription and the assignment. A group member leaves the group: its
+        partitions are revoked first (auto-commit, the listener) in the next
+        :meth:`poll`, then LeaveGroup goes out; :meth:`subscribe` joins again.
 
         Raises:
-            IllegalStateError: the consumer is a group member (leaving the group and joining
-                again is not supported yet: close the consumer instead).
+            IllegalStateError: a ``group_protocol="consumer"`` (KIP-848) member (not
+                supported yet).
         """
         self._open()
         self._machine.unsubscribe(now=time.monotonic())

@@ -500,19 +500,25 @@ class ConsumerMachine:
         self._follow_subscription(now)
 
     def unsubscribe(self, *, now: float) -> None:
-        """Drop the subscription and the assignment.
+        """Drop the subscription and the assignment. A group member leaves the group as
+        Java's ``unsubscribe()`` does: what it owns is revoked first (auto-commit, then
+        the listener's ``on_partitions_revoked``), then LeaveGroup; a later
+        :meth:`subscribe` joins again as a new member.
 
         Raises:
-            IllegalStateError: the consumer is a subscribed group member (leaving the group
-                and joining again is not supported yet: close the consumer instead), or it
-                is closed.
+            IllegalStateError: the consumer is closed, or a KIP-848 member (not supported
+                yet: close the consumer instead).
         """
         self._allow("assign")
         member = self.fetcher.member
         if member is not None and member.subscription:
-            raise IllegalStateError(
-                "unsubscribe() of a group member is not supported yet: close the consumer"
-            )
+            self.fetcher.unsubscribe_group(now=now)
+            self._time(now)
+            self._subscribed = ()
+            self._pattern = None
+            self._settled = True
+            self._held.clear()
+            return  # the revocation (a group event: auto-commit, listener) empties it
         self._time(now)
         self._subscribed = ()
         self._pattern = None
@@ -1066,7 +1072,11 @@ class ConsumerMachine:
             self.fetcher.revocation_done(now=now)
         else:
             self.fetcher.assignment_done(now=now)
-            self._settle()
+            cluster = self.fetcher.client.cluster
+            if all(cluster.partitions_for(t) for t in self._subscribed):
+                # (an assignment made before the metadata knew the topics is not the one
+                # the subscription asked for: the leader rejoins when it learns them)
+                self._settle()
         if self.state is ConsumerState.LEAVING:
             self._group_events.clear()
             self._start_leave(now)

@@ -365,6 +365,25 @@ class FetcherMachine(ClientDriven):
         self.member.close(now=now)
         self._step(now)
 
+    def unsubscribe_group(self, *, now: float) -> None:
+        """Stop being a group member and stay open: the member revokes what it owns
+        (:class:`PartitionsRevoked`, then :meth:`revocation_done`), then leaves; a later
+        :meth:`subscribe` joins again.
+
+        Raises:
+            LocalProtocolError: no group membership configured.
+            IllegalStateError: the member is closed or failed, or it is a KIP-848 member
+                (not supported yet).
+        """
+        member = self._group_member()
+        if not isinstance(member, GroupMember):
+            raise IllegalStateError(
+                "unsubscribe() of a group_protocol='consumer' (KIP-848) member is not "
+                "supported yet: close the consumer"
+            )
+        member.unsubscribe(now=now)
+        self._step(now)
+
     def polled(self, *, now: float) -> None:
         """The application took records without :meth:`poll` (from its own buffer): the
         group member's ``max_poll_interval`` clock restarts as in :meth:`poll`."""

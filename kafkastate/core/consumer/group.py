@@ -386,6 +386,7 @@ class GroupMember(MemberBase):
         """The fatal error, in FAILED."""
         self._partitions: dict[str, int] = {}
         self._rejoin = False
+        self._unsubscribing = False  # unsubscribe(): revoke what is owned, then leave
         self._reason = ""
         self._in_flight: set[str] = set()
         self._pending_assignment: Assignment | None = None
@@ -429,6 +430,22 @@ class GroupMember(MemberBase):
         if wanted != self._topics:
             self._topics = wanted
             self.request_rejoin("subscription changed")
+        self._step(now)
+
+    def unsubscribe(self, *, now: float) -> None:
+        """Stop being a member, and stay usable (the consumer's ``unsubscribe()``): what
+        the member owns is revoked first (:class:`RevokePartitions`, not lost -- the
+        application may still commit it), then a dynamic member sends LeaveGroup, and it
+        waits out of any generation with no topics. A later :meth:`subscribe` joins again
+        as a new member.
+
+        Raises:
+            IllegalStateError: the member is closed or failed.
+        """
+        self._check_open()
+        self._topics = ()
+        self._rejoin = False
+        self._unsubscribing = True
         self._step(now)
 
     def update_partition_counts(self, counts: Mapping[str, int], *, now: float) -> None:
@@ -582,6 +599,20 @@ class GroupMember(MemberBase):
         self._now = max(self._now, now)
         if self.state in (MemberState.CLOSED, MemberState.FAILED):
             return
+        if (
+            self._unsubscribing
+            and self._awaiting_revocation is None
+            and self._awaiting_assignment is None
+        ):
+            if self._owned:
+                self._revoke(self._owned, lost=False)  # revocation_done steps again
+                return
+            self._unsubscribing = False
+            if self.member_id and not self.coordinator_wanted and self.config.leaves_on_close:
+                self._send_leave("the consumer unsubscribed")
+            self._reset_generation(lost=False, keep_member=False)
+            if self.state is not MemberState.UNJOINED:
+                self._to(MemberState.UNJOINED, what="unsubscribe")
         in_generation = self.state in (MemberState.STABLE, MemberState.ASSIGNING)
         deadline = self._poll_deadline()
         if deadline is not None and now >= deadline:

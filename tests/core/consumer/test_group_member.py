@@ -260,6 +260,36 @@ def test_a_member_that_stops_polling_leaves_and_rejoins_on_the_next_poll() -> No
     assert only(m, "join").member_id == ""
 
 
+def test_unsubscribe_revokes_then_leaves_and_subscribe_joins_again() -> None:
+    m = member(heartbeat_interval=100.0)
+    joined(m)
+    m.unsubscribe(now=1.0)
+    (revoke,) = events(m)
+    assert revoke.partitions == (("t", 0), ("t", 1), ("t", 2)) and not revoke.lost
+    assert requests(m) == []  # the revocation first: the application may still commit
+    assert m.state is MemberState.STABLE and m.subscription == ()
+    m.revocation_done(now=2.0)
+    leave = only(m, "leave")
+    (identity,) = leave.members
+    assert identity.member_id == "m-1" and identity.reason == "the consumer unsubscribed"
+    assert m.state is MemberState.UNJOINED and m.member_id == "" and m.generation == -1
+    assert m.owned == () and m.get_timer() is None
+    m.polled(now=3.0)
+    assert requests(m) == []  # no topics: nothing to join
+    m.subscribe(["u"], now=4.0)
+    m.update_partition_counts({"u": 1}, now=4.0)
+    assert only(m, "join").member_id == ""  # a new member
+
+
+def test_a_static_member_unsubscribes_without_leave_group() -> None:
+    m = member(group_instance_id="i-1")
+    joined(m)
+    m.unsubscribe(now=1.0)
+    events(m)
+    m.revocation_done(now=2.0)
+    assert m.state is MemberState.UNJOINED and requests(m) == []
+
+
 def test_no_heartbeat_answer_within_the_session_timeout_loses_the_coordinator() -> None:
     m = member(session_timeout=10.0, heartbeat_interval=3.0)
     joined(m)
