@@ -21,6 +21,7 @@ Where an example is wrong as printed, the corrected form runs and docs/migrating
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import pathlib
 import random
@@ -90,6 +91,21 @@ async def _read_all(bootstrap: str, topic: str, count: int, **options: Any) -> l
         await consumer.stop()
 
 
+def _values(bootstrap: str, topic: str, count: int, **options: Any) -> list[bytes]:
+    return [m.value for m in asyncio.run(_read_all(bootstrap, topic, count, **options))]
+
+
+def _manual_commit_consumer(bootstrap: str, topic: str, group: str) -> AIOKafkaConsumer:
+    """The consumer of the API reference's commit examples (their constructors are elided)."""
+    return AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+
+
 async def _committed(bootstrap: str, group: str, tp: TopicPartition) -> int | None:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
     await consumer.start()
@@ -141,11 +157,26 @@ def test_seed_000_l77_consume(bootstrap: str, new_topic: NewTopic) -> None:
     assert sorted(seen) == sorted([(my_topic, b"a"), (my_other_topic, b"b")])
 
 
-def test_seed_000_l108_send_one(bootstrap: str, new_topic: NewTopic) -> None:
+# The three forms of "start, send_and_wait, stop" differ only in the constructor's options:
+# 000 "Getting started" (l108), the producer guide's plain and idempotent producers (000
+# l229/l288 = 002, which also passes ``loop=loop``: deprecated, accepted with a warning).
+SEND_ONE = {
+    "000-l108-send_one": {},
+    "002-loop": {"loop": True},
+    "000-l288-002-idempotent": {"enable_idempotence": True},
+}
+
+
+@pytest.mark.parametrize("options", SEND_ONE.values(), ids=SEND_ONE.keys())
+def test_seed_send_one(bootstrap: str, new_topic: NewTopic, options: dict[str, Any]) -> None:
     my_topic = new_topic()
 
     async def send_one() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+        kwargs = dict(options)
+        if kwargs.pop("loop", False):
+            kwargs["loop"] = asyncio.get_running_loop()
+        with pytest.warns(DeprecationWarning) if "loop" in kwargs else contextlib.nullcontext():
+            producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, **kwargs)
         # Get cluster layout and initial topic/partition leadership information
         await producer.start()
         try:
@@ -156,28 +187,17 @@ def test_seed_000_l108_send_one(bootstrap: str, new_topic: NewTopic) -> None:
             await producer.stop()
 
     asyncio.run(send_one())
-    assert [m.value for m in asyncio.run(_read_all(bootstrap, my_topic, 1))] == [b"Super message"]
+    assert _values(bootstrap, my_topic, 1) == [b"Super message"]
+
+
+def test_seed_000_l288_002_idempotent_refuses_other_acks(bootstrap: str) -> None:
+    """ "If any other value is explicitly passed with enable_idempotence=True a ValueError
+    will be raised.\""""
+    with pytest.raises(ValueError):
+        AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks=1)
 
 
 # -- seed 000 producer guide = seed 002 -------------------------------------------------------
-
-
-def test_seed_000_l231_002_simple_producer_with_loop(bootstrap: str, new_topic: NewTopic) -> None:
-    """Seed 002 passes ``loop=loop`` (deprecated in aiokafka, accepted with a warning)."""
-    my_topic = new_topic()
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        with pytest.warns(DeprecationWarning):
-            producer = aiokafka.AIOKafkaProducer(loop=loop, bootstrap_servers=bootstrap)
-        await producer.start()
-        try:
-            await producer.send_and_wait(my_topic, b"Super message")
-        finally:
-            await producer.stop()
-
-    asyncio.run(main())
-    assert [m.value for m in asyncio.run(_read_all(bootstrap, my_topic, 1))] == [b"Super message"]
 
 
 def test_seed_000_l250_002_send_future_and_wait_for(bootstrap: str, new_topic: NewTopic) -> None:
@@ -201,24 +221,6 @@ def test_seed_000_l250_002_send_future_and_wait_for(bootstrap: str, new_topic: N
 
     msg = asyncio.run(main())
     assert (msg.topic, msg.partition, msg.offset) == (my_topic, 1, 0)
-
-
-def test_seed_000_l290_002_idempotent(bootstrap: str, new_topic: NewTopic) -> None:
-    my_topic = new_topic()
-
-    async def main() -> None:
-        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
-        await producer.start()
-        try:
-            await producer.send_and_wait(my_topic, b"Super message")
-        finally:
-            await producer.stop()
-
-    asyncio.run(main())
-    assert [m.value for m in asyncio.run(_read_all(bootstrap, my_topic, 1))] == [b"Super message"]
-    # "If any other value is explicitly passed with enable_idempotence=True a ValueError"
-    with pytest.raises(ValueError):
-        AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks=1)
 
 
 def test_seed_000_l312_002_transactional(bootstrap: str, new_topic: NewTopic) -> None:
@@ -335,13 +337,7 @@ def test_seed_000_l420_001_position_and_committed(bootstrap: str, new_topic: New
     group = _group()
 
     async def main() -> tuple[int, int | None, int | None]:
-        consumer = AIOKafkaConsumer(
-            my_topic,
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-        )
+        consumer = _manual_commit_consumer(bootstrap, my_topic, group)
         await consumer.start()
         try:
             msg = await consumer.getone()
@@ -805,13 +801,7 @@ def test_seed_000_l1196_commit_with_metadata(bootstrap: str, new_topic: NewTopic
     group = _group()
 
     async def main() -> Any:
-        consumer = AIOKafkaConsumer(
-            my_topic,
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-        )
+        consumer = _manual_commit_consumer(bootstrap, my_topic, group)
         await consumer.start()
         try:
             msg = await consumer.getone()
