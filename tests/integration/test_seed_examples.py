@@ -946,8 +946,9 @@ def test_seed_000_l2125_manual_commit_ten(bootstrap: str, new_topic: NewTopic) -
 
 
 def test_seed_000_l2158_group_scripts(bootstrap: str, new_topic: NewTopic) -> None:
-    """producer.py <partition> <message> and consumer.py <group_id> <count>: run as the
-    scripts they are (the producer's page break is undone: its body is indented)."""
+    """producer.py <partition> <message> and consumer.py <group_id> <count>, and the seed's
+    session with them (l2221): consumers as processes of their own, the producer script run
+    with its argv in this process. The producer's page break is undone (its body indented)."""
     some_topic = new_topic(2)
     producer_py = f"""
 import sys
@@ -995,23 +996,45 @@ msg_cnt = int(sys.argv[2])
 asyncio.run(consume(group_id, msg_cnt))
 """
 
-    def run(script: str, *args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-c", script, *args],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        )
-        return done.stdout
+    def run(script: str, *args: str) -> None:
+        """``python3 producer.py ARGS``, in this process (an interpreter start saved)."""
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(sys, "argv", ["producer.py", *args])
+            exec(compile(script, "producer.py", "exec"), {"__name__": "__main__"})
 
-    run(producer_py, "0", "hello")
-    run(producer_py, "1", "world")
-    out = run(consumer_py, _group(), "2")
-    assert sorted(out.splitlines()) == [
-        "Message from partition [0]: b'hello'",
-        "Message from partition [1]: b'world'",
+    # The seed's session: terminals 1-3 start consumers, terminal 4 runs the producer.
+    test_group, other_group = _group(), _group()
+    consumers = [
+        subprocess.Popen(
+            [sys.executable, "-c", consumer_py, group, count],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for group, count in ((test_group, "2"), (test_group, "2"), (other_group, "4"))
     ]
+    try:
+        for partition, message in ((0, "#1"), (0, "#2"), (1, "#3"), (1, "#4")):
+            run(producer_py, str(partition), f"message {message}")
+        outputs = [c.communicate(timeout=30)[0].splitlines() for c in consumers]
+    finally:
+        for c in consumers:
+            c.kill()
+    expected = [
+        "Message from partition [0]: b'message #1'",
+        "Message from partition [0]: b'message #2'",
+        "Message from partition [1]: b'message #3'",
+        "Message from partition [1]: b'message #4'",
+    ]
+    # TEST_GROUP's two members share the four messages (which member gets which partition
+    # depends on when each joined; the seed shows one outcome), OTHER_GROUP reads them all.
+    assert [len(out) for out in outputs[:2]] == [2, 2]
+    assert sorted(outputs[0] + outputs[1]) == expected
+    assert sorted(outputs[2]) == expected
+    for out in outputs:  # each partition in order
+        for partition in ("[0]", "[1]"):
+            mine = [line for line in out if partition in line]
+            assert mine == sorted(mine)
 
 
 def test_seed_000_l2290_custom_partitioner(bootstrap: str, new_topic: NewTopic) -> None:
