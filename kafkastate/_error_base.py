@@ -137,6 +137,12 @@ class BrokerResponseError(KafkaError):
             text = f"{text} ({details})"
         super().__init__(text)
         self.context = context
+        self._text = text
+
+    def __str__(self) -> str:
+        # The text built above, even where ``args`` carries aiokafka's and kafka-python's
+        # payload instead (OffsetOutOfRangeError's ``{partition: offset}``).
+        return getattr(self, "_text", None) or super().__str__()
 
 
 class AuthorizationError(BrokerResponseError):

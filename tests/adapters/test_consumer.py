@@ -241,6 +241,33 @@ async def test_async_offsets_and_commit(kafka_cluster: Any) -> None:
     await main()
 
 
+@pytest.mark.anyio
+async def test_async_getmany_zero_timeout_yields_and_last_poll_timestamp(
+    kafka_cluster: Any,
+) -> None:
+    """aiokafka's ``while not await getmany(): ...`` (timeout_ms=0) must let the connection
+    task run, and last_poll_timestamp() is the last fetch's time, known with highwater() even
+    before a record of the partition is handed out (seed 000's flow-control example)."""
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=2)
+    _produce(bootstrap, topic, 4, partitions=2)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    before = int(time.time() * 1000)
+    async with open_consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([tp0, tp1])
+        assert c.last_poll_timestamp(tp1) is None
+        data: dict[Any, Any] = {}
+        with anyio.fail_after(20):
+            while tp0 not in data:
+                data = await c.getmany(tp0)  # timeout_ms=0
+        with anyio.fail_after(20):
+            while c.highwater(tp1) is None:
+                await c.getmany(tp0)
+        assert c.highwater(tp1) == 2
+        stamp = c.last_poll_timestamp(tp1)  # fetched, none of its records handed out
+        assert stamp is not None and before - 1000 <= stamp <= int(time.time() * 1000) + 1000
+
+
 def test_bad_consumer_options_are_typed() -> None:
     bad: list[Callable[[], Any]] = [
         lambda: KafkaConsumer(bootstrap_servers="localhost:1", auto_offset_reset="first"),

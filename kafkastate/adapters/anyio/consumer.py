@@ -29,6 +29,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
 
 import anyio
+import anyio.lowlevel
 
 from kafkastate.adapters._common import tls_context
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
@@ -220,6 +221,9 @@ class Consumer:
                     runs, machine, self._key_deserializer, self._value_deserializer
                 )
             if driver.now() >= deadline:
+                # Yield even when nothing is waited for: ``while not await getmany(): ...``
+                # (timeout_ms=0, aiokafka's default) must let the connection task run.
+                await anyio.lowlevel.checkpoint()
                 return {}
             with anyio.move_on_after(deadline - driver.now()):
                 await data.wait()
@@ -339,8 +343,9 @@ class Consumer:
         return self.machine.fetcher.last_stable_offset(self.machine.check_partition(partition))
 
     def last_poll_timestamp(self, partition: tuple[str, int]) -> int | None:
-        """When records of ``partition`` were last handed out (ms since the epoch)."""
-        at = self.machine.last_handout(partition)
+        """When the last fetch response for ``partition`` arrived, like aiokafka (ms since the
+        epoch; None before one): set together with :meth:`highwater`."""
+        at = self.machine.fetcher.last_fetch_time(self.machine.check_partition(partition))
         if at is None:
             return None
         return int((time.time() - (self._running().now() - at)) * 1000)

@@ -253,7 +253,7 @@ class AIOKafkaConsumer(Lifecycle):
         return self._running().last_stable_offset(partition)
 
     def last_poll_timestamp(self, partition: tuple[str, int]) -> int | None:
-        """When records of ``partition`` were last returned (ms since the epoch)."""
+        """When the last fetch response for ``partition`` arrived (ms since the epoch)."""
         return self._running().last_poll_timestamp(partition)
 
     def pause(self, *partitions: tuple[str, int]) -> None:

@@ -518,8 +518,12 @@ def test_out_of_range_with_reset_none_is_offset_out_of_range() -> None:
     peer.m.seek(TP, 50, now=peer.now)
     peer.pump()
     peer.answer_fetch(code=1)  # OFFSET_OUT_OF_RANGE
-    with pytest.raises(OffsetOutOfRangeError, match="offset 50 is out of range for partition t-0"):
+    with pytest.raises(
+        OffsetOutOfRangeError, match="offset 50 is out of range for partition t-0"
+    ) as info:
         peer.m.poll(10, now=peer.now)
+    # aiokafka's and kafka-python's form: the partitions and offsets in args[0]
+    assert info.value.args == ({TP: 50},)
 
 
 # ------------------------------------------------------------ too large to fetch

@@ -91,6 +91,9 @@ def apply_policy(
                 topic=tp[0],
                 partition=tp[1],
             )
+            # aiokafka and kafka-python raise OffsetOutOfRangeError({tp: offset}); code reads
+            # the partitions from err.args[0] (seed 000's local-state example).
+            p.error.args = ({tp: out_of_range},)
             return
         p.error = NoOffsetForPartitionError(
             f"no valid offset for partition {tp[0]}-{tp[1]} and auto_offset_reset is 'none'"
