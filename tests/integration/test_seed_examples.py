@@ -858,12 +858,6 @@ def test_seed_000_l1284_getmany_and_getone(bootstrap: str, new_topic: NewTopic) 
     assert printed == [0, 1, 2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="subscribe() after assign() replaces the assignment (docs/migrating-from-aiokafka.md"
-    ", 'Seed examples'); aiokafka raises IllegalStateError -- the consumer-policy work on "
-    "assign/subscribe/unsubscribe (issue 16) owns this: drop this mark and that line then",
-)
 def test_seed_000_l738_001_assign_then_subscribe_raises(bootstrap: str) -> None:
     """ "It is not possible to mix manual partition assignment assign() and topic subscription
     subscribe(). An attempt to do so will result in an IllegalStateError.\""""

@@ -134,8 +134,12 @@ class AIOKafkaConsumer(Lifecycle):
             KafkaConfigurationError: a malformed partition.
         """
         if self._consumer is None and not self._stopped:
-            tps = [TopicPartition(*tp) for tp in checked_partitions(partitions)]
-            self._assigned, self._pending = tps, None
+            if self._pending is not None or self._topics:
+                raise IllegalStateError(
+                    "assign() while subscribed: manual assignment and subscription are "
+                    "mutually exclusive; call unsubscribe() first"
+                )
+            self._assigned = [TopicPartition(*tp) for tp in checked_partitions(partitions)]
             return
         self._running().assign(partitions)
 
@@ -156,6 +160,11 @@ class AIOKafkaConsumer(Lifecycle):
         """
         if self._consumer is None:
             # before start(), as aiokafka allows: checked now, applied by start()
+            if self._assigned is not None:
+                raise IllegalStateError(
+                    "subscribe() after assign(): manual assignment and subscription are "
+                    "mutually exclusive; call unsubscribe() first"
+                )
             check_subscription(
                 topics, pattern, listener, group=self._options["group_id"] is not None
             )
@@ -174,6 +183,10 @@ class AIOKafkaConsumer(Lifecycle):
     def unsubscribe(self) -> None:
         """Drop the subscription; a group member leaves the group (its partitions revoked
         first: auto-commit, the listener) and :meth:`subscribe` joins again."""
+        if self._consumer is None and not self._stopped:
+            self._pending = self._assigned = None  # before start(): nothing applied yet
+            self._topics = ()
+            return
         self._running().unsubscribe()
 
     async def getone(self, *partitions: tuple[str, int]) -> ConsumerRecord:

@@ -364,6 +364,7 @@ class ConsumerMachine:
         # The rebalance in progress: group events wait here, one at a time.
         self._group_events: deque[PartitionsRevoked | PartitionsAssigned] = deque()
         self._settled = True  # see assignment_settled
+        self._manual = False  # assign() was called (until unsubscribe)
         # The head group event's progress: None (not started), "commit" (the auto-commit
         # before a revocation is in flight), "committed", "listener" (a call is out).
         self._step: str | None = None
@@ -446,11 +447,18 @@ class ConsumerMachine:
 
         Raises:
             KafkaConfigurationError: a malformed partition.
-            IllegalStateError: the consumer is closed.
+            IllegalStateError: the consumer is subscribed (call :meth:`unsubscribe` first,
+                as aiokafka and kafka-python require), or closed.
         """
         self._allow("assign")
+        if self._subscribed or self._pattern is not None:
+            raise IllegalStateError(
+                "assign() while subscribed: manual assignment and subscription are mutually "
+                "exclusive; call unsubscribe() first"
+            )
         self._time(now)
         tps = [_partition(tp) for tp in partitions]
+        self._manual = True
         self._subscribed = ()
         self._pattern = None
         self._settled = True
@@ -474,9 +482,16 @@ class ConsumerMachine:
         Raises:
             KafkaConfigurationError: empty or malformed topics, both topics and a pattern,
                 a bad pattern or listener, or a listener without a ``group_id``.
-            IllegalStateError: the consumer is closed.
+            IllegalStateError: partitions were assigned with :meth:`assign` (call
+                :meth:`unsubscribe` first, as aiokafka and kafka-python require), or the
+                consumer is closed.
         """
         self._allow("subscribe")
+        if self._manual:
+            raise IllegalStateError(
+                "subscribe() after assign(): manual assignment and subscription are mutually "
+                "exclusive; call unsubscribe() first"
+            )
         compiled = check_subscription(
             topics, pattern, listener, group=self.fetcher.member is not None
         )
@@ -514,12 +529,14 @@ class ConsumerMachine:
         if member is not None and member.subscription:
             self.fetcher.unsubscribe_group(now=now)
             self._time(now)
+            self._manual = False
             self._subscribed = ()
             self._pattern = None
             self._settled = True
             self._held.clear()
             return  # the revocation (a group event: auto-commit, listener) empties it
         self._time(now)
+        self._manual = False
         self._subscribed = ()
         self._pattern = None
         self._settled = True
