@@ -318,7 +318,9 @@ def _lz4_decompress(data: Buffer, max_size: int, broken_checksum: bool) -> bytes
                 raise CorruptRecordError("lz4: truncated frame")
             parts.append(out)
             rest = d.unused_data or b""
-    except RuntimeError as exc:
+    except CorruptRecordError:
+        raise  # (a KafkaError is a RuntimeError too: keep the message above)
+    except RuntimeError as exc:  # lz4's own errors
         raise CorruptRecordError(f"lz4 decompression failed: {exc}") from None
     return b"".join(parts)
 

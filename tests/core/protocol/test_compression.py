@@ -271,6 +271,13 @@ def test_lz4_truncated_and_trailing_garbage(max_size: int) -> None:
             decompress(Compression.LZ4, bad, max_size=max_size)
 
 
+def test_lz4_size_limit_error_keeps_its_own_message() -> None:
+    # (CorruptRecordError is a RuntimeError too: it must not be re-wrapped as lz4's own)
+    packed = compress(Compression.LZ4, bytes(200_000))
+    with pytest.raises(CorruptRecordError, match=r"^lz4: decompressed size exceeds the limit"):
+        decompress(Compression.LZ4, packed, max_size=100_000)
+
+
 def test_lz4_bounded_path_round_trip() -> None:
     data = bytes(random.Random(2).randbytes(20_000)) * 3
     packed = compress(Compression.LZ4, data) + compress(Compression.LZ4, b"tail")
