@@ -526,23 +526,18 @@ class ConsumerMachine:
         """
         self._allow("assign")
         member = self.fetcher.member
-        if member is not None and member.subscription:
+        leaving = member is not None and bool(member.subscription)
+        if leaving:
             self.fetcher.unsubscribe_group(now=now)
-            self._time(now)
-            self._manual = False
-            self._subscribed = ()
-            self._pattern = None
-            self._settled = True
-            self._held.clear()
-            return  # the revocation (a group event: auto-commit, listener) empties it
         self._time(now)
         self._manual = False
         self._subscribed = ()
         self._pattern = None
         self._settled = True
         self._held.clear()
-        self._paused.clear()
-        self.fetcher.assign((), now=now)
+        if not leaving:  # (a member's revocation -- auto-commit, listener -- empties it)
+            self._paused.clear()
+            self.fetcher.assign((), now=now)
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """This member's group metadata, for a transactional producer's
