@@ -1,7 +1,7 @@
 """kafkastate for asyncio: aiokafka's :class:`AIOKafkaProducer`,
 :class:`AIOKafkaConsumer` and :class:`AIOKafkaAdminClient` (change only the import), and the
 async adapter's ``open_producer``/``open_consumer``/``open_admin`` for anyio-style code on
-asyncio.
+asyncio, and aiokafka's :func:`~kafkastate.helpers.create_ssl_context`.
 
 Every decision is the core's (:mod:`kafkastate.core`); options are resolved by
 :mod:`kafkastate.core.config` with aiokafka's defaults (docs/options.md). The
@@ -42,6 +42,7 @@ from kafkastate.core.admin import (
     ResourcePatternFilter,
     ResourceType,
 )
+from kafkastate.helpers import create_ssl_context
 from kafkastate.structs import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -82,6 +83,7 @@ __all__ = [
     "RecordMetadata",
     "RecordsToDelete",
     "TopicPartition",
+    "create_ssl_context",
     "open_admin",
     "open_consumer",
     "open_producer",

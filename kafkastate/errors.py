@@ -156,6 +156,8 @@ __all__ = [
     "RebalanceListenerError",
     "RecordTooLargeError",
     "RemoteProtocolError",
+    "SecurityProtocolMismatchError",
+    "SslAuthenticationError",
     "TransactionAbortedError",
     "TransactionFailedError",
     "TransactionStateError",
@@ -219,6 +221,24 @@ class LocalProtocolError(KafkaError):
 
 class RemoteProtocolError(KafkaError):
     """The broker sent bytes that break framing or decoding; the connection is unusable."""
+
+
+class SslAuthenticationError(AuthenticationFailedError):
+    """The TLS handshake with a broker failed on a certificate: the broker's is not signed
+    by a trusted CA, does not name the host connected to (``ssl_check_hostname``), is
+    revoked (``ssl_crlfile``) or expired, or the broker refused the client's (mutual TLS).
+    Java's ``SslAuthenticationException``. Not retriable, like every
+    :class:`AuthenticationFailedError`: the requests waiting for that broker fail at once and
+    a client waiting for its bootstrap servers raises it at once, never a plaintext fallback.
+    The message names the broker's address and the cause; the ``ssl`` module's exception is
+    ``__cause__``."""
+
+
+class SecurityProtocolMismatchError(AuthenticationFailedError):
+    """A listener and ``security_protocol`` disagree on TLS: a TLS listener answered a
+    plaintext client with TLS, or a plaintext listener hung up on a TLS handshake. The
+    message names the broker and the setting to check; not retriable, and never answered by
+    switching to the other protocol."""
 
 
 class CorruptRecordError(KafkaError):

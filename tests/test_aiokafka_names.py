@@ -80,3 +80,23 @@ def test_error_subclass_relations_and_retriable_flags() -> None:
         if hasattr(theirs, "retriable") and bool(theirs.retriable) != bool(ours.retriable)
     }
     assert flags == RETRIABLE_DIFFERENCES
+
+
+def test_helpers_create_ssl_context_takes_aiokafkas_keywords() -> None:
+    """``aiokafka.helpers.create_ssl_context`` resolves in ``kafkastate.helpers`` and
+    ``kafkastate.asyncio``, and takes every keyword aiokafka's takes."""
+    helpers = importlib.import_module("aiokafka.helpers")
+    ours = importlib.import_module("kafkastate.helpers")
+    theirs = [
+        name
+        for name, obj in vars(helpers).items()
+        if not name.startswith("_")
+        and inspect.isfunction(obj)
+        and obj.__module__ == "aiokafka.helpers"
+    ]
+    assert theirs == ["create_ssl_context"]
+    import kafkastate.asyncio  # noqa: PLC0415
+
+    assert kafkastate.asyncio.create_ssl_context is ours.create_ssl_context
+    theirs_params = set(inspect.signature(helpers.create_ssl_context).parameters)
+    assert theirs_params <= set(inspect.signature(ours.create_ssl_context).parameters)

@@ -14,6 +14,7 @@ from kafkastate.errors import BrokerResponseError, error_for_code
 PUBLIC_MODULES = [
     "kafkastate",
     "kafkastate.errors",
+    "kafkastate.helpers",
     "kafkastate.abc",
     "kafkastate.core.connection",
     "kafkastate.core.client",

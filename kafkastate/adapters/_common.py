@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from kafkastate.core.client import Client
 from kafkastate.core.config import wants_tls
@@ -13,12 +13,17 @@ from kafkastate.errors import (
     KafkaConfigurationError,
     KafkaError,
     NoBrokersAvailable,
+    SecurityProtocolMismatchError,
+    SslAuthenticationError,
 )
+from kafkastate.helpers import create_ssl_context
 
 __all__ = [
     "check_ms",
     "no_brokers_error",
     "tls_context",
+    "tls_failure",
+    "tls_hangup",
 ]
 
 
@@ -26,6 +31,9 @@ def no_brokers_error(client: Client, timeout: float) -> KafkaError:
     """The error for "no bootstrap server answered within ``timeout`` seconds": the
     authentication failure itself if that is why (it is not worth waiting again), else
     NoBrokersAvailable naming the servers and the last connection error."""
+    refused = client.bootstrap_refused
+    if refused is not None:
+        return refused
     last = client.last_connection_error or client.metadata.last_error
     if isinstance(last, AuthenticationFailedError):
         return last
@@ -50,32 +58,111 @@ def check_ms(**values: Any) -> None:
 
 
 def tls_context(options: Mapping[str, Any]) -> ssl.SSLContext | None:
-    """The TLS context of resolved options (:func:`kafkastate.core.config.resolve`): None
-    unless ``security_protocol`` is SSL or SASL_SSL; else ``ssl_context`` if given, else
-    one built from kafka-python's ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``,
-    ``ssl_password`` and ``ssl_check_hostname`` (where the face has them), else the system's
-    default context.
+    """The TLS context of resolved options (:func:`kafkastate.core.config.resolve`, which
+    refuses ``ssl_context`` together with ``ssl_*`` files): None unless
+    ``security_protocol`` is SSL or SASL_SSL; else ``ssl_context`` if given, else
+    :func:`kafkastate.helpers.create_ssl_context` of kafka-python's ``ssl_cafile``,
+    ``ssl_certfile``, ``ssl_keyfile``, ``ssl_password``, ``ssl_crlfile``, ``ssl_ciphers`` and
+    ``ssl_check_hostname`` (none given: the system's trust store, hostnames checked).
 
     Raises:
-        KafkaConfigurationError: TLS files that cannot be loaded.
+        KafkaConfigurationError: TLS files that cannot be loaded, named by option (never
+            showing ``ssl_password``).
     """
     if not wants_tls(options):
         return None
     context = options["ssl_context"]
     if context is not None:
         return context  # type: ignore[no-any-return]
-    cafile = options.get("ssl_cafile")
     try:
-        context = ssl.create_default_context(cafile=cafile)
-        context.check_hostname = bool(options.get("ssl_check_hostname", True))
-        if not context.check_hostname:
-            context.verify_mode = ssl.CERT_NONE if cafile is None else ssl.CERT_REQUIRED
-        if options.get("ssl_certfile") is not None:
-            context.load_cert_chain(
-                options["ssl_certfile"], options.get("ssl_keyfile"), options.get("ssl_password")
-            )
-    except OSError as exc:  # ssl.SSLError included: a missing or unreadable file
-        raise KafkaConfigurationError(
-            f"ssl_cafile, ssl_certfile, ssl_keyfile or ssl_password: {exc}"
-        ) from exc
-    return context
+        return create_ssl_context(
+            cafile=options["ssl_cafile"],
+            certfile=options["ssl_certfile"],
+            keyfile=options["ssl_keyfile"],
+            password=options["ssl_password"],
+            crlfile=options["ssl_crlfile"],
+            ciphers=options["ssl_ciphers"],
+            check_hostname=options["ssl_check_hostname"],
+        )
+    except KafkaConfigurationError as exc:
+        # the helper names its keywords; the user gave the options
+        names = {"cafile": "ssl_cafile", "capath": "", "cadata": "", "crlfile": "ssl_crlfile",
+                 "ciphers": "ssl_ciphers", "certfile": "ssl_certfile",
+                 "keyfile": "ssl_keyfile", "password": "ssl_password"}  # fmt: skip
+        message = str(exc)
+        for word, option in names.items():
+            if option:
+                message = message.replace(word, option)
+        raise KafkaConfigurationError(message.replace(", ssl_capath or ssl_cadata", "")) from exc
+
+
+# OpenSSL's X509_V_ERR_* codes (x509_vfy.h) a user can act on
+_VERIFY_HINTS: Final = {
+    2: "its issuer is not a trusted CA (ssl_cafile, or the ssl_context's CAs)",
+    9: "it is not valid yet",
+    10: "it has expired",
+    18: "it is self-signed and not trusted (ssl_cafile)",
+    19: "its chain ends in a CA that is not trusted (ssl_cafile)",
+    20: "its issuer is not a trusted CA (ssl_cafile, or the ssl_context's CAs)",
+    21: "its issuer is not a trusted CA (ssl_cafile, or the ssl_context's CAs)",
+    3: "no CRL of its CA was found (ssl_crlfile must hold one for each CA)",
+    23: "it is revoked (ssl_crlfile)",
+    62: "it does not name the host connected to (ssl_check_hostname)",
+    64: "it does not name the IP address connected to (ssl_check_hostname)",
+}
+_EOF_REASONS: Final = frozenset({"UNEXPECTED_EOF_WHILE_READING", "EOF"})
+
+
+def tls_hangup(host: str, port: int) -> SecurityProtocolMismatchError:
+    """The error for a broker that closed the connection during the TLS handshake (what a
+    plaintext listener does with a ClientHello)."""
+    return SecurityProtocolMismatchError(
+        f"TLS with the broker at {host}:{port} failed: the broker closed the connection during "
+        "the TLS handshake, as a PLAINTEXT or SASL_PLAINTEXT listener does: check the port, "
+        "or set security_protocol='PLAINTEXT' (or 'SASL_PLAINTEXT') for it"
+    )
+
+
+def tls_failure(
+    error: BaseException, host: str, port: int, *, handshake: bool = True
+) -> BaseException:
+    """What a connection error on the way to ``host:port`` means, for the core, which
+    retries connection errors but not :class:`AuthenticationFailedError`: a refused
+    certificate either way is :class:`SslAuthenticationError` (with TLS 1.3 the broker's
+    refusal of ours arrives on the first read, so reads ask too); the server hanging up
+    during the handshake is :class:`SecurityProtocolMismatchError` (a plaintext listener
+    reads the ClientHello as an oversized request and closes); anything else, and an EOF
+    after the handshake (``handshake=False``), is returned as is. anyio's wrapping
+    exceptions are looked through (``__cause__``).
+    """
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, ssl.SSLError):
+        cause = cause.__cause__
+    if not isinstance(cause, ssl.SSLError):
+        return error
+    where = f"TLS with the broker at {host}:{port} failed"
+    refused: KafkaError
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        hint = _VERIFY_HINTS.get(cause.verify_code, "it was not accepted")
+        refused = SslAuthenticationError(
+            f"{where}: its certificate was refused: {hint} ({cause.verify_message})"
+        )
+    elif handshake and (
+        isinstance(cause, ssl.SSLEOFError | ssl.SSLZeroReturnError) or cause.reason in _EOF_REASONS
+    ):
+        refused = tls_hangup(host, port)
+    elif "ALERT" in str(cause.reason):
+        refused = SslAuthenticationError(
+            f"{where}: the broker refused the handshake ({cause.reason}); a listener with "
+            "ssl.client.auth=required needs a client certificate it trusts (ssl_certfile, "
+            "ssl_keyfile)"
+        )
+    elif handshake and cause.reason == "WRONG_VERSION_NUMBER":
+        refused = SecurityProtocolMismatchError(
+            f"{where}: the broker did not answer in TLS, as a PLAINTEXT listener does: check "
+            "the port and security_protocol"
+        )
+    else:
+        return error
+    refused.__cause__ = cause
+    return refused

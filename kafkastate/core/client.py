@@ -26,6 +26,11 @@ connection's own timeout applies.
 Reconnects use exponential backoff from ``reconnect_backoff`` to ``reconnect_backoff_max``
 with +-20 % jitter drawn from the seeded ``rng`` (Java's ``ClusterConnectionStates``). An
 AuthenticationFailedError fails the node's queued requests at once: retrying cannot fix it.
+TLS refusals are AuthenticationFailedErrors too (the adapter types them: an untrusted or
+mismatched certificate, a TLS/plaintext mismatch), and once every bootstrap server refused,
+:attr:`Client.bootstrap_refused` tells a waiting constructor to give up at once. A broker
+that completed a handshake before and now hangs up during one is retried (it is restarting,
+not a plaintext listener).
 Connections idle for ``connections_max_idle`` are closed.
 
 Versions. Each node keeps the ApiVersions answer of its first connection; later connections
@@ -60,6 +65,7 @@ from kafkastate.errors import (
     KafkaTimeoutError,
     LocalProtocolError,
     RemoteProtocolError,
+    SecurityProtocolMismatchError,
     UnsupportedVersionError,
 )
 
@@ -316,6 +322,10 @@ class _Node:
     """What the broker answered to ApiVersions, kept across reconnects."""
     versions_proven: bool = False
     """A connection built on :attr:`versions` got an answer (the table is still right)."""
+    handshaken: bool = False
+    """A connection to this node became ready once (TLS and SASL agreed then)."""
+    refused: AuthenticationFailedError | None = None
+    """The node's last connection ended in a refusal no retry fixes (None once one works)."""
 
 
 class Client:
@@ -362,6 +372,21 @@ class Client:
         """Why the last connection to any node failed or ended (None after a success):
         what to tell a user waiting for a cluster that does not answer."""
         return self._last_connection_error
+
+    @property
+    def bootstrap_refused(self) -> AuthenticationFailedError | None:
+        """Why waiting for the cluster is pointless, or None: no broker is known yet and
+        every bootstrap server refused the last connection in a way no retry fixes (SASL
+        credentials, an untrusted or mismatched TLS certificate, TLS against plaintext)."""
+        if self.cluster.brokers:
+            return None
+        bootstrap = [n for n in self._sorted_nodes() if n.node_id < 0]
+        if not bootstrap or any(n.refused is None for n in bootstrap):
+            return None
+        error = self._last_connection_error
+        if isinstance(error, AuthenticationFailedError):
+            return error
+        return bootstrap[-1].refused
 
     def node_state(self, node_id: NodeId) -> NodeState | None:
         """The state of a node's connection, or None for an unknown node."""
@@ -480,9 +505,17 @@ class Client:
         node = self._node(node_id)
         if node.state is not NodeState.CONNECTING:
             return
-        exc = KafkaConnectionError(
-            f"cannot connect to node {node_id} at {node.host}:{node.port}: {error}"
-        )
+        exc: KafkaError
+        if isinstance(error, AuthenticationFailedError) and not (
+            isinstance(error, SecurityProtocolMismatchError) and node.handshaken
+        ):
+            exc = error  # the adapter's typed TLS refusal, naming the address: fatal
+        else:
+            # (a broker that did TLS before and now hangs up mid-handshake is restarting)
+            exc = KafkaConnectionError(
+                f"cannot connect to node {node_id} at {node.host}:{node.port}: {error}"
+            )
+            exc.__cause__ = error
         self._disconnected(node, exc, now, request_close=False)
         self._progress(now)
 
@@ -766,6 +799,8 @@ class Client:
                     node.versions = versions
                     node.state = transition(NODE_STATES, node.state, _N.READY, what="ready")
                     node.failures = 0
+                    node.handshaken = True
+                    node.refused = None
                     self._last_connection_error = None
                 case conn_events.ResponseReceived(correlation_id=cid, response=response):
                     node.versions_proven = True
@@ -779,6 +814,15 @@ class Client:
                 case conn_events.ConnectionClosed(error=error):
                     if closing:
                         continue
+                    address = f"{node.host}:{node.port}"
+                    if isinstance(error, SecurityProtocolMismatchError) and address not in str(
+                        error
+                    ):
+                        named = SecurityProtocolMismatchError(
+                            f"node {node.node_id} at {address}: {error}"
+                        )
+                        named.__cause__ = error.__cause__
+                        error = named
                     self._disconnected(node, error, now, request_close=request_close)
                     return
         self._collect(node)
@@ -807,6 +851,7 @@ class Client:
         if error is not None:
             self._last_connection_error = error
         if isinstance(error, AuthenticationFailedError):
+            node.refused = error
             self._fail_queue(node.queue, error, node.node_id)
         elif node.node_id >= 0 and error is not None:
             # Java NetworkClient: a broker that went away may no longer lead what we

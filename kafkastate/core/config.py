@@ -76,6 +76,7 @@ __all__ = [
     "producer_config",
     "resolve",
     "resolve_assignors",
+    "TLS_FILE_OPTIONS",
     "wants_tls",
 ]
 
@@ -160,6 +161,25 @@ def _text(name: str, value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise KafkaConfigurationError(f"{name} must be a str or None, got {value!r}")
     return value
+
+
+@_kind("str")
+def _secret(name: str, value: Any) -> str | None:
+    # a password: the message names its type, never the value
+    if value is not None and not isinstance(value, str):
+        raise KafkaConfigurationError(f"{name} must be a str or None, got a {type(value).__name__}")
+    return value
+
+
+@_kind("str")
+def _key_password(name: str, value: Any) -> Any:
+    # what ssl.SSLContext.load_cert_chain takes: str, bytes, or a callable returning one
+    if value is None or isinstance(value, str | bytes) or callable(value):
+        return value
+    raise KafkaConfigurationError(
+        f"{name} must be a str, bytes, a callable returning one, or None, "
+        f"got a {type(value).__name__}"
+    )
 
 
 @_kind("str")
@@ -321,19 +341,27 @@ _TABLE: Final = (
     Option("security_protocol", "security.protocol", _CPA, _one_of(*PROTOCOLS), "PLAINTEXT",
            "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
     Option("ssl_context", "", _CPA, _ssl_context, None,
-           "The TLS settings for SSL/SASL_SSL (default: the system's trust store)."),
+           "The TLS settings for SSL/SASL_SSL, e.g. kafkastate.helpers.create_ssl_context(...) "
+           "(default: built from the ssl_* options)."),
     Option("ssl_check_hostname", "", _CPA, _flag, True,
-           "Check the broker's certificate names it (without ssl_context)."),
+           "The broker's certificate must name the host connected to (Java's "
+           "ssl.endpoint.identification.algorithm=https); the CA is checked either way."),
     Option("ssl_cafile", "ssl.ca.location", _CPA, _text, None,
-           "CA certificates (PEM) to verify brokers with (without ssl_context)."),
+           "CA certificates (PEM) to verify brokers with (default: the system's trust store)."),
     Option("ssl_certfile", "ssl.certificate.location", _CPA, _text, None,
-           "Client certificate (PEM)."),
+           "Client certificate (PEM) for mutual TLS."),
     Option("ssl_keyfile", "ssl.key.location", _CPA, _text, None, "The client certificate's key."),
-    Option("ssl_password", "ssl.key.password", _CPA, _text, None, "The key's password."),
+    Option("ssl_password", "ssl.key.password", _CPA, _key_password, None,
+           "The key's password (an encrypted key); never shown in messages or logs."),
+    Option("ssl_crlfile", "ssl.crl.location", _CPA, _text, None,
+           "Certificate revocation lists (PEM): a revoked broker certificate is refused."),
+    Option("ssl_ciphers", "ssl.cipher.suites", _CPA, _text, None,
+           "OpenSSL cipher list for TLS 1.2 and below (default: Python's)."),
     Option("sasl_mechanism", "sasl.mechanism", _CPA, _optional(_one_of(*SASL_MECHANISMS)), None,
            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (default PLAIN with SASL_*)."),
     Option("sasl_plain_username", "sasl.username", _CPA, _text, None, "SASL user."),
-    Option("sasl_plain_password", "sasl.password", _CPA, _text, None, "SASL password."),
+    Option("sasl_plain_password", "sasl.password", _CPA, _secret, None,
+           "SASL password; never shown in messages or logs."),
     Option("api_version", "", _CPA, _anything, None,
            "Versions are always negotiated; kafka-python's hint (a tuple or '0.11.0') "
            "refuses features the version lacks and skips the constructor's wait."),
@@ -499,11 +527,6 @@ _ONLY: Final[Mapping[str, frozenset[str]]] = {
     "metrics_enabled": frozenset({"kafka-python"}),
     "retries": frozenset({"kafka-python"}),
     "leave_group_on_close": frozenset({"kafka-python"}),
-    "ssl_check_hostname": frozenset({"kafka-python"}),
-    "ssl_cafile": frozenset({"kafka-python"}),
-    "ssl_certfile": frozenset({"kafka-python"}),
-    "ssl_keyfile": frozenset({"kafka-python"}),
-    "ssl_password": frozenset({"kafka-python"}),
     "api_version": frozenset({"aiokafka", "kafka-python"}),
     "loop": frozenset({"aiokafka"}),
     "max_batch_size": frozenset({"aiokafka", "kafkastate"}),
@@ -518,8 +541,6 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
             "receive_buffer_bytes",
             "send_buffer_bytes",
             "socket_options",
-            "ssl_crlfile",
-            "ssl_ciphers",
             "metric_reporters",
             "metrics_num_samples",
             "metrics_sample_window_ms",
@@ -644,6 +665,7 @@ def resolve(role: str, flavour: str, given: Mapping[str, Any], *, owner: str) ->
     for name, value in out.items():
         out[name] = OPTIONS[name].check(name, value)
     user_set = frozenset(_BY_PROP.get(key, key) for key in given)
+    _settle_tls(out, flavour, user_set)
     _settle_client(out, flavour)
     if flavour == "kafka-python":
         _settle_kafka_python(out, role, user_set)
@@ -774,18 +796,50 @@ def _settle_producer_hint(out: dict[str, Any], version: tuple[int, ...] | None) 
         out["enable_idempotence"] = False  # as kafka-python: off for an old broker
 
 
-def _settle_client(out: dict[str, Any], flavour: str) -> None:
+TLS_FILE_OPTIONS: Final = (
+    "ssl_cafile",
+    "ssl_certfile",
+    "ssl_keyfile",
+    "ssl_password",
+    "ssl_crlfile",
+    "ssl_ciphers",
+)
+"""kafka-python's options a TLS context is built from when ``ssl_context`` is not given."""
+
+
+def _settle_tls(out: dict[str, Any], flavour: str, user_set: frozenset[str]) -> None:
+    """TLS settings against ``security_protocol``: never a silent plaintext connection,
+    never an ``ssl_*`` option quietly ignored."""
     protocol = out["security_protocol"]
-    if out["ssl_context"] is not None and not protocol.endswith("SSL"):
-        raise KafkaConfigurationError(
-            f"ssl_context given but security_protocol is {protocol!r}; use 'SSL'"
-        )
-    if flavour == "aiokafka" and protocol.endswith("SSL") and out["ssl_context"] is None:
-        # aiokafka builds no context of its own (kafka-python's ssl_* options do)
+    context = out["ssl_context"]
+    files = [name for name in TLS_FILE_OPTIONS if out[name] is not None]
+    if not protocol.endswith("SSL"):
+        given = (["ssl_context"] if context is not None else []) + files
+        if given:
+            raise KafkaConfigurationError(
+                f"{', '.join(given)} given but security_protocol is {protocol!r}: use 'SSL' "
+                "(or 'SASL_SSL'); kafkastate never connects in plaintext with TLS settings"
+            )
+        return
+    if context is not None:
+        both = files + (["ssl_check_hostname"] if "ssl_check_hostname" in user_set else [])
+        if both:
+            raise KafkaConfigurationError(
+                f"ssl_context and {', '.join(both)} given: the context is used as it is, so "
+                "set those on it (kafkastate.helpers.create_ssl_context takes them all) or "
+                "leave ssl_context out"
+            )
+    elif flavour == "aiokafka" and not files:
+        # aiokafka builds no context of its own: say how to make one
         raise KafkaConfigurationError(
             f"ssl_context is mandatory with security_protocol={protocol!r} (as in aiokafka): "
-            "pass one, e.g. ssl.create_default_context(cafile=...)"
+            "pass ssl_context=create_ssl_context(cafile=...) (kafkastate.helpers), or "
+            "kafka-python's ssl_cafile"
         )
+
+
+def _settle_client(out: dict[str, Any], flavour: str) -> None:
+    protocol = out["security_protocol"]
     mechanism = out["sasl_mechanism"]
     if protocol.startswith("SASL"):
         if mechanism is None:

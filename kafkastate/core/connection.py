@@ -28,6 +28,13 @@ client's NetworkClient does.
 
 Malformed bytes raise :class:`RemoteProtocolError` from :meth:`receive_data` and leave the
 machine in the terminal ERROR state; the adapter closes the socket.
+
+TLS mismatches are named, never retried into a loop: a TLS listener reached without TLS
+answers the first request with a TLS record (an alert), whose header would read as a frame
+of more than 350 MB; the first bytes of a connection are checked for that header and such a
+connection ends with :class:`SecurityProtocolMismatchError`. A TLS refusal the adapter
+reports to :meth:`connection_lost` (an :class:`AuthenticationFailedError`, such as
+:class:`SslAuthenticationError`) keeps its type, so the client does not retry it either.
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ from kafkastate.errors import (
     KafkaTimeoutError,
     LocalProtocolError,
     RemoteProtocolError,
+    SecurityProtocolMismatchError,
     UnsupportedVersionError,
     error_for_code,
 )
@@ -115,6 +123,12 @@ class ConnectionState(enum.Enum):
 
 
 _TERMINAL: Final = frozenset({ConnectionState.CLOSED, ConnectionState.ERROR})
+
+# RFC 8446 5.1 (and RFC 5246 6.2.1): a TLS record starts with its content type (21 alert,
+# 22 handshake) and the legacy version 3.0-3.4; read as a Kafka size prefix these three
+# bytes mean a frame of at least 352 MB, which no first response is.
+_TLS_RECORD_TYPES: Final = {21: "a TLS alert", 22: "a TLS handshake record"}
+_TLS_HEADER_SIZE: Final = 3
 
 # STYLE §6: the legal transitions; anything not listed raises LocalProtocolError.
 CONNECTION_STATES: Final = register(
@@ -293,6 +307,8 @@ class BrokerConnection:
         self._state = ConnectionState.IDLE
         self._rng = rng
         self._decoder = FrameDecoder(config.max_frame_size)
+        self._head = b""
+        """The connection's first bytes, kept until a TLS record header is ruled out."""
         self._out = bytearray()
         self._events: deque[ConnectionEvent] = deque()
         self._in_flight: deque[_Request] = deque()
@@ -422,6 +438,8 @@ class BrokerConnection:
         if not data:
             self._close(KafkaConnectionError("connection closed by the broker"))
             return
+        if len(self._head) < _TLS_HEADER_SIZE and self._answered_in_tls(data):
+            return
         self._begin_reauth_if_due(now)
         try:
             self._decoder.feed(data)
@@ -435,14 +453,38 @@ class BrokerConnection:
             raise
 
     def connection_lost(self, *, now: float, error: BaseException | None = None) -> None:
-        """The socket failed or closed underneath us (reset, TLS error...)."""
+        """The socket failed or closed underneath us (reset, TLS error...). An
+        :class:`AuthenticationFailedError` (the adapter's typed TLS refusal) ends the
+        connection with that error as it is: it is not a lost connection to retry."""
         if self._state in _TERMINAL:
+            return
+        if isinstance(error, AuthenticationFailedError):
+            self._close(error)
             return
         cause = f": {error}" if error is not None else ""
         exc = KafkaConnectionError(f"connection lost{cause}")
         if error is not None:
             exc.__cause__ = error
         self._close(exc)
+
+    def _answered_in_tls(self, data: bytes | bytearray | memoryview) -> bool:
+        """Whether the connection's first bytes are a TLS record header: then the
+        connection is closed with SecurityProtocolMismatchError."""
+        self._head += bytes(data[: _TLS_HEADER_SIZE - len(self._head)])
+        if len(self._head) < _TLS_HEADER_SIZE:
+            return False
+        content_type, major, minor = self._head
+        kind = _TLS_RECORD_TYPES.get(content_type)
+        if kind is None or major != 3 or minor > 4:
+            return False
+        self._close(
+            SecurityProtocolMismatchError(
+                f"the broker answered with {kind}: it is a TLS listener, so set "
+                "security_protocol='SSL' (or 'SASL_SSL'), or use its PLAINTEXT port"
+            ),
+            state=ConnectionState.ERROR,
+        )
+        return True
 
     def close(self) -> None:
         """Close from our side; queued and in-flight requests fail with KafkaConnectionError."""

@@ -20,6 +20,7 @@ from ._config import SaslCredentials, TlsFiles, new_cluster_id, unsecured_jwt
 from ._errors import BrokerStartError, HarnessError, PrerequisiteError
 from ._maven import DEFAULT_KAFKA_VERSION, cache_root, fetch_kafka_libs
 from ._probe import MetadataInfo, ProbeError, api_versions, metadata
+from ._tls import make_crl
 
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
@@ -38,6 +39,7 @@ __all__ = [
     "default_kafka_version",
     "fetch_kafka_libs",
     "find_java",
+    "make_crl",
     "metadata",
     "new_cluster_id",
     "unsecured_jwt",

@@ -35,13 +35,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
 from . import _probe
 from ._config import (
+    CLIENT_AUTH,
     HOST,
     SCRAM_MECHANISMS,
     NodePorts,
@@ -64,7 +65,7 @@ from ._maven import (
     log4j_version_for,
 )
 from ._process import JvmProcess, tail
-from ._tls import make_tls_files
+from ._tls import DEFAULT_HOSTNAMES, make_tls_files
 from ._versions import ZOOKEEPER_SESSION_TIMEOUT, BrokerProfile, profile_for
 from ._zookeeper import ZooKeeperServer, build_zookeeper
 
@@ -422,6 +423,8 @@ class _Options:
     fast_start: bool
     overrides: dict[str, str]
     jvm_options: list[str]
+    ssl_client_auth: str = "none"
+    ssl_hostnames: tuple[str, ...] = field(default=DEFAULT_HOSTNAMES)
 
 
 class KafkaCluster:
@@ -493,6 +496,8 @@ class KafkaCluster:
         *,
         sasl: bool = False,
         ssl: bool = False,
+        ssl_client_auth: str = "none",
+        ssl_hostnames: Sequence[str] = DEFAULT_HOSTNAMES,
         workdir: Path | str | None = None,
         timeout: float | None = None,
         heap_mb: int | None = None,
@@ -509,6 +514,12 @@ class KafkaCluster:
             brokers: number of nodes (1 = ``--standalone`` quorum, more = static voters).
             sasl: add a SASL_PLAINTEXT listener (PLAIN + SCRAM-SHA-256/512 users).
             ssl: add an SSL listener with a certificate from a fresh self-signed CA.
+            ssl_client_auth: the SSL listener's ``ssl.client.auth``: ``"none"``,
+                ``"requested"`` or ``"required"`` (mutual TLS; clients use
+                ``cluster.tls.client_cert`` / ``client_key`` / ``client_key_password``).
+            ssl_hostnames: the names (DNS names, IP addresses) the broker certificate
+                carries; brokers are reached at ``127.0.0.1``, so leaving it out makes a
+                certificate that fails hostname verification.
             workdir: where configs, data and logs go (default: a new temporary directory,
                 removed by :meth:`stop`).
             timeout: readiness timeout in seconds (default ``$KAFKASTATE_START_TIMEOUT`` or 120).
@@ -531,6 +542,10 @@ class KafkaCluster:
         version = check_version(kafka_version or default_kafka_version())
         if brokers < 1:
             raise HarnessError(f"brokers must be >= 1, got {brokers}")
+        if ssl_client_auth not in CLIENT_AUTH:
+            raise HarnessError(
+                f"ssl_client_auth must be one of {', '.join(CLIENT_AUTH)}, got {ssl_client_auth!r}"
+            )
         options = _Options(
             kafka_version=version,
             brokers=brokers,
@@ -540,6 +555,8 @@ class KafkaCluster:
             fast_start=fast_start,
             overrides=dict(config_overrides or {}),
             jvm_options=[*shlex.split(os.environ.get("KAFKASTATE_JVM_OPTS", "")), *jvm_options],
+            ssl_client_auth=ssl_client_auth,
+            ssl_hostnames=tuple(ssl_hostnames),
         )
         java = find_java()
         libs = fetch_kafka_libs(version)
@@ -587,8 +604,14 @@ class KafkaCluster:
         if options.ssl:
             java_home = Path(java).resolve().parent.parent
             tls = make_tls_files(
-                root / "tls", java_home=java_home, pkcs12=not profile.pem_key_without_password
+                root / "tls",
+                java_home=java_home,
+                pkcs12=not profile.pem_key_without_password,
+                hostnames=options.ssl_hostnames,
             )
+            if options.ssl_client_auth != "none" and tls.client_cert is None:
+                raise PrerequisiteError("openssl", "to make the client certificate for mutual TLS")
+            tls = replace(tls, client_auth=options.ssl_client_auth)
         creds = SaslCredentials() if options.sasl else None
         per_node = 2 + int(options.sasl) + int(options.ssl)
         ports = iter(free_ports(per_node * options.brokers + int(profile.zookeeper)))
@@ -965,18 +988,29 @@ class KafkaCluster:
                 out["KAFKASTATE_SSL_CAFILE"] = str(self.ca_file)
         return out
 
-    def ssl_context(self) -> ssl.SSLContext:
+    def ssl_context(self, *, client_cert: bool = False) -> ssl.SSLContext:
         """A client ``SSLContext`` that trusts the cluster's CA (hostname ``127.0.0.1`` checks).
 
+        Args:
+            client_cert: also present the harness's client certificate (mutual TLS).
+
         Returns:
-            ``ssl.create_default_context(cafile=ca_file)``.
+            ``ssl.create_default_context(cafile=ca_file)``, with the client certificate
+            loaded if asked.
 
         Raises:
-            HarnessError: the cluster has no SSL listener / CA file.
+            HarnessError: the cluster has no SSL listener / CA file, or no client
+                certificate was made (keytool-made or external TLS files).
         """
         if self.ca_file is None:
             raise HarnessError(f"{self!r} has no SSL listener (start it with ssl=True)")
-        return ssl.create_default_context(cafile=str(self.ca_file))
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        if client_cert:
+            tls = self.tls
+            if tls is None or tls.client_cert is None or tls.client_key is None:
+                raise HarnessError(f"{self!r} has no client certificate (openssl makes one)")
+            context.load_cert_chain(tls.client_cert, tls.client_key, tls.client_key_password)
+        return context
 
     # -- teardown ----------------------------------------------------------------------------
 

@@ -31,6 +31,8 @@ __all__ = [
 ]
 
 HOST = "127.0.0.1"
+CLIENT_AUTH = ("none", "requested", "required")
+"""``ssl.client.auth`` values of the SSL listener."""
 PLAIN_MECHANISM = "PLAIN"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -74,6 +76,15 @@ class TlsFiles:
         truststore: the CA, as Kafka reads it.
         truststore_type: ``PEM`` or ``PKCS12``.
         truststore_password: the PKCS12 store password, ``None`` for PEM.
+        client_auth: the listener's ``ssl.client.auth``: ``none``, ``requested`` or
+            ``required`` (mutual TLS: a client must show a certificate the CA signed).
+        ca_key: the CA's private key (PEM, openssl-made only), to sign CRLs with
+            :func:`~kafkastate.testing.make_crl`.
+        broker_cert: the broker's certificate (PEM), e.g. to revoke it in a CRL.
+        client_cert: a client certificate (PEM) signed by the CA, for mutual TLS
+            (openssl-made only).
+        client_key: its private key (PEM), encrypted with :attr:`client_key_password`.
+        client_key_password: the client key's password (kafka-python's ``ssl_password``).
     """
 
     ca_file: Path
@@ -83,6 +94,12 @@ class TlsFiles:
     truststore: Path | None = None
     truststore_type: str = "PEM"
     truststore_password: str | None = None
+    client_auth: str = "none"
+    ca_key: Path | None = None
+    broker_cert: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    client_key_password: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -305,7 +322,9 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
         props[prefix + "ssl.truststore.location"] = str(tls.truststore)
         if tls.truststore_password is not None:
             props[prefix + "ssl.truststore.password"] = tls.truststore_password
-        props[prefix + "ssl.client.auth"] = "none"
+        if tls.client_auth not in CLIENT_AUTH:
+            raise ValueError(f"client_auth must be one of {', '.join(CLIENT_AUTH)}")
+        props[prefix + "ssl.client.auth"] = tls.client_auth
     props.update(node.overrides)
     return props
 

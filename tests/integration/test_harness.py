@@ -67,7 +67,7 @@ from kafkastate.testing._maven import (
     log4j_version_for,
     render_pom,
 )
-from kafkastate.testing._tls import make_tls_files
+from kafkastate.testing._tls import make_crl, make_tls_files
 from kafkastate.testing._versions import profile_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -372,6 +372,19 @@ def test_ssl_listener_pem_and_pkcs12_variants() -> None:
     assert props["listener.name.ssl.ssl.truststore.password"] == "pw"
     with pytest.raises(ValueError, match="keystore"):
         server_properties(_spec(tls=TlsFiles(ca_file=Path("/t/ca.pem"))))
+    assert props["listener.name.ssl.ssl.client.auth"] == "none"
+    mutual = TlsFiles(
+        ca_file=Path("/t/ca.pem"),
+        keystore=Path("/t/ks.pem"),
+        truststore=Path("/t/ca.pem"),
+        client_auth="required",
+    )
+    assert server_properties(_spec(tls=mutual))["listener.name.ssl.ssl.client.auth"] == ("required")
+    with pytest.raises(ValueError, match="client_auth"):
+        server_properties(
+            _spec(tls=TlsFiles(ca_file=Path("/t/ca.pem"), keystore=Path("/t/ks.pem"),
+                               truststore=Path("/t/ca.pem"), client_auth="yes"))
+        )  # fmt: skip
 
 
 def test_overrides_win_and_properties_render_escaped() -> None:
@@ -627,6 +640,74 @@ def test_tls_files_from_openssl_verify_with_python_ssl(tmp_path: Path) -> None:
         ):
             wrong.wrap_socket(raw, server_hostname="127.0.0.1")
         thread.join(5)
+
+
+def _tls_exchange(
+    server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext, hostname: str = "127.0.0.1"
+) -> bytes:
+    """One TLS connection on loopback: the server sends b"hi" (TLS 1.3: a refused client
+    certificate shows on the client's first read)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+
+        def serve() -> None:
+            conn, _ = listener.accept()
+            with (
+                conn,
+                contextlib.suppress(ssl.SSLError, OSError),
+                server_ctx.wrap_socket(conn, server_side=True) as tls,
+            ):
+                tls.sendall(b"hi")
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            with (
+                socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+                client_ctx.wrap_socket(raw, server_hostname=hostname) as tls,
+            ):
+                return tls.recv(2)
+        finally:
+            thread.join(5)
+
+
+def test_tls_files_client_certificate_hostnames_and_crl(tmp_path: Path) -> None:
+    """The harness's mutual-TLS material works with Python's ssl: the client certificate
+    (its key encrypted with ``client_key_password``) is accepted by a server requiring one,
+    the broker certificate names only ``hostnames``, and :func:`make_crl` revokes it."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+    pytest.importorskip("cryptography", reason="make_crl needs the cryptography package")
+    files = make_tls_files(tmp_path, hostnames=("localhost",))
+    assert files.client_cert is not None and files.client_key is not None
+    assert files.broker_cert is not None and files.client_key_password
+    assert "ENCRYPTED" in files.client_key.read_text()
+    assert files.client_key_password not in repr(files)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    assert files.keystore is not None
+    server_ctx.load_cert_chain(files.keystore)
+    server_ctx.verify_mode = ssl.CERT_REQUIRED
+    server_ctx.load_verify_locations(cafile=str(files.ca_file))
+
+    def client(*, cert: bool, crl: Path | None = None) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(files.ca_file))
+        if cert:
+            ctx.load_cert_chain(files.client_cert, files.client_key, files.client_key_password)
+        if crl is not None:
+            ctx.load_verify_locations(cafile=str(crl))
+            ctx.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
+        return ctx
+
+    assert _tls_exchange(server_ctx, client(cert=True), "localhost") == b"hi"
+    with pytest.raises(ssl.SSLError):  # no client certificate: the server refuses
+        _tls_exchange(server_ctx, client(cert=False), "localhost")
+    with pytest.raises(ssl.SSLCertVerificationError, match="address mismatch"):
+        _tls_exchange(server_ctx, client(cert=True), "127.0.0.1")
+    clean = make_crl(files, tmp_path / "clean.pem")
+    assert _tls_exchange(server_ctx, client(cert=True, crl=clean), "localhost") == b"hi"
+    revoked = make_crl(files, tmp_path / "revoked.pem", revoke=[files.broker_cert])
+    with pytest.raises(ssl.SSLCertVerificationError, match="revoked"):
+        _tls_exchange(server_ctx, client(cert=True, crl=revoked), "localhost")
 
 
 # ---------------------------------------------------------------------------------------------

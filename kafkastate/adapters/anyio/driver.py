@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 
-from kafkastate.adapters._common import no_brokers_error
+from kafkastate.adapters._common import no_brokers_error, tls_failure, tls_hangup
 from kafkastate.adapters.blocking import IOMachine
 from kafkastate.core.client import Client, CloseRequested, ConnectRequested
 from kafkastate.core.metadata import NodeId
@@ -225,6 +225,7 @@ class AsyncDriver:
     async def _run_node(self, node: NodeId, host: str, port: int, scope: anyio.CancelScope) -> None:
         machine = self._machine
         stream: anyio.abc.ByteStream | None = None
+        failure: BaseException | None = None
         with scope:
             try:
                 try:
@@ -240,18 +241,23 @@ class AsyncDriver:
                                 tls_standard_compatible=False,
                             )
                 except (OSError, TimeoutError, anyio.BrokenResourceError, ssl.SSLError) as exc:
-                    if self._scopes.get(node) is scope:
+                    failure = tls_failure(exc, host, port)
+                except anyio.EndOfStream:  # (tls_standard_compatible=False: EOF in handshake)
+                    failure = tls_hangup(host, port)
+                if stream is None:
+                    if self._scopes.get(node) is scope and failure is not None:
                         del self._scopes[node]
-                        machine.connection_failed(node, now=self.now(), error=exc)
+                        machine.connection_failed(node, now=self.now(), error=failure)
                         self.wake()
                     return
                 self._streams[node] = stream
                 box = self._outboxes[node] = _Outbox()
                 machine.connection_made(node, now=self.now())
                 self.wake()
+                peer = (host, port)
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._write_node, node, stream, box)
-                    await self._read(node, stream, scope)
+                    tg.start_soon(self._write_node, node, stream, box, peer)
+                    await self._read(node, stream, scope, peer)
                     tg.cancel_scope.cancel()
             finally:
                 if stream is not None:
@@ -260,7 +266,9 @@ class AsyncDriver:
                         self._outboxes.pop(node, None)
                     await anyio.aclose_forcefully(stream)
 
-    async def _write_node(self, node: NodeId, stream: anyio.abc.ByteStream, box: _Outbox) -> None:
+    async def _write_node(
+        self, node: NodeId, stream: anyio.abc.ByteStream, box: _Outbox, peer: tuple[str, int]
+    ) -> None:
         while True:
             await box.ready.wait()
             box.ready = anyio.Event()  # before taking the data: a later append sets the new one
@@ -272,12 +280,17 @@ class AsyncDriver:
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
                     if self._streams.get(node) is stream:
                         self._stop_node(node)
-                        self._machine.connection_lost(node, now=self.now(), error=exc)
+                        error = tls_failure(exc, *peer, handshake=False)
+                        self._machine.connection_lost(node, now=self.now(), error=error)
                         self.wake()
                     return
 
     async def _read(
-        self, node: NodeId, stream: anyio.abc.ByteStream, scope: anyio.CancelScope
+        self,
+        node: NodeId,
+        stream: anyio.abc.ByteStream,
+        scope: anyio.CancelScope,
+        peer: tuple[str, int],
     ) -> None:
         machine = self._machine
         while True:
@@ -287,7 +300,8 @@ class AsyncDriver:
             except anyio.EndOfStream:
                 data = b""
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                data, error = b"", exc
+                # (TLS 1.3: a broker refusing our certificate says so on the first read)
+                data, error = b"", tls_failure(exc, *peer, handshake=False)
             if self._scopes.get(node) is not scope:
                 return  # the machine asked to close this node; it knows
             if error is not None:
@@ -317,7 +331,10 @@ async def wait_for_cluster(
 
     Raises:
         NoBrokersAvailable: no bootstrap server answered in time (a KafkaConnectionError).
-        AuthenticationFailedError: the bootstrap servers refused the SASL credentials.
+        AuthenticationFailedError: the bootstrap servers refused the SASL credentials or
+            the TLS handshake (:class:`~kafkastate.errors.SslAuthenticationError`,
+            :class:`~kafkastate.errors.SecurityProtocolMismatchError`), raised once every
+            bootstrap server refused, without waiting out ``timeout``.
     """
     if client.cluster.brokers:
         return
@@ -325,9 +342,18 @@ async def wait_for_cluster(
     driver.wake()
     with anyio.move_on_after(timeout):
         while not client.cluster.brokers:
-            await changed().wait()
+            refused = client.bootstrap_refused
+            if refused is not None:
+                raise refused
+            # a refused connection sets no owner event: look again every _REFUSAL_POLL s
+            with anyio.move_on_after(_REFUSAL_POLL):
+                await changed().wait()
         return
     raise no_brokers_error(client, timeout)
+
+
+_REFUSAL_POLL = 0.05
+"""Seconds between looks at :attr:`Client.bootstrap_refused` while waiting for a cluster."""
 
 
 def _event_loop_clock() -> Callable[[], float]:

@@ -779,7 +779,9 @@ class KafkaConsumer:
         client.request_metadata_update()
         deadline = None if math.isinf(timeout) else time.monotonic() + timeout
         while not client.cluster.brokers or client.cluster is seen:
-            if deadline is not None and time.monotonic() >= deadline:
+            if (deadline is not None and time.monotonic() >= deadline) or (
+                client.bootstrap_refused is not None  # waiting cannot help
+            ):
                 raise no_brokers_error(client, timeout)
             self._turn(deadline)
 

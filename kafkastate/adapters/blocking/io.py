@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from kafkastate.adapters._common import tls_failure
 from kafkastate.core.client import (
     Client,
     ClientConfig,
@@ -83,6 +84,7 @@ class BlockingConnection:
         self._failures: dict[CorrelationId, KafkaError] = {}
         self._closed_error: KafkaError | None = None
         self._closed = False
+        self._peer: tuple[str, int] = ("?", 0)
         self.versions: ApiVersionTable | None = None
 
     @classmethod
@@ -115,11 +117,15 @@ class BlockingConnection:
             if ssl_context is not None:
                 sock = ssl_context.wrap_socket(sock, server_hostname=host)
         except OSError as exc:
+            failure = tls_failure(exc, host, port)
+            if isinstance(failure, KafkaError):
+                raise failure from exc
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         machine = BrokerConnection(config or ConnectionConfig(), rng=random.SystemRandom())
         conn = cls(sock, machine)
+        conn._peer = (host, port)
         machine.connection_made(now=time.monotonic())
         try:
             conn._pump(lambda: conn.versions is not None, deadline)
@@ -188,7 +194,8 @@ class BlockingConnection:
                 except (BlockingIOError, ssl.SSLWantReadError):
                     continue
                 except OSError as exc:
-                    self._machine.connection_lost(now=time.monotonic(), error=exc)
+                    error = tls_failure(exc, *self._peer, handshake=False)
+                    self._machine.connection_lost(now=time.monotonic(), error=error)
                     continue
                 self._machine.receive_data(data, now=time.monotonic())
             else:
@@ -265,6 +272,7 @@ class SocketLoop:
         self._connect_timeout = connect_timeout
         self._selector = selectors.DefaultSelector()
         self._socks: dict[NodeId, socket.socket] = {}
+        self._peers: dict[NodeId, tuple[str, int]] = {}
         self._has_waker = waker is not None
         if waker is not None:
             self._selector.register(waker, selectors.EVENT_READ, data=None)
@@ -276,8 +284,10 @@ class SocketLoop:
             if self._ssl is not None:
                 sock = self._ssl.wrap_socket(sock, server_hostname=host)
         except OSError as exc:
-            self._machine.connection_failed(node, now=time.monotonic(), error=exc)
+            error = tls_failure(exc, host, port)
+            self._machine.connection_failed(node, now=time.monotonic(), error=error)
             return
+        self._peers[node] = (host, port)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._socks[node] = sock
@@ -287,6 +297,7 @@ class SocketLoop:
     def forget(self, node: NodeId) -> None:
         """Close ``node``'s socket, if any (the machine asked, or it broke)."""
         sock = self._socks.pop(node, None)
+        self._peers.pop(node, None)
         if sock is not None:
             self._selector.unregister(sock)
             sock.close()
@@ -340,8 +351,10 @@ class SocketLoop:
             except (BlockingIOError, ssl.SSLWantReadError):
                 continue
             except OSError as exc:
+                # (TLS 1.3: a broker refusing our certificate says so on the first read)
+                error = tls_failure(exc, *self._peers.get(node, ("?", 0)), handshake=False)
                 self.forget(node)
-                machine.connection_lost(node, now=time.monotonic(), error=exc)
+                machine.connection_lost(node, now=time.monotonic(), error=error)
                 continue
             if not data:
                 self.forget(node)

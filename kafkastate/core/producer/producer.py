@@ -1058,6 +1058,11 @@ class ProducerMachine(ClientDriven):
             return
         acc = self._acc
         cluster = self._client.cluster
+        refused = self._client.bootstrap_refused
+        if refused is not None:
+            # every bootstrap server refused us (TLS, SASL): as Java's producer, sends
+            # waiting for metadata fail with that error instead of waiting out max_block
+            acc.fail_held(refused, now=now)
         routed, refresh = acc.route_held(cluster, now=now, expire=expire)
         if refresh:
             self._metadata.request_update()
