@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import Mapping
 from typing import Any, Final
 
 from kafkastate.core.client import Client
-from kafkastate.core.config import wants_tls
+from kafkastate.core.config import SECRET_OPTIONS, TLS_FILE_OPTIONS, wants_tls
 from kafkastate.errors import (
     AuthenticationFailedError,
     KafkaConfigurationError,
@@ -17,6 +18,8 @@ from kafkastate.errors import (
     SslAuthenticationError,
 )
 from kafkastate.helpers import create_ssl_context
+
+log = logging.getLogger("kafkastate.tls")
 
 __all__ = [
     "check_ms",
@@ -73,7 +76,18 @@ def tls_context(options: Mapping[str, Any]) -> ssl.SSLContext | None:
         return None
     context = options["ssl_context"]
     if context is not None:
+        log.debug("TLS: the given ssl_context")
         return context  # type: ignore[no-any-return]
+    shown = ", ".join(
+        f"{name}={'<set>' if name in SECRET_OPTIONS else options[name]}"
+        for name in TLS_FILE_OPTIONS
+        if options[name] is not None
+    )
+    log.debug(
+        "TLS: a context from %s, ssl_check_hostname=%s",
+        shown or "the system's trust store",
+        options["ssl_check_hostname"],
+    )
     try:
         return create_ssl_context(
             cafile=options["ssl_cafile"],
@@ -123,23 +137,25 @@ def tls_hangup(host: str, port: int) -> SecurityProtocolMismatchError:
     )
 
 
-def tls_failure(
-    error: BaseException, host: str, port: int, *, handshake: bool = True
-) -> BaseException:
+def tls_failure(error: BaseException, host: str, port: int, *, handshake: bool) -> BaseException:
     """What a connection error on the way to ``host:port`` means, for the core, which
     retries connection errors but not :class:`AuthenticationFailedError`: a refused
     certificate either way is :class:`SslAuthenticationError` (with TLS 1.3 the broker's
     refusal of ours arrives on the first read, so reads ask too); the server hanging up
-    during the handshake is :class:`SecurityProtocolMismatchError` (a plaintext listener
-    reads the ClientHello as an oversized request and closes); anything else, and an EOF
-    after the handshake (``handshake=False``), is returned as is. anyio's wrapping
+    (EOF or reset) while a TLS handshake was under way (``handshake``) is
+    :class:`SecurityProtocolMismatchError` (a plaintext listener reads the ClientHello as an
+    oversized request and closes); anything else is returned as is. anyio's wrapping
     exceptions are looked through (``__cause__``).
     """
-    cause: BaseException | None = error
-    while cause is not None and not isinstance(cause, ssl.SSLError):
-        cause = cause.__cause__
-    if not isinstance(cause, ssl.SSLError):
-        return error
+    chain: list[BaseException] = []
+    link: BaseException | None = error
+    while link is not None and link not in chain:
+        chain.append(link)
+        link = link.__cause__
+    cause = next((e for e in chain if isinstance(e, ssl.SSLError)), None)
+    if cause is None:
+        hung_up = any(isinstance(e, ConnectionResetError | BrokenPipeError) for e in chain)
+        return tls_hangup(host, port) if handshake and hung_up else error
     where = f"TLS with the broker at {host}:{port} failed"
     refused: KafkaError
     if isinstance(cause, ssl.SSLCertVerificationError):
@@ -165,4 +181,5 @@ def tls_failure(
     else:
         return error
     refused.__cause__ = cause
+    log.debug("%s", refused)
     return refused

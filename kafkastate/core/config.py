@@ -76,6 +76,8 @@ __all__ = [
     "producer_config",
     "resolve",
     "resolve_assignors",
+    "SECRET_OPTIONS",
+    "Secret",
     "TLS_FILE_OPTIONS",
     "wants_tls",
 ]
@@ -796,6 +798,20 @@ def _settle_producer_hint(out: dict[str, Any], version: tuple[int, ...] | None) 
         out["enable_idempotence"] = False  # as kafka-python: off for an old broker
 
 
+SECRET_OPTIONS: Final = ("ssl_password", "sasl_plain_password")
+"""Options whose values are never shown: in messages, logs or a face's ``config``."""
+
+
+class Secret(str):
+    """A password that prints masked: ``repr()`` (what a printed dict or a traceback's
+    locals show) is ``'********'``; the value itself is the string."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'********'"
+
+
 TLS_FILE_OPTIONS: Final = (
     "ssl_cafile",
     "ssl_certfile",
@@ -1015,6 +1031,9 @@ def options_dict(role: str, flavour: str, given: Mapping[str, Any]) -> dict[str,
     value the user gave (a Java property counts under its Python name) or the face's
     default. kafka-python options kafkastate refuses are not in it.
 
+    Passwords (:data:`SECRET_OPTIONS`) are :class:`Secret` strings: equal to the value,
+    shown masked.
+
     Args:
         role: ``"consumer"`` or ``"producer"``.
         flavour: one of :data:`FLAVOURS`.
@@ -1024,6 +1043,9 @@ def options_dict(role: str, flavour: str, given: Mapping[str, Any]) -> dict[str,
     out = {o.name: defaults.get(o.name, o.default) for o in _TABLE if _applies(o, role, flavour)}
     for key, value in given.items():
         out[_BY_PROP.get(key, key)] = value
+    for name in SECRET_OPTIONS:
+        if isinstance(out.get(name), str):
+            out[name] = Secret(out[name])  # the value for code, not for a printed dict
     return out
 
 

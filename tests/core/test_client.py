@@ -29,6 +29,8 @@ from kafkastate.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     LocalProtocolError,
+    SecurityProtocolMismatchError,
+    SslAuthenticationError,
     UnsupportedVersionError,
 )
 from tests._support.peer import (
@@ -453,3 +455,70 @@ def test_a_second_connection_reuses_its_brokers_api_versions_answer() -> None:
     client.connection_made(second, now=2.1)
     (req,) = Broker(client, second).requests(client.data_to_send())
     assert req.api_key == ApiKey.METADATA
+
+
+# -- TLS refusals (issue 19) ---------------------------------------------------------------
+
+
+def _two_bootstraps() -> Client:
+    config = ClientConfig(bootstrap_servers="a:9093,b:9093", reconnect_backoff=0.05)
+    client = Client(config, rng=random.Random(1))
+    client.request_metadata_update()
+    client.handle_timer(now=0.0)
+    return client
+
+
+def _connect_requests(client: Client) -> list[NodeId]:
+    return [e.node_id for e in drain(client) if isinstance(e, ConnectRequested)]
+
+
+def test_bootstrap_refused_once_every_bootstrap_server_refused_tls() -> None:
+    """A typed TLS refusal is fatal for that server (not wrapped into a retriable
+    KafkaConnectionError); a waiting constructor gives up once every bootstrap server
+    refused, not at the first."""
+    client = _two_bootstraps()
+    first = _connect_requests(client)
+    assert len(first) == 1
+    refused = SslAuthenticationError("TLS with the broker at a:9093 failed: untrusted")
+    client.connection_failed(first[0], now=0.1, error=refused)
+    assert client.last_connection_error is refused
+    assert client.bootstrap_refused is None  # the other server may still work
+    for step in range(1, 40):
+        client.handle_timer(now=0.1 + step * 0.1)
+        for node in _connect_requests(client):
+            if node != first[0]:
+                mismatch = SecurityProtocolMismatchError("b:9093 hung up on TLS")
+                client.connection_failed(node, now=0.1 + step * 0.1, error=mismatch)
+        if client.bootstrap_refused is not None:
+            break
+    assert isinstance(client.bootstrap_refused, AuthenticationFailedError)
+
+
+def test_plain_connection_errors_stay_retriable_and_never_refuse_the_bootstrap() -> None:
+    client = _two_bootstraps()
+    (node,) = _connect_requests(client)
+    client.connection_failed(node, now=0.1, error=OSError("refused"))
+    error = client.last_connection_error
+    assert isinstance(error, KafkaConnectionError) and error.retriable
+    assert client.bootstrap_refused is None
+
+
+def test_a_hang_up_in_the_handshake_of_a_broker_that_did_tls_before_is_retried() -> None:
+    """A broker that completed a TLS handshake once and now closes during one is
+    restarting, not a plaintext listener: KafkaConnectionError (retriable)."""
+    client, _ = bootstrapped()
+    client.send(_md_factory, now=1.0, node_id=NodeId(1))
+    drain(client)
+    broker = Broker(client, 1)
+    client.connection_made(NodeId(1), now=1.0)
+    broker.handshake(now=1.1)
+    assert client.node_state(NodeId(1)) is NodeState.READY
+    client.connection_lost(NodeId(1), now=2.0, error=OSError("reset"))
+    drain(client)
+    client.send(_md_factory, now=3.0, node_id=NodeId(1))
+    client.handle_timer(now=3.0)
+    drain(client)
+    mismatch = SecurityProtocolMismatchError("10.0.0.1:9092 hung up during the TLS handshake")
+    client.connection_failed(NodeId(1), now=3.1, error=mismatch)
+    error = client.last_connection_error
+    assert isinstance(error, KafkaConnectionError) and error.__cause__ is mismatch

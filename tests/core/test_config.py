@@ -16,6 +16,7 @@ import pytest
 from kafkastate.core.config import (
     FLAVOURS,
     OPTIONS,
+    SECRET_OPTIONS,
     UNSUPPORTED,
     accepted,
     admin_config,
@@ -430,3 +431,82 @@ def test_aiokafka_serializers_are_plain_callables() -> None:
     # kafka-python's face takes the object; a callable works everywhere
     resolve("producer", "kafka-python", {"value_serializer": JsonSerializer()}, owner="t")
     resolve("producer", "aiokafka", {"value_serializer": str.encode}, owner="t")
+
+
+# -- TLS options (issue 19) ----------------------------------------------------------------
+
+_FILES = {"ssl_cafile": "/ca.pem", "ssl_certfile": "/c.pem", "ssl_keyfile": "/k.pem"}
+_FACES = [("kafka-python", "KafkaProducer"), ("aiokafka", "AIOKafkaProducer"),
+          ("kafkastate", "open_producer")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("flavour", "owner"), _FACES)
+@pytest.mark.parametrize("role", ["consumer", "producer", "admin"])
+def test_kafka_python_tls_options_on_every_face(flavour: str, owner: str, role: str) -> None:
+    given = {"security_protocol": "SSL", **_FILES, "ssl_password": "pw", "ssl_crlfile": "/crl",
+             "ssl_ciphers": "ECDHE+AESGCM", "ssl_check_hostname": False}  # fmt: skip
+    out = resolve(role, flavour, given, owner=owner)
+    assert {k: out[k] for k in given} == given
+    # the Java / librdkafka spellings too
+    out = resolve(role, flavour, {"security_protocol": "SSL", "ssl.crl.location": "/crl",
+                                  "ssl.ca.location": "/ca.pem"}, owner=owner)  # fmt: skip
+    assert out["ssl_crlfile"] == "/crl" and out["ssl_cafile"] == "/ca.pem"
+    assert out["ssl_check_hostname"] is True  # on by default
+
+
+@pytest.mark.parametrize(
+    "extra", [{"ssl_cafile": "/ca.pem"}, {"ssl_crlfile": "/crl"}, {"ssl_check_hostname": False}]
+)
+def test_ssl_context_beside_ssl_files_is_refused(extra: dict[str, Any]) -> None:
+    context = _FakeContext()
+    given = {"security_protocol": "SSL", "ssl_context": context, **extra}
+    with pytest.raises(KafkaConfigurationError, match=f"ssl_context and {next(iter(extra))}"):
+        resolve("producer", "kafka-python", given, owner="KafkaProducer")
+
+
+@pytest.mark.parametrize("protocol", ["PLAINTEXT", "SASL_PLAINTEXT"])
+def test_tls_settings_without_tls_are_refused_never_silently_plaintext(protocol: str) -> None:
+    given: dict[str, Any] = {"security_protocol": protocol, "ssl_cafile": "/ca.pem"}
+    if protocol.startswith("SASL"):
+        given |= {"sasl_mechanism": "PLAIN", "sasl_plain_username": "u",
+                  "sasl_plain_password": "p"}  # fmt: skip
+    with pytest.raises(KafkaConfigurationError, match="ssl_cafile given but security_protocol"):
+        resolve("consumer", "kafkastate", given, owner="open_consumer")
+
+
+def test_aiokafka_ssl_needs_a_context_or_a_ca_file() -> None:
+    with pytest.raises(KafkaConfigurationError, match="create_ssl_context"):
+        resolve("producer", "aiokafka", {"security_protocol": "SSL"}, owner="AIOKafkaProducer")
+    out = resolve("producer", "aiokafka", {"security_protocol": "SSL", "ssl_cafile": "/ca"},
+                  owner="AIOKafkaProducer")  # fmt: skip
+    assert out["ssl_cafile"] == "/ca"
+
+
+def test_passwords_are_checked_without_being_shown() -> None:
+    with pytest.raises(KafkaConfigurationError) as info:
+        resolve("producer", "kafkastate", {"security_protocol": "SASL_PLAINTEXT",
+                "sasl_plain_password": ["hunter2"]}, owner="open_producer")  # fmt: skip
+    assert "hunter2" not in str(info.value) and "list" in str(info.value)
+    with pytest.raises(KafkaConfigurationError) as info:
+        resolve("producer", "kafkastate", {"security_protocol": "SSL", "ssl_certfile": "/c",
+                "ssl_password": 1234567}, owner="open_producer")  # fmt: skip
+    assert "1234567" not in str(info.value)
+    # a callable returning the password is what SSLContext.load_cert_chain takes too
+    out = resolve("producer", "kafkastate", {"security_protocol": "SSL", "ssl_certfile": "/c",
+                  "ssl_password": lambda: "pw"}, owner="open_producer")  # fmt: skip
+    assert out["ssl_password"]() == "pw"
+
+
+def test_a_faces_config_dict_masks_passwords() -> None:
+    given = {"ssl_password": "k-secret", "sasl_plain_password": "s-secret"}
+    config = options_dict("producer", "kafka-python", given)
+    assert config["ssl_password"] == "k-secret" and config["sasl_plain_password"] == "s-secret"
+    assert "secret" not in repr(config) and "secret" not in str(config)
+    assert SECRET_OPTIONS == ("ssl_password", "sasl_plain_password")
+
+
+class _FakeContext:
+    """Stands for an ssl.SSLContext (the core checks only that it can wrap sockets)."""
+
+    def wrap_socket(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError

@@ -28,6 +28,8 @@ from kafkastate.errors import (
     KafkaTimeoutError,
     LocalProtocolError,
     RemoteProtocolError,
+    SecurityProtocolMismatchError,
+    SslAuthenticationError,
     UnsupportedVersionError,
 )
 from tests._support.peer import (
@@ -545,3 +547,47 @@ def test_no_reauthentication_without_session_lifetime() -> None:
     conn.receive_data(response_frame(auth.correlation_id, _auth_response(auth.version, b"")), now=0)
     assert isinstance(drain(conn)[0], ConnectionReady)
     assert conn.get_timer() is None
+
+
+# -- TLS mismatches (issue 19) -------------------------------------------------------------
+
+TLS_ALERT = bytes([21, 3, 3, 0, 2, 2, 80])  # fatal internal_error, as a TLS listener answers
+
+
+@pytest.mark.parametrize("split", [1, 2, 3, len(TLS_ALERT)])
+def test_a_tls_answer_to_a_plaintext_connection_is_a_named_mismatch(split: int) -> None:
+    """A TLS listener answers the plaintext ApiVersions request with a TLS record: the
+    connection ends with SecurityProtocolMismatchError (never read as a 352 MB frame), at
+    any split of the bytes."""
+    conn = BrokerConnection(ConnectionConfig())
+    conn.connection_made(now=0.0)
+    conn.data_to_send()
+    conn.receive_data(TLS_ALERT[:split], now=0.1)
+    conn.receive_data(TLS_ALERT[split:] or b"\0", now=0.1)
+    (closed,) = [e for e in drain(conn) if isinstance(e, ConnectionClosed)]
+    assert isinstance(closed.error, SecurityProtocolMismatchError)
+    assert isinstance(closed.error, AuthenticationFailedError)  # fatal: never retried
+    assert "security_protocol='SSL'" in str(closed.error)
+    assert conn.state is ConnectionState.ERROR
+
+
+def test_a_frame_that_only_starts_like_tls_is_not_refused() -> None:
+    """Only a TLS record header (type 21/22, version 3.0-3.4) is refused; the check ends
+    after the first three bytes of a connection."""
+    conn = ready_connection()
+    cid = conn.send_request(metadata_request(), now=1.0)
+    conn.data_to_send()
+    conn.receive_data(response_frame(cid, metadata_response()), now=1.1)
+    assert any(isinstance(e, ResponseReceived) for e in drain(conn))
+    assert conn.state is ConnectionState.READY
+
+
+def test_a_typed_tls_refusal_from_the_adapter_keeps_its_type() -> None:
+    """TLS 1.3: a broker refusing the client certificate says so on the first read; the
+    adapter reports an SslAuthenticationError, which closes the connection as it is."""
+    conn = BrokerConnection(ConnectionConfig())
+    conn.connection_made(now=0.0)
+    refused = SslAuthenticationError("TLS with the broker at h:1 failed: certificate required")
+    conn.connection_lost(now=0.1, error=refused)
+    (closed,) = [e for e in drain(conn) if isinstance(e, ConnectionClosed)]
+    assert closed.error is refused

@@ -372,3 +372,81 @@ async def test_protocol_mismatch_on_asyncio_and_trio(kafka_cluster: Any) -> None
         async with kafkastate.anyio.open_producer(kafka_cluster.ssl_bootstrap) as producer:
             await producer.send(_topic(), b"never")
     assert time.monotonic() - started < 2 * FAST
+
+
+# ---------------------------------------------------------------------------- secrets
+
+
+def _texts(error: BaseException) -> list[str]:
+    """str and repr of an exception and of everything it chains to."""
+    out: list[str] = []
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [error]
+    while todo:
+        exc = todo.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        out += [str(exc), repr(exc)]
+        todo += [exc.__cause__, exc.__context__]
+    return out
+
+
+@pytest.mark.kafka_needs("sasl:PLAIN")
+def test_passwords_never_reach_logs_reprs_or_errors(
+    mtls_cluster: KafkaCluster, kafka_cluster: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``ssl_password`` and ``sasl_plain_password`` are absent from every log line (DEBUG
+    included), from the clients' and configs' repr/str, and from the errors of a wrong key
+    password and wrong SASL credentials."""
+    tls = _tls(mtls_cluster)
+    key_password = tls.client_key_password
+    sasl_password = kafka_cluster.sasl.password
+    wrong_key_password = "wrong-key-password-7f3a"
+    wrong_sasl_password = "wrong-sasl-password-91c2"
+    secrets = [key_password, sasl_password, wrong_key_password, wrong_sasl_password]
+    assert key_password and sasl_password
+    seen: list[str] = []
+    sasl = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": kafka_cluster.sasl.username,
+    }
+    with caplog.at_level("DEBUG"):
+        with KafkaProducer(
+            bootstrap_servers=mtls_cluster.ssl_bootstrap, **_client_files(tls)
+        ) as producer:
+            producer.send(_topic(), b"secret-free").get(timeout=30)
+            seen += [repr(producer), str(producer), repr(producer.config), str(producer.config)]
+        with KafkaConsumer(
+            bootstrap_servers=kafka_cluster.sasl_bootstrap,
+            sasl_plain_password=sasl_password,
+            **sasl,
+        ) as consumer:
+            assert consumer.topics() is not None
+            seen += [repr(consumer), str(consumer), repr(consumer.config)]
+        with pytest.raises(KafkaConfigurationError) as bad_key:
+            KafkaProducer(
+                bootstrap_servers=mtls_cluster.ssl_bootstrap,
+                **(_client_files(tls) | {"ssl_password": wrong_key_password}),
+            )
+        seen += _texts(bad_key.value)
+        with pytest.raises(KafkaError) as bad_sasl:
+            KafkaProducer(
+                bootstrap_servers=kafka_cluster.sasl_bootstrap,
+                sasl_plain_password=wrong_sasl_password,
+                **sasl,
+            )
+        seen += _texts(bad_sasl.value)
+        with pytest.raises(KafkaConfigurationError) as bad_type:  # a wrong type: no echo
+            KafkaProducer(
+                bootstrap_servers="localhost:1", **sasl, sasl_plain_password=[sasl_password]
+            )
+        seen += _texts(bad_type.value)
+    records = caplog.records
+    # the TLS setup is logged at DEBUG, the key password as <set>: the grep below has text
+    assert "ssl_password=<set>" in caplog.text
+    seen += [caplog.text] + [str(r.args) for r in records]
+    for text in seen:
+        for secret in secrets:
+            assert secret not in text, f"a password leaked: {text[:200]!r}"

@@ -241,7 +241,7 @@ class AsyncDriver:
                                 tls_standard_compatible=False,
                             )
                 except (OSError, TimeoutError, anyio.BrokenResourceError, ssl.SSLError) as exc:
-                    failure = tls_failure(exc, host, port)
+                    failure = tls_failure(exc, host, port, handshake=self._ssl is not None)
                 except anyio.EndOfStream:  # (tls_standard_compatible=False: EOF in handshake)
                     failure = tls_hangup(host, port)
                 if stream is None:

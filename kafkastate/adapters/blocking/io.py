@@ -117,7 +117,7 @@ class BlockingConnection:
             if ssl_context is not None:
                 sock = ssl_context.wrap_socket(sock, server_hostname=host)
         except OSError as exc:
-            failure = tls_failure(exc, host, port)
+            failure = tls_failure(exc, host, port, handshake=ssl_context is not None)
             if isinstance(failure, KafkaError):
                 raise failure from exc
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
@@ -284,7 +284,7 @@ class SocketLoop:
             if self._ssl is not None:
                 sock = self._ssl.wrap_socket(sock, server_hostname=host)
         except OSError as exc:
-            error = tls_failure(exc, host, port)
+            error = tls_failure(exc, host, port, handshake=self._ssl is not None)
             self._machine.connection_failed(node, now=time.monotonic(), error=error)
             return
         self._peers[node] = (host, port)
