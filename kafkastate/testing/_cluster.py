@@ -840,13 +840,23 @@ class KafkaCluster:
                 else default.mechanisms,
                 oauthbearer="OAUTHBEARER" in listed if listed else default.oauthbearer,
             )
-        return cls.external(
+        cluster = cls.external(
             bootstrap,
             sasl_bootstrap=sasl_bootstrap,
             ssl_bootstrap=env.get("KAFKASTATE_SSL_BOOTSTRAP") or None,
             sasl=sasl,
             ca_file=env.get("KAFKASTATE_SSL_CAFILE") or None,
         )
+        certfile = env.get("KAFKASTATE_SSL_CERTFILE")
+        keyfile = env.get("KAFKASTATE_SSL_KEYFILE")
+        if cluster.tls is not None and certfile and keyfile:
+            cluster.tls = replace(
+                cluster.tls,
+                client_cert=Path(certfile),
+                client_key=Path(keyfile),
+                client_key_password=env.get("KAFKASTATE_SSL_KEY_PASSWORD") or None,
+            )
+        return cluster
 
     @classmethod
     def resolve(
@@ -986,6 +996,12 @@ class KafkaCluster:
             out["KAFKASTATE_SSL_BOOTSTRAP"] = self.ssl_bootstrap
             if self.ca_file is not None:
                 out["KAFKASTATE_SSL_CAFILE"] = str(self.ca_file)
+            tls = self.tls
+            if tls is not None and tls.client_cert is not None and tls.client_key is not None:
+                # the harness's test client certificate (mutual TLS), its key's password
+                out["KAFKASTATE_SSL_CERTFILE"] = str(tls.client_cert)
+                out["KAFKASTATE_SSL_KEYFILE"] = str(tls.client_key)
+                out["KAFKASTATE_SSL_KEY_PASSWORD"] = tls.client_key_password or ""
         return out
 
     def ssl_context(self, *, client_cert: bool = False) -> ssl.SSLContext:

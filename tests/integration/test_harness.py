@@ -481,12 +481,17 @@ def test_env_round_trip_and_resolve_prefers_bootstrap_env() -> None:
         "KAFKASTATE_SASL_PASSWORD": "p",
         "KAFKASTATE_SSL_BOOTSTRAP": "127.0.0.1:4",
         "KAFKASTATE_SSL_CAFILE": "/x/ca.pem",
+        "KAFKASTATE_SSL_CERTFILE": "/x/client.pem",
+        "KAFKASTATE_SSL_KEYFILE": "/x/client.key",
+        "KAFKASTATE_SSL_KEY_PASSWORD": "kp",
     }
     cluster = KafkaCluster.resolve(brokers=3, sasl=True, ssl=True, environ=env)
     assert cluster.kind == "external" and not cluster.controllable and cluster.brokers == []
     assert cluster.bootstrap == "127.0.0.1:1,127.0.0.1:2"
     assert cluster.sasl is not None and (cluster.sasl.username, cluster.sasl.password) == ("u", "p")
     assert cluster.tls is not None and cluster.tls.ca_file == Path("/x/ca.pem")
+    assert cluster.tls.client_cert == Path("/x/client.pem")
+    assert cluster.tls.client_key_password == "kp"
     again = KafkaCluster.from_env(cluster.env())
     assert again is not None and again.env() == cluster.env()
     assert KafkaCluster.from_env({}) is None
