@@ -450,3 +450,24 @@ def test_passwords_never_reach_logs_reprs_or_errors(
     for text in seen:
         for secret in secrets:
             assert secret not in text, f"a password leaked: {text[:200]!r}"
+
+
+@pytest.mark.anyio
+@pytest.mark.kafka_needs("ssl")
+async def test_an_async_consumer_raises_a_tls_refusal_instead_of_waiting(
+    kafka_cluster: Any, tmp_path: Path
+) -> None:
+    """``open_consumer`` does not wait for the cluster on entry: its getmany/getone raise
+    the refusal once every bootstrap server refused, instead of returning nothing."""
+    other = make_tls_files(tmp_path / "other")
+    started = time.monotonic()
+    async with kafkastate.anyio.open_consumer(
+        _topic(),
+        bootstrap_servers=kafka_cluster.ssl_bootstrap,
+        security_protocol="SSL",
+        ssl_cafile=str(other.ca_file),
+    ) as consumer:
+        with pytest.raises(SslAuthenticationError):
+            with anyio.fail_after(FAST):
+                await consumer.getone()
+    assert time.monotonic() - started < FAST

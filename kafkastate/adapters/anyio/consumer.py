@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import random
 import re
 import time
@@ -33,7 +34,7 @@ import anyio.lowlevel
 
 from kafkastate.adapters._common import tls_context
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
-from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
+from kafkastate.adapters.anyio.driver import REFUSAL_POLL, AsyncDriver, wait_for_cluster
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.config import (
     check_consumer,
@@ -225,10 +226,26 @@ class Consumer:
                 # (timeout_ms=0, aiokafka's default) must let the connection task run.
                 await anyio.lowlevel.checkpoint()
                 return {}
-            with anyio.move_on_after(deadline - driver.now()):
-                await data.wait()
+            await self._wait_for(data, deadline - driver.now())
             if self._driver is not driver:
                 raise ConsumerStoppedError("the consumer was stopped while waiting for records")
+
+    async def _wait_for(self, data: anyio.Event, seconds: float) -> None:
+        """Wait up to ``seconds`` for ``data``; while no broker is known, raise what the
+        core says if every bootstrap server refused this client (TLS, SASL): waiting
+        cannot help then."""
+        client = self.machine.client
+        while True:
+            refused = client.bootstrap_refused
+            if refused is not None:
+                raise refused
+            step = seconds if client.cluster.brokers else min(seconds, REFUSAL_POLL)
+            with anyio.move_on_after(step):
+                await data.wait()
+                return
+            seconds -= step
+            if seconds <= 0:
+                return
 
     async def getone(self, *partitions: tuple[str, int]) -> ConsumerRecord:
         """The next record (of these partitions), waiting as long as it takes.
@@ -250,7 +267,7 @@ class Consumer:
                     run, machine, self._key_deserializer, self._value_deserializer
                 )
             driver.wake()
-            await data.wait()
+            await self._wait_for(data, math.inf)
             if self._driver is not driver:
                 raise ConsumerStoppedError("the consumer was stopped while waiting for records")
 

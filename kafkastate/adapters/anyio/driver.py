@@ -40,7 +40,7 @@ from kafkastate.adapters.blocking import IOMachine
 from kafkastate.core.client import Client, CloseRequested, ConnectRequested
 from kafkastate.core.metadata import NodeId
 
-__all__ = ["AsyncDriver", "EventMachine", "wait_for_cluster"]
+__all__ = ["REFUSAL_POLL", "AsyncDriver", "EventMachine", "wait_for_cluster"]
 
 _READ_SIZE = 1 << 20
 
@@ -345,14 +345,14 @@ async def wait_for_cluster(
             refused = client.bootstrap_refused
             if refused is not None:
                 raise refused
-            # a refused connection sets no owner event: look again every _REFUSAL_POLL s
-            with anyio.move_on_after(_REFUSAL_POLL):
+            # a refused connection sets no owner event: look again every REFUSAL_POLL s
+            with anyio.move_on_after(REFUSAL_POLL):
                 await changed().wait()
         return
     raise no_brokers_error(client, timeout)
 
 
-_REFUSAL_POLL = 0.05
+REFUSAL_POLL = 0.05
 """Seconds between looks at :attr:`Client.bootstrap_refused` while waiting for a cluster."""
 
 
