@@ -25,7 +25,6 @@ import contextlib
 import json
 import pathlib
 import random
-import ssl
 import subprocess
 import sys
 import time
@@ -53,6 +52,7 @@ from kafkastate.errors import (
     KafkaTimeoutError,
     OffsetOutOfRangeError,
 )
+from kafkastate.helpers import create_ssl_context
 from kafkastate.sync import KafkaConsumer, KafkaProducer
 
 pytestmark = pytest.mark.integration
@@ -1309,11 +1309,21 @@ def test_seed_000_l2682_consume_process_produce(bootstrap: str, new_topic: NewTo
 
 @pytest.mark.kafka_needs("ssl")
 def test_seed_000_l2346_ssl(kafka_cluster: Any, new_topic: NewTopic) -> None:
-    """``aiokafka.helpers.create_ssl_context`` is not in kafkastate yet (issue 19): the
-    standard library builds the same context (the harness's listener needs no client
-    certificate, so ``load_cert_chain(certfile, keyfile, password)`` is left out)."""
+    """The example's ``create_ssl_context(cafile=, certfile=, keyfile=, password=)``, from
+    ``kafkastate.helpers`` (issue 19), with the harness's CA and client certificate (whose
+    key is encrypted, as the example's); an external cluster without the client
+    certificate gets the CA only."""
+    tls = kafka_cluster.tls
     my_topic = new_topic()
-    context = ssl.create_default_context(cafile=str(kafka_cluster.tls.ca_file))
+    if tls.client_cert is None:
+        context = create_ssl_context(cafile=str(tls.ca_file))
+    else:
+        context = create_ssl_context(
+            cafile=str(tls.ca_file),
+            certfile=str(tls.client_cert),
+            keyfile=str(tls.client_key),
+            password=tls.client_key_password,
+        )
     ssl_bootstrap = kafka_cluster.ssl_bootstrap
     result = []
 
