@@ -83,6 +83,7 @@ def create_ssl_context(
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
         # OpenSSL's reason ("bad decrypt", "No such file") names no secret; the password is
         # never formatted into a message
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        strerror = exc.strerror if isinstance(exc, OSError) else None
+        reason = strerror or (str(exc.args[0]) if exc.args else type(exc).__name__)
         raise KafkaConfigurationError(f"TLS {what}: {reason}") from exc
     return context

@@ -99,15 +99,13 @@ def tls_context(options: Mapping[str, Any]) -> ssl.SSLContext | None:
             check_hostname=options["ssl_check_hostname"],
         )
     except KafkaConfigurationError as exc:
-        # the helper names its keywords; the user gave the options
-        names = {"cafile": "ssl_cafile", "capath": "", "cadata": "", "crlfile": "ssl_crlfile",
-                 "ciphers": "ssl_ciphers", "certfile": "ssl_certfile",
-                 "keyfile": "ssl_keyfile", "password": "ssl_password"}  # fmt: skip
-        message = str(exc)
-        for word, option in names.items():
-            if option:
-                message = message.replace(word, option)
-        raise KafkaConfigurationError(message.replace(", ssl_capath or ssl_cadata", "")) from exc
+        # the helper names its keywords ("TLS certfile, keyfile or password: <reason>");
+        # the user gave the options
+        head, sep, reason = str(exc).partition(": ")
+        head = head.replace("cafile, capath or cadata", "cafile")
+        for word in ("cafile", "crlfile", "ciphers", "certfile", "keyfile", "password"):
+            head = head.replace(word, f"ssl_{word}")
+        raise KafkaConfigurationError(f"{head}{sep}{reason}") from exc
 
 
 # OpenSSL's X509_V_ERR_* codes (x509_vfy.h) a user can act on
