@@ -70,6 +70,11 @@ def _local_tls(cluster: Any) -> TlsFiles:
     return tls
 
 
+def _trusting(ca_file: Path) -> dict[str, Any]:
+    """kafka-python's options for TLS that trusts ``ca_file``."""
+    return {"security_protocol": "SSL", "ssl_cafile": str(ca_file)}
+
+
 def _client_files(tls: TlsFiles) -> dict[str, Any]:
     """kafka-python's spelling of the harness's mutual-TLS material."""
     return {
@@ -102,13 +107,16 @@ def _sync_round_trip(bootstrap: str, **tls: Any) -> list[bytes]:
     return got
 
 
-def _refused_within(seconds: float, error: type[KafkaError], make: Any) -> KafkaError:
-    """``make()`` raises ``error`` within ``seconds``; returns it."""
+def _refused(
+    error: type[KafkaError], bootstrap: str | None, face: Any = KafkaProducer, **options: Any
+) -> KafkaError:
+    """Making the blocking ``face`` raises ``error`` within :data:`FAST` seconds (its
+    constructor waits up to 30 s for a bootstrap server); returns the error."""
     started = time.monotonic()
     with pytest.raises(error) as info:
-        make()
+        face(bootstrap_servers=bootstrap, **options)
     elapsed = time.monotonic() - started
-    assert elapsed < seconds, f"{error.__name__} took {elapsed:.1f} s"
+    assert elapsed < FAST, f"{error.__name__} took {elapsed:.1f} s"
     return info.value
 
 
@@ -118,9 +126,7 @@ def _refused_within(seconds: float, error: type[KafkaError], make: Any) -> Kafka
 @pytest.mark.kafka_needs("ssl")
 def test_blocking_round_trip_with_kafka_python_ssl_options(kafka_cluster: Any) -> None:
     tls = _tls(kafka_cluster)
-    got = _sync_round_trip(
-        kafka_cluster.ssl_bootstrap, security_protocol="SSL", ssl_cafile=str(tls.ca_file)
-    )
+    got = _sync_round_trip(kafka_cluster.ssl_bootstrap, **_trusting(tls.ca_file))
     assert got == [b"v0", b"v1", b"v2"]
 
 
@@ -131,7 +137,7 @@ async def test_async_round_trip_on_asyncio_and_trio(kafka_cluster: Any) -> None:
     backends, with the kafka-python option names."""
     tls = _tls(kafka_cluster)
     bootstrap = kafka_cluster.ssl_bootstrap
-    options = {"security_protocol": "SSL", "ssl_cafile": str(tls.ca_file)}
+    options = _trusting(tls.ca_file)
     topic = _topic()
     with anyio.fail_after(60):
         async with kafkastate.anyio.open_producer(bootstrap, **options) as producer:
@@ -212,14 +218,10 @@ async def test_mutual_tls_on_asyncio_and_trio(mtls_cluster: KafkaCluster) -> Non
 
 def test_missing_client_certificate_is_refused_fast(mtls_cluster: KafkaCluster) -> None:
     tls = _tls(mtls_cluster)
-    error = _refused_within(
-        FAST,
+    error = _refused(
         SslAuthenticationError,
-        lambda: KafkaProducer(
-            bootstrap_servers=mtls_cluster.ssl_bootstrap,
-            security_protocol="SSL",
-            ssl_cafile=str(tls.ca_file),
-        ),
+        mtls_cluster.ssl_bootstrap,
+        **_trusting(tls.ca_file),
     )
     assert "127.0.0.1" in str(error)
 
@@ -250,11 +252,7 @@ def test_hostname_mismatch_fails_fast_and_passes_without_hostname_check(
 ) -> None:
     tls = _tls(mtls_cluster)
     bootstrap = _localhost_bootstrap(mtls_cluster)
-    error = _refused_within(
-        FAST,
-        SslAuthenticationError,
-        lambda: KafkaProducer(bootstrap_servers=bootstrap, **_client_files(tls)),
-    )
+    error = _refused(SslAuthenticationError, bootstrap, **_client_files(tls))
     assert "localhost" in str(error)
     assert isinstance(error.__cause__, OSError)  # the ssl module's verification error
     # the CA is still checked; only the name is not
@@ -282,14 +280,11 @@ async def test_hostname_mismatch_on_asyncio_and_trio(mtls_cluster: KafkaCluster)
 @pytest.mark.kafka_needs("ssl")
 def test_untrusted_ca_fails_fast(kafka_cluster: Any, tmp_path: Path) -> None:
     other = make_tls_files(tmp_path / "other")  # a CA the broker's certificate is not from
-    error = _refused_within(
-        FAST,
+    error = _refused(
         SslAuthenticationError,
-        lambda: KafkaConsumer(
-            bootstrap_servers=kafka_cluster.ssl_bootstrap,
-            security_protocol="SSL",
-            ssl_cafile=str(other.ca_file),
-        ),
+        kafka_cluster.ssl_bootstrap,
+        KafkaConsumer,
+        **_trusting(other.ca_file),
     )
     assert "CA" in str(error) or "certificate" in str(error)
 
@@ -298,13 +293,7 @@ def test_untrusted_ca_fails_fast(kafka_cluster: Any, tmp_path: Path) -> None:
 def test_system_trust_store_does_not_trust_the_test_ca(kafka_cluster: Any) -> None:
     """Without ``ssl_cafile`` the system's trust store is used: it must refuse, never
     fall back to an unverified connection."""
-    _refused_within(
-        FAST,
-        SslAuthenticationError,
-        lambda: KafkaProducer(
-            bootstrap_servers=kafka_cluster.ssl_bootstrap, security_protocol="SSL"
-        ),
-    )
+    _refused(SslAuthenticationError, kafka_cluster.ssl_bootstrap, security_protocol="SSL")
 
 
 @pytest.mark.kafka_needs("ssl")
@@ -314,18 +303,14 @@ def test_crl_revoking_the_broker_certificate_is_refused(kafka_cluster: Any, tmp_
     assert tls.broker_cert is not None
     clean = make_crl(tls, tmp_path / "clean.pem")
     revoked = make_crl(tls, tmp_path / "revoked.pem", revoke=[tls.broker_cert])
-    options = {"security_protocol": "SSL", "ssl_cafile": str(tls.ca_file)}
+    options = _trusting(tls.ca_file)
     # a CRL that revokes nothing: accepted
     with KafkaProducer(
         bootstrap_servers=kafka_cluster.ssl_bootstrap, ssl_crlfile=str(clean), **options
     ) as producer:
         producer.send(_topic(), b"x").get(timeout=30)
-    error = _refused_within(
-        FAST,
-        SslAuthenticationError,
-        lambda: KafkaProducer(
-            bootstrap_servers=kafka_cluster.ssl_bootstrap, ssl_crlfile=str(revoked), **options
-        ),
+    error = _refused(
+        SslAuthenticationError, kafka_cluster.ssl_bootstrap, ssl_crlfile=str(revoked), **options
     )
     assert "revoked" in str(error)
 
@@ -336,25 +321,17 @@ def test_crl_revoking_the_broker_certificate_is_refused(kafka_cluster: Any, tmp_
 @pytest.mark.kafka_needs("ssl")
 def test_tls_client_on_a_plaintext_listener_is_named(kafka_cluster: Any) -> None:
     tls = _tls(kafka_cluster)
-    error = _refused_within(
-        FAST,
+    error = _refused(
         SecurityProtocolMismatchError,
-        lambda: KafkaProducer(
-            bootstrap_servers=kafka_cluster.bootstrap,
-            security_protocol="SSL",
-            ssl_cafile=str(tls.ca_file),
-        ),
+        kafka_cluster.bootstrap,
+        **_trusting(tls.ca_file),
     )
     assert "plaintext" in str(error).lower()
 
 
 @pytest.mark.kafka_needs("ssl")
 def test_plaintext_client_on_a_tls_listener_is_named(kafka_cluster: Any) -> None:
-    error = _refused_within(
-        FAST,
-        SecurityProtocolMismatchError,
-        lambda: KafkaConsumer(bootstrap_servers=kafka_cluster.ssl_bootstrap),
-    )
+    error = _refused(SecurityProtocolMismatchError, kafka_cluster.ssl_bootstrap, KafkaConsumer)
     assert "SSL" in str(error)
 
 
@@ -365,7 +342,7 @@ async def test_protocol_mismatch_on_asyncio_and_trio(kafka_cluster: Any) -> None
     started = time.monotonic()
     with pytest.raises(SecurityProtocolMismatchError):
         async with kafkastate.anyio.open_producer(
-            kafka_cluster.bootstrap, security_protocol="SSL", ssl_cafile=str(tls.ca_file)
+            kafka_cluster.bootstrap, **_trusting(tls.ca_file)
         ) as producer:
             await producer.send(_topic(), b"never")
     with pytest.raises(SecurityProtocolMismatchError):
@@ -464,8 +441,7 @@ async def test_an_async_consumer_raises_a_tls_refusal_instead_of_waiting(
     async with kafkastate.anyio.open_consumer(
         _topic(),
         bootstrap_servers=kafka_cluster.ssl_bootstrap,
-        security_protocol="SSL",
-        ssl_cafile=str(other.ca_file),
+        **_trusting(other.ca_file),
     ) as consumer:
         with pytest.raises(SslAuthenticationError):
             with anyio.fail_after(FAST):
