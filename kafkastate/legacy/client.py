@@ -36,7 +36,7 @@ from kafkastate.core.consumer.fetch.offsets import (
     _topic_name,
 )
 from kafkastate.core.metadata import MetadataConfig, NodeId
-from kafkastate.core.protocol import requests
+from kafkastate.core.protocol import framing, requests
 from kafkastate.core.protocol.records import RecordBatchBuilder, iter_batches
 from kafkastate.errors import KafkaConnectionError
 from kafkastate.legacy.common import (
@@ -370,7 +370,7 @@ class KafkaClient:
                 batches[(*self._key(p.topic), p.partition)] = builder.build()
             response = self._request(
                 functools.partial(
-                    requests.produce_request,
+                    framing.produce_request,
                     batches=batches,
                     acks=acks or 1,
                     timeout=timeout / 1000,

@@ -46,7 +46,7 @@ from kafkastate.core.connection import (
     ResponseReceived,
 )
 from kafkastate.core.metadata import ClusterMetadata, NodeId
-from kafkastate.core.protocol import requests
+from kafkastate.core.protocol import framing, requests
 from kafkastate.core.protocol.requests import NewTopic
 from kafkastate.core.protocol.versions import ApiVersionTable
 from kafkastate.errors import (
@@ -600,7 +600,7 @@ class BlockingAdmin:
             BrokerResponseError: the partition answered with an error code.
         """
         info = self.topics([topic])[topic]
-        request = requests.produce_request(
+        request = framing.produce_request(
             self.versions, {(topic, info.topic_id, partition): batch}, acks=acks, timeout=timeout
         )
         response = self.connection.request(request, timeout=timeout + 5)

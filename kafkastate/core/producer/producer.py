@@ -135,7 +135,7 @@ from kafkastate.core.producer.transactions import (
     TransactionOperationCompleted,
     TransactionOpId,
 )
-from kafkastate.core.protocol.requests import produce_request
+from kafkastate.core.protocol.framing import produce_request
 from kafkastate.core.protocol.versions import ApiVersionTable
 from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
