@@ -521,8 +521,7 @@ class ConsumerMachine:
         :meth:`subscribe` joins again as a new member.
 
         Raises:
-            IllegalStateError: the consumer is closed, or a KIP-848 member (not supported
-                yet: close the consumer instead).
+            IllegalStateError: the consumer is closed.
         """
         self._allow("assign")
         member = self.fetcher.member

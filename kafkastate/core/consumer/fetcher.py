@@ -372,16 +372,9 @@ class FetcherMachine(ClientDriven):
 
         Raises:
             LocalProtocolError: no group membership configured.
-            IllegalStateError: the member is closed or failed, or it is a KIP-848 member
-                (not supported yet).
+            IllegalStateError: the member is closed or failed.
         """
-        member = self._group_member()
-        if not isinstance(member, GroupMember):
-            raise IllegalStateError(
-                "unsubscribe() of a group_protocol='consumer' (KIP-848) member is not "
-                "supported yet: close the consumer"
-            )
-        member.unsubscribe(now=now)
+        self._group_member().unsubscribe(now=now)
         self._step(now)
 
     def polled(self, *, now: float) -> None:
