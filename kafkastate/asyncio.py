@@ -42,6 +42,7 @@ from kafkastate.core.admin import (
     ResourcePatternFilter,
     ResourceType,
 )
+from kafkastate.errors import ConsumerStoppedError, IllegalOperation
 from kafkastate.structs import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -72,7 +73,9 @@ __all__ = [
     "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "ConsumerStoppedError",
     "Delivery",
+    "IllegalOperation",
     "NewPartitions",
     "NewTopic",
     "OffsetAndMetadata",
