@@ -37,7 +37,7 @@ from kafkastate.core.admin.types import (
     TopicDescription,
 )
 from kafkastate.core.consumer.assignors import decode_assignment, decode_subscription
-from kafkastate.core.consumer.fetch.offsets import _list_offsets_request
+from kafkastate.core.consumer.fetch.offsets import list_offsets_request
 from kafkastate.core.metadata import ClusterMetadata
 from kafkastate.core.protocol.requests import (
     NewTopic,
@@ -796,7 +796,7 @@ class ListOffsets(Operation):
         return ToLeader(key.topic, key.partition)
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
-        return _list_offsets_request(
+        return list_offsets_request(
             versions, {k: int(self.specs[k]) for k in keys}, self.isolation_level
         )
 
