@@ -147,3 +147,16 @@ def test_aiokafka_top_level_names_resolve_in_kafkastate_asyncio() -> None:
 
     absent = [n for n in aiokafka.__all__ if not hasattr(kafkastate.asyncio, n)]
     assert absent == ["AIOKafkaClient"]
+
+
+def test_offset_and_timestamp_unpacks_as_in_aiokafka_and_keeps_the_leader_epoch() -> None:
+    from aiokafka.structs import OffsetAndTimestamp as Theirs  # noqa: PLC0415
+
+    from kafkastate.structs import OffsetAndTimestamp  # noqa: PLC0415
+
+    ours = OffsetAndTimestamp(5, 1_700_000_000_000, 3)
+    offset, timestamp = ours  # aiokafka's (and kafka-python 2.x's) shape
+    assert (offset, timestamp) == (5, 1_700_000_000_000) == Theirs(5, 1_700_000_000_000)
+    assert ours._fields == Theirs._fields and ours.leader_epoch == 3
+    assert OffsetAndTimestamp(1, 2).leader_epoch is None
+    assert "leader_epoch=3" in repr(ours)
