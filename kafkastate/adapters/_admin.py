@@ -30,6 +30,7 @@ __all__ = [
     "group_tuples",
     "offsets_and_timestamps",
     "one_group",
+    "only",
     "raise_first",
     "seconds",
     "topic_dicts",
@@ -74,6 +75,18 @@ def raise_first(results: Mapping[Any, Any]) -> None:
     for value in results.values():
         if isinstance(value, KafkaError):
             raise value
+
+
+def only(results: Mapping[Any, Any]) -> Any:
+    """The value of a one-resource operation (a describe of the whole cluster...).
+
+    Raises:
+        KafkaError: that resource's error.
+    """
+    (value,) = results.values()
+    if isinstance(value, BaseException):
+        raise value
+    return value
 
 
 def one_group(results: Mapping[Any, Any]) -> dict[Any, Any]:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Final
 
 import attrs
 
-from kafkastate.core.admin.operations import Operation, error_of
+from kafkastate.core.admin.operations import Again, Operation, error_of
 from kafkastate.core.metadata import ClusterMetadata
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiVersionTable
@@ -281,7 +281,7 @@ class UserScramCredentialDeletion:
     """Which mechanism."""
 
 
-@attrs.frozen
+@attrs.frozen(order=True)
 class ScramCredentialInfo:
     """One of a user's SCRAM credentials, as described (never the secret)."""
 
@@ -323,10 +323,11 @@ class DescribeUserScramCredentials(Operation):
             return dict.fromkeys(keys, error)
         users: dict[str, Any] = {}
         for r in response.results:
-            users[r.user] = error_of(r.error_code, r.error_message, user=r.user) or tuple(
+            infos = sorted(
                 ScramCredentialInfo(ScramMechanism(int(c.mechanism)), int(c.iterations))
                 for c in r.credential_infos
             )
+            users[r.user] = error_of(r.error_code, r.error_message, user=r.user) or tuple(infos)
         if keys == [None]:
             return {None: users}
         return users
@@ -334,45 +335,53 @@ class DescribeUserScramCredentials(Operation):
 
 @attrs.define
 class AlterUserScramCredentials(Operation):
-    """AlterUserScramCredentials at any broker, one key per user (all of a user's
-    changes share its outcome, as the broker answers per user)."""
+    """AlterUserScramCredentials at any broker, one key per user. The broker refuses a
+    user named twice in one request (DUPLICATE_RESOURCE), so a user's changes go one per
+    request, in order (each next one once the one before succeeded); users share requests.
+    A user's outcome is its first error, or None when every change of it succeeded."""
 
     name: ClassVar[str] = "alter_user_scram_credentials"
-    deletions: Mapping[str, Sequence[ScramMechanism]]
-    upsertions: Mapping[str, Sequence[_Salted]]
+    changes: Mapping[str, Sequence[ScramMechanism | _Salted]]
+    """User -> its changes: a mechanism to delete, or a salted credential to upsert."""
+    _done: dict[str, int] = attrs.field(factory=dict)
 
     def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
-        return list(dict.fromkeys([*self.deletions, *self.upsertions]))
+        return list(self.changes)
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         cls = versions.request_type(ALTER_USER_SCRAM_CREDENTIALS)
         deletion = nested_type(cls, "ScramCredentialDeletion")
         upsertion = nested_type(cls, "ScramCredentialUpsertion")
-        return build(
-            cls,
-            deletions=tuple(
-                build(deletion, name=u, mechanism=int(m))
-                for u in keys
-                for m in self.deletions.get(u, ())
-            ),
-            upsertions=tuple(
-                build(
-                    upsertion,
-                    name=u,
-                    mechanism=int(s.mechanism),
-                    iterations=s.iterations,
-                    salt=s.salt,
-                    salted_password=s.salted,
+        deletions, upsertions = [], []
+        for user in keys:
+            change = self.changes[user][self._done.get(user, 0)]
+            if isinstance(change, _Salted):
+                upsertions.append(
+                    build(
+                        upsertion,
+                        name=user,
+                        mechanism=int(change.mechanism),
+                        iterations=change.iterations,
+                        salt=change.salt,
+                        salted_password=change.salted,
+                    )
                 )
-                for u in keys
-                for s in self.upsertions.get(u, ())
-            ),
-        )
+            else:
+                deletions.append(build(deletion, name=user, mechanism=int(change)))
+        return build(cls, deletions=tuple(deletions), upsertions=tuple(upsertions))
 
     def parse(self, response: Any, keys: Sequence[Any]) -> dict[Any, Any]:
-        return {
-            r.user: error_of(r.error_code, r.error_message, user=r.user) for r in response.results
-        }
+        out: dict[Any, Any] = {}
+        for r in response.results:
+            user = str(r.user)
+            error = error_of(r.error_code, r.error_message, user=user)
+            if error is None and user in self.changes:
+                self._done[user] = self._done.get(user, 0) + 1
+                if self._done[user] < len(self.changes[user]):
+                    out[user] = Again()
+                    continue
+            out[user] = error
+        return out
 
 
 def scram_alterations(
@@ -385,8 +394,7 @@ def scram_alterations(
         KafkaConfigurationError: not an upsertion or deletion, or one user's mechanism
             named twice (the broker refuses that as DUPLICATE_RESOURCE).
     """
-    deletions: dict[str, list[ScramMechanism]] = {}
-    upsertions: dict[str, list[_Salted]] = {}
+    changes: dict[str, list[ScramMechanism | _Salted]] = {}
     seen: set[tuple[str, ScramMechanism]] = set()
     for a in alterations:
         if not isinstance(a, UserScramCredentialUpsertion | UserScramCredentialDeletion):
@@ -398,9 +406,9 @@ def scram_alterations(
             raise KafkaConfigurationError(f"{a.mechanism.name} of user {a.user!r} given twice")
         seen.add((a.user, a.mechanism))
         if isinstance(a, UserScramCredentialDeletion):
-            deletions.setdefault(a.user, []).append(a.mechanism)
+            changes.setdefault(a.user, []).append(a.mechanism)
             continue
         salt = a.salt if a.salt is not None else draw_salt()
         salted = salted_password(a.mechanism, a.password, salt, a.iterations)
-        upsertions.setdefault(a.user, []).append(_Salted(a.mechanism, a.iterations, salt, salted))
-    return AlterUserScramCredentials(deletions, upsertions)
+        changes.setdefault(a.user, []).append(_Salted(a.mechanism, a.iterations, salt, salted))
+    return AlterUserScramCredentials(changes)

@@ -200,10 +200,9 @@ def _ms_of(value: Any) -> int:
 
 
 @attrs.define
-class DescribeTransactions(Operation):
-    """DescribeTransactions at each id's coordinator, one key per transactional id."""
+class _PerTransactionalId(Operation):
+    """An operation at each transactional id's coordinator, one key per id."""
 
-    name: ClassVar[str] = "describe_transactions"
     transactional_ids: Sequence[str]
 
     def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
@@ -211,6 +210,13 @@ class DescribeTransactions(Operation):
 
     def route(self, key: Any) -> Route:
         return ToCoordinator(key, _TRANSACTION)
+
+
+@attrs.define
+class DescribeTransactions(_PerTransactionalId):
+    """DescribeTransactions at each id's coordinator, one key per transactional id."""
+
+    name: ClassVar[str] = "describe_transactions"
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         cls = versions.request_type(DESCRIBE_TRANSACTIONS)
@@ -327,19 +333,12 @@ class AbortTransaction(Operation):
 
 
 @attrs.define
-class FenceProducers(Operation):
+class FenceProducers(_PerTransactionalId):
     """InitProducerId for each transactional id at its coordinator: the epoch bump fences
     every producer of that id (KIP-618's ``fenceProducers``), one key per id."""
 
     name: ClassVar[str] = "fence_producers"
     batch: ClassVar[bool] = False
-    transactional_ids: Sequence[str]
-
-    def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
-        return list(self.transactional_ids)
-
-    def route(self, key: Any) -> Route:
-        return ToCoordinator(key, _TRANSACTION)
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         cls = versions.request_type(ApiKey.INIT_PRODUCER_ID)
