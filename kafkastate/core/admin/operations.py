@@ -64,6 +64,7 @@ from kafkastate.structs import OffsetAndMetadata, TopicPartition
 __all__ = [
     "Again",
     "AnyBroker",
+    "PerBroker",
     "error_of",
     "Operation",
     "Route",
@@ -495,10 +496,9 @@ class IncrementalAlterConfigs(AlterConfigs):
 
 
 @attrs.define
-class ListGroups(Operation):
-    """ListGroups on every broker (or the ones given), one key per broker id."""
+class PerBroker(Operation):
+    """An operation on every broker (or the ones given), one key per broker id."""
 
-    name: ClassVar[str] = "list_consumer_groups"
     broker_ids: Sequence[int] | None = None
 
     def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
@@ -506,6 +506,13 @@ class ListGroups(Operation):
 
     def route(self, key: Any) -> Route:
         return ToNode(key)
+
+
+@attrs.define
+class ListGroups(PerBroker):
+    """ListGroups on every broker (or the ones given), one key per broker id."""
+
+    name: ClassVar[str] = "list_consumer_groups"
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         return build(versions.request_type(LIST_GROUPS), states_filter=(), types_filter=())
@@ -605,8 +612,7 @@ class DescribeGroups(_Groups):
         if keys[0] not in self._classic and versions.supports(CONSUMER_GROUP_DESCRIBE):
             cls = versions.request_type(CONSUMER_GROUP_DESCRIBE)
             return build(cls, group_ids=tuple(keys), include_authorized_operations=False)
-        cls = versions.request_type(DESCRIBE_GROUPS)
-        return build(cls, groups=tuple(keys), include_authorized_operations=False)
+        return _describe_groups_request(versions, keys)
 
     def parse(self, response: Any, keys: Sequence[Any]) -> dict[Any, Any]:
         if type(response).__name__ == "ConsumerGroupDescribeResponse":
@@ -633,6 +639,11 @@ class DescribeGroups(_Groups):
                 assignment_epoch=int(g.assignment_epoch),
             )
         return out
+
+
+def _describe_groups_request(versions: ApiVersionTable, groups: Sequence[str]) -> Any:
+    cls = versions.request_type(DESCRIBE_GROUPS)
+    return build(cls, groups=tuple(groups), include_authorized_operations=False)
 
 
 def _assigned(assignment: Any) -> Assignment:
@@ -879,8 +890,7 @@ class RemoveGroupMembers(_OneGroup):
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         if self.members is None:
-            cls = versions.request_type(DESCRIBE_GROUPS)
-            return build(cls, groups=(self.group,), include_authorized_operations=False)
+            return _describe_groups_request(versions, [self.group])
         version = versions.require(
             ApiKey.LEAVE_GROUP,
             feature="remove_group_members",
@@ -1013,18 +1023,11 @@ class DeleteRecords(Operation):
 
 
 @attrs.define
-class DescribeLogDirs(Operation):
+class DescribeLogDirs(PerBroker):
     """DescribeLogDirs on every broker (or those given), one key per broker id."""
 
     name: ClassVar[str] = "describe_log_dirs"
-    broker_ids: Sequence[int] | None = None
     partitions: Sequence[TopicPartition] | None = None
-
-    def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
-        return list(sorted(cluster.brokers) if self.broker_ids is None else self.broker_ids)
-
-    def route(self, key: Any) -> Route:
-        return ToNode(key)
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         cls = versions.request_type(DESCRIBE_LOG_DIRS)

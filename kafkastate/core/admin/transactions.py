@@ -21,10 +21,10 @@ import attrs
 
 from kafkastate.core.admin.operations import (
     Operation,
+    PerBroker,
     Route,
     ToCoordinator,
     ToLeader,
-    ToNode,
     error_of,
 )
 from kafkastate.core.metadata import ClusterMetadata
@@ -136,38 +136,29 @@ class ProducerIdAndEpoch:
 
 
 @attrs.define
-class ListTransactions(Operation):
+class ListTransactions(PerBroker):
     """ListTransactions on every broker (or those given), one key per broker id."""
 
     name: ClassVar[str] = "list_transactions"
-    broker_ids: Sequence[int] | None = None
     state_filters: Sequence[str] = ()
     producer_id_filters: Sequence[int] = ()
     duration_filter_ms: int | None = None
     transactional_id_pattern: str | None = None
 
-    def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
-        return list(sorted(cluster.brokers) if self.broker_ids is None else self.broker_ids)
-
-    def route(self, key: Any) -> Route:
-        return ToNode(key)
-
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         version = versions.version_for(LIST_TRANSACTIONS)
-        if self.duration_filter_ms is not None:
-            version = versions.require(
-                LIST_TRANSACTIONS,
-                feature="list_transactions(duration_filter_ms=...)",
-                remedy="the duration filter needs Kafka 3.8 or newer",
-                min_version=1,
-            )
-        if self.transactional_id_pattern is not None:
-            version = versions.require(
-                LIST_TRANSACTIONS,
-                feature="list_transactions(transactional_id_pattern=...)",
-                remedy="the pattern filter needs Kafka 4.1 or newer (KIP-1152)",
-                min_version=2,
-            )
+        filters = (
+            ("duration_filter_ms", self.duration_filter_ms, 1, "Kafka 3.8"),
+            ("transactional_id_pattern", self.transactional_id_pattern, 2, "Kafka 4.1 (KIP-1152)"),
+        )
+        for option, given, needed, since in filters:
+            if given is not None:
+                version = versions.require(
+                    LIST_TRANSACTIONS,
+                    feature=f"list_transactions({option}=...)",
+                    remedy=f"that filter needs {since} or newer",
+                    min_version=needed,
+                )
         return build(
             request_type(LIST_TRANSACTIONS, version),
             state_filters=tuple(self.state_filters),
