@@ -84,7 +84,10 @@ OFFSET_DELETE: Final = 47
 DELETE_RECORDS: Final = 21
 DESCRIBE_LOG_DIRS: Final = 35
 CONSUMER_GROUP_DESCRIBE: Final = 69
-_GROUP_ID_NOT_FOUND: Final = 69
+# ConsumerGroupDescribe's answer for a group to describe with DescribeGroups: not a KIP-848
+# group (GROUP_ID_NOT_FOUND), or a 3.7-3.9 broker without the new coordinator enabled
+# (UNSUPPORTED_VERSION), as the Java Admin falls back
+_NOT_A_CONSUMER_GROUP: Final = frozenset({69, 35})
 # OffsetFetch v10 / OffsetCommit v10 name topics by id only; admin calls name them, so
 # they stay at the last versions that carry names.
 _OFFSET_FETCH_BY_NAME: Final = 9
@@ -623,7 +626,7 @@ class DescribeGroups(_Groups):
         out: dict[Any, Any] = {}
         for g in response.groups:
             gid = str(g.group_id)
-            if int(g.error_code) == _GROUP_ID_NOT_FOUND:  # not a KIP-848 group (or none)
+            if int(g.error_code) in _NOT_A_CONSUMER_GROUP:  # classic, none, or KIP-848 off
                 self._classic.add(gid)
                 out[gid] = Again()
                 continue

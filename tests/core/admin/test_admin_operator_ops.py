@@ -357,7 +357,7 @@ def test_one_page_stops_at_the_first_cursor() -> None:
     assert not cluster.pending
 
 
-def _described_group(sent: Sent) -> Any:
+def _described_group(sent: Sent, gid: str = "g") -> Any:
     members = tuple(
         entry(
             sent,
@@ -376,7 +376,7 @@ def _described_group(sent: Sent) -> Any:
         "DescribedGroup",
         error_code=ErrorCode.none,
         error_message=None,
-        group_id="g",
+        group_id=gid,
         group_state="Stable",
         protocol_type="consumer",
         protocol_data="range",
@@ -470,7 +470,7 @@ def test_kip848_groups_are_described_with_consumer_group_describe_others_classic
         answer(cluster, described, groups=(_consumer_group(described, gid, code),))
     classic = cluster.take(DESCRIBE_GROUPS)
     assert classic.req.body.groups == ("h",)  # only the group it did not know
-    answer(cluster, classic, groups=(_described_group(classic),))
+    answer(cluster, classic, groups=(_described_group(classic, "h"),))
     results = completed(cluster).results
     g = results["g"]
     assert isinstance(g, GroupDescription) and g.group_type == "consumer"
@@ -479,7 +479,9 @@ def test_kip848_groups_are_described_with_consumer_group_describe_others_classic
     assert member.assignment is not None and member.assignment.partitions == (T0, T1)
     assert member.subscription is not None and member.subscription.topics == ("t",)
     assert (member.member_epoch, member.rack_id) == (5, "r1")
-    assert isinstance(results["g"], GroupDescription) and results["g"].group_type == "consumer"
+    h = results["h"]
+    assert isinstance(h, GroupDescription) and (h.group_type, h.protocol) == ("classic", "range")
+    assert [x.member_id for x in h.members] == ["m-1", "m-2"]
 
 
 RFC7677_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
@@ -599,3 +601,19 @@ def test_an_api_the_broker_lacks_fails_naming_the_operation() -> None:
     (error,) = completed(cluster).results.values()
     assert isinstance(error, UnsupportedVersionError)
     assert "describe_topic_partitions is not supported by this broker" in str(error)
+
+
+def test_a_broker_with_kip848_switched_off_gets_the_classic_describe() -> None:
+    m, cluster = admin()
+    start(m, cluster, lambda now: m.describe_consumer_groups(["h"], now=now))
+    _find_answer(cluster, cluster.take(FIND_COORDINATOR), 1, ErrorCode.none)
+    described = cluster.take(CONSUMER_GROUP_DESCRIBE)
+    answer(
+        cluster,
+        described,
+        groups=(_consumer_group(described, "h", ErrorCode.unsupported_version),),
+    )
+    classic = cluster.take(DESCRIBE_GROUPS)
+    answer(cluster, classic, groups=(_described_group(classic, "h"),))
+    (group,) = completed(cluster).results.values()
+    assert isinstance(group, GroupDescription) and group.group_type == "classic"
