@@ -378,8 +378,14 @@ async def test_every_member_is_removed_when_none_is_named(kafka_cluster: Any) ->
             assert removed == {MemberToRemove(member_id=member.member_id): None}
             after = (await admin.describe_consumer_groups([group]))[group]
             assert member.member_id not in {m.member_id for m in after.members}
-        with pytest.raises(GroupIdNotFoundError):
-            await admin.remove_group_members(_name("no-such-group"))
+        # Kafka 4 says the group does not exist (DescribeGroups v6); older brokers describe
+        # it as Dead with no members: nothing to remove
+        try:
+            nobody = await admin.remove_group_members(_name("no-such-group"))
+        except GroupIdNotFoundError:
+            pass
+        else:
+            assert nobody == {}
 
 
 async def test_a_kip848_group_is_described_with_its_members_assignments(
