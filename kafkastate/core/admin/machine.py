@@ -12,9 +12,8 @@ group, a partition, a broker, a config resource), each with a route:
   active controller (KIP-590), which answers NOT_CONTROLLER while it moves: retried;
 * one broker -- a broker's configs, the groups it coordinates (ListGroups);
 * the group or transaction coordinator -- found with FindCoordinator (``key_type`` 0 or
-  1) and cached;
-  NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE forget it and find it again,
-  COORDINATOR_LOAD_IN_PROGRESS retries at the same one;
+  1) and cached per ``(key_type, key)``; NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE
+  forget it and find it again, COORDINATOR_LOAD_IN_PROGRESS retries at the same one;
 * the partition leader -- from the Client's metadata (the topic is added to the topics it
   tracks); NOT_LEADER_OR_FOLLOWER and friends refresh it.
 
@@ -25,8 +24,8 @@ answers :class:`~kafkastate.core.admin.operations.Again` and the key is sent aga
 once. Each key ends with a value or a KafkaError of its own: a retriable error is retried
 after ``retry_backoff`` until the deadline (then the key fails with KafkaTimeoutError
 naming the last error), any other error is that key's answer -- one topic's failure does
-not hide another's success.
-When every key has its outcome the machine emits :class:`AdminOperationCompleted`.
+not hide another's success. When every key has its outcome the machine emits
+:class:`AdminOperationCompleted`.
 
 An API the broker does not support fails the keys with UnsupportedVersionError naming the
 operation. The machine never reads a clock: ``now`` comes with every call.
