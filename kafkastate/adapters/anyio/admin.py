@@ -253,7 +253,8 @@ class Admin:
     async def describe_consumer_groups(
         self, group_ids: Iterable[str], *, timeout: float | None = None
     ) -> dict[str, Any]:
-        """Describe classic groups. Returns: id -> GroupDescription or KafkaError."""
+        """Describe classic and KIP-848 groups. Returns: id -> GroupDescription or
+        KafkaError."""
         return await self._call(self._machine.describe_consumer_groups, group_ids, timeout=timeout)
 
     async def find_coordinator(

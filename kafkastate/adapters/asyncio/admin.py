@@ -207,7 +207,8 @@ class AIOKafkaAdminClient(Lifecycle):
         group_coordinator_id: int | None = None,
         include_authorized_operations: bool = False,
     ) -> list[GroupDescription]:
-        """Describe classic groups (members with decoded subscriptions and assignments).
+        """Describe classic and KIP-848 groups (members with their subscriptions and
+        assignments; ``group_type`` tells which).
 
         Raises:
             KafkaError: a group's error (as aiokafka raises).

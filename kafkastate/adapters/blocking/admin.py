@@ -326,7 +326,8 @@ class KafkaAdminClient:
         group_coordinator_id: int | None = None,
         include_authorized_operations: bool = False,
     ) -> list[GroupInformation]:
-        """Describe classic groups; members' metadata and assignments decoded.
+        """Describe classic and KIP-848 groups; members' subscriptions and assignments
+        decoded.
 
         Raises:
             KafkaError: a group's error.

@@ -296,7 +296,8 @@ class AdminMachine(ClientDriven):
     def describe_consumer_groups(
         self, group_ids: Iterable[str], *, now: float, timeout: float | None = None
     ) -> OpId:
-        """Describe classic groups; results by id: :class:`GroupDescription`."""
+        """Describe groups: KIP-848 ``consumer`` groups with ConsumerGroupDescribe, the
+        others with DescribeGroups; results by id: :class:`GroupDescription`."""
         return self._start(ops.DescribeGroups(_unique(group_ids, "group")), now, timeout)
 
     def find_coordinator(
