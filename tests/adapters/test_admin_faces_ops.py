@@ -199,6 +199,12 @@ def test_kafka_python_face_has_its_names_and_shapes(kafka_cluster: Any) -> None:
         assert [p["partition_index"] for p in rest["topics"][0]["partitions"]] == [2]
         assert rest["next_cursor"] is None
 
+        ip = ClientQuotaAlteration({"ip": "10.9.8.7"}, {"connection_creation_rate": 5.0})
+        assert admin.alter_client_quotas([ip]) == {(("ip", "10.9.8.7"),): None}
+        _until(lambda: bool(admin.describe_client_quotas([ClientQuotaFilterComponent("ip")])))
+        quotas = admin.describe_client_quotas([ClientQuotaFilterComponent("ip")])
+        assert quotas[(("ip", "10.9.8.7"),)] == {"connection_creation_rate": 5.0}
+
         # SCRAM, witnessed by kafka-python logging in on the SASL listener
         user, password = _name("kp-user"), "pw-" + uuid.uuid4().hex
         assert admin.alter_user_scram_credentials([Upsertion(user, "SCRAM-SHA-256", password)]) == {
