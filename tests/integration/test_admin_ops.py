@@ -230,6 +230,9 @@ async def test_describe_topic_partitions_pages_through_every_partition(kafka_clu
         for name in (a, b):
             assert page.topics[name] == meta[name]
 
+        everything = await admin.describe_topic_partitions(partition_limit=3)  # every topic
+        assert everything.topics[a] == meta[a] and everything.topics[b] == meta[b]
+
         # pages follow the broker's order: by topic name, then partition
         first = await admin.describe_topic_partitions([a], partition_limit=2, one_page=True)
         assert [p.partition for p in first.topics[a].partitions] == [0, 1]
