@@ -34,6 +34,12 @@ does not get a single response before its connection dies is dropped (the broker
 been rolled to another version), and so is one whose node moved to another address.
 
 Metadata is refreshed whenever :class:`Metadata` says it is due, on any node.
+
+Tokens. A connection authenticating with OAUTHBEARER from a token provider asks for a token
+(:class:`~kafkastate.core.connection.TokenRequested`); the Client asks the adapter once
+(:class:`TokenRequested`) however many connections wait, and hands the answer
+(:meth:`Client.token_received` / :meth:`Client.token_failed`) to every one still waiting. A
+request unanswered for ``request_timeout`` may be asked again.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ import contextlib
 import enum
 import random
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, NewType
 
 import attrs
@@ -78,6 +84,7 @@ __all__ = [
     "RequestFailed",
     "RequestFactory",
     "RequestId",
+    "TokenRequested",
     "parse_bootstrap_servers",
 ]
 
@@ -277,6 +284,14 @@ class NodeDisconnected:
     """Why; None for an idle close or :meth:`Client.close`."""
 
 
+@attrs.frozen(kw_only=True)
+class TokenRequested:
+    """An OAUTHBEARER (re-)authentication needs a token: the adapter calls the user's token
+    provider (``await provider.token()`` on asyncio/trio/anyio, ``provider.token()`` on a
+    blocking client) and answers :meth:`Client.token_received` or
+    :meth:`Client.token_failed`."""
+
+
 ClientEvent = (
     ConnectRequested
     | CloseRequested
@@ -284,6 +299,7 @@ ClientEvent = (
     | RequestFailed
     | MetadataUpdated
     | NodeDisconnected
+    | TokenRequested
 )
 
 
@@ -344,6 +360,7 @@ class Client:
         self._next_request_id = 0
         self._closed = False
         self._last_connection_error: KafkaError | None = None
+        self._token_asked_at: float | None = None
 
     # ---------------------------------------------------------------- queries
 
@@ -449,6 +466,44 @@ class Client:
             node.state = transition(NODE_STATES, node.state, _N.DISCONNECTED, what="close")
             node.conn = None
         self._fail_queue(self._any, error, None)
+
+    def token_received(
+        self, token: str, *, now: float, extensions: Mapping[str, str] | None = None
+    ) -> None:
+        """The answer to :class:`TokenRequested`, for every connection waiting for a token.
+
+        Args:
+            token: the bearer token the provider returned.
+            now: the driver's clock.
+            extensions: the provider's SASL extensions (KIP-342), if any.
+        """
+        self._token_answered(
+            now, lambda conn: conn.token_received(token, now=now, extensions=extensions)
+        )
+
+    def token_failed(self, error: BaseException, *, now: float) -> None:
+        """The token provider raised: every connection waiting for a token closes with
+        ``error`` (see :meth:`BrokerConnection.token_failed`).
+
+        Args:
+            error: what the provider raised.
+            now: the driver's clock.
+        """
+        self._token_answered(now, lambda conn: conn.token_failed(error, now=now))
+
+    def _token_answered(self, now: float, answer: Callable[[BrokerConnection], None]) -> None:
+        self._token_asked_at = None
+        for node in self._sorted_nodes():
+            if node.conn is not None and node.conn.awaiting_token:
+                answer(node.conn)
+                self._drain_connection(node, now)
+        self._progress(now)
+
+    def _ask_token(self, now: float) -> None:
+        asked = self._token_asked_at
+        if asked is None or asked + self.config.connection.request_timeout <= now:
+            self._token_asked_at = now
+            self._events.append(TokenRequested())
 
     # ------------------------------------------------------------ IO inputs
 
@@ -776,6 +831,8 @@ class Client:
                     req = node.sent.pop(cid, None)
                     if req is not None:
                         self._request_failed(req, error, node.node_id)
+                case conn_events.TokenRequested():
+                    self._ask_token(now)
                 case conn_events.ConnectionClosed(error=error):
                     if closing:
                         continue
@@ -913,4 +970,16 @@ class ClientDriven:
     ) -> None:
         """The adapter's socket to ``node_id`` closed or failed."""
         self._client.connection_lost(node_id, now=now, error=error)
+        self._step(now)
+
+    def token_received(
+        self, token: str, *, now: float, extensions: Mapping[str, str] | None = None
+    ) -> None:
+        """The token provider's answer to :class:`TokenRequested`."""
+        self._client.token_received(token, now=now, extensions=extensions)
+        self._step(now)
+
+    def token_failed(self, error: BaseException, *, now: float) -> None:
+        """The token provider raised instead of answering :class:`TokenRequested`."""
+        self._client.token_failed(error, now=now)
         self._step(now)

@@ -49,7 +49,7 @@ from kafkastate.core.admin import (
     OffsetSpec,
     OpId,
 )
-from kafkastate.core.client import CloseRequested, ConnectRequested
+from kafkastate.core.client import CloseRequested, ConnectRequested, TokenRequested
 from kafkastate.core.config import admin_config, resolve
 from kafkastate.errors import KafkaConnectionError
 from kafkastate.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
@@ -81,6 +81,7 @@ class KafkaAdminClient:
             self._machine,
             ssl_context=tls_context(options),
             connect_timeout=config.client.socket_connection_setup_timeout,
+            token_provider=options["sasl_oauth_token_provider"],
         )
         self._done: dict[OpId, AdminOperationCompleted] = {}
         self._closed = False
@@ -128,6 +129,8 @@ class KafkaAdminClient:
                     self._loop.open(node, host, port)
                 case CloseRequested(node_id=node):
                     self._loop.forget(node)
+                case TokenRequested():
+                    self._loop.fetch_token()
                 case AdminOperationCompleted(op_id=op):
                     self._done[op] = event
 

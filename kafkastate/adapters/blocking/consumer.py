@@ -33,7 +33,7 @@ from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 from kafkastate.adapters._common import check_ms, no_brokers_error, tls_context
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.blocking import SocketLoop
-from kafkastate.core.client import CloseRequested, ConnectRequested
+from kafkastate.core.client import CloseRequested, ConnectRequested, TokenRequested
 from kafkastate.core.config import (
     close_serializers,
     consumer_machine,
@@ -170,6 +170,7 @@ class KafkaConsumer:
             self._machine,
             ssl_context=tls,
             connect_timeout=config.client.socket_connection_setup_timeout,
+            token_provider=resolved["sasl_oauth_token_provider"],
         )
         self._closed = False
         try:
@@ -711,6 +712,8 @@ class KafkaConsumer:
                     loop.open(node, host, port)
                 case CloseRequested(node_id=node):
                     loop.forget(node)
+                case TokenRequested():
+                    loop.fetch_token()
                 case ListenerCallRequested():
                     self._calls.append(event)
                 case AutoCommitted(offsets=committed, error=error):

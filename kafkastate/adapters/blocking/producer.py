@@ -358,6 +358,7 @@ class KafkaProducer:
             config,
             ssl_context=tls,
             name=f"kafkastate-producer-io[{config.client.connection.client_id}]",
+            token_provider=resolved["sasl_oauth_token_provider"],
         )
         self._closed = False
         self._close_lock = threading.Lock()

@@ -104,6 +104,7 @@ from kafkastate.core.client import (
     RequestCompleted,
     RequestFailed,
     RequestId,
+    TokenRequested,
 )
 from kafkastate.core.metadata import NodeId
 from kafkastate.core.producer.accumulator import (
@@ -360,6 +361,7 @@ class ProducerClosed:
 ProducerEvent = (
     ConnectRequested
     | CloseRequested
+    | TokenRequested
     | MetadataUpdated
     | RecordsAcknowledged
     | RecordsFailed
@@ -1072,7 +1074,7 @@ class ProducerMachine(ClientDriven):
         client = self._client
         while (event := client.next_event()) is not None:
             match event:
-                case ConnectRequested() | CloseRequested() | MetadataUpdated():
+                case ConnectRequested() | CloseRequested() | MetadataUpdated() | TokenRequested():
                     self._emit(event)
                 case RequestCompleted(request_id=rid, response=response):
                     self._on_completed(rid, response, now)
