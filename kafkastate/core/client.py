@@ -361,6 +361,8 @@ class Client:
         self._closed = False
         self._last_connection_error: KafkaError | None = None
         self._token_asked_at: float | None = None
+        self._connections_created = 0
+        self._reauthentications = 0
 
     # ---------------------------------------------------------------- queries
 
@@ -379,6 +381,17 @@ class Client:
         """Why the last connection to any node failed or ended (None after a success):
         what to tell a user waiting for a cluster that does not answer."""
         return self._last_connection_error
+
+    @property
+    def connections_created(self) -> int:
+        """Connections opened so far (Java's ``connection-creation-total``)."""
+        return self._connections_created
+
+    @property
+    def reauthentications(self) -> int:
+        """KIP-368 re-authentications that succeeded on live connections (Java's
+        ``successful-reauthentication-total``)."""
+        return self._reauthentications
 
     def node_state(self, node_id: NodeId) -> NodeState | None:
         """The state of a node's connection, or None for an unknown node."""
@@ -525,6 +538,7 @@ class Client:
             self.config.connection, rng=self._rng, known_versions=node.versions
         )
         node.versions_proven = False
+        self._connections_created += 1
         node.conn.connection_made(now=now)
         self._after_io(node, now)
 
@@ -833,6 +847,8 @@ class Client:
                         self._request_failed(req, error, node.node_id)
                 case conn_events.TokenRequested():
                     self._ask_token(now)
+                case conn_events.ConnectionReauthenticated():
+                    self._reauthentications += 1
                 case conn_events.ConnectionClosed(error=error):
                     if closing:
                         continue

@@ -84,6 +84,7 @@ __all__ = [
     "ConnectionConfig",
     "ConnectionEvent",
     "ConnectionReady",
+    "ConnectionReauthenticated",
     "CONNECTION_STATES",
     "ConnectionState",
     "CorrelationId",
@@ -272,6 +273,14 @@ class ConnectionClosed:
 
 
 @attrs.frozen(kw_only=True)
+class ConnectionReauthenticated:
+    """A KIP-368 re-authentication succeeded on the live connection."""
+
+    sasl_session_lifetime: float | None
+    """Seconds until the next one is due, if the broker said."""
+
+
+@attrs.frozen(kw_only=True)
 class TokenRequested:
     """An OAUTHBEARER (re-)authentication needs a token: the adapter calls the user's token
     provider (``await provider.token()``, or ``provider.token()`` on a blocking client)
@@ -280,7 +289,12 @@ class TokenRequested:
 
 
 ConnectionEvent = (
-    ConnectionReady | ResponseReceived | RequestFailed | ConnectionClosed | TokenRequested
+    ConnectionReady
+    | ResponseReceived
+    | RequestFailed
+    | ConnectionClosed
+    | TokenRequested
+    | ConnectionReauthenticated
 )
 
 
@@ -860,6 +874,9 @@ class BrokerConnection:
         elif self._mechanism.complete:
             if self._state is ConnectionState.REAUTHENTICATING:
                 self._transition(ConnectionState.READY, what="re-authenticated")
+                self._events.append(
+                    ConnectionReauthenticated(sasl_session_lifetime=self._session_lifetime)
+                )
                 self._schedule_reauth(now)
                 self._flush_pending(now)
             else:

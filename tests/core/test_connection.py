@@ -17,6 +17,7 @@ from kafkastate.core.connection import (
     ConnectionClosed,
     ConnectionConfig,
     ConnectionReady,
+    ConnectionReauthenticated,
     ConnectionState,
     RequestFailed,
     ResponseReceived,
@@ -517,8 +518,9 @@ def test_reauthentication_drains_in_flight_then_reauthenticates() -> None:
     assert queued.correlation_id == second
     conn.receive_data(response_frame(second, metadata_response()), now=reauth_at + 3)
     events = drain(conn)
-    assert [(type(e), e.correlation_id) for e in events] == [
+    assert [(type(e), getattr(e, "correlation_id", None)) for e in events] == [
         (ResponseReceived, first),
+        (ConnectionReauthenticated, None),
         (ResponseReceived, second),
     ]
     timer = conn.get_timer()

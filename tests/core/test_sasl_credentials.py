@@ -17,6 +17,7 @@ from kafkastate.core.connection import (
     ConnectionClosed,
     ConnectionConfig,
     ConnectionReady,
+    ConnectionReauthenticated,
     ConnectionState,
     ResponseReceived,
 )
@@ -233,7 +234,9 @@ def test_reauthentication_asks_for_a_fresh_token_between_requests() -> None:
     (queued,) = sent(conn)
     assert queued.correlation_id == second  # the waiting request goes after re-auth
     conn.receive_data(response_frame(second, metadata_response()), now=reauth_at + 0.5)
-    assert [(type(e), e.correlation_id) for e in drain(conn)] == [(ResponseReceived, second)]
+    reauthenticated, answered = drain(conn)
+    assert reauthenticated == ConnectionReauthenticated(sasl_session_lifetime=10.0)
+    assert isinstance(answered, ResponseReceived) and answered.correlation_id == second
     nxt = conn.get_timer()
     assert nxt is not None and reauth_at + 0.4 + 8.5 <= nxt <= reauth_at + 0.4 + 9.5
 

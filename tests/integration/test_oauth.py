@@ -343,6 +343,12 @@ def test_reauthentication_with_a_rotating_password_in_a_blocking_run(
         while len(got) < sent and time.monotonic() < end:
             for records in consumer.poll(timeout_ms=500).values():
                 got.extend(r.value for r in records)
+        produced = producer.metrics()["producer-metrics"]
+        consumed = consumer.metrics()["consumer-metrics"]
+    # re-authenticated on the live connections, not reconnected: a session lasts 3 s
+    for metrics in (produced, consumed):
+        assert metrics["successful-reauthentication-total"] >= 2
+        assert metrics["connection-creation-total"] <= 4
     assert sent > 50
     assert sorted(got) == sorted(b"s%d" % i for i in range(sent))
     assert reads[0] >= 6  # two clients, each authenticated, then re-authenticated

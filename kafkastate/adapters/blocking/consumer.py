@@ -618,11 +618,16 @@ class KafkaConsumer:
         """A few gauges (kafka-python's shape: a dict of groups), whatever
         ``metrics_enabled`` says; ``raw`` is accepted and ignored."""
         assigned = self._machine.assignment()
+        client = self._machine.client
         return {
             "consumer-fetch-manager-metrics": {
                 "assigned-partitions": len(assigned),
                 "paused-partitions": len(self._machine.paused()),
-            }
+            },
+            "consumer-metrics": {
+                "connection-creation-total": client.connections_created,
+                "successful-reauthentication-total": client.reauthentications,
+            },
         }
 
     # ------------------------------------------------------------- plumbing

@@ -630,7 +630,8 @@ class KafkaProducer:
         accepted), ``record-refused-total`` and ``record-block-timeout-total`` (``send``
         raised), ``records-outstanding``, ``records-waiting-send`` (blocked in ``send``),
         ``batches-in-flight``, ``buffer-total-bytes``, ``buffer-used-bytes``,
-        ``buffer-available-bytes``, ``producer-id`` and ``producer-epoch``.
+        ``buffer-available-bytes``, ``producer-id``, ``producer-epoch``,
+        ``connection-creation-total`` and ``successful-reauthentication-total`` (KIP-368).
 
         Args:
             raw: accepted for compatibility; ignored.

@@ -644,6 +644,8 @@ class ProducerThread:
             "buffer-available-bytes": acc.buffer_available,
             "producer-id": machine.producer_id,
             "producer-epoch": machine.producer_epoch,
+            "connection-creation-total": machine.client.connections_created,
+            "successful-reauthentication-total": machine.client.reauthentications,
         }
 
     def _shutdown(self) -> None:
