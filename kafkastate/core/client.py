@@ -383,6 +383,20 @@ class Client:
         return self._last_connection_error
 
     @property
+    def authentication_refused(self) -> AuthenticationFailedError | None:
+        """The error of the last connection attempt when it was refused authentication
+        (wrong credentials, an expired or badly-signed token, a token provider that
+        refused) and no connection is ready: waiting for the cluster cannot help, so a
+        client waiting for it raises this at once (as the Java client does) instead of at
+        its timeout. None otherwise (also once a connection succeeds)."""
+        error = self._last_connection_error
+        if not isinstance(error, AuthenticationFailedError):
+            return None
+        if any(node.state is NodeState.READY for node in self._nodes.values()):
+            return None
+        return error
+
+    @property
     def connections_created(self) -> int:
         """Connections opened so far (Java's ``connection-creation-total``)."""
         return self._connections_created

@@ -350,3 +350,38 @@ def test_the_client_asks_once_for_all_waiting_connections() -> None:
     assert all(b"auth=Bearer shared" in a.body.auth_bytes for a in auths.values())
     # asked again only after request_timeout without an answer
     assert drain(client) == []
+
+
+def test_a_refused_authentication_is_reported_for_waiters_to_raise_at_once() -> None:
+    config = ClientConfig(
+        bootstrap_servers="a:1",
+        connection=ConnectionConfig(
+            sasl_mechanism="PLAIN", sasl_username="alice", sasl_password=lambda: "wrong"
+        ),
+    )
+    client = Client(config, rng=random.Random(SEED))
+    client.request_metadata_update()
+    client.handle_timer(now=0.0)
+    assert [type(e) for e in drain(client)] == [ConnectRequested]
+    assert client.authentication_refused is None
+    node = NodeId(-1)
+    client.connection_made(node, now=0.0)
+    (av,) = written_by_node(client).values()
+    client.receive_data(
+        node, response_frame(av.correlation_id, api_versions_response(av.version)), now=0.0
+    )
+    (hs,) = written_by_node(client).values()
+    client.receive_data(node, handshake_ok(hs), now=0.0)
+    (auth,) = written_by_node(client).values()
+    refusal = response(
+        36,
+        auth.version,
+        error_code=ErrorCode.sasl_authentication_failed,
+        error_message="Authentication failed: Invalid username or password",
+        auth_bytes=b"",
+        session_lifetime=datetime.timedelta(0),
+    )
+    client.receive_data(node, response_frame(auth.correlation_id, refusal), now=0.1)
+    refused = client.authentication_refused
+    assert isinstance(refused, AuthenticationFailedError)
+    assert "Invalid username or password" in str(refused) and "wrong" not in str(refused)

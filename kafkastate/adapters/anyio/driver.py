@@ -45,6 +45,7 @@ from kafkastate.core.metadata import NodeId
 __all__ = ["AsyncDriver", "EventMachine", "wait_for_cluster"]
 
 _READ_SIZE = 1 << 20
+_REFUSAL_CHECK = 0.1
 
 
 class EventMachine(IOMachine, Protocol):
@@ -343,7 +344,12 @@ async def wait_for_cluster(
     driver.wake()
     with anyio.move_on_after(timeout):
         while not client.cluster.brokers:
-            await changed().wait()
+            refused = client.authentication_refused
+            if refused is not None:
+                raise refused  # the credentials were refused: waiting cannot help
+            # a refusal sets no event: look again every _REFUSAL_CHECK seconds
+            with anyio.move_on_after(_REFUSAL_CHECK):
+                await changed().wait()
         return
     raise no_brokers_error(client, timeout)
 

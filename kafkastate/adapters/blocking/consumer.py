@@ -787,6 +787,9 @@ class KafkaConsumer:
         client.request_metadata_update()
         deadline = None if math.isinf(timeout) else time.monotonic() + timeout
         while not client.cluster.brokers or client.cluster is seen:
+            refused = client.authentication_refused
+            if refused is not None:
+                raise refused  # the credentials were refused: waiting cannot help
             if deadline is not None and time.monotonic() >= deadline:
                 raise no_brokers_error(client, timeout)
             self._turn(deadline)

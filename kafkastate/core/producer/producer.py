@@ -1017,6 +1017,12 @@ class ProducerMachine(ClientDriven):
             self._pull_client(now)
             self._expire(now)
             if acc.waiting_sends:
+                refused = self._client.authentication_refused
+                if refused is not None:
+                    # The cluster refused our credentials: metadata will not come, so what
+                    # waits for it fails now, not at max_block_ms (Java's send raises too).
+                    acc.fail_waiting(refused, now=now)
+            if acc.waiting_sends:
                 self._admit(now, expire_waiting)
             self._maybe_init(now)
             self._send_ready(now)
