@@ -20,7 +20,6 @@ import time
 import urllib.parse
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 
 from ._config import HOST, OAuthSpec
@@ -152,12 +151,7 @@ class OIDCServer:
     def __enter__(self) -> OIDCServer:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # -- addresses

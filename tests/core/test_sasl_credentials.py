@@ -4,7 +4,6 @@ sequenced on the fake clock. No sockets: bytes in, events out, time stepped by h
 
 from __future__ import annotations
 
-import datetime
 import random
 from typing import Any
 
@@ -23,7 +22,7 @@ from kafkastate.core.connection import (
 )
 from kafkastate.core.connection import TokenRequested as ConnTokenRequested
 from kafkastate.core.metadata import NodeId
-from kafkastate.core.protocol.versions import ApiKey, request_type
+from kafkastate.core.protocol.versions import ApiKey
 from kafkastate.errors import (
     AuthenticationFailedError,
     KafkaConfigurationError,
@@ -36,54 +35,28 @@ from tests._support.peer import (
     response_frame,
     split_frames,
 )
+from tests.core.test_connection import (
+    _auth_response,
+    auth_ok,
+    metadata_request,
+    metadata_response,
+    sent,
+)
 
 SEED = 11
 
 
 def drain(machine: Any) -> list[Any]:
+    """Every event of a connection or a Client."""
     out = []
     while (ev := machine.next_event()) is not None:
         out.append(ev)
     return out
 
 
-def sent(conn: BrokerConnection) -> list[Any]:
-    return [parse_request(f) for f in split_frames(conn.data_to_send())]
-
-
 def handshake_ok(req: Any) -> bytes:
     return response_frame(
         req.correlation_id, response(17, req.version, error_code=ErrorCode.none, mechanisms=())
-    )
-
-
-def auth_ok(req: Any, lifetime: float = 0.0) -> bytes:
-    body = response(
-        36,
-        req.version,
-        error_code=ErrorCode.none,
-        error_message=None,
-        auth_bytes=b"",
-        session_lifetime=datetime.timedelta(seconds=lifetime),
-    )
-    return response_frame(req.correlation_id, body)
-
-
-def metadata_request() -> Any:
-    return request_type(ApiKey.METADATA, 12)(
-        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
-    )
-
-
-def metadata_response() -> Any:
-    return response(
-        ApiKey.METADATA,
-        12,
-        throttle_time=datetime.timedelta(0),
-        brokers=(),
-        cluster_id="c",
-        controller_id=1,
-        topics=(),
     )
 
 
@@ -373,15 +346,8 @@ def test_a_refused_authentication_is_reported_for_waiters_to_raise_at_once() -> 
     (hs,) = written_by_node(client).values()
     client.receive_data(node, handshake_ok(hs), now=0.0)
     (auth,) = written_by_node(client).values()
-    refusal = response(
-        36,
-        auth.version,
-        error_code=ErrorCode.sasl_authentication_failed,
-        error_message="Authentication failed: Invalid username or password",
-        auth_bytes=b"",
-        session_lifetime=datetime.timedelta(0),
-    )
+    refusal = _auth_response(auth.version, b"", ErrorCode.sasl_authentication_failed)
     client.receive_data(node, response_frame(auth.correlation_id, refusal), now=0.1)
     refused = client.authentication_refused
     assert isinstance(refused, AuthenticationFailedError)
-    assert "Invalid username or password" in str(refused) and "wrong" not in str(refused)
+    assert "Authentication failed" in str(refused) and "wrong" not in str(refused)
