@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import ssl
+import threading
 from collections.abc import Mapping
 from typing import Any
+
+import anyio.to_thread
 
 from kafkastate.core.client import Client
 from kafkastate.core.config import wants_tls
@@ -17,9 +22,14 @@ from kafkastate.errors import (
 
 __all__ = [
     "check_ms",
+    "fetch_token",
+    "fetch_token_blocking",
     "no_brokers_error",
     "tls_context",
 ]
+
+Token = tuple[str, Mapping[str, str] | None]
+"""A provider's answer: the token and its SASL extensions."""
 
 
 def no_brokers_error(client: Client, timeout: float) -> KafkaError:
@@ -79,3 +89,79 @@ def tls_context(options: Mapping[str, Any]) -> ssl.SSLContext | None:
             f"ssl_cafile, ssl_certfile, ssl_keyfile or ssl_password: {exc}"
         ) from exc
     return context
+
+
+async def fetch_token(provider: Any) -> Token:
+    """Ask a token provider for a token, on asyncio or trio: ``await provider.token()``
+    (aiokafka's :class:`~kafkastate.abc.AbstractTokenProvider`), or a plain ``token()``
+    (kafka-python's) run in a worker thread so the event loop does not block; then
+    ``extensions()`` if it has one. What to do with the answer is the core's decision.
+
+    Raises:
+        Exception: whatever the provider raised.
+    """
+    method = provider.token
+    if inspect.iscoroutinefunction(method):
+        value = await method()
+    else:
+        value = await anyio.to_thread.run_sync(method, abandon_on_cancel=True)
+        if inspect.isawaitable(value):
+            value = await value
+    return value, await _extensions(provider)
+
+
+async def _extensions(provider: Any) -> Mapping[str, str] | None:
+    method = getattr(provider, "extensions", None)
+    if method is None:
+        return None
+    value = method()
+    if inspect.isawaitable(value):
+        value = await value
+    return value or None
+
+
+def fetch_token_blocking(provider: Any) -> Token:
+    """Ask a token provider for a token from blocking code: ``provider.token()``
+    (kafka-python's ``sasl_oauth_token_provider``); a coroutine (aiokafka's async
+    provider, :class:`~kafkastate.oauth.OIDCTokenProvider`) runs on an event loop of its
+    own.
+
+    Raises:
+        Exception: whatever the provider raised.
+    """
+
+    value = provider.token()
+    if inspect.isawaitable(value):
+        value = _run(value)
+    method = getattr(provider, "extensions", None)
+    extensions = None if method is None else method()
+    if inspect.isawaitable(extensions):
+        extensions = _run(extensions)
+    return value, extensions or None
+
+
+def _run(awaitable: Any) -> Any:
+    """Run ``awaitable`` to completion on a private event loop (a thread of its own when
+    this thread already runs one)."""
+
+    async def wrapper() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wrapper())
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(wrapper())
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="kafkastate token provider")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

@@ -659,6 +659,7 @@ async def running_admin(options: Mapping[str, Any]) -> AsyncIterator[Admin]:
         machine,
         on_event=admin._handle_event,
         ssl_context=tls_context(options),
+        token_provider=options["sasl_oauth_token_provider"],
         connect_timeout=config.client.socket_connection_setup_timeout,
     )
     async with driver:

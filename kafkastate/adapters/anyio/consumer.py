@@ -706,6 +706,7 @@ async def running_consumer(
         machine,
         on_event=consumer._handle_event,
         ssl_context=tls_context(options),
+        token_provider=options["sasl_oauth_token_provider"],
         connect_timeout=machine.config.client.socket_connection_setup_timeout,
         # The machine's commands and reads step for themselves, and get_timer() names
         # everything time brings on (the auto-commit too): a full timer pass (which looks

@@ -68,7 +68,7 @@ from kafkastate.core.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from kafkastate.core.client import CloseRequested, ConnectRequested
+from kafkastate.core.client import CloseRequested, ConnectRequested, TokenRequested
 from kafkastate.core.config import admin_config, resolve
 from kafkastate.errors import ElectionNotNeededError, KafkaConnectionError
 from kafkastate.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
@@ -100,6 +100,7 @@ class KafkaAdminClient:
             self._machine,
             ssl_context=tls_context(options),
             connect_timeout=config.client.socket_connection_setup_timeout,
+            token_provider=options["sasl_oauth_token_provider"],
         )
         self._done: dict[OpId, AdminOperationCompleted] = {}
         self._closed = False
@@ -107,7 +108,10 @@ class KafkaAdminClient:
         try:
             client = self._machine.client
             client.request_metadata_update()
-            self._pump(lambda: bool(client.cluster.brokers), time.monotonic() + wait)
+            self._pump(
+                lambda: bool(client.cluster.brokers) or client.authentication_refused is not None,
+                time.monotonic() + wait,
+            )
             if not client.cluster.brokers:
                 raise no_brokers_error(client, wait)
         except BaseException:
@@ -147,6 +151,8 @@ class KafkaAdminClient:
                     self._loop.open(node, host, port)
                 case CloseRequested(node_id=node):
                     self._loop.forget(node)
+                case TokenRequested():
+                    self._loop.fetch_token()
                 case AdminOperationCompleted(op_id=op):
                     self._done[op] = event
 

@@ -63,6 +63,7 @@ from kafkastate.core.client import (
     RequestCompleted,
     RequestFailed,
     RequestId,
+    TokenRequested,
 )
 from kafkastate.core.metadata import STALE_METADATA_ERRORS, NodeId
 from kafkastate.core.protocol.requests import build
@@ -142,7 +143,9 @@ class AdminOperationCompleted:
     """Key -> value, or the key's KafkaError; in the order the command named them."""
 
 
-AdminEvent = ConnectRequested | CloseRequested | MetadataUpdated | AdminOperationCompleted
+AdminEvent = (
+    ConnectRequested | CloseRequested | TokenRequested | MetadataUpdated | AdminOperationCompleted
+)
 
 
 @attrs.define(slots=True)
@@ -851,7 +854,7 @@ class AdminMachine(ClientDriven):
     def _drain_client(self, now: float) -> None:
         while (event := self._client.next_event()) is not None:
             match event:
-                case ConnectRequested() | CloseRequested():
+                case ConnectRequested() | CloseRequested() | TokenRequested():
                     self._events.append(event)
                 case MetadataUpdated():
                     self._events.append(event)  # what an adapter waiting for the cluster needs

@@ -51,6 +51,7 @@ from kafkastate.core.client import (
     RequestCompleted,
     RequestFailed,
     RequestId,
+    TokenRequested,
 )
 from kafkastate.core.consumer.fetch import decode, membership, reset
 from kafkastate.core.consumer.fetch.decode import _Completed
@@ -656,7 +657,7 @@ class FetcherMachine(ClientDriven):
                 case MetadataUpdated():
                     self._events.append(event)
                     self._metadata_arrived()
-                case ConnectRequested() | CloseRequested():
+                case ConnectRequested() | CloseRequested() | TokenRequested():
                     self._events.append(event)
                 case RequestCompleted(request_id=rid, node_id=node, response=response):
                     self._on_response(rid, node, response, now)
