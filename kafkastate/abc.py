@@ -4,11 +4,14 @@
 ``from aiokafka.abc import ConsumerRebalanceListener`` (kafka-python's class of the same
 name is :class:`kafkastate.sync.ConsumerRebalanceListener`, the same class). kafka-python
 3.0's ``kafka.consumer.subscription_state`` listeners live here too
-(:class:`AsyncConsumerRebalanceListener`).
+(:class:`AsyncConsumerRebalanceListener`). aiokafka's OAUTHBEARER token provider interface
+is :class:`AbstractTokenProvider` (kafka-python's, with a plain ``token()``, is accepted by
+duck typing).
 """
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 from kafkastate.core.consumer.assignors import (
@@ -20,6 +23,7 @@ from kafkastate.core.consumer.assignors import (
 from kafkastate.structs import TopicPartition
 
 __all__ = [
+    "AbstractTokenProvider",
     "Assignment",
     "Assignor",
     "AsyncConsumerRebalanceListener",
@@ -108,3 +112,34 @@ class AsyncConsumerRebalanceListener:
             lost: the partitions.
         """
         await self.on_partitions_revoked(lost)
+
+
+class AbstractTokenProvider(abc.ABC):
+    """Where OAUTHBEARER tokens come from (aiokafka's ``aiokafka.abc.AbstractTokenProvider``).
+
+    Give an instance as ``sasl_oauth_token_provider`` with ``sasl_mechanism="OAUTHBEARER"``.
+    The client asks for a token at every authentication and every re-authentication
+    (KIP-368), so a provider that caches must hand out a token that is still valid for a
+    while -- :class:`kafkastate.oauth.OIDCTokenProvider` refreshes before expiry.
+    The asyncio, trio and anyio clients await :meth:`token`; a blocking client
+    (``kafkastate.sync``) runs it on an event loop of its own. kafka-python's providers,
+    whose ``token()`` is a plain method, work with every client too (the async clients call
+    it in a worker thread).
+    """
+
+    def __init__(self, **config: Any) -> None:
+        del config  # aiokafka's signature
+
+    @abc.abstractmethod
+    async def token(self) -> str:
+        """The bearer token (a compact-serialized JWT, usually).
+
+        Raises:
+            Exception: the token cannot be had; the connection fails with it (a
+                KafkaError as is, anything else inside an AuthenticationFailedError).
+        """
+
+    def extensions(self) -> dict[str, str]:
+        """SASL extensions (KIP-342) sent with the token, e.g. ``{"logicalCluster": ...}``;
+        none by default."""
+        return {}

@@ -7,7 +7,7 @@ its tuples, hash, unpack, and cost a tuple to make; aiokafka's attribute names a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 __all__ = [
     "BrokerMetadata",
@@ -115,16 +115,33 @@ class PartitionMetadata(NamedTuple):
     """The partition's error (an error class or code), or None."""
 
 
-class OffsetAndTimestamp(NamedTuple):
-    """The answer of ``offsets_for_times`` for one partition: kafka-python 3.0's three
-    fields (aiokafka's has the first two; unpack by name or by ``[:2]``)."""
-
+class _OffsetAndTimestamp(NamedTuple):
     offset: int
     """The first offset whose timestamp is at or after the one asked for."""
     timestamp: int
     """That record's timestamp in ms."""
+
+
+class OffsetAndTimestamp(_OffsetAndTimestamp):
+    """The answer of ``offsets_for_times`` for one partition: aiokafka's (and kafka-python
+    2.x's) two fields, so ``offset, timestamp = answer`` works as there; the leader epoch
+    kafka-python 3.0 adds as a third field is the attribute :attr:`leader_epoch` (and the
+    optional third constructor argument), outside the tuple."""
+
     leader_epoch: int | None = None
-    """Its leader epoch, when the broker says."""
+    """Its leader epoch, when the broker says (None otherwise)."""
+
+    def __new__(cls, offset: int, timestamp: int, leader_epoch: int | None = None) -> Self:
+        self = super().__new__(cls, offset, timestamp)
+        if leader_epoch is not None:
+            self.leader_epoch = leader_epoch
+        return self
+
+    def __repr__(self) -> str:
+        return (
+            f"OffsetAndTimestamp(offset={self.offset!r}, timestamp={self.timestamp!r}, "
+            f"leader_epoch={self.leader_epoch!r})"
+        )
 
 
 class ConsumerRecord(NamedTuple):

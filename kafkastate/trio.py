@@ -23,12 +23,23 @@ from kafkastate.adapters.anyio.admin import Admin, open_admin
 from kafkastate.adapters.anyio.consumer import Consumer, open_consumer
 from kafkastate.adapters.anyio.producer import Delivery, Producer, RecordMetadata, open_producer
 from kafkastate.core.admin import (
+    AbortTransactionSpec,
     AlterConfigOp,
+    ClientQuotaAlteration,
+    ClientQuotaFilterComponent,
     ConfigResource,
     ConfigResourceType,
+    ElectionType,
+    FeatureUpdate,
+    FeatureUpdateType,
+    MemberToRemove,
     NewPartitions,
     NewTopic,
     OffsetSpec,
+    QuotaMatchType,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 
 __all__ = [
@@ -47,4 +58,15 @@ __all__ = [
     "open_admin",
     "open_consumer",
     "open_producer",
+    "AbortTransactionSpec",
+    "ClientQuotaAlteration",
+    "ClientQuotaFilterComponent",
+    "ElectionType",
+    "FeatureUpdate",
+    "FeatureUpdateType",
+    "MemberToRemove",
+    "QuotaMatchType",
+    "ScramMechanism",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
 ]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pathlib
+import re
 from types import ModuleType
 
 import pytest
@@ -154,3 +155,18 @@ def test_the_migration_page_names_every_public_name() -> None:
         if f"`{name}`" not in page and f".{name}`" not in page
     ]
     assert missing == []
+
+
+@pytest.mark.parametrize("cls_name", ["KafkaProducer", "KafkaConsumer"])
+def test_the_migration_page_names_every_option_and_method(cls_name: str) -> None:
+    """Each of kafka-python 3.0's options (``DEFAULT_CONFIG``) and public methods of the
+    producer and consumer is on the page: what it does in kafkastate, or why not."""
+    page = (pathlib.Path(__file__).parents[1] / "docs/migrating-from-kafka-python.md").read_text()
+    prose = re.sub(r"```.*?```", "", page, flags=re.DOTALL)  # the examples do not count
+    named: set[str] = set()
+    for span in re.findall(r"`([^`]+)`", prose):  # (a span may wrap a line)
+        named.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", span))
+    cls = getattr(kafka, cls_name)
+    methods = [n for n, v in vars(cls).items() if not n.startswith("_") and callable(v)]
+    missing = [n for n in [*cls.DEFAULT_CONFIG, *methods] if n not in named]
+    assert missing == [], f"docs/migrating-from-kafka-python.md does not mention {missing}"

@@ -10,11 +10,16 @@ from typing import Any, NamedTuple
 from kafkastate.core.admin import (
     ClusterDescription,
     ConfigResourceType,
+    FeatureMetadata,
+    FeatureUpdate,
+    FeatureUpdateType,
     GroupDescription,
     ListedOffset,
     MemberDescription,
+    PartitionReassignment,
     RecordsToDelete,
     TopicDescription,
+    TopicPartitionsPage,
 )
 from kafkastate.errors import KafkaError
 from kafkastate.structs import OffsetAndTimestamp, TopicPartition
@@ -26,10 +31,18 @@ __all__ = [
     "cluster_dict",
     "code_of",
     "config_dicts",
+    "feature_updates",
+    "features_dict",
+    "messages",
+    "page_dict",
+    "partitions_of",
+    "reassignment_dicts",
+    "scram_dicts",
     "group_information",
     "group_tuples",
     "offsets_and_timestamps",
     "one_group",
+    "only",
     "raise_first",
     "seconds",
     "topic_dicts",
@@ -74,6 +87,18 @@ def raise_first(results: Mapping[Any, Any]) -> None:
     for value in results.values():
         if isinstance(value, KafkaError):
             raise value
+
+
+def only(results: Mapping[Any, Any]) -> Any:
+    """The value of a one-resource operation (a describe of the whole cluster...).
+
+    Raises:
+        KafkaError: that resource's error.
+    """
+    (value,) = results.values()
+    if isinstance(value, BaseException):
+        raise value
+    return value
 
 
 def one_group(results: Mapping[Any, Any]) -> dict[Any, Any]:
@@ -214,3 +239,91 @@ def config_dicts(results: Mapping[Any, Any]) -> dict[str, dict[str, Any]]:
             for key, c in configs.items()
         }
     return out
+
+
+def scram_dicts(results: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """kafka-python's ``describe_user_scram_credentials`` shape: user -> ``{"error": None
+    or its message, "credential_infos": [{"mechanism", "iterations"}]}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for user, infos in results.items():
+        failed = isinstance(infos, KafkaError)
+        out[user] = {
+            "error": str(infos) if failed else None,
+            "credential_infos": []
+            if failed
+            else [{"mechanism": c.mechanism, "iterations": c.iterations} for c in infos],
+        }
+    return out
+
+
+def messages(results: Mapping[Any, Any]) -> dict[Any, str | None]:
+    """Each resource's error message, None where it succeeded (kafka-python's shape of
+    ``alter_user_scram_credentials``)."""
+    return {k: str(v) if isinstance(v, KafkaError) else None for k, v in results.items()}
+
+
+def reassignment_dicts(
+    ongoing: Mapping[TopicPartition, PartitionReassignment],
+) -> dict[TopicPartition, dict[str, list[int]]]:
+    """kafka-python's ``list_partition_reassignments`` shape."""
+    return {
+        tp: {
+            "replicas": list(r.replicas),
+            "adding_replicas": list(r.adding_replicas),
+            "removing_replicas": list(r.removing_replicas),
+        }
+        for tp, r in ongoing.items()
+    }
+
+
+def partitions_of(topic_partitions: Any) -> list[TopicPartition] | None:
+    """kafka-python's partition arguments (``{topic: [partition ids]}``, TopicPartitions,
+    or None) as TopicPartitions."""
+    if topic_partitions is None:
+        return None
+    if isinstance(topic_partitions, Mapping):
+        return [TopicPartition(t, int(p)) for t, ps in topic_partitions.items() for p in ps]
+    return [TopicPartition(*tp) for tp in topic_partitions]
+
+
+def features_dict(features: FeatureMetadata) -> dict[str, Any]:
+    """kafka-python's ``describe_features`` shape."""
+    return {
+        "supported_features": dict(features.supported_features),
+        "finalized_features": dict(features.finalized_features),
+        "finalized_features_epoch": features.finalized_features_epoch,
+    }
+
+
+def feature_updates(updates: Mapping[str, Any]) -> dict[str, FeatureUpdate]:
+    """kafka-python's ``update_features`` argument (feature -> level, or ``(upgrade type,
+    level)``; the type as a FeatureUpdateType, its name or code) as FeatureUpdates."""
+    out: dict[str, FeatureUpdate] = {}
+    for name, update in updates.items():
+        if isinstance(update, FeatureUpdate):
+            out[name] = update
+        elif isinstance(update, tuple):
+            kind, level = update
+            if isinstance(kind, str):
+                kind = FeatureUpdateType[kind.upper()]
+            out[name] = FeatureUpdate(int(level), kind)
+        else:
+            out[name] = FeatureUpdate(int(update))
+    return out
+
+
+def page_dict(page: TopicPartitionsPage) -> dict[str, Any]:
+    """kafka-python's ``describe_topic_partitions`` shape (one page)."""
+    topics = topic_dicts(page.topics, names="kafka-python")
+    for t in topics:
+        t["topic_authorized_operations"] = _NO_OPERATIONS
+    cursor = page.next_cursor
+    return {
+        "topics": topics,
+        "next_cursor": None
+        if cursor is None
+        else {"topic_name": cursor.topic, "partition_index": cursor.partition},
+    }
+
+
+_NO_OPERATIONS = -(2**31)  # "not asked for" in the protocol

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import ssl
+import threading
 from collections.abc import Mapping
 from typing import Any, Final
+
+import anyio.to_thread
 
 from kafkastate.core.client import Client
 from kafkastate.core.config import SECRET_OPTIONS, TLS_FILE_OPTIONS, wants_tls
@@ -23,20 +28,22 @@ log = logging.getLogger("kafkastate.tls")
 
 __all__ = [
     "check_ms",
+    "fetch_token",
+    "fetch_token_blocking",
     "no_brokers_error",
     "tls_context",
     "tls_failure",
     "tls_hangup",
 ]
 
+Token = tuple[str, Mapping[str, str] | None]
+"""A provider's answer: the token and its SASL extensions."""
+
 
 def no_brokers_error(client: Client, timeout: float) -> KafkaError:
     """The error for "no bootstrap server answered within ``timeout`` seconds": the
     authentication failure itself if that is why (it is not worth waiting again), else
     NoBrokersAvailable naming the servers and the last connection error."""
-    refused = client.bootstrap_refused
-    if refused is not None:
-        return refused
     last = client.last_connection_error or client.metadata.last_error
     if isinstance(last, AuthenticationFailedError):
         return last
@@ -181,3 +188,79 @@ def tls_failure(error: BaseException, host: str, port: int, *, handshake: bool) 
     refused.__cause__ = cause
     log.debug("%s", refused)
     return refused
+
+
+async def fetch_token(provider: Any) -> Token:
+    """Ask a token provider for a token, on asyncio or trio: ``await provider.token()``
+    (aiokafka's :class:`~kafkastate.abc.AbstractTokenProvider`), or a plain ``token()``
+    (kafka-python's) run in a worker thread so the event loop does not block; then
+    ``extensions()`` if it has one. What to do with the answer is the core's decision.
+
+    Raises:
+        Exception: whatever the provider raised.
+    """
+    method = provider.token
+    if inspect.iscoroutinefunction(method):
+        value = await method()
+    else:
+        value = await anyio.to_thread.run_sync(method, abandon_on_cancel=True)
+        if inspect.isawaitable(value):
+            value = await value
+    return value, await _extensions(provider)
+
+
+async def _extensions(provider: Any) -> Mapping[str, str] | None:
+    method = getattr(provider, "extensions", None)
+    if method is None:
+        return None
+    value = method()
+    if inspect.isawaitable(value):
+        value = await value
+    return value or None
+
+
+def fetch_token_blocking(provider: Any) -> Token:
+    """Ask a token provider for a token from blocking code: ``provider.token()``
+    (kafka-python's ``sasl_oauth_token_provider``); a coroutine (aiokafka's async
+    provider, :class:`~kafkastate.oauth.OIDCTokenProvider`) runs on an event loop of its
+    own.
+
+    Raises:
+        Exception: whatever the provider raised.
+    """
+
+    value = provider.token()
+    if inspect.isawaitable(value):
+        value = _run(value)
+    method = getattr(provider, "extensions", None)
+    extensions = None if method is None else method()
+    if inspect.isawaitable(extensions):
+        extensions = _run(extensions)
+    return value, extensions or None
+
+
+def _run(awaitable: Any) -> Any:
+    """Run ``awaitable`` to completion on a private event loop (a thread of its own when
+    this thread already runs one)."""
+
+    async def wrapper() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wrapper())
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(wrapper())
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="kafkastate token provider")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

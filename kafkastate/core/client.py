@@ -27,8 +27,8 @@ Reconnects use exponential backoff from ``reconnect_backoff`` to ``reconnect_bac
 with +-20 % jitter drawn from the seeded ``rng`` (Java's ``ClusterConnectionStates``). An
 AuthenticationFailedError fails the node's queued requests at once: retrying cannot fix it.
 TLS refusals are AuthenticationFailedErrors too (the adapter types them: an untrusted or
-mismatched certificate, a TLS/plaintext mismatch), and once every bootstrap server refused,
-:attr:`Client.bootstrap_refused` tells a waiting constructor to give up at once. A broker
+mismatched certificate, a TLS/plaintext mismatch), so :attr:`Client.authentication_refused`
+tells a waiting constructor to give up at once for them too. A broker
 that completed a handshake before and now hangs up during one is retried (it is restarting,
 not a plaintext listener).
 Connections idle for ``connections_max_idle`` are closed.
@@ -39,6 +39,12 @@ does not get a single response before its connection dies is dropped (the broker
 been rolled to another version), and so is one whose node moved to another address.
 
 Metadata is refreshed whenever :class:`Metadata` says it is due, on any node.
+
+Tokens. A connection authenticating with OAUTHBEARER from a token provider asks for a token
+(:class:`~kafkastate.core.connection.TokenRequested`); the Client asks the adapter once
+(:class:`TokenRequested`) however many connections wait, and hands the answer
+(:meth:`Client.token_received` / :meth:`Client.token_failed`) to every one still waiting. A
+request unanswered for ``request_timeout`` may be asked again.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ import contextlib
 import enum
 import random
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, NewType
 
 import attrs
@@ -84,6 +90,7 @@ __all__ = [
     "RequestFailed",
     "RequestFactory",
     "RequestId",
+    "TokenRequested",
     "parse_bootstrap_servers",
 ]
 
@@ -283,6 +290,14 @@ class NodeDisconnected:
     """Why; None for an idle close or :meth:`Client.close`."""
 
 
+@attrs.frozen(kw_only=True)
+class TokenRequested:
+    """An OAUTHBEARER (re-)authentication needs a token: the adapter calls the user's token
+    provider (``await provider.token()`` on asyncio/trio/anyio, ``provider.token()`` on a
+    blocking client) and answers :meth:`Client.token_received` or
+    :meth:`Client.token_failed`."""
+
+
 ClientEvent = (
     ConnectRequested
     | CloseRequested
@@ -290,6 +305,7 @@ ClientEvent = (
     | RequestFailed
     | MetadataUpdated
     | NodeDisconnected
+    | TokenRequested
 )
 
 
@@ -324,8 +340,6 @@ class _Node:
     """A connection built on :attr:`versions` got an answer (the table is still right)."""
     handshaken: bool = False
     """A connection to this node became ready once (TLS and SASL agreed then)."""
-    refused: AuthenticationFailedError | None = None
-    """The node's last connection ended in a refusal no retry fixes (None once one works)."""
 
 
 class Client:
@@ -354,6 +368,9 @@ class Client:
         self._next_request_id = 0
         self._closed = False
         self._last_connection_error: KafkaError | None = None
+        self._token_asked_at: float | None = None
+        self._connections_created = 0
+        self._reauthentications = 0
 
     # ---------------------------------------------------------------- queries
 
@@ -374,19 +391,29 @@ class Client:
         return self._last_connection_error
 
     @property
-    def bootstrap_refused(self) -> AuthenticationFailedError | None:
-        """Why waiting for the cluster is pointless, or None: no broker is known yet and
-        every bootstrap server refused the last connection in a way no retry fixes (SASL
-        credentials, an untrusted or mismatched TLS certificate, TLS against plaintext)."""
-        if self.cluster.brokers:
-            return None
-        bootstrap = [n for n in self._sorted_nodes() if n.node_id < 0]
-        if not bootstrap or any(n.refused is None for n in bootstrap):
-            return None
+    def authentication_refused(self) -> AuthenticationFailedError | None:
+        """The error of the last connection attempt when it was refused authentication
+        (wrong credentials, an expired or badly-signed token, a token provider that
+        refused) and no connection is ready: waiting for the cluster cannot help, so a
+        client waiting for it raises this at once (as the Java client does) instead of at
+        its timeout. None otherwise (also once a connection succeeds)."""
         error = self._last_connection_error
-        if isinstance(error, AuthenticationFailedError):
-            return error
-        return bootstrap[-1].refused
+        if not isinstance(error, AuthenticationFailedError):
+            return None
+        if any(node.state is NodeState.READY for node in self._nodes.values()):
+            return None
+        return error
+
+    @property
+    def connections_created(self) -> int:
+        """Connections opened so far (Java's ``connection-creation-total``)."""
+        return self._connections_created
+
+    @property
+    def reauthentications(self) -> int:
+        """KIP-368 re-authentications that succeeded on live connections (Java's
+        ``successful-reauthentication-total``)."""
+        return self._reauthentications
 
     def node_state(self, node_id: NodeId) -> NodeState | None:
         """The state of a node's connection, or None for an unknown node."""
@@ -475,6 +502,44 @@ class Client:
             node.conn = None
         self._fail_queue(self._any, error, None)
 
+    def token_received(
+        self, token: str, *, now: float, extensions: Mapping[str, str] | None = None
+    ) -> None:
+        """The answer to :class:`TokenRequested`, for every connection waiting for a token.
+
+        Args:
+            token: the bearer token the provider returned.
+            now: the driver's clock.
+            extensions: the provider's SASL extensions (KIP-342), if any.
+        """
+        self._token_answered(
+            now, lambda conn: conn.token_received(token, now=now, extensions=extensions)
+        )
+
+    def token_failed(self, error: BaseException, *, now: float) -> None:
+        """The token provider raised: every connection waiting for a token closes with
+        ``error`` (see :meth:`BrokerConnection.token_failed`).
+
+        Args:
+            error: what the provider raised.
+            now: the driver's clock.
+        """
+        self._token_answered(now, lambda conn: conn.token_failed(error, now=now))
+
+    def _token_answered(self, now: float, answer: Callable[[BrokerConnection], None]) -> None:
+        self._token_asked_at = None
+        for node in self._sorted_nodes():
+            if node.conn is not None and node.conn.awaiting_token:
+                answer(node.conn)
+                self._drain_connection(node, now)
+        self._progress(now)
+
+    def _ask_token(self, now: float) -> None:
+        asked = self._token_asked_at
+        if asked is None or asked + self.config.connection.request_timeout <= now:
+            self._token_asked_at = now
+            self._events.append(TokenRequested())
+
     # ------------------------------------------------------------ IO inputs
 
     def connection_made(self, node_id: NodeId, *, now: float) -> None:
@@ -495,6 +560,7 @@ class Client:
             self.config.connection, rng=self._rng, known_versions=node.versions
         )
         node.versions_proven = False
+        self._connections_created += 1
         node.conn.connection_made(now=now)
         self._after_io(node, now)
 
@@ -800,7 +866,6 @@ class Client:
                     node.state = transition(NODE_STATES, node.state, _N.READY, what="ready")
                     node.failures = 0
                     node.handshaken = True
-                    node.refused = None
                     self._last_connection_error = None
                 case conn_events.ResponseReceived(correlation_id=cid, response=response):
                     node.versions_proven = True
@@ -811,6 +876,10 @@ class Client:
                     req = node.sent.pop(cid, None)
                     if req is not None:
                         self._request_failed(req, error, node.node_id)
+                case conn_events.TokenRequested():
+                    self._ask_token(now)
+                case conn_events.ConnectionReauthenticated():
+                    self._reauthentications += 1
                 case conn_events.ConnectionClosed(error=error):
                     if closing:
                         continue
@@ -851,7 +920,6 @@ class Client:
         if error is not None:
             self._last_connection_error = error
         if isinstance(error, AuthenticationFailedError):
-            node.refused = error
             self._fail_queue(node.queue, error, node.node_id)
         elif node.node_id >= 0 and error is not None:
             # Java NetworkClient: a broker that went away may no longer lead what we
@@ -958,4 +1026,16 @@ class ClientDriven:
     ) -> None:
         """The adapter's socket to ``node_id`` closed or failed."""
         self._client.connection_lost(node_id, now=now, error=error)
+        self._step(now)
+
+    def token_received(
+        self, token: str, *, now: float, extensions: Mapping[str, str] | None = None
+    ) -> None:
+        """The token provider's answer to :class:`TokenRequested`."""
+        self._client.token_received(token, now=now, extensions=extensions)
+        self._step(now)
+
+    def token_failed(self, error: BaseException, *, now: float) -> None:
+        """The token provider raised instead of answering :class:`TokenRequested`."""
+        self._client.token_failed(error, now=now)
         self._step(now)

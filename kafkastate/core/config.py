@@ -166,14 +166,6 @@ def _text(name: str, value: Any) -> str | None:
 
 
 @_kind("str")
-def _secret(name: str, value: Any) -> str | None:
-    # a password: the message names its type, never the value
-    if value is not None and not isinstance(value, str):
-        raise KafkaConfigurationError(f"{name} must be a str or None, got a {type(value).__name__}")
-    return value
-
-
-@_kind("str")
 def _key_password(name: str, value: Any) -> Any:
     # what ssl.SSLContext.load_cert_chain takes: str, bytes, or a callable returning one
     if value is None or isinstance(value, str | bytes) or callable(value):
@@ -205,6 +197,25 @@ def _one_of(*choices: Any) -> Check:
 def _callable(name: str, value: Any) -> Any:
     if value is not None and not callable(value):
         raise KafkaConfigurationError(f"{name} must be a callable or None, got {value!r}")
+    return value
+
+
+@_kind("str")
+def _credential(name: str, value: Any) -> Any:
+    if value is not None and not isinstance(value, str) and not callable(value):
+        # (never the value itself in the message: it may be a secret)
+        raise KafkaConfigurationError(
+            f"{name} must be a str, a callable returning one, or None, got a {type(value).__name__}"
+        )
+    return value
+
+
+def _token_provider(name: str, value: Any) -> Any:
+    if value is not None and not callable(getattr(value, "token", None)):
+        raise KafkaConfigurationError(
+            f"{name} must have a token() method (kafkastate.abc.AbstractTokenProvider, "
+            f"or kafka-python's provider with a plain token()), got a {type(value).__name__}"
+        )
     return value
 
 
@@ -361,9 +372,16 @@ _TABLE: Final = (
            "OpenSSL cipher list for TLS 1.2 and below (default: Python's)."),
     Option("sasl_mechanism", "sasl.mechanism", _CPA, _optional(_one_of(*SASL_MECHANISMS)), None,
            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (default PLAIN with SASL_*)."),
-    Option("sasl_plain_username", "sasl.username", _CPA, _text, None, "SASL user."),
-    Option("sasl_plain_password", "sasl.password", _CPA, _secret, None,
-           "SASL password; never shown in messages or logs."),
+    Option("sasl_plain_username", "sasl.username", _CPA, _credential, None,
+           "SASL user, or a callable returning it (called at every authentication)."),
+    Option("sasl_plain_password", "sasl.password", _CPA, _credential, None,
+           "SASL password, or a callable returning the current one (rotated without a "
+           "restart: called at every authentication and re-authentication)."),
+    Option("sasl_oauth_token_provider", "", _CPA, _token_provider, None,
+           "OAUTHBEARER tokens: an object with token() (async, as aiokafka's "
+           "AbstractTokenProvider, or plain, as kafka-python's) and optionally extensions();"
+           " asked at every authentication and re-authentication. See "
+           "kafkastate.oauth.OIDCTokenProvider."),
     Option("api_version", "", _CPA, _anything, None,
            "Versions are always negotiated; kafka-python's hint (a tuple or '0.11.0') "
            "refuses features the version lacks and skips the constructor's wait."),
@@ -551,7 +569,6 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
             "sasl_kerberos_name",
             "sasl_kerberos_service_name",
             "sasl_kerberos_domain_name",
-            "sasl_oauth_token_provider",
             "proxy_url",
             "socks5_proxy",
             "kafka_client",
@@ -561,7 +578,6 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
         {
             "sasl_kerberos_service_name",
             "sasl_kerberos_domain_name",
-            "sasl_oauth_token_provider",
         }
     ),
     "kafkastate": frozenset(),
@@ -865,6 +881,12 @@ def _settle_client(out: dict[str, Any], flavour: str) -> None:
                     f"security_protocol={protocol}"
                 )
             out["sasl_mechanism"] = "PLAIN"
+        if out["sasl_mechanism"] == "OAUTHBEARER" and out["sasl_oauth_token_provider"] is None:
+            raise KafkaConfigurationError(
+                "sasl_mechanism='OAUTHBEARER' needs sasl_oauth_token_provider: an object with "
+                "token() (kafkastate.abc.AbstractTokenProvider, or "
+                "kafkastate.oauth.OIDCTokenProvider)"
+            )
         # (the connection's config checks the credentials the mechanism needs)
     elif mechanism is not None:
         if flavour != "aiokafka":  # aiokafka's default PLAIN means nothing without SASL
@@ -1090,6 +1112,7 @@ def client_config(options: Mapping[str, Any]) -> ClientConfig:
                 sasl_mechanism=options["sasl_mechanism"],
                 sasl_username=options["sasl_plain_username"],
                 sasl_password=options["sasl_plain_password"],
+                sasl_oauth_token_provider=options["sasl_oauth_token_provider"] is not None,
                 max_frame_size=DEFAULT_MAX_FRAME_SIZE if limit is None else limit,
             ),
             metadata=MetadataConfig(

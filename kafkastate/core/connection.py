@@ -17,6 +17,12 @@ Right after ``connection_made`` the machine runs the handshake on its own:
 2. With SASL configured: SaslHandshake v1 (mechanism) then SaslAuthenticate (KIP-152)
    rounds until the mechanism is complete. Any failure is an AuthenticationFailedError
    that closes the connection at once: no retry can fix wrong credentials.
+   Credentials are read at the start of every exchange (the first and each
+   re-authentication): a callable username/password is called then; an OAUTHBEARER token
+   from a provider is asked for with :class:`TokenRequested` (the adapter awaits the
+   user's provider and answers :meth:`~BrokerConnection.token_received` or
+   :meth:`~BrokerConnection.token_failed`) while the SaslHandshake is on the wire; the
+   first SaslAuthenticate goes once both the handshake answer and the token are in.
 3. READY: :class:`ConnectionReady` carries the negotiated :class:`ApiVersionTable`.
 
 Requests submitted before READY wait in a queue and go out when the handshake ends.
@@ -43,7 +49,7 @@ import enum
 import random
 import re
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, NewType
 
 import attrs
@@ -86,11 +92,13 @@ __all__ = [
     "ConnectionConfig",
     "ConnectionEvent",
     "ConnectionReady",
+    "ConnectionReauthenticated",
     "CONNECTION_STATES",
     "ConnectionState",
     "CorrelationId",
     "RequestFailed",
     "ResponseReceived",
+    "TokenRequested",
 ]
 
 CorrelationId = NewType("CorrelationId", int)
@@ -196,12 +204,19 @@ class ConnectionConfig:
     """KIP-511 ``client.software.version``."""
     sasl_mechanism: str | None = attrs.field(default=None, validator=_sasl_mechanism)
     """``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``, ``OAUTHBEARER`` or None (no SASL)."""
-    sasl_username: str | None = None
-    """Username for PLAIN and SCRAM (aiokafka: ``sasl_plain_username``)."""
-    sasl_password: str | None = attrs.field(default=None, repr=False)
-    """Password for PLAIN and SCRAM (aiokafka: ``sasl_plain_password``)."""
+    sasl_username: str | Callable[[], str] | None = None
+    """Username for PLAIN and SCRAM (aiokafka: ``sasl_plain_username``), or a callable
+    returning the current one, called at every (re-)authentication."""
+    sasl_password: str | Callable[[], str] | None = attrs.field(default=None, repr=False)
+    """Password for PLAIN and SCRAM (aiokafka: ``sasl_plain_password``), or a callable
+    returning the current one (rotated without a restart), called at every
+    (re-)authentication."""
     sasl_oauth_token: str | None = attrs.field(default=None, repr=False)
-    """Bearer token for OAUTHBEARER, obtained by the caller."""
+    """A fixed bearer token for OAUTHBEARER, obtained by the caller."""
+    sasl_oauth_token_provider: bool = False
+    """OAUTHBEARER tokens come from the user's token provider (``sasl_oauth_token_provider``):
+    each (re-)authentication emits :class:`TokenRequested` and waits (up to
+    ``request_timeout``) for the adapter's :meth:`BrokerConnection.token_received`."""
     sasl_oauth_extensions: Mapping[str, str] | None = None
     """SASL extensions for OAUTHBEARER (KIP-342)."""
     max_frame_size: int = attrs.field(default=DEFAULT_MAX_FRAME_SIZE, validator=_positive)
@@ -216,10 +231,14 @@ class ConnectionConfig:
                 f"sasl_mechanism {mechanism} needs a username and a password "
                 "(sasl_plain_username / sasl_plain_password)"
             )
-        if mechanism == "OAUTHBEARER" and not self.sasl_oauth_token:
+        if (
+            mechanism == "OAUTHBEARER"
+            and not self.sasl_oauth_token
+            and not self.sasl_oauth_token_provider
+        ):
             raise KafkaConfigurationError(
-                "sasl_mechanism OAUTHBEARER needs a token (sasl_oauth_token); "
-                "kafkastate does not fetch tokens itself"
+                "sasl_mechanism OAUTHBEARER needs a token provider (sasl_oauth_token_provider)"
+                " or a fixed token (sasl_oauth_token)"
             )
 
 
@@ -267,7 +286,30 @@ class ConnectionClosed:
     (``AuthenticationFailedError`` means: do not reconnect with the same credentials)."""
 
 
-ConnectionEvent = ConnectionReady | ResponseReceived | RequestFailed | ConnectionClosed
+@attrs.frozen(kw_only=True)
+class ConnectionReauthenticated:
+    """A KIP-368 re-authentication succeeded on the live connection."""
+
+    sasl_session_lifetime: float | None
+    """Seconds until the next one is due, if the broker said."""
+
+
+@attrs.frozen(kw_only=True)
+class TokenRequested:
+    """An OAUTHBEARER (re-)authentication needs a token: the adapter calls the user's token
+    provider (``await provider.token()``, or ``provider.token()`` on a blocking client)
+    and answers with :meth:`BrokerConnection.token_received` or
+    :meth:`BrokerConnection.token_failed`."""
+
+
+ConnectionEvent = (
+    ConnectionReady
+    | ResponseReceived
+    | RequestFailed
+    | ConnectionClosed
+    | TokenRequested
+    | ConnectionReauthenticated
+)
 
 
 @attrs.define(slots=True)
@@ -321,6 +363,9 @@ class BrokerConnection:
         self._session_lifetime: float | None = None
         self._reauth_at: float | None = None
         self._reauth_started = False
+        self._token_deadline: float | None = None
+        """Set while a TokenRequested waits for its answer."""
+        self._handshake_answered = False
 
     # ----------------------------------------------------------------- properties
 
@@ -348,6 +393,11 @@ class BrokerConnection:
     def queued_count(self) -> int:
         """Requests accepted but not yet written (waiting for READY or a free slot)."""
         return len(self._pending)
+
+    @property
+    def awaiting_token(self) -> bool:
+        """Whether a :class:`TokenRequested` waits for :meth:`token_received`."""
+        return self._token_deadline is not None
 
     def can_send(self) -> bool:
         """Whether a request sent now would go on the wire at once."""
@@ -422,6 +472,51 @@ class BrokerConnection:
         self._pending.append(req)
         self._flush_pending(now)
         return req.correlation_id
+
+    def token_received(
+        self, token: str, *, now: float, extensions: Mapping[str, str] | None = None
+    ) -> None:
+        """The answer to :class:`TokenRequested`: the token (and KIP-342 extensions) to
+        authenticate with. Ignored when no token is awaited (a late answer).
+
+        Args:
+            token: the compact-serialized bearer token.
+            now: the driver's clock.
+            extensions: SASL extensions from the provider's ``extensions()``.
+        """
+        if self._token_deadline is None or self._state in _TERMINAL:
+            return
+        self._token_deadline = None
+        try:
+            self._mechanism = make_mechanism(
+                "OAUTHBEARER", oauth_token=token, oauth_extensions=extensions
+            )
+        except KafkaError as exc:
+            self._close(AuthenticationFailedError(f"unusable OAUTHBEARER token: {exc}"))
+            return
+        self._maybe_authenticate(now)
+
+    def token_failed(self, error: BaseException, *, now: float) -> None:
+        """The token provider raised instead of answering :class:`TokenRequested`: the
+        connection closes with its error (a KafkaError as is, anything else as the cause
+        of an AuthenticationFailedError). Ignored when no token is awaited.
+
+        Args:
+            error: what the provider raised.
+            now: the driver's clock.
+        """
+        del now
+        if self._token_deadline is None or self._state in _TERMINAL:
+            return
+        self._token_deadline = None
+        if isinstance(error, KafkaError):
+            self._close(error)
+            return
+        exc = AuthenticationFailedError(
+            f"the OAUTHBEARER token provider failed: {type(error).__name__}: {error}"
+        )
+        exc.__cause__ = error
+        self._close(exc)
 
     def receive_data(self, data: bytes | bytearray | memoryview, *, now: float) -> None:
         """Feed bytes read from the socket; ``b""`` means the peer closed it.
@@ -515,6 +610,15 @@ class BrokerConnection:
                     keep.append(req)
             self._pending = keep
         self._begin_reauth_if_due(now)
+        if self._token_deadline is not None and self._token_deadline <= now:
+            self._token_deadline = None
+            self._close(
+                KafkaTimeoutError(
+                    "the OAUTHBEARER token provider gave no token within "
+                    f"{self.config.request_timeout:g} s"
+                )
+            )
+            return
         for req in self._in_flight:
             if req.deadline <= now:
                 what = "handshake " if req.internal else ""
@@ -545,6 +649,8 @@ class BrokerConnection:
         deadlines.extend(r.deadline for r in self._pending)
         if self._reauth_at is not None and self._state is ConnectionState.READY:
             deadlines.append(self._reauth_at)
+        if self._token_deadline is not None:
+            deadlines.append(self._token_deadline)
         return min(deadlines) if deadlines else None
 
     # ---------------------------------------------------------------- internals
@@ -710,31 +816,40 @@ class BrokerConnection:
 
     def _start_sasl(self, now: float) -> None:
         assert self._versions is not None
-        mechanism = self.config.sasl_mechanism
+        config = self.config
+        mechanism = config.sasl_mechanism
         if mechanism is None:  # pragma: no cover - only called with SASL configured
             raise LocalProtocolError("SASL exchange without a configured mechanism")
+        self._mechanism = None
+        self._handshake_answered = False
         try:
-            self._mechanism = make_mechanism(
-                mechanism,
-                username=self.config.sasl_username,
-                password=self.config.sasl_password,
-                oauth_token=self.config.sasl_oauth_token,
-                oauth_extensions=self.config.sasl_oauth_extensions,
-                rng=self._rng,
-            )
             version = self._versions.version_for(ApiKey.SASL_HANDSHAKE)
             self._versions.version_for(ApiKey.SASL_AUTHENTICATE)
+            if version < 1:
+                # v0 sends raw SASL tokens outside Kafka framing; Kafka >= 1.0 supports v1.
+                raise AuthenticationFailedError("broker supports only SaslHandshake v0")
+            if mechanism == "OAUTHBEARER" and config.sasl_oauth_token_provider:
+                # A fresh token for every exchange; fetched while the handshake is on
+                # the wire (KIP-368: a re-authentication needs an unexpired token).
+                self._token_deadline = now + config.request_timeout
+                self._events.append(TokenRequested())
+            else:
+                self._mechanism = make_mechanism(
+                    mechanism,
+                    username=_current(config.sasl_username, "sasl_plain_username"),
+                    password=_current(config.sasl_password, "sasl_plain_password"),
+                    oauth_token=config.sasl_oauth_token,
+                    oauth_extensions=config.sasl_oauth_extensions,
+                    rng=self._rng,
+                )
         except KafkaError as exc:
+            self._token_deadline = None
             self._close(exc)
-            return
-        if version < 1:
-            # v0 sends raw SASL tokens outside Kafka framing; Kafka >= 1.0 supports v1.
-            self._close(AuthenticationFailedError("broker supports only SaslHandshake v0"))
             return
         if self._state is not ConnectionState.REAUTHENTICATING:
             self._transition(ConnectionState.SASL_HANDSHAKE, what="ApiVersions answered")
         handshake = request_type(ApiKey.SASL_HANDSHAKE, version)
-        self._send_internal(handshake(mechanism=self.config.sasl_mechanism), now)
+        self._send_internal(handshake(mechanism=mechanism), now)
 
     def _on_internal_response(self, req: _Request, response: Any, now: float) -> None:
         if req.api_key == ApiKey.SASL_HANDSHAKE:
@@ -759,7 +874,14 @@ class BrokerConnection:
             err = error_for_code(code)
             self._close(AuthenticationFailedError(f"SaslHandshake failed: {err.__name__}"))
             return
-        assert self._mechanism is not None
+        self._handshake_answered = True
+        self._maybe_authenticate(now)
+
+    def _maybe_authenticate(self, now: float) -> None:
+        # The first SaslAuthenticate needs both the handshake's answer and the credentials.
+        if not self._handshake_answered or self._mechanism is None:
+            return
+        self._handshake_answered = False
         if self._state is not ConnectionState.REAUTHENTICATING:
             self._transition(ConnectionState.SASL_AUTHENTICATE, what="SaslHandshake answered")
         self._send_sasl_authenticate(self._mechanism.first_message(), now)
@@ -794,6 +916,9 @@ class BrokerConnection:
         elif self._mechanism.complete:
             if self._state is ConnectionState.REAUTHENTICATING:
                 self._transition(ConnectionState.READY, what="re-authenticated")
+                self._events.append(
+                    ConnectionReauthenticated(sasl_session_lifetime=self._session_lifetime)
+                )
                 self._schedule_reauth(now)
                 self._flush_pending(now)
             else:
@@ -843,4 +968,21 @@ class BrokerConnection:
         self._in_flight.clear()
         self._pending.clear()
         self._out.clear()
+        self._token_deadline = None
         self._events.append(ConnectionClosed(error=error))
+
+
+def _current(value: str | Callable[[], str] | None, name: str) -> str | None:
+    """A credential's value now: a callable is called at each (re-)authentication, so a
+    rotated password is used without a restart. Its value never appears in an error."""
+    if not callable(value):
+        return value
+    try:
+        current = value()
+    except Exception as exc:
+        raise AuthenticationFailedError(f"the {name} callable raised {type(exc).__name__}") from exc
+    if not isinstance(current, str):
+        raise AuthenticationFailedError(
+            f"the {name} callable must return a str, got a {type(current).__name__}"
+        )
+    return current

@@ -29,14 +29,14 @@ from kafkastate.adapters.blocking.io import BlockingClient
 from kafkastate.core.client import ClientConfig
 from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.consumer.fetch.offsets import (
-    _find_coordinator_request,
-    _list_offsets_request,
-    _offset_commit_request,
-    _offset_fetch_request,
-    _topic_name,
+    find_coordinator_request,
+    list_offsets_request,
+    offset_commit_request,
+    offset_fetch_request,
+    response_topic_name,
 )
 from kafkastate.core.metadata import MetadataConfig, NodeId
-from kafkastate.core.protocol import requests
+from kafkastate.core.protocol import framing, requests
 from kafkastate.core.protocol.records import RecordBatchBuilder, iter_batches
 from kafkastate.errors import KafkaConnectionError
 from kafkastate.legacy.common import (
@@ -370,7 +370,7 @@ class KafkaClient:
                 batches[(*self._key(p.topic), p.partition)] = builder.build()
             response = self._request(
                 functools.partial(
-                    requests.produce_request,
+                    framing.produce_request,
                     batches=batches,
                     acks=acks or 1,
                     timeout=timeout / 1000,
@@ -379,7 +379,7 @@ class KafkaClient:
             )
             names = self._names_by_id()
             for t in response.responses:
-                name = _topic_name(t, names)
+                name = response_topic_name(t, names)
                 for part in t.partition_responses:
                     index = int(part.index)
                     results[name, index] = ProduceResponse(
@@ -458,7 +458,7 @@ class KafkaClient:
         for leader, group in self._by_leader(payloads).items():
             parts = {(topic_name(p.topic), p.partition): p.time for p in group}
             response = self._request(
-                functools.partial(_list_offsets_request, parts=parts, isolation=0), leader
+                functools.partial(list_offsets_request, parts=parts, isolation=0), leader
             )
             for t in response.topics:
                 for part in t.partitions:
@@ -485,7 +485,7 @@ class KafkaClient:
         out = []
         for group in groups:
             name = topic_name(group)
-            response = self._request(functools.partial(_find_coordinator_request, group=name))
+            response = self._request(functools.partial(find_coordinator_request, group=name))
             coordinators = getattr(response, "coordinators", None)
             found = coordinators[0] if coordinators else response
             r = ConsumerMetadataResponse(
@@ -554,12 +554,12 @@ class KafkaClient:
                 self.load_metadata_for_topics(p.topic)
         ids = dict(self._topic_ids)
         response = self._coordinator_request(
-            name, lambda v: _offset_commit_request(v, name, parts, ids)
+            name, lambda v: offset_commit_request(v, name, parts, ids)
         )
         names = self._names_by_id()
         results: dict[tuple[str, int], Any] = {}
         for t in response.topics:
-            tname = _topic_name(t, names)
+            tname = response_topic_name(t, names)
             for part in t.partitions:
                 index = int(part.partition_index)
                 results[tname, index] = OffsetCommitResponse(tname, index, int(part.error_code))
@@ -585,14 +585,14 @@ class KafkaClient:
         tps = [(topic_name(p.topic), p.partition) for p in payloads]
         ids = dict(self._topic_ids)
         response = self._coordinator_request(
-            name, lambda v: _offset_fetch_request(v, name, tps, ids)
+            name, lambda v: offset_fetch_request(v, name, tps, ids)
         )
         groups = getattr(response, "groups", None)
         topics = groups[0].topics if groups else response.topics
         names = self._names_by_id()
         results: dict[tuple[str, int], Any] = {}
         for t in topics:
-            tname = _topic_name(t, names)
+            tname = response_topic_name(t, names)
             for part in t.partitions:
                 index = int(part.partition_index)
                 results[tname, index] = OffsetFetchResponse(

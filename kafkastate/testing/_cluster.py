@@ -47,6 +47,7 @@ from ._config import (
     SCRAM_MECHANISMS,
     NodePorts,
     NodeSpec,
+    OAuthSpec,
     SaslCredentials,
     TlsFiles,
     free_ports,
@@ -202,6 +203,11 @@ class Broker(JvmProcess):
         return self._spec.ports.ssl
 
     @property
+    def oauth_port(self) -> int | None:
+        """The OIDC-validated OAUTHBEARER listener port, if enabled."""
+        return self._spec.ports.oauth
+
+    @property
     def node_dir(self) -> Path:
         """This node's directory: configs, ``data/``, ``logs/``."""
         return self._node_dir
@@ -320,7 +326,11 @@ class Broker(JvmProcess):
         missing = self._expected_peers() - set(info.brokers)
         if missing:
             return f"Metadata from node {self.node_id} does not list nodes {sorted(missing)} yet"
-        for name, port in (("SASL_PLAINTEXT", self.sasl_port), ("SSL", self.ssl_port)):
+        for name, port in (
+            ("SASL_PLAINTEXT", self.sasl_port),
+            ("SSL", self.ssl_port),
+            ("OIDC", self.oauth_port),
+        ):
             if port is None:
                 continue
             try:
@@ -419,6 +429,7 @@ class _Options:
     brokers: int
     sasl: bool
     ssl: bool
+    oauth: OAuthSpec | None
     heap_mb: int
     fast_start: bool
     overrides: dict[str, str]
@@ -438,6 +449,9 @@ class KafkaCluster:
         bootstrap: ``"127.0.0.1:PORT,..."`` of the PLAINTEXT listeners.
         sasl_bootstrap: the SASL_PLAINTEXT listeners, or ``None``.
         ssl_bootstrap: the SSL listeners, or ``None``.
+        oauth_bootstrap: the OIDC-validated OAUTHBEARER listeners (``start(oauth=...)``),
+            or ``None``.
+        oauth: that listener's :class:`OAuthSpec`, or ``None``.
         sasl: the SASL users, or ``None`` without a SASL listener.
         ca_file: the CA certificate (PEM) that signed the SSL listener's certificate, or ``None``.
         tls: the SSL listener's TLS files (``tls.ca_file`` is :attr:`ca_file`), or ``None``.
@@ -467,6 +481,8 @@ class KafkaCluster:
         self.bootstrap = bootstrap
         self.sasl_bootstrap = sasl_bootstrap
         self.ssl_bootstrap = ssl_bootstrap
+        self.oauth_bootstrap: str | None = None
+        self.oauth: OAuthSpec | None = None
         self.sasl = sasl
         self.ca_file = ca_file
         self.tls: TlsFiles | None = TlsFiles(ca_file=ca_file) if ca_file is not None else None
@@ -498,6 +514,7 @@ class KafkaCluster:
         ssl: bool = False,
         ssl_client_auth: str = "none",
         ssl_hostnames: Sequence[str] = DEFAULT_HOSTNAMES,
+        oauth: OAuthSpec | None = None,
         workdir: Path | str | None = None,
         timeout: float | None = None,
         heap_mb: int | None = None,
@@ -520,6 +537,10 @@ class KafkaCluster:
             ssl_hostnames: the names (DNS names, IP addresses) the broker certificate
                 carries; brokers are reached at ``127.0.0.1``, so leaving it out makes a
                 certificate that fails hostname verification.
+            oauth: add a listener (``oauth_bootstrap``) whose OAUTHBEARER tokens are
+                validated against a JWKS endpoint (Kafka's
+                ``OAuthBearerValidatorCallbackHandler``): signed JWTs from a real token
+                endpoint, e.g. :class:`kafkastate.testing.OIDCServer`.
             workdir: where configs, data and logs go (default: a new temporary directory,
                 removed by :meth:`stop`).
             timeout: readiness timeout in seconds (default ``$KAFKASTATE_START_TIMEOUT`` or 120).
@@ -551,10 +572,15 @@ class KafkaCluster:
             brokers=brokers,
             sasl=sasl,
             ssl=ssl,
+            oauth=oauth,
             heap_mb=heap_mb or (768 if brokers == 1 else 512),
             fast_start=fast_start,
             overrides=dict(config_overrides or {}),
-            jvm_options=[*shlex.split(os.environ.get("KAFKASTATE_JVM_OPTS", "")), *jvm_options],
+            jvm_options=[
+                *shlex.split(os.environ.get("KAFKASTATE_JVM_OPTS", "")),
+                *([oauth.allowed_urls_flag()] if oauth is not None else []),
+                *jvm_options,
+            ],
             ssl_client_auth=ssl_client_auth,
             ssl_hostnames=tuple(ssl_hostnames),
         )
@@ -613,7 +639,8 @@ class KafkaCluster:
                 raise PrerequisiteError("openssl", "to make the client certificate for mutual TLS")
             tls = replace(tls, client_auth=options.ssl_client_auth)
         creds = SaslCredentials() if options.sasl else None
-        per_node = 2 + int(options.sasl) + int(options.ssl)
+        with_oauth = options.oauth is not None
+        per_node = 2 + int(options.sasl) + int(options.ssl) + int(with_oauth)
         ports = iter(free_ports(per_node * options.brokers + int(profile.zookeeper)))
         node_ports: dict[int, NodePorts] = {}
         for node_id in range(1, options.brokers + 1):
@@ -622,6 +649,7 @@ class KafkaCluster:
                 controller=next(ports),
                 sasl=next(ports) if options.sasl else None,
                 ssl=next(ports) if options.ssl else None,
+                oauth=next(ports) if with_oauth else None,
             )
         voters = {nid: p.controller for nid, p in node_ports.items()}
         cluster = cls(
@@ -636,6 +664,7 @@ class KafkaCluster:
             detached=detached,
         )
         cluster.tls = tls
+        cluster.oauth = options.oauth
         cluster.profile = profile
         zookeeper_connect: str | None = None
         if profile.zookeeper:
@@ -651,6 +680,7 @@ class KafkaCluster:
                 voters=voters,
                 sasl=creds,
                 tls=tls,
+                oauth=options.oauth,
                 overrides={
                     k: v.replace("{node_id}", str(node_id)) for k, v in options.overrides.items()
                 },
@@ -691,6 +721,7 @@ class KafkaCluster:
         self.bootstrap = join([b.port for b in self.brokers]) or ""
         self.sasl_bootstrap = join([b.sasl_port for b in self.brokers])
         self.ssl_bootstrap = join([b.ssl_port for b in self.brokers])
+        self.oauth_bootstrap = join([b.oauth_port for b in self.brokers])
 
     def _format_all(self, java: str, libs: Path, options: _Options) -> None:
         procs: list[tuple[Broker, Path, subprocess.Popen[bytes]]] = []

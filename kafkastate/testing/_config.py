@@ -20,6 +20,7 @@ __all__ = [
     "LOG4J2_PROPERTIES",
     "NodePorts",
     "NodeSpec",
+    "OAuthSpec",
     "SaslCredentials",
     "TlsFiles",
     "free_ports",
@@ -58,6 +59,37 @@ class SaslCredentials:
     plain_only_password: str = "bob-secret"
     mechanisms: tuple[str, ...] = (PLAIN_MECHANISM, *SCRAM_MECHANISMS)
     oauthbearer: bool = True
+
+
+@dataclass(frozen=True)
+class OAuthSpec:
+    """An OAUTHBEARER listener that validates signed JWTs (Kafka's
+    ``OAuthBearerValidatorCallbackHandler``) against an OIDC provider's JWKS.
+
+    The harness adds a listener named ``OIDC`` (security protocol SASL_PLAINTEXT, mechanism
+    OAUTHBEARER only) and allows the JWKS URL with the
+    ``org.apache.kafka.sasl.oauthbearer.allowed.urls`` system property (Kafka 4.x refuses
+    every URL it does not list).
+
+    Attributes:
+        jwks_url: where the broker fetches the signing keys
+            (``sasl.oauthbearer.jwks.endpoint.url``), e.g.
+            :attr:`kafkastate.testing.OIDCServer.jwks_url`.
+        audience: ``sasl.oauthbearer.expected.audience``, or ``None`` to accept any.
+        issuer: ``sasl.oauthbearer.expected.issuer``, or ``None`` to accept any.
+    """
+
+    jwks_url: str
+    audience: str | None = None
+    issuer: str | None = None
+
+    def allowed_urls_flag(self) -> str:
+        """The JVM flag that lets Kafka 4.x fetch :attr:`jwks_url`."""
+        return f"-D{OAUTH_ALLOWED_URLS_PROPERTY}={self.jwks_url}"
+
+
+OAUTH_ALLOWED_URLS_PROPERTY = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
+OAUTH_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 
 
 @dataclass(frozen=True)
@@ -110,6 +142,7 @@ class NodePorts:
     controller: int
     sasl: int | None = None
     ssl: int | None = None
+    oauth: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +158,7 @@ class NodeSpec:
             (``controller.quorum.bootstrap.servers`` + ``format --standalone``).
         sasl: the SASL users, or ``None`` for no SASL_PLAINTEXT listener.
         tls: the TLS files, or ``None`` for no SSL listener.
+        oauth: the OIDC-validated OAUTHBEARER listener, or ``None`` for none.
         overrides: extra properties, applied last (they win).
         profile: the Kafka version's harness profile (default: a 4.x KRaft node).
         zookeeper_connect: ``host:port`` of ZooKeeper, for a ZooKeeper-mode profile.
@@ -136,6 +170,7 @@ class NodeSpec:
     voters: Mapping[int, int]
     sasl: SaslCredentials | None = None
     tls: TlsFiles | None = None
+    oauth: OAuthSpec | None = None
     overrides: Mapping[str, str] = field(default_factory=dict)
     profile: BrokerProfile = field(default_factory=lambda: profile_for("4.0.0"))
     zookeeper_connect: str | None = None
@@ -253,6 +288,11 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
             raise ValueError("TLS files given but no SSL port")
         listeners["SSL"] = node.ports.ssl
         protocol_map["SSL"] = "SSL"
+    if node.oauth is not None:
+        if node.ports.oauth is None:
+            raise ValueError("an OAuth listener given but no OAuth port")
+        listeners["OIDC"] = node.ports.oauth
+        protocol_map["OIDC"] = "SASL_PLAINTEXT"
     listener_list = ",".join(f"{name}://{HOST}:{port}" for name, port in listeners.items())
     advertised = ",".join(
         f"{name}://{HOST}:{port}"
@@ -308,6 +348,18 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
         props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = _jaas_plain(node.sasl)
         for mech in SCRAM_MECHANISMS:
             props[f"listener.name.sasl_plaintext.{mech.lower()}.sasl.jaas.config"] = _SCRAM_JAAS
+    if node.oauth is not None:
+        prefix = "listener.name.oidc."
+        props[prefix + "sasl.enabled.mechanisms"] = OAUTHBEARER_MECHANISM
+        props[prefix + "oauthbearer.sasl.jaas.config"] = (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+        )
+        props[prefix + "oauthbearer.sasl.server.callback.handler.class"] = OAUTH_VALIDATOR
+        props["sasl.oauthbearer.jwks.endpoint.url"] = node.oauth.jwks_url
+        if node.oauth.audience is not None:
+            props["sasl.oauthbearer.expected.audience"] = node.oauth.audience
+        if node.oauth.issuer is not None:
+            props["sasl.oauthbearer.expected.issuer"] = node.oauth.issuer
     if node.tls is not None:
         prefix = "listener.name.ssl."
         tls = node.tls

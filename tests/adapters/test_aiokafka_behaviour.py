@@ -189,7 +189,10 @@ def test_deprecated_arguments_ssl_and_the_unclosed_warning(kafka_cluster: Any) -
     asyncio.run(main())
 
 
-def test_unsubscribe_leaves_the_group_and_subscribe_joins_again(kafka_cluster: Any) -> None:
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_unsubscribe_leaves_the_group_and_subscribe_joins_again(
+    kafka_cluster: Any, protocol: str
+) -> None:
     bootstrap = kafka_cluster.bootstrap
     first, second = _topic(bootstrap, partitions=2), _topic(bootstrap, partitions=1)
     _produce(bootstrap, first, 4, partitions=2)
@@ -206,7 +209,10 @@ def test_unsubscribe_leaves_the_group_and_subscribe_joins_again(kafka_cluster: A
 
     async def main() -> None:
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest"
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            group_protocol=protocol,
         )
         consumer.subscribe([first], listener=Listener())
         await consumer.start()
@@ -221,6 +227,14 @@ def test_unsubscribe_leaves_the_group_and_subscribe_joins_again(kafka_cluster: A
                     await consumer.getmany(timeout_ms=100)
             assert consumer.subscription() == set()
             assert ("revoked", owned) in calls  # revoked (and auto-committed) before leaving
+            # it left: a newcomer gets both partitions at once, not after the session timeout
+            other = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                     group_protocol=protocol, enable_auto_commit=False)  # fmt: skip
+            other.subscribe([first])
+            async with asyncio.timeout(20):
+                await other.start()
+            assert sorted(other.assignment()) == owned
+            await other.stop()
             consumer.subscribe([second], listener=Listener())
             records: list[Any] = []
             async with asyncio.timeout(30):

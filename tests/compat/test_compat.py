@@ -24,7 +24,7 @@ from kafkastate.errors import (
     UnsupportedVersionError,
 )
 from kafkastate.structs import TopicPartition
-from kafkastate.sync import KafkaConsumer, KafkaProducer
+from kafkastate.sync import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafkastate.testing import KafkaCluster
 from tests._support.txn import commit_one
 from tests.conftest import COMPAT_FULL
@@ -260,6 +260,35 @@ def test_offsets_for_times_seek_to_end_and_end_offsets(compat_cluster: KafkaClus
         assert drain(consumer, 1) == [b"d"]
     finally:
         consumer.close()
+
+
+# -- admin operator calls --------------------------------------------------------------------
+
+
+def test_admin_operator_calls_or_the_operation_named_in_their_error(
+    compat_cluster: KafkaCluster,
+) -> None:
+    """The admin calls whose APIs came late work where the broker has them, and elsewhere
+    raise UnsupportedVersionError naming the operation (issue 18): DescribeTopicPartitions
+    (3.7), ListTransactions' pattern filter (4.1)."""
+    topic = new_topic(compat_cluster, partitions=3)
+    assert compat_cluster.profile is not None
+    version = compat_cluster.profile.major_minor
+    with KafkaAdminClient(bootstrap_servers=compat_cluster.bootstrap) as admin:
+        if version >= (3, 7):
+            page = admin.describe_topic_partitions([topic], response_partition_limit=2)
+            assert page["next_cursor"] == {"topic_name": topic, "partition_index": 2}
+        else:
+            with pytest.raises(UnsupportedVersionError, match="describe_topic_partitions"):
+                admin.describe_topic_partitions([topic])
+        if version >= (4, 1):
+            assert isinstance(admin.list_transactions(transactional_id_pattern="^none$"), dict)
+        else:
+            with pytest.raises(UnsupportedVersionError, match="list_transactions"):
+                admin.list_transactions(transactional_id_pattern="^none$")
+        features = admin.describe_features()
+        assert isinstance(features["finalized_features"], dict)
+        assert isinstance(admin.describe_user_scram_credentials(), dict)
 
 
 # -- security ------------------------------------------------------------------------------

@@ -472,26 +472,25 @@ def _connect_requests(client: Client) -> list[NodeId]:
     return [e.node_id for e in drain(client) if isinstance(e, ConnectRequested)]
 
 
-def test_bootstrap_refused_once_every_bootstrap_server_refused_tls() -> None:
-    """A typed TLS refusal is fatal for that server (not wrapped into a retriable
-    KafkaConnectionError); a waiting constructor gives up once every bootstrap server
-    refused, not at the first."""
+def test_a_tls_refusal_is_fatal_and_ends_the_wait_for_the_cluster() -> None:
+    """A typed TLS refusal (an AuthenticationFailedError) is used as it is, not wrapped
+    into a retriable KafkaConnectionError, so ``authentication_refused`` tells a waiting
+    constructor to give up at once, as for refused credentials."""
     client = _two_bootstraps()
-    first = _connect_requests(client)
-    assert len(first) == 1
+    (node,) = _connect_requests(client)
     refused = SslAuthenticationError("TLS with the broker at a:9093 failed: untrusted")
-    client.connection_failed(first[0], now=0.1, error=refused)
+    client.connection_failed(node, now=0.1, error=refused)
     assert client.last_connection_error is refused
-    assert client.bootstrap_refused is None  # the other server may still work
-    for step in range(1, 40):
-        client.handle_timer(now=0.1 + step * 0.1)
-        for node in _connect_requests(client):
-            if node != first[0]:
-                mismatch = SecurityProtocolMismatchError("b:9093 hung up on TLS")
-                client.connection_failed(node, now=0.1 + step * 0.1, error=mismatch)
-        if client.bootstrap_refused is not None:
+    assert client.authentication_refused is refused
+    mismatch = SecurityProtocolMismatchError("b:9093 hung up on the TLS handshake")
+    for step in range(1, 40):  # the next attempt goes to a bootstrap server too
+        now = 0.1 + step * 0.1
+        client.handle_timer(now=now)
+        for other in _connect_requests(client):
+            client.connection_failed(other, now=now, error=mismatch)
+        if client.last_connection_error is mismatch:
             break
-    assert isinstance(client.bootstrap_refused, AuthenticationFailedError)
+    assert client.authentication_refused is mismatch
 
 
 def test_plain_connection_errors_stay_retriable_and_never_refuse_the_bootstrap() -> None:
@@ -500,7 +499,7 @@ def test_plain_connection_errors_stay_retriable_and_never_refuse_the_bootstrap()
     client.connection_failed(node, now=0.1, error=OSError("refused"))
     error = client.last_connection_error
     assert isinstance(error, KafkaConnectionError) and error.retriable
-    assert client.bootstrap_refused is None
+    assert client.authentication_refused is None
 
 
 def test_a_hang_up_in_the_handshake_of_a_broker_that_did_tls_before_is_retried() -> None:

@@ -124,7 +124,7 @@ def test_unknown_and_unsupported_options_are_named() -> None:
         resolve("consumer", "aiokafka", given(bogus=1), owner="T")
     with pytest.raises(KafkaConfigurationError, match="sasl_kerberos_service_name"):
         resolve("consumer", "kafka-python", given(sasl_kerberos_service_name="k"), owner="T")
-    assert "sasl_oauth_token_provider" in UNSUPPORTED["aiokafka"]
+    assert "sasl_kerberos_service_name" in UNSUPPORTED["aiokafka"]
     with pytest.raises(TypeError, match="loop"):  # aiokafka's only
         resolve("producer", "kafkastate", given(loop=None), owner="T")
     # an option of another face only is unknown here

@@ -17,6 +17,7 @@ from kafkastate.core.connection import (
     ConnectionClosed,
     ConnectionConfig,
     ConnectionReady,
+    ConnectionReauthenticated,
     ConnectionState,
     RequestFailed,
     ResponseReceived,
@@ -469,18 +470,23 @@ def test_connection_made_twice_is_local_error() -> None:
 # ------------------------------------------------------------ KIP-368 re-authentication
 
 
-def _plain_ready_with_lifetime(lifetime: float, now: float) -> BrokerConnection:
-    conn, hs = _sasl_connection("PLAIN", sasl_username="u", sasl_password="p")
-    auth = _handshake_ok(conn, hs)
+def auth_ok(req: Any, lifetime: float = 0.0) -> bytes:
+    """A successful SaslAuthenticate answer to ``req`` naming a session lifetime (KIP-368)."""
     body = response(
         36,
-        auth.version,
+        req.version,
         error_code=ErrorCode.none,
         error_message=None,
         auth_bytes=b"",
         session_lifetime=datetime.timedelta(seconds=lifetime),
     )
-    conn.receive_data(response_frame(auth.correlation_id, body), now=now)
+    return response_frame(req.correlation_id, body)
+
+
+def _plain_ready_with_lifetime(lifetime: float, now: float) -> BrokerConnection:
+    conn, hs = _sasl_connection("PLAIN", sasl_username="u", sasl_password="p")
+    auth = _handshake_ok(conn, hs)
+    conn.receive_data(auth_ok(auth, lifetime), now=now)
     (ready,) = drain(conn)
     assert isinstance(ready, ConnectionReady) and ready.sasl_session_lifetime == lifetime
     return conn
@@ -505,22 +511,15 @@ def test_reauthentication_drains_in_flight_then_reauthenticates() -> None:
     assert (hs.api_key, hs.body.mechanism) == (ApiKey.SASL_HANDSHAKE, "PLAIN")
     auth = _handshake_ok(conn, hs)
     assert auth.body.auth_bytes == b"\0u\0p"
-    body = response(
-        36,
-        auth.version,
-        error_code=ErrorCode.none,
-        error_message=None,
-        auth_bytes=b"",
-        session_lifetime=datetime.timedelta(seconds=100),
-    )
-    conn.receive_data(response_frame(auth.correlation_id, body), now=reauth_at + 2)
+    conn.receive_data(auth_ok(auth, 100), now=reauth_at + 2)
     assert conn.state is ConnectionState.READY
     (queued,) = sent(conn)
     assert queued.correlation_id == second
     conn.receive_data(response_frame(second, metadata_response()), now=reauth_at + 3)
     events = drain(conn)
-    assert [(type(e), e.correlation_id) for e in events] == [
+    assert [(type(e), getattr(e, "correlation_id", None)) for e in events] == [
         (ResponseReceived, first),
+        (ConnectionReauthenticated, None),
         (ResponseReceived, second),
     ]
     timer = conn.get_timer()

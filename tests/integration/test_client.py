@@ -13,8 +13,9 @@ from kafkastate.adapters.blocking import BlockingAdmin, BlockingClient
 from kafkastate.core.client import ClientConfig
 from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.metadata import MetadataConfig, NodeId
+from kafkastate.core.protocol.framing import produce_request
 from kafkastate.core.protocol.records import RecordBatchBuilder, iter_batches
-from kafkastate.core.protocol.requests import NewTopic, fetch_request, produce_request
+from kafkastate.core.protocol.requests import NewTopic, fetch_request
 from kafkastate.core.protocol.versions import ApiVersionTable
 
 pytestmark = pytest.mark.integration

@@ -1402,9 +1402,10 @@ def test_seed_000_l1209_fire_and_forget_commit(bootstrap: str, new_topic: NewTop
     assert asyncio.run(_committed(bootstrap, group, TopicPartition(my_topic, 0))) == 1
 
 
-def test_seed_000_l1612_token_provider_is_a_documented_gap() -> None:
-    """OAUTHBEARER token providers are not there yet (docs/migrating-from-aiokafka.md)."""
-    assert not hasattr(kafkastate.abc, "AbstractTokenProvider")
+def test_seed_000_l1612_token_provider_is_checked() -> None:
+    """aiokafka's AbstractTokenProvider is there (docs/security-oauth.md); an object
+    without token() is refused, naming the option."""
+    assert hasattr(kafkastate.abc, "AbstractTokenProvider")
     with pytest.raises(KafkaConfigurationError, match="sasl_oauth_token_provider"):
         AIOKafkaProducer(
             bootstrap_servers="localhost:9092",

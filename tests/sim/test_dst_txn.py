@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from kafkastate.core.producer.transactions import TRANSITIONS, TransactionState
-from kafkastate.core.protocol.framing import encode_request
+from kafkastate.core.protocol.framing import encode_request, produce_request
 from kafkastate.core.protocol.records import RecordBatchBuilder
-from kafkastate.core.protocol.requests import build, fetch_request, nested_type, produce_request
+from kafkastate.core.protocol.requests import build, fetch_request, nested_type
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable, request_type
 from kafkastate.sim.__main__ import main as sim_main
 from kafkastate.sim.cluster import parse_request

@@ -17,20 +17,32 @@ from typing import Any
 
 import anyio
 
-from kafkastate.adapters._admin import one_group
+from kafkastate.adapters._admin import one_group, only
 from kafkastate.adapters._common import tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.core.admin import (
     ACL,
+    AbortTransactionSpec,
     ACLFilter,
     AdminMachine,
     AdminOperationCompleted,
+    ClientQuotaAlteration,
+    ClientQuotaFilterComponent,
     ClusterDescription,
     ConfigResource,
+    ElectionType,
+    FeatureMetadata,
+    FeatureUpdate,
+    MemberToRemove,
     NewPartitions,
     NewTopic,
     OffsetSpec,
     OpId,
+    PartitionReassignment,
+    QuotaEntity,
+    TopicPartitionsPage,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.config import admin_config, resolve
@@ -241,7 +253,8 @@ class Admin:
     async def describe_consumer_groups(
         self, group_ids: Iterable[str], *, timeout: float | None = None
     ) -> dict[str, Any]:
-        """Describe classic groups. Returns: id -> GroupDescription or KafkaError."""
+        """Describe classic and KIP-848 groups. Returns: id -> GroupDescription or
+        KafkaError."""
         return await self._call(self._machine.describe_consumer_groups, group_ids, timeout=timeout)
 
     async def find_coordinator(
@@ -253,10 +266,7 @@ class Admin:
             KafkaError: no coordinator within the timeout, or a refusal.
         """
         m = self._machine
-        (result,) = (await self._call(m.find_coordinator, key, key_type, timeout=timeout)).values()
-        if isinstance(result, BaseException):
-            raise result
-        return int(result)
+        return int(only(await self._call(m.find_coordinator, key, key_type, timeout=timeout)))
 
     async def delete_consumer_groups(
         self, group_ids: Iterable[str], *, timeout: float | None = None
@@ -359,12 +369,8 @@ class Admin:
         Raises:
             KafkaError: the broker's error (SecurityDisabledError without an authorizer).
         """
-        (result,) = (
-            await self._call(self._machine.describe_acls, acl_filter, timeout=timeout)
-        ).values()
-        if isinstance(result, BaseException):
-            raise result
-        return list(result)
+        m = self._machine
+        return list(only(await self._call(m.describe_acls, acl_filter, timeout=timeout)))
 
     async def create_acls(
         self, acls: Iterable[ACL], *, timeout: float | None = None
@@ -378,6 +384,238 @@ class Admin:
         """Delete the ACLs matching each filter. Returns: filter -> [ACL deleted] or
         KafkaError."""
         return await self._call(self._machine.delete_acls, filters, timeout=timeout)
+
+    # ------------------------------------------------ quotas and SCRAM credentials
+
+    async def describe_client_quotas(
+        self,
+        components: Iterable[ClientQuotaFilterComponent] = (),
+        *,
+        strict: bool = False,
+        timeout: float | None = None,
+    ) -> dict[QuotaEntity, dict[str, float]]:
+        """Client quotas matching a filter (no components: all). Returns: entity (sorted
+        ``(type, name)`` pairs) -> {quota name: value}.
+
+        Raises:
+            KafkaError: the broker's error.
+        """
+        m = self._machine
+        result: dict[QuotaEntity, dict[str, float]] = only(
+            await self._call(m.describe_client_quotas, components, strict=strict, timeout=timeout)
+        )
+        return result
+
+    async def alter_client_quotas(
+        self,
+        alterations: Iterable[ClientQuotaAlteration],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> dict[QuotaEntity, Any]:
+        """Set or remove client quotas. Returns: entity -> None or KafkaError."""
+        m = self._machine
+        return await self._call(
+            m.alter_client_quotas, alterations, validate_only=validate_only, timeout=timeout
+        )
+
+    async def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """SCRAM credentials of ``users`` (None: every user that has one). Returns: user
+        -> tuple of ScramCredentialInfo, or KafkaError (ResourceNotFoundError: none).
+
+        Raises:
+            KafkaError: the broker's error for the request as a whole.
+        """
+        m = self._machine
+        results = await self._call(m.describe_user_scram_credentials, users, timeout=timeout)
+        return dict(only(results)) if users is None else results
+
+    async def alter_user_scram_credentials(
+        self,
+        alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion],
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Add, replace or delete SCRAM credentials. Returns: user -> None or KafkaError."""
+        m = self._machine
+        return await self._call(m.alter_user_scram_credentials, alterations, timeout=timeout)
+
+    # -------------------------------------------------------- replicas and leaders
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, Any]:
+        """Move partitions to new replicas (None: cancel). Returns: partition -> None or
+        KafkaError."""
+        m = self._machine
+        return await self._call(m.alter_partition_reassignments, reassignments, timeout=timeout)
+
+    async def list_partition_reassignments(
+        self,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The reassignments in progress (of ``partitions``, or all).
+
+        Raises:
+            KafkaError: the broker's error.
+        """
+        m = self._machine
+        result: dict[TopicPartition, PartitionReassignment] = only(
+            await self._call(m.list_partition_reassignments, partitions, timeout=timeout)
+        )
+        return result
+
+    async def elect_leaders(
+        self,
+        election_type: ElectionType | int = ElectionType.PREFERRED,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, Any]:
+        """Elect leaders of ``partitions`` (None: all). Returns: partition -> None or
+        KafkaError (ElectionNotNeededError: already led by that replica).
+
+        Raises:
+            KafkaError: the broker's error for the request as a whole.
+        """
+        m = self._machine
+        results = await self._call(m.elect_leaders, election_type, partitions, timeout=timeout)
+        return dict(only(results)) if partitions is None else results
+
+    async def describe_topic_partitions(
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        partition_limit: int = 2000,
+        cursor: TopicPartition | None = None,
+        one_page: bool = False,
+        timeout: float | None = None,
+    ) -> TopicPartitionsPage:
+        """Topics (None: all) with DescribeTopicPartitions (Kafka 3.7+), at most
+        ``partition_limit`` partitions per request; every page from ``cursor``, or only
+        one (``one_page``). Returns: topics (name -> TopicDescription or KafkaError) and
+        the cursor of the next page.
+
+        Raises:
+            UnsupportedVersionError: a broker older than 3.7.
+        """
+        m = self._machine
+        result: TopicPartitionsPage = only(
+            await self._call(
+                m.describe_topic_partitions,
+                names,
+                partition_limit=partition_limit,
+                cursor=cursor,
+                one_page=one_page,
+                timeout=timeout,
+            )
+        )
+        return result
+
+    async def describe_features(self, *, timeout: float | None = None) -> FeatureMetadata:
+        """Finalized (cluster-wide) and supported (by the broker asked) feature levels.
+
+        Raises:
+            KafkaError: the broker's error.
+        """
+        result: FeatureMetadata = only(
+            await self._call(self._machine.describe_features, timeout=timeout)
+        )
+        return result
+
+    async def update_features(
+        self,
+        updates: Mapping[str, FeatureUpdate | int],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Change finalized feature levels. Returns: feature -> None or KafkaError."""
+        m = self._machine
+        return await self._call(
+            m.update_features, updates, validate_only=validate_only, timeout=timeout
+        )
+
+    # ----------------------------------------------------------------- transactions
+
+    async def list_transactions(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        *,
+        state_filters: Iterable[str] = (),
+        producer_id_filters: Iterable[int] = (),
+        duration_filter_ms: int | None = None,
+        transactional_id_pattern: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[int, Any]:
+        """Transactions every broker (or those given) coordinates. Returns: broker id ->
+        [TransactionListing] or KafkaError."""
+        return await self._call(
+            self._machine.list_transactions,
+            broker_ids,
+            state_filters=state_filters,
+            producer_id_filters=producer_id_filters,
+            duration_filter_ms=duration_filter_ms,
+            transactional_id_pattern=transactional_id_pattern,
+            timeout=timeout,
+        )
+
+    async def describe_transactions(
+        self, transactional_ids: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Transactions at their coordinators. Returns: id -> TransactionDescription or
+        KafkaError."""
+        m = self._machine
+        return await self._call(m.describe_transactions, transactional_ids, timeout=timeout)
+
+    async def describe_producers(
+        self, partitions: Iterable[TopicPartition], *, timeout: float | None = None
+    ) -> dict[TopicPartition, Any]:
+        """Active producers of partitions (at their leaders). Returns: partition ->
+        PartitionProducerState or KafkaError."""
+        return await self._call(self._machine.describe_producers, partitions, timeout=timeout)
+
+    async def abort_transaction(
+        self, spec: AbortTransactionSpec, *, timeout: float | None = None
+    ) -> None:
+        """Abort a hanging transaction on one partition (an abort marker at its leader).
+
+        Raises:
+            KafkaError: the leader's refusal.
+        """
+        only(await self._call(self._machine.abort_transaction, spec, timeout=timeout))
+
+    async def fence_producers(
+        self, transactional_ids: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Fence the producers of transactional ids. Returns: id -> ProducerIdAndEpoch or
+        KafkaError."""
+        return await self._call(self._machine.fence_producers, transactional_ids, timeout=timeout)
+
+    async def remove_group_members(
+        self,
+        group_id: str,
+        members: Iterable[MemberToRemove] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[MemberToRemove, Any]:
+        """Remove members (None: every member) from a classic group. Returns: member ->
+        None or KafkaError.
+
+        Raises:
+            KafkaError: the group's error.
+        """
+        m = self._machine
+        return one_group(
+            await self._call(m.remove_group_members, group_id, members, timeout=timeout)
+        )
 
 
 def open_admin(
@@ -421,6 +659,7 @@ async def running_admin(options: Mapping[str, Any]) -> AsyncIterator[Admin]:
         machine,
         on_event=admin._handle_event,
         ssl_context=tls_context(options),
+        token_provider=options["sasl_oauth_token_provider"],
         connect_timeout=config.client.socket_connection_setup_timeout,
     )
     async with driver:

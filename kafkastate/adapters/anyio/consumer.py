@@ -34,7 +34,7 @@ import anyio.lowlevel
 
 from kafkastate.adapters._common import tls_context
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
-from kafkastate.adapters.anyio.driver import REFUSAL_POLL, AsyncDriver, wait_for_cluster
+from kafkastate.adapters.anyio.driver import REFUSAL_CHECK, AsyncDriver, wait_for_cluster
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.config import (
     check_consumer,
@@ -236,10 +236,10 @@ class Consumer:
         cannot help then."""
         client = self.machine.client
         while True:
-            refused = client.bootstrap_refused
+            refused = client.authentication_refused
             if refused is not None:
                 raise refused
-            step = seconds if client.cluster.brokers else min(seconds, REFUSAL_POLL)
+            step = seconds if client.cluster.brokers else min(seconds, REFUSAL_CHECK)
             with anyio.move_on_after(step):
                 await data.wait()
                 return
@@ -723,6 +723,7 @@ async def running_consumer(
         machine,
         on_event=consumer._handle_event,
         ssl_context=tls_context(options),
+        token_provider=options["sasl_oauth_token_provider"],
         connect_timeout=machine.config.client.socket_connection_setup_timeout,
         # The machine's commands and reads step for themselves, and get_timer() names
         # everything time brings on (the auto-commit too): a full timer pass (which looks

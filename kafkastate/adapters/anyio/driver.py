@@ -16,7 +16,9 @@ Tasks, all in one task group owned by the ``async with`` block (nothing starts i
   error, or the machine's CloseRequested cancels it;
 * one writer per connected node: the pump only appends the machine's bytes to the node's
   outbox, so a broker that reads slowly (a full socket buffer) holds up its own writer,
-  never the pump or the other nodes.
+  never the pump or the other nodes;
+* one short task per TokenRequested: it awaits the user's token provider and reports the
+  token (or the provider's exception) to the machine, which decides what follows.
 
 ``now`` is always ``anyio.current_time()``: the event loop's clock (``loop.time()`` on
 asyncio, ``trio.current_time()`` on trio), so trio's ``MockClock`` works (STYLE.md §5).
@@ -35,14 +37,15 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 
-from kafkastate.adapters._common import no_brokers_error, tls_failure, tls_hangup
+from kafkastate.adapters._common import fetch_token, no_brokers_error, tls_failure, tls_hangup
 from kafkastate.adapters.blocking import IOMachine
-from kafkastate.core.client import Client, CloseRequested, ConnectRequested
+from kafkastate.core.client import Client, CloseRequested, ConnectRequested, TokenRequested
 from kafkastate.core.metadata import NodeId
 
-__all__ = ["REFUSAL_POLL", "AsyncDriver", "EventMachine", "wait_for_cluster"]
+__all__ = ["REFUSAL_CHECK", "AsyncDriver", "EventMachine", "wait_for_cluster"]
 
 _READ_SIZE = 1 << 20
+REFUSAL_CHECK = 0.1
 
 
 class EventMachine(IOMachine, Protocol):
@@ -79,6 +82,7 @@ class AsyncDriver:
             not on every wake-up. For machines whose commands do their own work (the
             producer: a send that opens or fills a batch has already stepped), where a
             full timer pass per wake-up would be wasted.
+        token_provider: the ``sasl_oauth_token_provider`` asked on TokenRequested.
     """
 
     def __init__(
@@ -89,8 +93,10 @@ class AsyncDriver:
         ssl_context: ssl.SSLContext | None = None,
         connect_timeout: float = 10.0,
         timers_when_due: bool = False,
+        token_provider: Any = None,
     ) -> None:
         self._machine = machine
+        self._token_provider = token_provider
         self._timers_when_due = timers_when_due
         self._on_event = on_event
         self._ssl = ssl_context
@@ -193,9 +199,22 @@ class AsyncDriver:
                     self._start_node(node, host, port)
                 case CloseRequested(node_id=node):
                     self._stop_node(node)
+                case TokenRequested():
+                    assert self._tg is not None
+                    self._tg.start_soon(self._fetch_token, name="kafkastate token provider")
                 case _:
                     self._on_event(event)
         return handled
+
+    async def _fetch_token(self) -> None:
+        machine = self._machine
+        try:
+            token, extensions = await fetch_token(self._token_provider)
+        except Exception as exc:
+            machine.token_failed(exc, now=self.now())
+        else:
+            machine.token_received(token, now=self.now(), extensions=extensions)
+        self.wake()
 
     def _write(self) -> None:
         outboxes = self._outboxes
@@ -342,18 +361,14 @@ async def wait_for_cluster(
     driver.wake()
     with anyio.move_on_after(timeout):
         while not client.cluster.brokers:
-            refused = client.bootstrap_refused
+            refused = client.authentication_refused
             if refused is not None:
-                raise refused
-            # a refused connection sets no owner event: look again every REFUSAL_POLL s
-            with anyio.move_on_after(REFUSAL_POLL):
+                raise refused  # the credentials were refused: waiting cannot help
+            # a refusal sets no event: look again every REFUSAL_CHECK seconds
+            with anyio.move_on_after(REFUSAL_CHECK):
                 await changed().wait()
         return
     raise no_brokers_error(client, timeout)
-
-
-REFUSAL_POLL = 0.05
-"""Seconds between looks at :attr:`Client.bootstrap_refused` while waiting for a cluster."""
 
 
 def _event_loop_clock() -> Callable[[], float]:

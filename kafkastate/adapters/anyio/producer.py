@@ -979,6 +979,7 @@ async def running_producer(
         machine,
         on_event=producer._handle_event,
         ssl_context=tls_context(options),
+        token_provider=options["sasl_oauth_token_provider"],
         connect_timeout=config.client.socket_connection_setup_timeout,
         timers_when_due=True,  # the producer's commands step for themselves
     )

@@ -19,7 +19,7 @@ and followed when it moves.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kafkastate.adapters._admin import (
@@ -35,12 +35,24 @@ from kafkastate.adapters.anyio.admin import Admin, running_admin
 from kafkastate.adapters.asyncio.background import Background, Lifecycle
 from kafkastate.core.admin import (
     ACL,
+    AbortTransactionSpec,
     ACLFilter,
+    ClientQuotaAlteration,
+    ClientQuotaFilterComponent,
     ConfigResource,
+    ElectionType,
+    FeatureMetadata,
+    FeatureUpdate,
     GroupDescription,
+    MemberToRemove,
     NewPartitions,
     NewTopic,
     OffsetSpec,
+    PartitionReassignment,
+    QuotaEntity,
+    TopicPartitionsPage,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 from kafkastate.core.config import admin_config, resolve
 from kafkastate.errors import KafkaConnectionError
@@ -52,7 +64,9 @@ __all__ = ["AIOKafkaAdminClient"]
 class AIOKafkaAdminClient(Lifecycle):
     """An asyncio admin client with aiokafka's interface, and the rest of the admin
     operations (``incremental_alter_configs``, ``delete_consumer_groups``,
-    ``alter_consumer_group_offsets``, ``delete_consumer_group_offsets``, ``list_offsets``).
+    ``alter_consumer_group_offsets``, ``delete_consumer_group_offsets``, ``list_offsets``,
+    quotas, SCRAM credentials, reassignments, elections, features, transactions, member
+    removal: docs/admin.md).
 
     No task is started before :meth:`start`.
 
@@ -193,7 +207,8 @@ class AIOKafkaAdminClient(Lifecycle):
         group_coordinator_id: int | None = None,
         include_authorized_operations: bool = False,
     ) -> list[GroupDescription]:
-        """Describe classic groups (members with decoded subscriptions and assignments).
+        """Describe classic and KIP-848 groups (members with their subscriptions and
+        assignments; ``group_type`` tells which).
 
         Raises:
             KafkaError: a group's error (as aiokafka raises).
@@ -306,3 +321,160 @@ class AIOKafkaAdminClient(Lifecycle):
     async def delete_acls(self, acl_filters: Iterable[ACLFilter]) -> dict[ACLFilter, Any]:
         """Delete ACLs. Returns: filter -> [ACL deleted] or KafkaError."""
         return await self._running().delete_acls(acl_filters)
+
+    # ------------------------------------------------ quotas and SCRAM credentials
+
+    async def describe_client_quotas(
+        self, components: Iterable[ClientQuotaFilterComponent] = (), strict: bool = False
+    ) -> dict[QuotaEntity, dict[str, float]]:
+        """Client quotas matching a filter. Returns: entity -> {quota name: value}.
+
+        Raises:
+            KafkaError: the broker's error.
+        """
+        return await self._running().describe_client_quotas(components, strict=strict)
+
+    async def alter_client_quotas(
+        self, alterations: Iterable[ClientQuotaAlteration], validate_only: bool = False
+    ) -> dict[QuotaEntity, Any]:
+        """Set or remove client quotas. Returns: entity -> None or KafkaError."""
+        running = self._running()
+        return await running.alter_client_quotas(alterations, validate_only=validate_only)
+
+    async def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None
+    ) -> dict[str, Any]:
+        """SCRAM credentials (None: every user's). Returns: user -> tuple of
+        ScramCredentialInfo or KafkaError."""
+        return await self._running().describe_user_scram_credentials(users)
+
+    async def alter_user_scram_credentials(
+        self, alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion]
+    ) -> dict[str, Any]:
+        """Add, replace or delete SCRAM credentials. Returns: user -> None or KafkaError."""
+        return await self._running().alter_user_scram_credentials(alterations)
+
+    # -------------------------------------------------------- replicas and leaders
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, Any]:
+        """Move partitions to new replicas (None: cancel). Returns: partition -> None or
+        KafkaError."""
+        running = self._running()
+        return await running.alter_partition_reassignments(
+            reassignments, timeout=seconds(timeout_ms)
+        )
+
+    async def list_partition_reassignments(
+        self, topic_partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """Reassignments in progress. Returns: partition -> PartitionReassignment.
+
+        Raises:
+            KafkaError: the broker's error.
+        """
+        return await self._running().list_partition_reassignments(topic_partitions)
+
+    async def elect_leaders(
+        self,
+        election_type: ElectionType | int = ElectionType.PREFERRED,
+        topic_partitions: Iterable[TopicPartition] | None = None,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, Any]:
+        """Elect leaders (None: of every partition). Returns: partition -> None or
+        KafkaError (ElectionNotNeededError: nothing to do)."""
+        running = self._running()
+        return await running.elect_leaders(
+            election_type, topic_partitions, timeout=seconds(timeout_ms)
+        )
+
+    async def describe_topic_partitions(
+        self,
+        topics: Iterable[str] | None = None,
+        response_partition_limit: int = 2000,
+        cursor: TopicPartition | None = None,
+        one_page: bool = False,
+    ) -> TopicPartitionsPage:
+        """Topics with DescribeTopicPartitions (Kafka 3.7+), paged by
+        ``response_partition_limit``: every page from ``cursor`` (or one).
+
+        Raises:
+            UnsupportedVersionError: a broker older than 3.7.
+        """
+        return await self._running().describe_topic_partitions(
+            topics, partition_limit=response_partition_limit, cursor=cursor, one_page=one_page
+        )
+
+    async def describe_features(self) -> FeatureMetadata:
+        """Finalized and supported feature levels."""
+        return await self._running().describe_features()
+
+    async def update_features(
+        self,
+        feature_updates: Mapping[str, FeatureUpdate | int],
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """Change finalized feature levels. Returns: feature -> None or KafkaError."""
+        return await self._running().update_features(
+            feature_updates, validate_only=validate_only, timeout=seconds(timeout_ms)
+        )
+
+    # ----------------------------------------------------------------- transactions
+
+    async def list_transactions(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        state_filters: Iterable[str] = (),
+        producer_id_filters: Iterable[int] = (),
+        duration_filter_ms: int | None = None,
+        transactional_id_pattern: str | None = None,
+    ) -> dict[int, Any]:
+        """Transactions each broker coordinates. Returns: broker id ->
+        [TransactionListing] or KafkaError."""
+        return await self._running().list_transactions(
+            broker_ids,
+            state_filters=state_filters,
+            producer_id_filters=producer_id_filters,
+            duration_filter_ms=duration_filter_ms,
+            transactional_id_pattern=transactional_id_pattern,
+        )
+
+    async def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, Any]:
+        """Transactions at their coordinators. Returns: id -> TransactionDescription or
+        KafkaError."""
+        return await self._running().describe_transactions(transactional_ids)
+
+    async def describe_producers(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, Any]:
+        """Active producers of partitions. Returns: partition -> PartitionProducerState
+        or KafkaError."""
+        return await self._running().describe_producers(partitions)
+
+    async def abort_transaction(self, spec: AbortTransactionSpec) -> None:
+        """Abort a hanging transaction on one partition.
+
+        Raises:
+            KafkaError: the leader's refusal.
+        """
+        await self._running().abort_transaction(spec)
+
+    async def fence_producers(self, transactional_ids: Iterable[str]) -> dict[str, Any]:
+        """Fence the producers of transactional ids. Returns: id -> ProducerIdAndEpoch or
+        KafkaError."""
+        return await self._running().fence_producers(transactional_ids)
+
+    async def remove_group_members(
+        self, group_id: str, members: Iterable[MemberToRemove] | None = None
+    ) -> dict[MemberToRemove, Any]:
+        """Remove members (None: all) from a classic group. Returns: member -> None or
+        KafkaError.
+
+        Raises:
+            KafkaError: the group's error.
+        """
+        return await self._running().remove_group_members(group_id, members)

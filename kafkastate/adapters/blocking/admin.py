@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kafkastate.adapters._admin import (
@@ -26,32 +26,51 @@ from kafkastate.adapters._admin import (
     cluster_dict,
     code_of,
     config_dicts,
+    features_dict,
     group_information,
     group_tuples,
+    messages,
     offsets_and_timestamps,
     one_group,
+    only,
+    page_dict,
+    partitions_of,
     raise_first,
+    reassignment_dicts,
+    scram_dicts,
     seconds,
     topic_dicts,
 )
+from kafkastate.adapters._admin import feature_updates as as_feature_updates
 from kafkastate.adapters._common import no_brokers_error, tls_context
 from kafkastate.adapters.anyio.admin import raise_unsupported
 from kafkastate.adapters.blocking.io import SocketLoop
 from kafkastate.core.admin import (
     ACL,
+    AbortTransactionSpec,
     ACLFilter,
     AdminMachine,
     AdminOperationCompleted,
+    ClientQuotaAlteration,
+    ClientQuotaFilterComponent,
     ClusterDescription,
     ConfigResource,
+    ElectionType,
+    MemberToRemove,
     NewPartitions,
     NewTopic,
     OffsetSpec,
     OpId,
+    PartitionProducerState,
+    QuotaEntity,
+    TransactionDescription,
+    TransactionListing,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
-from kafkastate.core.client import CloseRequested, ConnectRequested
+from kafkastate.core.client import CloseRequested, ConnectRequested, TokenRequested
 from kafkastate.core.config import admin_config, resolve
-from kafkastate.errors import KafkaConnectionError
+from kafkastate.errors import ElectionNotNeededError, KafkaConnectionError
 from kafkastate.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = ["KafkaAdminClient"]
@@ -81,6 +100,7 @@ class KafkaAdminClient:
             self._machine,
             ssl_context=tls_context(options),
             connect_timeout=config.client.socket_connection_setup_timeout,
+            token_provider=options["sasl_oauth_token_provider"],
         )
         self._done: dict[OpId, AdminOperationCompleted] = {}
         self._closed = False
@@ -89,7 +109,7 @@ class KafkaAdminClient:
             client = self._machine.client
             client.request_metadata_update()
             self._pump(
-                lambda: bool(client.cluster.brokers) or client.bootstrap_refused is not None,
+                lambda: bool(client.cluster.brokers) or client.authentication_refused is not None,
                 time.monotonic() + wait,
             )
             if not client.cluster.brokers:
@@ -131,6 +151,8 @@ class KafkaAdminClient:
                     self._loop.open(node, host, port)
                 case CloseRequested(node_id=node):
                     self._loop.forget(node)
+                case TokenRequested():
+                    self._loop.fetch_token()
                 case AdminOperationCompleted(op_id=op):
                     self._done[op] = event
 
@@ -310,7 +332,8 @@ class KafkaAdminClient:
         group_coordinator_id: int | None = None,
         include_authorized_operations: bool = False,
     ) -> list[GroupInformation]:
-        """Describe classic groups; members' metadata and assignments decoded.
+        """Describe classic and KIP-848 groups; members' subscriptions and assignments
+        decoded.
 
         Raises:
             KafkaError: a group's error.
@@ -473,6 +496,266 @@ class KafkaAdminClient:
             else:
                 out.append((f, [(acl, None) for acl in r], None))
         return out
+
+    # ------------------------------------------------ quotas and SCRAM credentials
+
+    def describe_client_quotas(
+        self, components: Iterable[ClientQuotaFilterComponent] = (), strict: bool = False
+    ) -> dict[QuotaEntity, dict[str, float]]:
+        """Client quotas matching a filter (kafka-python has no such call: kafkastate's
+        shape). Returns: entity (sorted ``(type, name)`` pairs) -> {quota: value}.
+
+        Raises:
+            KafkaError: the broker's error.
+        """
+        result: dict[QuotaEntity, dict[str, float]] = only(
+            self._run(self._machine.describe_client_quotas, components, strict=strict)
+        )
+        return result
+
+    def alter_client_quotas(
+        self, alterations: Iterable[ClientQuotaAlteration], validate_only: bool = False
+    ) -> dict[QuotaEntity, Any]:
+        """Set or remove client quotas. Returns: entity -> None or KafkaError."""
+        m = self._machine
+        return self._run(m.alter_client_quotas, alterations, validate_only=validate_only)
+
+    def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """SCRAM credentials of ``users`` (None: every user that has one).
+
+        Returns:
+            user -> ``{"error": None or its message, "credential_infos": [{"mechanism":
+            ScramMechanism, "iterations": int}]}``.
+
+        Raises:
+            KafkaError: the broker's error for the request as a whole.
+        """
+        results = self._run(self._machine.describe_user_scram_credentials, users)
+        return scram_dicts(only(results) if users is None else results)
+
+    def alter_user_scram_credentials(
+        self, alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion]
+    ) -> dict[str, str | None]:
+        """Add, replace or delete SCRAM credentials (passwords are salted here, PBKDF2
+        with the mechanism's hash). Returns: user -> None or its error message."""
+        return messages(self._run(self._machine.alter_user_scram_credentials, alterations))
+
+    # -------------------------------------------------------- replicas and leaders
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, Any]:
+        """Move partitions to new replica sets (None: cancel the ongoing move).
+
+        Returns:
+            TopicPartition -> None, or that partition's KafkaError.
+        """
+        m = self._machine
+        return self._run(
+            m.alter_partition_reassignments, reassignments, timeout=seconds(timeout_ms)
+        )
+
+    def list_partition_reassignments(
+        self, topic_partitions: Any = None, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, dict[str, list[int]]]:
+        """Reassignments in progress, of ``topic_partitions`` (``{topic: [ids]}``,
+        TopicPartitions, or None: all).
+
+        Returns:
+            TopicPartition -> ``{"replicas", "adding_replicas", "removing_replicas"}``.
+
+        Raises:
+            KafkaError: the broker's error.
+        """
+        m = self._machine
+        results = self._run(
+            m.list_partition_reassignments,
+            partitions_of(topic_partitions),
+            timeout=seconds(timeout_ms),
+        )
+        return reassignment_dicts(only(results))
+
+    def elect_leaders(
+        self,
+        election_type: ElectionType | int,
+        topic_partitions: Any = None,
+        timeout_ms: int | None = None,
+        raise_errors: bool = True,
+    ) -> dict[TopicPartition, Any]:
+        """Elect leaders (0 preferred, 1 unclean) of ``topic_partitions`` (``{topic:
+        [ids]}``, a list of topic names: all their partitions, TopicPartitions, or None:
+        every partition).
+
+        Returns:
+            TopicPartition -> None, or its KafkaError (kafka-python returns the raw
+            response instead).
+
+        Raises:
+            KafkaError: with ``raise_errors``, the first error other than
+                ElectionNotNeededError.
+        """
+        if topic_partitions is not None and all(isinstance(t, str) for t in topic_partitions):
+            described = self._described(list(topic_partitions))
+            raise_first(described)
+            topic_partitions = {
+                t: [p.partition for p in d.partitions] for t, d in described.items()
+            }
+        m = self._machine
+        parts = partitions_of(topic_partitions)
+        results = self._run(m.elect_leaders, election_type, parts, timeout=seconds(timeout_ms))
+        if parts is None:
+            results = dict(only(results))
+        if raise_errors:
+            raise_first(
+                {k: v for k, v in results.items() if not isinstance(v, ElectionNotNeededError)}
+            )
+        return results
+
+    def describe_topic_partitions(
+        self,
+        topics: Iterable[str] | None = None,
+        response_partition_limit: int = 2000,
+        cursor: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """One page of DescribeTopicPartitions (Kafka 3.7+), from ``cursor``
+        (``{"topic_name", "partition_index"}``).
+
+        Returns:
+            ``{"topics": [{"error_code", "name", "topic_id", "is_internal", "partitions",
+            "topic_authorized_operations"}], "next_cursor": None or a cursor}``.
+        """
+        start = None
+        if cursor is not None:
+            start = TopicPartition(cursor["topic_name"], int(cursor["partition_index"]))
+        page = only(
+            self._run(
+                self._machine.describe_topic_partitions,
+                topics,
+                partition_limit=response_partition_limit,
+                cursor=start,
+                one_page=True,
+            )
+        )
+        return page_dict(page)
+
+    def describe_features(self, send_request_to_controller: bool = False) -> dict[str, Any]:
+        """The cluster's feature flags (any broker answers: KRaft brokers know them).
+
+        Returns:
+            ``{"supported_features": {name: (min, max)}, "finalized_features": {name:
+            (min, max)}, "finalized_features_epoch": int or None}``.
+        """
+        return features_dict(only(self._run(self._machine.describe_features)))
+
+    def update_features(
+        self,
+        feature_updates: Mapping[str, Any],
+        validate_only: bool = False,
+        timeout_ms: int = 60000,
+    ) -> dict[str, str]:
+        """Change finalized feature levels: ``{feature: level}`` or ``{feature:
+        (upgrade_type, level)}``.
+
+        Returns:
+            feature -> ``"OK"`` or its error message.
+        """
+        results = self._run(
+            self._machine.update_features,
+            as_feature_updates(feature_updates),
+            validate_only=validate_only,
+            timeout=seconds(timeout_ms),
+        )
+        return {k: "OK" if v is None else v for k, v in messages(results).items()}
+
+    # ----------------------------------------------------------------- transactions
+
+    def list_transactions(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        producer_id_filters: Iterable[int] | None = None,
+        state_filters: Iterable[str] | None = None,
+        duration_filter_ms: int | None = None,
+        transactional_id_pattern: str | None = None,
+    ) -> dict[int, list[TransactionListing]]:
+        """Transactions every broker (or those given) coordinates.
+
+        Returns:
+            broker id -> [TransactionListing].
+
+        Raises:
+            KafkaError: a broker's error.
+        """
+        results = self._run(
+            self._machine.list_transactions,
+            broker_ids,
+            state_filters=state_filters or (),
+            producer_id_filters=producer_id_filters or (),
+            duration_filter_ms=duration_filter_ms,
+            transactional_id_pattern=transactional_id_pattern,
+        )
+        raise_first(results)
+        return results
+
+    def describe_transactions(
+        self, transactional_ids: Iterable[str]
+    ) -> dict[str, TransactionDescription]:
+        """Transactions at their coordinators.
+
+        Raises:
+            KafkaError: an id's error (TransactionalIdNotFoundError...).
+        """
+        results = self._run(self._machine.describe_transactions, transactional_ids)
+        raise_first(results)
+        return results
+
+    def describe_producers(
+        self, partitions: Iterable[TopicPartition], broker_id: int | None = None
+    ) -> dict[TopicPartition, PartitionProducerState]:
+        """Active producers of partitions, at their leaders (``broker_id`` is accepted
+        and ignored).
+
+        Raises:
+            KafkaError: a partition's error.
+        """
+        results = self._run(self._machine.describe_producers, partitions)
+        raise_first(results)
+        return results
+
+    def abort_transaction(self, spec: AbortTransactionSpec) -> None:
+        """Abort a hanging transaction on one partition (an abort marker at its leader).
+
+        Raises:
+            KafkaError: the leader's refusal.
+        """
+        only(self._run(self._machine.abort_transaction, spec))
+
+    def fence_producers(self, transactional_ids: Iterable[str]) -> dict[str, Any]:
+        """Fence the producers of transactional ids (no kafka-python equivalent).
+
+        Returns:
+            id -> ProducerIdAndEpoch, or its KafkaError.
+        """
+        return self._run(self._machine.fence_producers, transactional_ids)
+
+    def remove_group_members(
+        self,
+        group_id: str,
+        members: Iterable[MemberToRemove] | None = None,
+        group_coordinator_id: int | None = None,
+    ) -> dict[MemberToRemove, Any]:
+        """Remove members (None: every member) from a classic group.
+
+        Returns:
+            MemberToRemove -> None, or its KafkaError (kafka-python: the error class).
+
+        Raises:
+            KafkaError: the group's error.
+        """
+        return one_group(self._run(self._machine.remove_group_members, group_id, members))
 
 
 def _errors(results: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -14,11 +14,12 @@ import random
 import ssl
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 
 from kafkastate.adapters.blocking import SocketLoop
-from kafkastate.core.client import CloseRequested, ConnectRequested
+from kafkastate.core.client import CloseRequested, ConnectRequested, TokenRequested
 from kafkastate.core.producer.accumulator import (
     FlushCompleted,
     FlushId,
@@ -48,6 +49,7 @@ class BlockingProducer:
     Args:
         config: producer settings.
         ssl_context: TLS for every connection, or None for plaintext.
+        token_provider: the ``sasl_oauth_token_provider``, asked for OAUTHBEARER tokens.
         max_block: how long :meth:`send` may wait for metadata or buffer memory
             (``max.block.ms``); it becomes the machine's ``accumulator.max_block``.
     """
@@ -57,6 +59,7 @@ class BlockingProducer:
         config: ProducerConfig,
         *,
         ssl_context: ssl.SSLContext | None = None,
+        token_provider: Any = None,
         max_block: float = 60.0,
     ) -> None:
         config = attrs.evolve(
@@ -66,6 +69,7 @@ class BlockingProducer:
         self._io = SocketLoop(
             self.machine,
             ssl_context=ssl_context,
+            token_provider=token_provider,
             connect_timeout=config.client.socket_connection_setup_timeout,
         )
         self.outcomes: dict[RecordId, RecordOutcome] = {}
@@ -167,6 +171,8 @@ class BlockingProducer:
                     self._io.open(node, host, port)
                 case CloseRequested(node_id=node):
                     self._io.forget(node)
+                case TokenRequested():
+                    self._io.fetch_token()
                 case RecordsAcknowledged():
                     for rid, offset, _ts in event.results():
                         self.outcomes[rid] = (event.topic, event.partition, offset)

@@ -33,7 +33,7 @@ from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 from kafkastate.adapters._common import check_ms, no_brokers_error, tls_context
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.blocking import SocketLoop
-from kafkastate.core.client import CloseRequested, ConnectRequested
+from kafkastate.core.client import CloseRequested, ConnectRequested, TokenRequested
 from kafkastate.core.config import (
     close_serializers,
     consumer_machine,
@@ -170,6 +170,7 @@ class KafkaConsumer:
             self._machine,
             ssl_context=tls,
             connect_timeout=config.client.socket_connection_setup_timeout,
+            token_provider=resolved["sasl_oauth_token_provider"],
         )
         self._closed = False
         try:
@@ -617,11 +618,16 @@ class KafkaConsumer:
         """A few gauges (kafka-python's shape: a dict of groups), whatever
         ``metrics_enabled`` says; ``raw`` is accepted and ignored."""
         assigned = self._machine.assignment()
+        client = self._machine.client
         return {
             "consumer-fetch-manager-metrics": {
                 "assigned-partitions": len(assigned),
                 "paused-partitions": len(self._machine.paused()),
-            }
+            },
+            "consumer-metrics": {
+                "connection-creation-total": client.connections_created,
+                "successful-reauthentication-total": client.reauthentications,
+            },
         }
 
     # ------------------------------------------------------------- plumbing
@@ -711,6 +717,8 @@ class KafkaConsumer:
                     loop.open(node, host, port)
                 case CloseRequested(node_id=node):
                     loop.forget(node)
+                case TokenRequested():
+                    loop.fetch_token()
                 case ListenerCallRequested():
                     self._calls.append(event)
                 case AutoCommitted(offsets=committed, error=error):
@@ -779,9 +787,10 @@ class KafkaConsumer:
         client.request_metadata_update()
         deadline = None if math.isinf(timeout) else time.monotonic() + timeout
         while not client.cluster.brokers or client.cluster is seen:
-            if (deadline is not None and time.monotonic() >= deadline) or (
-                client.bootstrap_refused is not None  # waiting cannot help
-            ):
+            refused = client.authentication_refused
+            if refused is not None:
+                raise refused  # the credentials were refused: waiting cannot help
+            if deadline is not None and time.monotonic() >= deadline:
                 raise no_brokers_error(client, timeout)
             self._turn(deadline)
 

@@ -17,13 +17,13 @@ import socket
 import ssl
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
 import attrs
 
-from kafkastate.adapters._common import tls_failure
+from kafkastate.adapters._common import fetch_token_blocking, tls_failure
 from kafkastate.core.client import (
     Client,
     ClientConfig,
@@ -34,6 +34,7 @@ from kafkastate.core.client import (
     RequestCompleted,
     RequestFactory,
     RequestId,
+    TokenRequested,
 )
 from kafkastate.core.client import RequestFailed as ClientRequestFailed
 from kafkastate.core.client import parse_bootstrap_servers as parse_bootstrap
@@ -47,7 +48,7 @@ from kafkastate.core.connection import (
     ResponseReceived,
 )
 from kafkastate.core.metadata import ClusterMetadata, NodeId
-from kafkastate.core.protocol import requests
+from kafkastate.core.protocol import framing, requests
 from kafkastate.core.protocol.requests import NewTopic
 from kafkastate.core.protocol.versions import ApiVersionTable
 from kafkastate.errors import (
@@ -242,6 +243,10 @@ class IOMachine(Protocol):
     def handle_timer(self, *, now: float) -> None: ...
     def get_timer(self) -> float | None: ...
     def data_to_send(self) -> list[tuple[NodeId, bytes]]: ...
+    def token_received(
+        self, token: str, *, now: float, extensions: Mapping[str, str] | None = None
+    ) -> None: ...
+    def token_failed(self, error: BaseException, *, now: float) -> None: ...
 
 
 class SocketLoop:
@@ -257,6 +262,7 @@ class SocketLoop:
         connect_timeout: seconds for TCP connect plus TLS handshake.
         waker: a socket whose readability also ends :meth:`poll` (another thread writes
             to its peer to hand the loop a command); the caller drains it.
+        token_provider: the ``sasl_oauth_token_provider`` :meth:`fetch_token` asks.
     """
 
     def __init__(
@@ -266,8 +272,10 @@ class SocketLoop:
         ssl_context: ssl.SSLContext | None = None,
         connect_timeout: float = 10.0,
         waker: socket.socket | None = None,
+        token_provider: Any = None,
     ) -> None:
         self._machine = machine
+        self._token_provider = token_provider
         self._ssl = ssl_context
         self._connect_timeout = connect_timeout
         self._selector = selectors.DefaultSelector()
@@ -293,6 +301,16 @@ class SocketLoop:
         self._socks[node] = sock
         self._selector.register(sock, selectors.EVENT_READ, data=int(node))
         self._machine.connection_made(node, now=time.monotonic())
+
+    def fetch_token(self) -> None:
+        """On TokenRequested: call the token provider (blocking) and report its answer or
+        its exception to the machine."""
+        try:
+            token, extensions = fetch_token_blocking(self._token_provider)
+        except Exception as exc:
+            self._machine.token_failed(exc, now=time.monotonic())
+            return
+        self._machine.token_received(token, now=time.monotonic(), extensions=extensions)
 
     def forget(self, node: NodeId) -> None:
         """Close ``node``'s socket, if any (the machine asked, or it broke)."""
@@ -379,6 +397,7 @@ class BlockingClient:
         config: the client settings (bootstrap servers, connection, metadata...).
         ssl_context: TLS for every connection, or None for plaintext.
         topics: topics whose metadata to track (None = all).
+        token_provider: the ``sasl_oauth_token_provider``, asked for OAUTHBEARER tokens.
     """
 
     def __init__(
@@ -387,11 +406,13 @@ class BlockingClient:
         *,
         ssl_context: ssl.SSLContext | None = None,
         topics: Iterable[str] | None = (),
+        token_provider: Any = None,
     ) -> None:
         self.client = Client(config, rng=random.SystemRandom(), topics=topics)
         self._io = SocketLoop(
             self.client,
             ssl_context=ssl_context,
+            token_provider=token_provider,
             connect_timeout=config.socket_connection_setup_timeout,
         )
         self._done: dict[RequestId, RequestCompleted | ClientRequestFailed] = {}
@@ -457,6 +478,8 @@ class BlockingClient:
                     self._io.open(node, host, port)
                 case CloseRequested(node_id=node):
                     self._io.forget(node)
+                case TokenRequested():
+                    self._io.fetch_token()
                 case RequestCompleted(request_id=rid) | ClientRequestFailed(request_id=rid):
                     self._done[rid] = event
                 case MetadataUpdated():
@@ -613,7 +636,7 @@ class BlockingAdmin:
             BrokerResponseError: the partition answered with an error code.
         """
         info = self.topics([topic])[topic]
-        request = requests.produce_request(
+        request = framing.produce_request(
             self.versions, {(topic, info.topic_id, partition): batch}, acks=acks, timeout=timeout
         )
         response = self.connection.request(request, timeout=timeout + 5)

@@ -358,6 +358,7 @@ class KafkaProducer:
             config,
             ssl_context=tls,
             name=f"kafkastate-producer-io[{config.client.connection.client_id}]",
+            token_provider=resolved["sasl_oauth_token_provider"],
         )
         self._closed = False
         self._close_lock = threading.Lock()
@@ -629,7 +630,8 @@ class KafkaProducer:
         accepted), ``record-refused-total`` and ``record-block-timeout-total`` (``send``
         raised), ``records-outstanding``, ``records-waiting-send`` (blocked in ``send``),
         ``batches-in-flight``, ``buffer-total-bytes``, ``buffer-used-bytes``,
-        ``buffer-available-bytes``, ``producer-id`` and ``producer-epoch``.
+        ``buffer-available-bytes``, ``producer-id``, ``producer-epoch``,
+        ``connection-creation-total`` and ``successful-reauthentication-total`` (KIP-368).
 
         Args:
             raw: accepted for compatibility; ignored.

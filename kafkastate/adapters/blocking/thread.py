@@ -34,7 +34,12 @@ import attrs
 
 from kafkastate.adapters._common import no_brokers_error
 from kafkastate.adapters.blocking import SocketLoop
-from kafkastate.core.client import CloseRequested, ConnectRequested, MetadataUpdated
+from kafkastate.core.client import (
+    CloseRequested,
+    ConnectRequested,
+    MetadataUpdated,
+    TokenRequested,
+)
 from kafkastate.core.producer.accumulator import (
     BufferSpaceFreed,
     FlushCompleted,
@@ -154,13 +159,19 @@ class ProducerThread:
             a send's wait for buffer memory, which the machine keeps.
         ssl_context: TLS for every connection, or None for plaintext.
         name: the thread's name.
+        token_provider: the ``sasl_oauth_token_provider``, asked for OAUTHBEARER tokens.
 
     Raises:
         KafkaConfigurationError: ``config.accumulator.max_block`` is None.
     """
 
     def __init__(
-        self, config: ProducerConfig, *, ssl_context: ssl.SSLContext | None, name: str
+        self,
+        config: ProducerConfig,
+        *,
+        ssl_context: ssl.SSLContext | None,
+        name: str,
+        token_provider: Any = None,
     ) -> None:
         if config.accumulator.max_block is None:
             raise KafkaConfigurationError("ProducerThread needs config.accumulator.max_block")
@@ -173,6 +184,7 @@ class ProducerThread:
             waker=self._wake_r,
             ssl_context=ssl_context,
             connect_timeout=config.client.socket_connection_setup_timeout,
+            token_provider=token_provider,
         )
         # Guards the machine and everything below. Reentrant: callbacks run on the IO
         # thread, which holds it, and may send.
@@ -520,8 +532,9 @@ class ProducerThread:
                 if known is not None:
                     p.reply.set(set(known))
                 elif p.topic is None and (
-                    now >= p.deadline or self._machine.client.bootstrap_refused is not None
+                    now >= p.deadline or self._machine.client.authentication_refused is not None
                 ):
+                    # (refused credentials: waiting cannot help)
                     p.reply.fail(no_brokers_error(self._machine.client, p.max_block))
                 elif now >= p.deadline:
                     p.reply.fail(
@@ -558,6 +571,8 @@ class ProducerThread:
                     self._loop.open(node, host, port)
                 case CloseRequested(node_id=node):
                     self._loop.forget(node)
+                case TokenRequested():
+                    self._loop.fetch_token()
                 case RecordsAcknowledged(topic=topic, partition=partition):
                     for rid, offset, ts in event.results():
                         sink = self._sinks.pop(rid, None)
@@ -632,6 +647,8 @@ class ProducerThread:
             "buffer-available-bytes": acc.buffer_available,
             "producer-id": machine.producer_id,
             "producer-epoch": machine.producer_epoch,
+            "connection-creation-total": machine.client.connections_created,
+            "successful-reauthentication-total": machine.client.reauthentications,
         }
 
     def _shutdown(self) -> None:

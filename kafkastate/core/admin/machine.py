@@ -11,17 +11,21 @@ group, a partition, a broker, a config resource), each with a route:
 * any broker -- topic and config changes: in KRaft every broker forwards them to the
   active controller (KIP-590), which answers NOT_CONTROLLER while it moves: retried;
 * one broker -- a broker's configs, the groups it coordinates (ListGroups);
-* the group coordinator -- found with FindCoordinator (``key_type`` 0) and cached;
-  NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE forget it and find it again,
-  COORDINATOR_LOAD_IN_PROGRESS retries at the same one;
+* the group or transaction coordinator -- found with FindCoordinator (``key_type`` 0 or
+  1) and cached per ``(key_type, key)``; NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE
+  forget it and find it again, COORDINATOR_LOAD_IN_PROGRESS retries at the same one;
 * the partition leader -- from the Client's metadata (the topic is added to the topics it
   tracks); NOT_LEADER_OR_FOLLOWER and friends refresh it.
 
-Keys bound for one broker share a request where the API batches. Each key ends with a
-value or a KafkaError of its own: a retriable error is retried after ``retry_backoff``
-until the deadline (then the key fails with KafkaTimeoutError naming the last error), any
-other error is that key's answer -- one topic's failure does not hide another's success.
-When every key has its outcome the machine emits :class:`AdminOperationCompleted`.
+Keys bound for one broker (and in the same *phase*, see ``Operation.phase``) share a
+request where the API batches. An operation that needs more than one round trip for a key
+(pages of DescribeTopicPartitions, a group described before its members are removed)
+answers :class:`~kafkastate.core.admin.operations.Again` and the key is sent again at
+once. Each key ends with a value or a KafkaError of its own: a retriable error is retried
+after ``retry_backoff`` until the deadline (then the key fails with KafkaTimeoutError
+naming the last error), any other error is that key's answer -- one topic's failure does
+not hide another's success. When every key has its outcome the machine emits
+:class:`AdminOperationCompleted`.
 
 An API the broker does not support fails the keys with UnsupportedVersionError naming the
 operation. The machine never reads a clock: ``now`` comes with every call.
@@ -38,10 +42,12 @@ from typing import Any, Final, NewType
 
 import attrs
 
-from kafkastate.core.admin import acls
+from kafkastate.core.admin import acls, quotas, replicas
 from kafkastate.core.admin import operations as ops
+from kafkastate.core.admin import transactions as txn
 from kafkastate.core.admin.types import (
     ConfigResource,
+    MemberToRemove,
     NewPartitions,
     NewTopic,
     OffsetSpec,
@@ -57,6 +63,7 @@ from kafkastate.core.client import (
     RequestCompleted,
     RequestFailed,
     RequestId,
+    TokenRequested,
 )
 from kafkastate.core.metadata import STALE_METADATA_ERRORS, NodeId
 from kafkastate.core.protocol.requests import build
@@ -85,6 +92,8 @@ __all__ = [
 ]
 
 OpId = NewType("OpId", int)
+
+_CoordinatorKey = tuple[int, str]  # (FindCoordinator key_type, key)
 
 _FORGET_COORDINATOR: Final = frozenset({15, 16})  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
@@ -134,7 +143,9 @@ class AdminOperationCompleted:
     """Key -> value, or the key's KafkaError; in the order the command named them."""
 
 
-AdminEvent = ConnectRequested | CloseRequested | MetadataUpdated | AdminOperationCompleted
+AdminEvent = (
+    ConnectRequested | CloseRequested | TokenRequested | MetadataUpdated | AdminOperationCompleted
+)
 
 
 @attrs.define(slots=True)
@@ -170,9 +181,10 @@ class AdminMachine(ClientDriven):
         self._client = Client(config.client, rng=rng, topics=())
         self._ops: dict[OpId, _Op] = {}
         self._units: dict[RequestId, _Unit] = {}
-        self._coordinators: dict[str, NodeId] = {}
-        self._finding: dict[RequestId, str] = {}
-        self._find_after: dict[str, float] = {}
+        self._rng = rng
+        self._coordinators: dict[_CoordinatorKey, NodeId] = {}
+        self._finding: dict[RequestId, _CoordinatorKey] = {}
+        self._find_after: dict[_CoordinatorKey, float] = {}
         self._updates = 0
         self._events: deque[AdminEvent] = deque()
         self._next_op = 0
@@ -287,7 +299,8 @@ class AdminMachine(ClientDriven):
     def describe_consumer_groups(
         self, group_ids: Iterable[str], *, now: float, timeout: float | None = None
     ) -> OpId:
-        """Describe classic groups; results by id: :class:`GroupDescription`."""
+        """Describe groups: KIP-848 ``consumer`` groups with ConsumerGroupDescribe, the
+        others with DescribeGroups; results by id: :class:`GroupDescription`."""
         return self._start(ops.DescribeGroups(_unique(group_ids, "group")), now, timeout)
 
     def find_coordinator(
@@ -424,6 +437,231 @@ class AdminMachine(ClientDriven):
         """Delete the ACLs matching each filter; results by filter: the ACLs deleted."""
         return self._start(acls.DeleteAcls(list(filters)), now, timeout)
 
+    # ------------------------------------------------ quotas and SCRAM credentials
+
+    def describe_client_quotas(
+        self,
+        components: Iterable[quotas.ClientQuotaFilterComponent] = (),
+        *,
+        now: float,
+        timeout: float | None = None,
+        strict: bool = False,
+    ) -> OpId:
+        """Client quotas matching a filter (no components: every entity); the result
+        under None: :data:`QuotaEntity` -> {quota name: value}."""
+        parts = list(components)
+        for c in parts:
+            if not isinstance(c, quotas.ClientQuotaFilterComponent):
+                raise KafkaConfigurationError(f"not a ClientQuotaFilterComponent: {c!r}")
+        return self._start(quotas.DescribeClientQuotas(parts, strict), now, timeout)
+
+    def alter_client_quotas(
+        self,
+        alterations: Iterable[quotas.ClientQuotaAlteration],
+        *,
+        now: float,
+        timeout: float | None = None,
+        validate_only: bool = False,
+    ) -> OpId:
+        """Set or remove client quotas; results by entity: None or its KafkaError.
+
+        Raises:
+            KafkaConfigurationError: not a ClientQuotaAlteration, or an entity twice.
+        """
+        keyed: dict[quotas.QuotaEntity, quotas.ClientQuotaAlteration] = {}
+        for a in alterations:
+            if not isinstance(a, quotas.ClientQuotaAlteration):
+                raise KafkaConfigurationError(f"not a ClientQuotaAlteration: {a!r}")
+            if a.entity in keyed:
+                raise KafkaConfigurationError(f"quota entity {a.entity!r} given twice")
+            keyed[a.entity] = a
+        return self._start(quotas.AlterClientQuotas(keyed, validate_only), now, timeout)
+
+    def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None, *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """SCRAM credentials (mechanism and iterations, never secrets); results by user:
+        a tuple of ScramCredentialInfo, or with ``users`` None one result under None:
+        user -> its tuple."""
+        listed = None if users is None else _unique(users, "user")
+        return self._start(quotas.DescribeUserScramCredentials(listed), now, timeout)
+
+    def alter_user_scram_credentials(
+        self,
+        alterations: Iterable[
+            quotas.UserScramCredentialUpsertion | quotas.UserScramCredentialDeletion
+        ],
+        *,
+        now: float,
+        timeout: float | None = None,
+    ) -> OpId:
+        """Add, replace or delete SCRAM credentials (the password is salted here, with a
+        salt from the machine's ``rng`` unless given); results by user: None or its
+        KafkaError."""
+        spec = quotas.scram_alterations(list(alterations), lambda: self._rng.randbytes(32))
+        return self._start(spec, now, timeout)
+
+    # -------------------------------------------------------- replicas and leaders
+
+    def alter_partition_reassignments(
+        self,
+        targets: Mapping[Any, Iterable[int] | None],
+        *,
+        now: float,
+        timeout: float | None = None,
+    ) -> OpId:
+        """Move partitions to new replica sets (None: cancel the partition's ongoing
+        reassignment); results by partition: None or its KafkaError."""
+        clean = {
+            TopicPartition(*tp): None if r is None else [int(b) for b in r]
+            for tp, r in targets.items()
+        }
+        return self._start(replicas.AlterPartitionReassignments(clean), now, timeout)
+
+    def list_partition_reassignments(
+        self,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        now: float,
+        timeout: float | None = None,
+    ) -> OpId:
+        """Ongoing reassignments (of every partition, or those given); the result under
+        None: partition -> PartitionReassignment."""
+        parts = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        return self._start(replicas.ListPartitionReassignments(parts), now, timeout)
+
+    def elect_leaders(
+        self,
+        election_type: replicas.ElectionType | int = replicas.ElectionType.PREFERRED,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        now: float,
+        timeout: float | None = None,
+    ) -> OpId:
+        """Elect leaders (preferred or unclean); results by partition: None, or its
+        KafkaError (ElectionNotNeededError: the leader is already the one asked for).
+        With ``partitions`` None one result under None: partition -> that."""
+        kind = replicas.ElectionType(election_type)
+        parts = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        return self._start(replicas.ElectLeaders(kind, parts), now, timeout)
+
+    def describe_topic_partitions(
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        now: float,
+        timeout: float | None = None,
+        partition_limit: int = 2000,
+        cursor: TopicPartition | None = None,
+        one_page: bool = False,
+    ) -> OpId:
+        """Topics (or every topic) with DescribeTopicPartitions, ``partition_limit``
+        partitions per answer, from ``cursor``: every page (or ``one_page``); the result
+        under None: :class:`TopicPartitionsPage`."""
+        if isinstance(partition_limit, bool) or not (
+            isinstance(partition_limit, int) and partition_limit > 0
+        ):
+            raise KafkaConfigurationError(f"partition_limit must be > 0, got {partition_limit!r}")
+        listed = None if names is None else _unique(names, "topic")
+        start = None if cursor is None else TopicPartition(*cursor)
+        spec = replicas.DescribeTopicPartitions(listed, partition_limit, start, one_page)
+        return self._start(spec, now, timeout)
+
+    def describe_features(self, *, now: float, timeout: float | None = None) -> OpId:
+        """The cluster's finalized and a broker's supported feature flags; the result
+        under None: FeatureMetadata."""
+        return self._start(replicas.DescribeFeatures(), now, timeout)
+
+    def update_features(
+        self,
+        updates: Mapping[str, replicas.FeatureUpdate | int],
+        *,
+        now: float,
+        timeout: float | None = None,
+        validate_only: bool = False,
+    ) -> OpId:
+        """Change finalized feature levels (an int: upgrade to that level); results by
+        feature: None or its KafkaError."""
+        clean = {
+            str(name): u if isinstance(u, replicas.FeatureUpdate) else replicas.FeatureUpdate(u)
+            for name, u in updates.items()
+        }
+        return self._start(replicas.UpdateFeatures(clean, validate_only), now, timeout)
+
+    # ----------------------------------------------------------------- transactions
+
+    def list_transactions(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        *,
+        now: float,
+        timeout: float | None = None,
+        state_filters: Iterable[str] = (),
+        producer_id_filters: Iterable[int] = (),
+        duration_filter_ms: int | None = None,
+        transactional_id_pattern: str | None = None,
+    ) -> OpId:
+        """ListTransactions on every broker (or those given); results by broker id: a
+        list of TransactionListing."""
+        spec = txn.ListTransactions(
+            None if broker_ids is None else list(broker_ids),
+            [str(s) for s in state_filters],
+            [int(p) for p in producer_id_filters],
+            duration_filter_ms,
+            transactional_id_pattern,
+        )
+        return self._start(spec, now, timeout)
+
+    def describe_transactions(
+        self, transactional_ids: Iterable[str], *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """Transactions at their coordinators; results by id: TransactionDescription."""
+        ids = _unique(transactional_ids, "transactional id")
+        return self._start(txn.DescribeTransactions(ids), now, timeout)
+
+    def describe_producers(
+        self, partitions: Iterable[TopicPartition], *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """Active producers at each partition's leader; results by partition:
+        PartitionProducerState."""
+        parts = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
+        return self._start(txn.DescribeProducers(parts), now, timeout)
+
+    def abort_transaction(
+        self, spec: txn.AbortTransactionSpec, *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """Abort a (hanging) transaction on one partition; the result under the
+        partition: None or its KafkaError."""
+        if not isinstance(spec, txn.AbortTransactionSpec):
+            raise KafkaConfigurationError(f"not an AbortTransactionSpec: {spec!r}")
+        return self._start(txn.AbortTransaction(spec), now, timeout)
+
+    def fence_producers(
+        self, transactional_ids: Iterable[str], *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """Fence every producer of each transactional id; results by id:
+        ProducerIdAndEpoch (the new epoch)."""
+        ids = _unique(transactional_ids, "transactional id")
+        return self._start(txn.FenceProducers(ids), now, timeout)
+
+    def remove_group_members(
+        self,
+        group_id: str,
+        members: Iterable[MemberToRemove] | None = None,
+        *,
+        now: float,
+        timeout: float | None = None,
+    ) -> OpId:
+        """Remove members (None: all) from a classic group; the result under
+        ``group_id``: MemberToRemove -> None or its KafkaError."""
+        listed = None
+        if members is not None:
+            listed = list(members)
+            for m in listed:
+                if not isinstance(m, MemberToRemove):
+                    raise KafkaConfigurationError(f"not a MemberToRemove: {m!r}")
+        return self._start(ops.RemoveGroupMembers(group_id, listed), now, timeout)
+
     def close(self) -> None:
         """Close the connections; unfinished operations end with KafkaConnectionError."""
         if self._state is AdminState.CLOSED:
@@ -517,7 +755,7 @@ class AdminMachine(ClientDriven):
         return op.keys
 
     def _dispatch(self, op: _Op, now: float) -> None:
-        groups: dict[tuple[NodeId | None, ops.Route], list[Hashable]] = {}
+        groups: dict[tuple[NodeId | None, ops.Route, Hashable], list[Hashable]] = {}
         for key, not_before in list(op.pending.items()):
             if not_before > now:
                 continue
@@ -525,9 +763,9 @@ class AdminMachine(ClientDriven):
             node = self._resolve(op, key, route, now)
             if node is False:
                 continue
-            slot = (node, route if not op.spec.batch else _kind(route))
+            slot = (node, route if not op.spec.batch else _kind(route), op.spec.phase(key))
             groups.setdefault(slot, []).append(key)
-        for (node, _), keys in groups.items():
+        for (node, _, _), keys in groups.items():
             chunks = [keys] if op.spec.batch else [[k] for k in keys]
             for chunk in chunks:
                 for key in chunk:
@@ -545,13 +783,14 @@ class AdminMachine(ClientDriven):
                     self._fail(op, key, KafkaError(f"no broker {node_id} in the cluster"))
                     return False
                 return NodeId(node_id)
-            case ops.ToCoordinator(group=group):
-                node = self._coordinators.get(group)
+            case ops.ToCoordinator(group=group, key_type=key_type):
+                which = (key_type, group)
+                node = self._coordinators.get(which)
                 if node is not None:
                     return node
-                self._find(group, now)
-                finding = group in self._finding.values()
-                op.pending[key] = math.inf if finding else self._find_after[group]
+                self._find(which, now)
+                finding = which in self._finding.values()
+                op.pending[key] = math.inf if finding else self._find_after[which]
                 return False
             case ops.ToLeader(topic=topic, partition=partition):
                 cluster = self._client.cluster
@@ -600,21 +839,22 @@ class AdminMachine(ClientDriven):
         rid = self._client.send(factory, now=now, node_id=node, timeout=timeout)
         self._units[rid] = _Unit(op=op, keys=keys, route=route)
 
-    def _find(self, group: str, now: float) -> None:
-        if group in self._finding.values() or self._find_after.setdefault(group, now) > now:
+    def _find(self, which: _CoordinatorKey, now: float) -> None:
+        if which in self._finding.values() or self._find_after.setdefault(which, now) > now:
             return
+        key_type, key = which
 
         def factory(versions: ApiVersionTable) -> Any:
             cls = versions.request_type(ApiKey.FIND_COORDINATOR)
-            return build(cls, key=group, key_type=0, coordinator_keys=(group,))
+            return build(cls, key=key, key_type=key_type, coordinator_keys=(key,))
 
         rid = self._client.send(factory, now=now)
-        self._finding[rid] = group
+        self._finding[rid] = which
 
     def _drain_client(self, now: float) -> None:
         while (event := self._client.next_event()) is not None:
             match event:
-                case ConnectRequested() | CloseRequested():
+                case ConnectRequested() | CloseRequested() | TokenRequested():
                     self._events.append(event)
                 case MetadataUpdated():
                     self._events.append(event)  # what an adapter waiting for the cluster needs
@@ -641,7 +881,7 @@ class AdminMachine(ClientDriven):
                 if not_before == math.inf and which(op.spec.route(key)):
                     op.pending[key] = now
 
-    def _found(self, group: str, response: Any, now: float) -> None:
+    def _found(self, group: _CoordinatorKey, response: Any, now: float) -> None:
         entry = response.coordinators[0] if hasattr(response, "coordinators") else response
         code = int(entry.error_code)
         if code == 0:
@@ -654,31 +894,31 @@ class AdminMachine(ClientDriven):
                 self._find_after.pop(group, None)
         else:
             message = getattr(entry, "error_message", None) or ""
-            self._find_failed(group, error_for_code(code)(message, group=group), now)
+            self._find_failed(group, error_for_code(code)(message, group=group[1]), now)
             return
         self._wake_group(group, now)
 
-    def _find_failed(self, group: str, error: KafkaError, now: float) -> None:
+    def _find_failed(self, group: _CoordinatorKey, error: KafkaError, now: float) -> None:
         if error.retriable:
             self._find_after[group] = now + self.config.retry_backoff
         for op in self._ops.values():
             for key in list(op.pending):
-                if op.spec.route(key) == ops.ToCoordinator(group):
+                if op.spec.route(key) == ops.ToCoordinator(group[1], group[0]):
                     if error.retriable:
                         op.last_error[key] = error
                         op.pending[key] = self._find_after[group]
                     else:
                         self._fail(op, key, error)
 
-    def _wake_group(self, group: str, now: float) -> None:
-        self._wake_waiting(lambda route: route == ops.ToCoordinator(group), now)
+    def _wake_group(self, group: _CoordinatorKey, now: float) -> None:
+        self._wake_waiting(lambda route: route == ops.ToCoordinator(group[1], group[0]), now)
 
     def _completed(self, unit: _Unit, node: NodeId, response: Any, now: float) -> None:
         op = unit.op
         if op.op_id not in self._ops:
             return  # answered after its deadline
         try:
-            outcomes = op.spec.parse(response, list(unit.keys))
+            outcomes = op.spec.parse_from(response, list(unit.keys), node)
         except (AttributeError, TypeError, ValueError, IndexError) as exc:
             outcomes = {}
             error = KafkaError(f"{op.spec.name}: unexpected response: {exc!r}")
@@ -687,7 +927,10 @@ class AdminMachine(ClientDriven):
             return
         for key in unit.keys:
             outcome = outcomes.get(key, ops._no_answer(key))
-            if isinstance(outcome, KafkaError):
+            if isinstance(outcome, ops.Again):
+                if key not in op.results:
+                    op.pending[key] = now  # the next page or step, at once
+            elif isinstance(outcome, KafkaError):
                 self._outcome(op, key, unit.route, outcome, now)
             elif key not in op.results:
                 op.results[key] = outcome
@@ -701,7 +944,7 @@ class AdminMachine(ClientDriven):
             return
         errno = getattr(error, "errno", None)
         if isinstance(route, ops.ToCoordinator) and (errno in _FORGET_COORDINATOR or errno is None):
-            self._coordinators.pop(route.group, None)
+            self._coordinators.pop((route.key_type, route.group), None)
         if isinstance(route, ops.ToLeader) and (errno in STALE_METADATA_ERRORS or errno is None):
             self._client.request_metadata_update()
         if error.retriable and type(error) not in op.spec.final:

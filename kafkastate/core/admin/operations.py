@@ -31,13 +31,19 @@ from kafkastate.core.admin.types import (
     ListedOffset,
     LogDirDescription,
     MemberDescription,
+    MemberToRemove,
     NewPartitions,
     PartitionDescription,
     ReplicaInfo,
     TopicDescription,
 )
-from kafkastate.core.consumer.assignors import decode_assignment, decode_subscription
-from kafkastate.core.consumer.fetch.offsets import _list_offsets_request
+from kafkastate.core.consumer.assignors import (
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+)
+from kafkastate.core.consumer.fetch.offsets import list_offsets_request
 from kafkastate.core.metadata import ClusterMetadata
 from kafkastate.core.protocol.requests import (
     NewTopic,
@@ -56,7 +62,9 @@ from kafkastate.errors import (
 from kafkastate.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = [
+    "Again",
     "AnyBroker",
+    "PerBroker",
     "error_of",
     "Operation",
     "Route",
@@ -75,6 +83,11 @@ DELETE_GROUPS: Final = 42
 OFFSET_DELETE: Final = 47
 DELETE_RECORDS: Final = 21
 DESCRIBE_LOG_DIRS: Final = 35
+CONSUMER_GROUP_DESCRIBE: Final = 69
+# ConsumerGroupDescribe's answer for a group to describe with DescribeGroups: not a KIP-848
+# group (GROUP_ID_NOT_FOUND), or a 3.7-3.9 broker without the new coordinator enabled
+# (UNSUPPORTED_VERSION), as the Java Admin falls back
+_NOT_A_CONSUMER_GROUP: Final = frozenset({69, 35})
 # OffsetFetch v10 / OffsetCommit v10 name topics by id only; admin calls name them, so
 # they stay at the last versions that carry names.
 _OFFSET_FETCH_BY_NAME: Final = 9
@@ -95,9 +108,18 @@ class ToNode:
 
 @attrs.frozen
 class ToCoordinator:
-    """The group's coordinator, found with FindCoordinator."""
+    """The coordinator of a group (``key_type`` 0) or of a transactional id (1), found
+    with FindCoordinator."""
 
     group: str
+    key_type: int = 0
+
+
+@attrs.frozen
+class Again:
+    """A key's outcome that is no outcome yet: send the key again at once (the next page
+    of a paged answer, the next step of a two-step operation). The operation keeps what
+    it learnt."""
 
 
 @attrs.frozen
@@ -151,6 +173,10 @@ class Operation:
         """Where ``key`` goes."""
         return AnyBroker()
 
+    def phase(self, key: Any) -> Hashable:
+        """Keys of one route share a request only in the same phase (the same API)."""
+        return None
+
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         """The kio request for ``keys`` (``timeout``: seconds the broker may wait)."""
         raise NotImplementedError
@@ -158,6 +184,10 @@ class Operation:
     def parse(self, response: Any, keys: Sequence[Any]) -> dict[Any, Any]:
         """Each key's value or KafkaError (a key left out gets "no answer")."""
         raise NotImplementedError
+
+    def parse_from(self, response: Any, keys: Sequence[Any], node: int) -> dict[Any, Any]:
+        """:meth:`parse`, for operations whose answer names the broker that gave it."""
+        return self.parse(response, keys)
 
 
 # ----------------------------------------------------------------------------- topics
@@ -469,10 +499,9 @@ class IncrementalAlterConfigs(AlterConfigs):
 
 
 @attrs.define
-class ListGroups(Operation):
-    """ListGroups on every broker (or the ones given), one key per broker id."""
+class PerBroker(Operation):
+    """An operation on every broker (or the ones given), one key per broker id."""
 
-    name: ClassVar[str] = "list_consumer_groups"
     broker_ids: Sequence[int] | None = None
 
     def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
@@ -480,6 +509,13 @@ class ListGroups(Operation):
 
     def route(self, key: Any) -> Route:
         return ToNode(key)
+
+
+@attrs.define
+class ListGroups(PerBroker):
+    """ListGroups on every broker (or the ones given), one key per broker id."""
+
+    name: ClassVar[str] = "list_consumer_groups"
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         return build(versions.request_type(LIST_GROUPS), states_filter=(), types_filter=())
@@ -561,44 +597,112 @@ class FindCoordinator(Operation):
 
 @attrs.define
 class DescribeGroups(_Groups):
-    """DescribeGroups at each group's coordinator, one key per group id."""
+    """Describe groups at each group's coordinator, one key per group id.
+
+    As the Java Admin does, a group is first described with ConsumerGroupDescribe
+    (KIP-848, where the broker has it): a KIP-848 ``consumer`` group answers with its
+    members, epochs and assignments; any other group answers GROUP_ID_NOT_FOUND and is
+    described again with the classic DescribeGroups (its own phase, so the two APIs never
+    share a request)."""
 
     name: ClassVar[str] = "describe_consumer_groups"
+    _classic: set[str] = attrs.field(factory=set)
+
+    def phase(self, key: Any) -> Hashable:
+        return key in self._classic
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
-        cls = versions.request_type(DESCRIBE_GROUPS)
-        return build(cls, groups=tuple(keys), include_authorized_operations=False)
+        if keys[0] not in self._classic and versions.supports(CONSUMER_GROUP_DESCRIBE):
+            cls = versions.request_type(CONSUMER_GROUP_DESCRIBE)
+            return build(cls, group_ids=tuple(keys), include_authorized_operations=False)
+        return _describe_groups_request(versions, keys)
 
     def parse(self, response: Any, keys: Sequence[Any]) -> dict[Any, Any]:
+        if type(response).__name__ == "ConsumerGroupDescribeResponse":
+            return self._parse_consumer(response)
+        return _parse_classic(response)
+
+    def _parse_consumer(self, response: Any) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         for g in response.groups:
-            consumer = g.protocol_type == "consumer"
-            members = tuple(
-                MemberDescription(
-                    member_id=m.member_id,
-                    group_instance_id=getattr(m, "group_instance_id", None),
-                    client_id=m.client_id,
-                    client_host=m.client_host,
-                    subscription=(
-                        _decoded(decode_subscription, m.member_metadata) if consumer else None
-                    ),
-                    assignment=(
-                        _decoded(decode_assignment, m.member_assignment) if consumer else None
-                    ),
-                    member_metadata=bytes(m.member_metadata),
-                    member_assignment=bytes(m.member_assignment),
-                )
-                for m in g.members
-            )
-            error = _error(g.error_code, getattr(g, "error_message", None), group=g.group_id)
-            out[str(g.group_id)] = error or GroupDescription(
-                group_id=str(g.group_id),
-                state=g.group_state,
-                protocol_type=g.protocol_type,
-                protocol=g.protocol_data,
-                members=members,
+            gid = str(g.group_id)
+            if int(g.error_code) in _NOT_A_CONSUMER_GROUP:  # classic, none, or KIP-848 off
+                self._classic.add(gid)
+                out[gid] = Again()
+                continue
+            error = _error(g.error_code, g.error_message, group=gid)
+            out[gid] = error or GroupDescription(
+                group_id=gid,
+                state=str(g.group_state),
+                protocol_type="consumer",
+                protocol=str(g.assignor_name),
+                members=tuple(_consumer_member(m) for m in g.members),
+                group_type="consumer",
+                group_epoch=int(g.group_epoch),
+                assignment_epoch=int(g.assignment_epoch),
             )
         return out
+
+
+def _describe_groups_request(versions: ApiVersionTable, groups: Sequence[str]) -> Any:
+    cls = versions.request_type(DESCRIBE_GROUPS)
+    return build(cls, groups=tuple(groups), include_authorized_operations=False)
+
+
+def _assigned(assignment: Any) -> Assignment:
+    return Assignment(
+        partitions=tuple(
+            TopicPartition(t.topic_name, int(p))
+            for t in assignment.topic_partitions
+            for p in sorted(t.partitions)
+        )
+    )
+
+
+def _consumer_member(m: Any) -> MemberDescription:
+    return MemberDescription(
+        member_id=str(m.member_id),
+        group_instance_id=m.instance_id,
+        client_id=str(m.client_id),
+        client_host=str(m.client_host),
+        subscription=Subscription(topics=tuple(m.subscribed_topic_names), rack_id=m.rack_id),
+        assignment=_assigned(m.assignment),
+        member_metadata=b"",
+        member_assignment=b"",
+        member_epoch=int(m.member_epoch),
+        target_assignment=_assigned(m.target_assignment),
+        rack_id=m.rack_id,
+    )
+
+
+def _parse_classic(response: Any) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for g in response.groups:
+        consumer = g.protocol_type == "consumer"
+        members = tuple(
+            MemberDescription(
+                member_id=m.member_id,
+                group_instance_id=getattr(m, "group_instance_id", None),
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscription=(
+                    _decoded(decode_subscription, m.member_metadata) if consumer else None
+                ),
+                assignment=(_decoded(decode_assignment, m.member_assignment) if consumer else None),
+                member_metadata=bytes(m.member_metadata),
+                member_assignment=bytes(m.member_assignment),
+            )
+            for m in g.members
+        )
+        error = _error(g.error_code, getattr(g, "error_message", None), group=g.group_id)
+        out[str(g.group_id)] = error or GroupDescription(
+            group_id=str(g.group_id),
+            state=g.group_state,
+            protocol_type=g.protocol_type,
+            protocol=g.protocol_data,
+            members=members,
+        )
+    return out
 
 
 @attrs.define
@@ -778,6 +882,71 @@ class DeleteGroupOffsets(_OneGroup):
         return {self.group: _group_or_partitions(self.group, int(response.error_code), parts)}
 
 
+@attrs.define
+class RemoveGroupMembers(_OneGroup):
+    """LeaveGroup (v3+, KIP-345) on behalf of members of one group (its key): the
+    coordinator removes them and rebalances. With ``members`` None every member goes: the
+    group is described first (DescribeGroups), then its members are named."""
+
+    name: ClassVar[str] = "remove_group_members"
+    members: Sequence[MemberToRemove] | None = None
+
+    def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
+        if self.members is None:
+            return _describe_groups_request(versions, [self.group])
+        version = versions.require(
+            ApiKey.LEAVE_GROUP,
+            feature="remove_group_members",
+            remedy="removing members by id needs LeaveGroup v3 (Kafka 2.4 or newer)",
+            min_version=3,
+        )
+        cls = request_type(ApiKey.LEAVE_GROUP, version)
+        identity = nested_type(cls, "MemberIdentity")
+        return build(
+            cls,
+            group_id=self.group,
+            members=tuple(
+                build(
+                    identity,
+                    member_id=m.member_id or "",
+                    group_instance_id=m.group_instance_id,
+                    reason=m.reason,
+                )
+                for m in self.members
+            ),
+        )
+
+    def parse(self, response: Any, keys: Sequence[Any]) -> dict[Any, Any]:
+        if self.members is None:  # the DescribeGroups answer: who is in the group
+            (g,) = response.groups
+            error = _error(g.error_code, getattr(g, "error_message", None), group=self.group)
+            if error is not None:
+                return {self.group: error}
+            self.members = tuple(
+                MemberToRemove(member_id=m.member_id, group_instance_id=m.group_instance_id)
+                for m in g.members
+            )
+            return {self.group: Again() if self.members else {}}
+        error = _error(response.error_code, None, group=self.group)
+        if error is not None:
+            return {self.group: error}
+        answered = {
+            (r.group_instance_id or None, r.member_id if r.group_instance_id is None else None): r
+            for r in response.members
+        }
+        out: dict[MemberToRemove, Any] = {}
+        for m in self.members:
+            who = (m.group_instance_id, m.member_id if m.group_instance_id is None else None)
+            r = answered.get(who)
+            clean = MemberToRemove(member_id=m.member_id, group_instance_id=m.group_instance_id)
+            out[clean] = (
+                _no_answer(clean)
+                if r is None
+                else _error(r.error_code, None, group=self.group, member=r.member_id)
+            )
+        return {self.group: out}
+
+
 # ------------------------------------------------------------------------- partitions
 
 
@@ -796,7 +965,7 @@ class ListOffsets(Operation):
         return ToLeader(key.topic, key.partition)
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
-        return _list_offsets_request(
+        return list_offsets_request(
             versions, {k: int(self.specs[k]) for k in keys}, self.isolation_level
         )
 
@@ -857,18 +1026,11 @@ class DeleteRecords(Operation):
 
 
 @attrs.define
-class DescribeLogDirs(Operation):
+class DescribeLogDirs(PerBroker):
     """DescribeLogDirs on every broker (or those given), one key per broker id."""
 
     name: ClassVar[str] = "describe_log_dirs"
-    broker_ids: Sequence[int] | None = None
     partitions: Sequence[TopicPartition] | None = None
-
-    def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
-        return list(sorted(cluster.brokers) if self.broker_ids is None else self.broker_ids)
-
-    def route(self, key: Any) -> Route:
-        return ToNode(key)
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
         cls = versions.request_type(DESCRIBE_LOG_DIRS)

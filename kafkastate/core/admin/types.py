@@ -33,6 +33,7 @@ __all__ = [
     "ListedOffset",
     "LogDirDescription",
     "MemberDescription",
+    "MemberToRemove",
     "NewPartitions",
     "NewTopic",
     "OffsetSpec",
@@ -228,6 +229,12 @@ class MemberDescription:
     """The raw metadata."""
     member_assignment: bytes
     """The raw assignment."""
+    member_epoch: int = -1
+    """Its member epoch (a KIP-848 consumer group's member; -1 for classic groups)."""
+    target_assignment: Assignment | None = None
+    """The assignment the coordinator is moving it to (KIP-848), None for classic."""
+    rack_id: str | None = None
+    """Its ``client.rack`` (KIP-848 members)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -244,6 +251,31 @@ class GroupDescription:
     """The chosen assignor (``"range"``...)."""
     members: tuple[MemberDescription, ...]
     """Its members."""
+    group_type: str = "classic"
+    """``"classic"``, or ``"consumer"`` for a KIP-848 group (described with
+    ConsumerGroupDescribe: ``protocol`` is then the server-side assignor)."""
+    group_epoch: int = -1
+    """A KIP-848 group's epoch (-1 for classic groups)."""
+    assignment_epoch: int = -1
+    """The epoch of a KIP-848 group's target assignment (-1 for classic groups)."""
+
+
+def _one_of(inst: MemberToRemove, _attr: Any, _value: Any) -> None:
+    if inst.member_id is None and inst.group_instance_id is None:
+        raise KafkaConfigurationError("a MemberToRemove needs a member_id or a group_instance_id")
+
+
+@attrs.frozen(kw_only=True)
+class MemberToRemove:
+    """A group member to remove (``remove_group_members``): a dynamic member by its
+    ``member_id``, a static one (KIP-345) by its ``group_instance_id``."""
+
+    member_id: str | None = None
+    """The member id the coordinator gave it."""
+    group_instance_id: str | None = attrs.field(default=None, validator=_one_of)
+    """Its ``group.instance.id``."""
+    reason: str | None = attrs.field(default=None, eq=False)
+    """Why (sent to brokers with LeaveGroup v5, KIP-800); not part of its identity."""
 
 
 @attrs.frozen(kw_only=True)

@@ -50,7 +50,12 @@ from typing import Any, Final
 
 import attrs
 
-from kafkastate.core.client import CloseRequested, ConnectRequested, MetadataUpdated
+from kafkastate.core.client import (
+    CloseRequested,
+    ConnectRequested,
+    MetadataUpdated,
+    TokenRequested,
+)
 from kafkastate.core.consumer.fetcher import (
     CommittedOffsets,
     FetcherEvent,
@@ -187,6 +192,7 @@ class AssignmentSettled:
 ConsumerEvent = (
     ConnectRequested
     | CloseRequested
+    | TokenRequested
     | MetadataUpdated
     | RecordsFetched
     | PositionsResolved
@@ -521,8 +527,7 @@ class ConsumerMachine:
         :meth:`subscribe` joins again as a new member.
 
         Raises:
-            IllegalStateError: the consumer is closed, or a KIP-848 member (not supported
-                yet: close the consumer instead).
+            IllegalStateError: the consumer is closed.
         """
         self._allow("assign")
         member = self.fetcher.member
@@ -1158,6 +1163,18 @@ class ConsumerMachine:
     ) -> None:
         """The adapter's socket to ``node_id`` closed or failed."""
         self.fetcher.connection_lost(node_id, now=now, error=error)
+        self._after(now)
+
+    def token_received(
+        self, token: str, *, now: float, extensions: Mapping[str, str] | None = None
+    ) -> None:
+        """The token provider's answer to :class:`TokenRequested`."""
+        self.fetcher.token_received(token, now=now, extensions=extensions)
+        self._after(now)
+
+    def token_failed(self, error: BaseException, *, now: float) -> None:
+        """The token provider raised instead of answering :class:`TokenRequested`."""
+        self.fetcher.token_failed(error, now=now)
         self._after(now)
 
     def receive_data(self, node_id: Any, data: bytes, *, now: float) -> None:

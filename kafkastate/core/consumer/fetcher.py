@@ -51,6 +51,7 @@ from kafkastate.core.client import (
     RequestCompleted,
     RequestFailed,
     RequestId,
+    TokenRequested,
 )
 from kafkastate.core.consumer.fetch import decode, membership, reset
 from kafkastate.core.consumer.fetch.decode import _Completed
@@ -372,16 +373,9 @@ class FetcherMachine(ClientDriven):
 
         Raises:
             LocalProtocolError: no group membership configured.
-            IllegalStateError: the member is closed or failed, or it is a KIP-848 member
-                (not supported yet).
+            IllegalStateError: the member is closed or failed.
         """
-        member = self._group_member()
-        if not isinstance(member, GroupMember):
-            raise IllegalStateError(
-                "unsubscribe() of a group_protocol='consumer' (KIP-848) member is not "
-                "supported yet: close the consumer"
-            )
-        member.unsubscribe(now=now)
+        self._group_member().unsubscribe(now=now)
         self._step(now)
 
     def polled(self, *, now: float) -> None:
@@ -663,7 +657,7 @@ class FetcherMachine(ClientDriven):
                 case MetadataUpdated():
                     self._events.append(event)
                     self._metadata_arrived()
-                case ConnectRequested() | CloseRequested():
+                case ConnectRequested() | CloseRequested() | TokenRequested():
                     self._events.append(event)
                 case RequestCompleted(request_id=rid, node_id=node, response=response):
                     self._on_response(rid, node, response, now)

@@ -100,16 +100,24 @@ class Member848State(enum.Enum):
 _S = Member848State
 # STYLE §6: read off every change of state below. close() and a fatal answer end any live
 # state; a poll timeout (_step) leaves from a member with an epoch; FENCED_MEMBER_EPOCH /
-# UNKNOWN_MEMBER_ID join again; _reconcile moves towards a target. A late answer (to the
-# heartbeat in flight when a poll timeout left) still acts on an UNSUBSCRIBED member.
+# UNKNOWN_MEMBER_ID join again; _reconcile moves towards a target; unsubscribe() revokes,
+# leaves and waits (or joins again when subscribed meanwhile). The answer to a heartbeat in
+# flight when the member left is dropped (_answered), so nothing acts on an UNSUBSCRIBED one.
 MEMBER848_STATES: Final = register(
     StateTable(
         machine="ConsumerGroupMember",
         states=Member848State,
         initial=_S.UNSUBSCRIBED,
         transitions={
-            _S.UNSUBSCRIBED: {_S.JOINING, _S.RECONCILING, _S.FAILED, _S.CLOSED},
-            _S.JOINING: {_S.JOINING, _S.STABLE, _S.RECONCILING, _S.FAILED, _S.CLOSED},
+            _S.UNSUBSCRIBED: {_S.JOINING, _S.FAILED, _S.CLOSED},
+            _S.JOINING: {
+                _S.JOINING,
+                _S.STABLE,
+                _S.RECONCILING,
+                _S.UNSUBSCRIBED,
+                _S.FAILED,
+                _S.CLOSED,
+            },
             _S.STABLE: {_S.JOINING, _S.RECONCILING, _S.UNSUBSCRIBED, _S.FAILED, _S.CLOSED},
             _S.RECONCILING: {
                 _S.JOINING,
@@ -173,6 +181,8 @@ class ConsumerGroupMember(MemberBase):
         self._next_heartbeat: float | None = None
         self._last_poll: float | None = None
         self._leaving = False
+        self._unsubscribing = False  # unsubscribe(): revoke what is owned, then leave
+        self._stale = 0  # answers to drop: the heartbeat in flight when the member left
         self._now = 0.0
 
     # ------------------------------------------------------------ queries
@@ -261,13 +271,29 @@ class ConsumerGroupMember(MemberBase):
         self._next_heartbeat = now
         self._step(now)
 
+    def unsubscribe(self, *, now: float) -> None:
+        """Stop being a member and stay usable (the consumer's ``unsubscribe()``, as Java's
+        KIP-848 consumer does it): what the member owns is revoked first
+        (:class:`RevokePartitions`, not lost -- the application may still commit it), then
+        it leaves (epoch -1, or -2 for a static member) and waits with no subscription. A
+        later :meth:`subscribe` joins again at epoch 0 with the same member id.
+
+        Raises:
+            IllegalStateError: the member is closed or failed.
+        """
+        if self.state in (Member848State.FAILED, Member848State.CLOSED):
+            raise IllegalStateError(f"the group member is {self.state.value}")
+        self._topics = ()
+        self._target = None
+        self._unsubscribing = True
+        self._step(now)
+
     def close(self, *, now: float) -> None:
         """Leave the group (epoch -1, or -2 for a static member)."""
         if self.state in (Member848State.CLOSED, Member848State.FAILED):
             return
         if self.epoch > 0 and not self.coordinator_wanted:
-            static = self.config.group_instance_id is not None
-            self._send_heartbeat(_STATIC_LEAVE_EPOCH if static else _LEAVE_EPOCH, now)
+            self._send_leave(now)
         self._to(Member848State.CLOSED, what="close")
         self._next_heartbeat = None
 
@@ -295,9 +321,7 @@ class ConsumerGroupMember(MemberBase):
 
     def handle_failure(self, kind: str, error: KafkaError, *, now: float) -> None:
         """The heartbeat got no answer."""
-        del kind
-        self._in_flight = False
-        if self.state in (Member848State.CLOSED, Member848State.FAILED):
+        if self._answered(kind):
             return
         if isinstance(error, UnsupportedVersionError):
             # The coordinator's broker cannot take the request at all: another coordinator
@@ -311,9 +335,7 @@ class ConsumerGroupMember(MemberBase):
 
     def handle_response(self, kind: str, response: Any, *, now: float) -> None:
         """The coordinator's answer to a heartbeat."""
-        del kind
-        self._in_flight = False
-        if self.state in (Member848State.CLOSED, Member848State.FAILED):
+        if self._answered(kind):
             return
         code = int(response.error_code)
         if code == _NONE:
@@ -333,6 +355,30 @@ class ConsumerGroupMember(MemberBase):
         self._step(now)
 
     # ----------------------------------------------------------- internals
+
+    def _answered(self, kind: str) -> bool:
+        """Account for an answer (or a failure); True when it is to be ignored: the answer
+        to a leave, to the heartbeat that was in flight when the member left (its epoch
+        and target belong to the membership that ended), or after close/failure."""
+        if kind == "leave":
+            return True
+        if self._stale:  # (the heartbeat in flight now, if any, is a later one)
+            self._stale -= 1
+            return True
+        self._in_flight = False
+        return self.state in (Member848State.CLOSED, Member848State.FAILED)
+
+    def _send_leave(self, now: float, *, epoch: int | None = None) -> None:
+        """Leave at ``epoch``: by default -1, or -2 for a static member (a temporary leave
+        that keeps its assignment for the instance's return). The answer to a heartbeat in
+        flight is dropped when it comes: it belongs to the membership that ended."""
+        if epoch is None:
+            static = self.config.group_instance_id is not None
+            epoch = _STATIC_LEAVE_EPOCH if static else _LEAVE_EPOCH
+        if self._in_flight:
+            self._stale += 1
+            self._in_flight = False
+        self._send_heartbeat(epoch, now)
 
     def _to(self, new: Member848State, *, what: str) -> None:
         self.state = transition(MEMBER848_STATES, self.state, new, what=what)
@@ -355,10 +401,34 @@ class ConsumerGroupMember(MemberBase):
         self._now = max(self._now, now)
         if self.state in (Member848State.CLOSED, Member848State.FAILED):
             return
+        if (
+            self._unsubscribing
+            and self._awaiting_revocation is None
+            and self._awaiting_assignment is None
+        ):
+            if self._owned:
+                self._awaiting_revocation = RevokePartitions(partitions=self._owned, lost=False)
+                self._events.append(self._awaiting_revocation)
+                return  # revocation_done steps again
+            if self._in_flight and self.epoch <= 0:
+                return  # a join is under way: leave with the epoch its answer gives
+            self._unsubscribing = False
+            if self.epoch > 0 and not self.coordinator_wanted:
+                self._send_leave(now)
+            self.epoch = _JOIN_EPOCH
+            self._target = None
+            if self._topics:  # subscribed again meanwhile: join as the same member, anew
+                self._to(Member848State.JOINING, what="resubscribe")
+                self._next_heartbeat = now
+            else:
+                if self.state is not Member848State.UNSUBSCRIBED:
+                    self._to(Member848State.UNSUBSCRIBED, what="unsubscribe")
+                self._next_heartbeat = None
+                return
         deadline = self._poll_deadline()
         if deadline is not None and now >= deadline:
             if not self.coordinator_wanted:
-                self._send_heartbeat(_LEAVE_EPOCH, now)  # the group moves on without us
+                self._send_leave(now, epoch=_LEAVE_EPOCH)  # the group moves on without us
             self._lose()
             self._to(Member848State.UNSUBSCRIBED, what="poll timeout")
             self.epoch = _JOIN_EPOCH
@@ -465,10 +535,16 @@ class ConsumerGroupMember(MemberBase):
                 else tuple(build(tp_cls, topic_id=t, partitions=ps) for t, ps in owned.items()),
             )
 
+        leave = epoch < 0
         self._out.append(
-            OutgoingRequest(kind="heartbeat", factory=factory, timeout=cfg.request_timeout)
+            OutgoingRequest(
+                kind="leave" if leave else "heartbeat",
+                factory=factory,
+                timeout=cfg.request_timeout,
+            )
         )
-        self._in_flight = True
+        if not leave:
+            self._in_flight = True
         self._next_heartbeat = now + self._interval
 
     def _owned_by_id(self) -> dict[uuid.UUID, tuple[int, ...]]:

@@ -1527,18 +1527,6 @@ class Accumulator:
             self._lanes.pop(topic, None)  # routed sends may have opened one: none while held
         return appended, any(topic in cluster.topics for topic in stuck)
 
-    def fail_held(self, error: KafkaError, *, now: float) -> None:
-        """Fail every send held for metadata with ``error`` (the cluster refused this
-        client for good: waiting out ``max_block`` cannot help).
-
-        Args:
-            error: the refusal, e.g. an :class:`~kafkastate.errors.AuthenticationFailedError`.
-            now: the driver's clock.
-        """
-        for entry in list(self._held.values()):
-            self._unhold(entry)
-            self._fail_held(entry, error, now)
-
     def _unhold(self, entry: _Held) -> None:
         del self._held[entry.rid]
         left = self._held_topics[entry.topic] - 1

@@ -104,6 +104,7 @@ from kafkastate.core.client import (
     RequestCompleted,
     RequestFailed,
     RequestId,
+    TokenRequested,
 )
 from kafkastate.core.metadata import NodeId
 from kafkastate.core.producer.accumulator import (
@@ -135,7 +136,7 @@ from kafkastate.core.producer.transactions import (
     TransactionOperationCompleted,
     TransactionOpId,
 )
-from kafkastate.core.protocol.requests import produce_request
+from kafkastate.core.protocol.framing import produce_request
 from kafkastate.core.protocol.versions import ApiVersionTable
 from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
@@ -360,6 +361,7 @@ class ProducerClosed:
 ProducerEvent = (
     ConnectRequested
     | CloseRequested
+    | TokenRequested
     | MetadataUpdated
     | RecordsAcknowledged
     | RecordsFailed
@@ -1015,6 +1017,12 @@ class ProducerMachine(ClientDriven):
             self._pull_client(now)
             self._expire(now)
             if acc.waiting_sends:
+                refused = self._client.authentication_refused
+                if refused is not None:
+                    # The cluster refused our credentials: metadata will not come, so what
+                    # waits for it fails now, not at max_block_ms (Java's send raises too).
+                    acc.fail_waiting(refused, now=now)
+            if acc.waiting_sends:
                 self._admit(now, expire_waiting)
             self._maybe_init(now)
             self._send_ready(now)
@@ -1058,11 +1066,6 @@ class ProducerMachine(ClientDriven):
             return
         acc = self._acc
         cluster = self._client.cluster
-        refused = self._client.bootstrap_refused
-        if refused is not None:
-            # every bootstrap server refused us (TLS, SASL): as Java's producer, sends
-            # waiting for metadata fail with that error instead of waiting out max_block
-            acc.fail_held(refused, now=now)
         routed, refresh = acc.route_held(cluster, now=now, expire=expire)
         if refresh:
             self._metadata.request_update()
@@ -1077,7 +1080,7 @@ class ProducerMachine(ClientDriven):
         client = self._client
         while (event := client.next_event()) is not None:
             match event:
-                case ConnectRequested() | CloseRequested() | MetadataUpdated():
+                case ConnectRequested() | CloseRequested() | MetadataUpdated() | TokenRequested():
                     self._emit(event)
                 case RequestCompleted(request_id=rid, response=response):
                     self._on_completed(rid, response, now)

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import struct
 import sys
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 import attrs
 
-from kafkastate.core.protocol.framing import encoded_request_type
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
 from kafkastate.errors import KafkaConfigurationError
 
@@ -31,8 +29,6 @@ __all__ = [
     "fetch_request",
     "metadata_request",
     "nested_type",
-    "produce_request",
-    "produce_request_body",
 ]
 
 
@@ -179,115 +175,6 @@ def delete_topics_request(
             topics=tuple(state_cls(name=n, topic_id=None) for n in names), timeout=_ms(timeout)
         )
     return cls(topic_names=names, timeout=_ms(timeout))
-
-
-def produce_request(
-    versions: ApiVersionTable,
-    batches: Mapping[tuple[str, uuid.UUID | None, int], bytes],
-    *,
-    acks: int = -1,
-    timeout: float = 30.0,
-    transactional_id: str | None = None,
-    max_version: int | None = None,
-) -> Any:
-    """Produce record batches.
-
-    Args:
-        versions: the negotiated version table.
-        batches: ``(topic name, topic id or None, partition) -> record batch bytes``. The
-            topic id is needed when the negotiated version names topics by id (v13+).
-        acks: 0, 1 or -1 (all).
-        timeout: how long the broker waits for acks.
-        transactional_id: for transactional batches.
-        max_version: the highest version to use (a transactional producer speaking
-            transaction version 1 stays at v11).
-    """
-    version = versions.version_for(ApiKey.PRODUCE)
-    if max_version is not None:
-        version = min(version, max_version)
-    body = produce_request_body(
-        version, batches, acks=acks, timeout=timeout, transactional_id=transactional_id
-    )
-    return encoded_request_type(ApiKey.PRODUCE, version, flexible=version >= _PRODUCE_FLEXIBLE)(
-        body
-    )
-
-
-_PRODUCE_FLEXIBLE: Final = 9  # Produce v9+ is flexible (KIP-482)
-_PRODUCE_TOPIC_IDS: Final = 13  # Produce v13+ names topics by id (KIP-516)
-_I16_I32: Final = struct.Struct(">hi")
-_I32: Final = struct.Struct(">i")
-_I16: Final = struct.Struct(">h")
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def produce_request_body(
-    version: int,
-    batches: Mapping[tuple[str, uuid.UUID | None, int], bytes],
-    *,
-    acks: int = -1,
-    timeout: float = 30.0,
-    transactional_id: str | None = None,
-) -> bytes:
-    """Encode a ProduceRequest body (v3-v13) by hand: the producer sends one per batch
-    or so, and kio's generic writer is several times slower for it. The same bytes as
-    kio writes for the same request (tests/core/protocol/test_framing.py compares them).
-
-    Args:
-        version: the request version (3 to 13).
-        batches: ``(topic name, topic id or None, partition) -> record batch bytes``.
-        acks: 0, 1 or -1 (all).
-        timeout: how long the broker waits for acks, in seconds.
-        transactional_id: for transactional batches.
-
-    Returns:
-        The body bytes.
-
-    Raises:
-        KafkaConfigurationError: v13+ without a topic id, or a version out of range.
-    """
-    if not 3 <= version <= _PRODUCE_TOPIC_IDS:
-        raise KafkaConfigurationError(f"no Produce encoder for v{version}")
-    flexible = version >= _PRODUCE_FLEXIBLE
-    by_topic: dict[tuple[str, uuid.UUID | None], list[tuple[int, bytes]]] = {}
-    for (topic, topic_id, partition), records in batches.items():
-        by_topic.setdefault((topic, topic_id), []).append((partition, records))
-    out: list[bytes] = []
-    tid = None if transactional_id is None else transactional_id.encode()
-    if flexible:
-        out.append(b"\x00" if tid is None else _uvarint(len(tid) + 1) + tid)
-    else:
-        out.append(b"\xff\xff" if tid is None else _I16.pack(len(tid)) + tid)
-    out.append(_I16_I32.pack(acks, round(timeout * 1000)))
-    out.append(_uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic)))
-    for (topic, topic_id), parts in by_topic.items():
-        if version >= _PRODUCE_TOPIC_IDS:
-            if topic_id is None:
-                raise KafkaConfigurationError(f"Produce v{version} needs the id of {topic!r}")
-            out.append(topic_id.bytes)
-        else:
-            name = topic.encode()
-            out.append(_uvarint(len(name) + 1) + name if flexible else _I16.pack(len(name)) + name)
-        out.append(_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
-        for partition, records in parts:
-            out.append(_I32.pack(partition))
-            out.append(_uvarint(len(records) + 1) if flexible else _I32.pack(len(records)))
-            out.append(records)
-            if flexible:
-                out.append(b"\x00")  # the partition's tagged fields
-        if flexible:
-            out.append(b"\x00")  # the topic's tagged fields
-    if flexible:
-        out.append(b"\x00")  # the request's tagged fields
-    return b"".join(out)
 
 
 def fetch_request(

@@ -52,6 +52,8 @@ from tests._support.peer import ScriptedCluster, Sent
 CREATE_TOPICS, FIND_COORDINATOR, DESCRIBE_GROUPS = 19, 10, 15
 LIST_GROUPS, DESCRIBE_CONFIGS, DELETE_RECORDS, LIST_OFFSETS = 16, 32, 21, 2
 BACKOFF = 0.25
+# a broker without ConsumerGroupDescribe (KIP-848): groups are described with DescribeGroups
+CLASSIC_GROUPS = {k: v for k, v in CLIENT_VERSIONS.items() if k != 69}
 ZERO = datetime.timedelta(0)
 
 
@@ -235,7 +237,7 @@ def _described(sent: Sent, group: str, code: ErrorCode) -> Any:
 
 
 def test_not_coordinator_finds_the_coordinator_again_where_it_moved() -> None:
-    m, cluster = admin()
+    m, cluster = admin(api_ranges=CLASSIC_GROUPS)
     start(m, cluster, lambda now: m.describe_consumer_groups(["g"], now=now))
     find = cluster.take(FIND_COORDINATOR)
     assert find.req.body.coordinator_keys == ("g",) and find.req.body.key_type == 0
@@ -257,7 +259,7 @@ def test_not_coordinator_finds_the_coordinator_again_where_it_moved() -> None:
 
 
 def test_coordinator_loading_is_retried_at_the_same_coordinator() -> None:
-    m, cluster = admin()
+    m, cluster = admin(api_ranges=CLASSIC_GROUPS)
     start(m, cluster, lambda now: m.describe_consumer_groups(["g"], now=now))
     _find_answer(cluster, cluster.take(FIND_COORDINATOR), 2, ErrorCode.none)
     describe = cluster.take(DESCRIBE_GROUPS)
@@ -273,7 +275,7 @@ def test_coordinator_loading_is_retried_at_the_same_coordinator() -> None:
 
 
 def test_coordinator_not_available_on_find_is_retried() -> None:
-    m, cluster = admin()
+    m, cluster = admin(api_ranges=CLASSIC_GROUPS)
     start(m, cluster, lambda now: m.describe_consumer_groups(["g"], now=now))
     t0 = cluster.now
     _find_answer(cluster, cluster.take(FIND_COORDINATOR), -1, ErrorCode.coordinator_not_available)
@@ -479,7 +481,7 @@ def test_deleting_an_unknown_topic_is_an_answer_not_a_retry() -> None:
 
 
 def test_close_ends_every_operation() -> None:
-    m, cluster = admin()
+    m, cluster = admin(api_ranges=CLASSIC_GROUPS)
     start(m, cluster, lambda now: m.describe_consumer_groups(["g", "h"], now=now))
     m.close()
     cluster.pump()

@@ -38,9 +38,9 @@ def member(**kw: Any) -> ConsumerGroupMember:
     return ConsumerGroupMember(ConsumerGroupConfig(group_id="g", **kw), rng=random.Random(1))
 
 
-def heartbeat(m: ConsumerGroupMember) -> Any:
+def heartbeat(m: ConsumerGroupMember, kind: str = "heartbeat") -> Any:
     (out,) = m.take_requests()
-    assert out.kind == "heartbeat"
+    assert out.kind == kind
     return out.factory(VERSIONS)
 
 
@@ -160,7 +160,100 @@ def test_fatal_errors_and_leaving() -> None:
     heartbeat(static)
     answer(static, epoch=2)
     static.close(now=1.0)
-    assert heartbeat(static).member_epoch == -2  # a static member's temporary leave
+    assert heartbeat(static, "leave").member_epoch == -2  # a static member's temporary leave
+
+
+def stable(m: ConsumerGroupMember, parts: tuple[int, ...] = (0, 1)) -> None:
+    """Join with ``parts`` of t at epoch 3, the assignment applied and reported."""
+    m.subscribe(["t"], now=0.0)
+    m.update_topic_ids({TOPIC_ID: "t"}, now=0.0)
+    m.coordinator_found(now=0.0)
+    heartbeat(m)
+    answer(m, epoch=3, parts=parts)
+    if events(m):
+        m.assignment_done(now=0.0)
+        heartbeat(m)
+        answer(m, epoch=3)
+
+
+def test_unsubscribe_revokes_then_leaves_and_subscribe_joins_again() -> None:
+    m = member()
+    stable(m)
+    member_id = m.member_id
+    m.unsubscribe(now=1.0)
+    (revoke,) = events(m)
+    assert revoke == RevokePartitions(partitions=(("t", 0), ("t", 1)), lost=False)
+    assert m.take_requests() == []  # the application revokes (and may commit) first
+    m.revocation_done(now=1.1)
+    leave = heartbeat(m, "leave")
+    assert (leave.member_epoch, leave.member_id) == (-1, member_id)
+    assert leave.subscribed_topic_names is None and leave.topic_partitions is None
+    assert m.state is Member848State.UNSUBSCRIBED and m.generation == -1
+    assert m.get_timer() is None and m.take_requests() == []
+    m.handle_response("leave", None, now=1.2)  # the leave's answer changes nothing
+    assert m.state is Member848State.UNSUBSCRIBED
+    m.subscribe(["t"], now=2.0)
+    join = heartbeat(m)
+    assert (join.member_epoch, join.member_id) == (0, member_id)  # KIP-1082: same id
+    assert join.subscribed_topic_names == ("t",) and join.topic_partitions == ()
+
+
+def test_unsubscribe_of_a_static_member_leaves_temporarily() -> None:
+    m = member(group_instance_id="i-1")
+    stable(m, parts=())
+    m.unsubscribe(now=1.0)
+    assert events(m) == []  # nothing owned, nothing to revoke
+    assert heartbeat(m, "leave").member_epoch == -2
+
+
+def test_subscribe_while_unsubscribing_leaves_then_joins_anew() -> None:
+    m = member()
+    stable(m)
+    m.unsubscribe(now=1.0)
+    events(m)
+    m.subscribe(["t"], now=1.05)  # before the application finished revoking
+    m.revocation_done(now=1.1)
+    sent = m.take_requests()
+    assert [out.kind for out in sent] == ["heartbeat", "leave", "heartbeat"]
+    epochs = [out.factory(VERSIONS).member_epoch for out in sent]
+    assert epochs == [3, -1, 0]  # still a member while revoking; leave; join anew
+    assert m.state is Member848State.JOINING
+    answer(m, epoch=3, parts=(0, 1), now=1.2)  # the first heartbeat's: dropped
+    assert events(m) == [] and m.take_requests() == []
+    answer(m, epoch=5, parts=(1,), now=1.3)  # the join's
+    (assign,) = events(m)
+    assert assign.assigned == (("t", 1),) and m.epoch == 5
+
+
+def test_unsubscribe_during_a_join_leaves_with_the_epoch_its_answer_gives() -> None:
+    m = member()
+    m.subscribe(["t"], now=0.0)
+    m.update_topic_ids({TOPIC_ID: "t"}, now=0.0)
+    m.coordinator_found(now=0.0)
+    heartbeat(m)  # the join, in flight
+    m.unsubscribe(now=0.5)
+    assert m.take_requests() == [] and m.state is Member848State.JOINING
+    answer(m, epoch=4, parts=(0,), now=0.6)
+    assert events(m) == []  # not subscribed any more: nothing is assigned
+    assert heartbeat(m, "leave").member_epoch == -1
+    assert m.state is Member848State.UNSUBSCRIBED
+
+
+def test_the_answer_in_flight_when_a_poll_timeout_left_is_dropped() -> None:
+    m = member(max_poll_interval=10.0)
+    stable(m)
+    m.handle_timer(now=5.0)
+    heartbeat(m)  # a regular heartbeat, in flight
+    m.handle_timer(now=10.5)  # no poll for max_poll_interval: leave
+    (lost,) = events(m)
+    assert lost == RevokePartitions(partitions=(("t", 0), ("t", 1)), lost=True)
+    m.revocation_done(now=10.5)
+    assert heartbeat(m, "leave").member_epoch == -1
+    answer(m, epoch=3, parts=(0, 1, 2), now=10.6)  # late: the membership it names ended
+    assert events(m) == [] and m.state is Member848State.UNSUBSCRIBED
+    assert m.generation == -1
+    m.polled(now=11.0)  # the next poll joins again, at epoch 0
+    assert heartbeat(m).member_epoch == 0
 
 
 # ---------------------------------------------------------------------- real Kafka

@@ -27,15 +27,12 @@ from kafkastate.core.protocol.framing import (
     decode_response_header,
     encode_body,
     encode_request,
+    produce_request,
+    produce_request_body,
     request_header_bytes,
     response_header_version,
 )
-from kafkastate.core.protocol.requests import (
-    build,
-    nested_type,
-    produce_request,
-    produce_request_body,
-)
+from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable, request_type, response_type
 from kafkastate.errors import KafkaConfigurationError, RemoteProtocolError
 from tests._support.peer import api_versions_response, parse_request, response_frame

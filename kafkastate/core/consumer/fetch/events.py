@@ -9,7 +9,12 @@ from collections.abc import Mapping
 
 import attrs
 
-from kafkastate.core.client import CloseRequested, ConnectRequested, MetadataUpdated
+from kafkastate.core.client import (
+    CloseRequested,
+    ConnectRequested,
+    MetadataUpdated,
+    TokenRequested,
+)
 from kafkastate.core.consumer.fetch.offsets import ListedOffset
 from kafkastate.core.consumer.fetch.state import TopicPartition
 from kafkastate.core.consumer.group import GroupFailed
@@ -118,6 +123,7 @@ class GroupLeft:
 FetcherEvent = (
     ConnectRequested
     | CloseRequested
+    | TokenRequested
     | MetadataUpdated
     | RecordsFetched
     | PositionsResolved

@@ -49,7 +49,16 @@ from kafkastate.errors import (
 if TYPE_CHECKING:
     from kafkastate.core.consumer.fetcher import FetcherConfig
 
-__all__ = ["ListedOffset", "OffsetQueries", "commit_entries"]
+__all__ = [
+    "ListedOffset",
+    "OffsetQueries",
+    "commit_entries",
+    "find_coordinator_request",
+    "list_offsets_request",
+    "offset_commit_request",
+    "offset_fetch_request",
+    "response_topic_name",
+]
 
 # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: look again.
 _COORDINATOR_MOVED: Final = frozenset({14, 15, 16})
@@ -245,7 +254,7 @@ class OffsetQueries:
         for node, parts in by_leader.items():
 
             def factory(versions: ApiVersionTable, parts: dict[TopicPartition, int] = parts) -> Any:
-                return _list_offsets_request(versions, parts, isolation)
+                return list_offsets_request(versions, parts, isolation)
 
             rid = self._client.send(factory, now=now, node_id=node)
             self.requests[rid] = (q.query_id, "list", list(parts))
@@ -284,13 +293,13 @@ class OffsetQueries:
             tps = [tp for tp in q.partitions if tp[0] in ids]
 
             def factory(versions: ApiVersionTable) -> Any:
-                return _offset_fetch_request(versions, group, tps, ids)
+                return offset_fetch_request(versions, group, tps, ids)
 
         else:
             parts = dict(q.partitions)
 
             def factory(versions: ApiVersionTable) -> Any:
-                return _offset_commit_request(versions, group, parts, ids)
+                return offset_commit_request(versions, group, parts, ids)
 
         rid = self._client.send(factory, now=now, node_id=coordinator)
         self.requests[rid] = (q.query_id, q.kind, list(q.partitions))
@@ -308,7 +317,7 @@ class OffsetQueries:
         assert group is not None
 
         def factory(versions: ApiVersionTable) -> Any:
-            return _find_coordinator_request(versions, group)
+            return find_coordinator_request(versions, group)
 
         self.coordinator_rid = self._client.send(factory, now=now)
         return None
@@ -386,7 +395,7 @@ class OffsetQueries:
                 q.error = error_for_code(top_code)(f"OffsetFetch for {self._config.group_id!r}")
             else:
                 for t in topics:
-                    name = _topic_name(t, names_by_id)
+                    name = response_topic_name(t, names_by_id)
                     for part in t.partitions:
                         tp = (name, int(part.partition_index))
                         code = int(part.error_code)
@@ -405,7 +414,7 @@ class OffsetQueries:
                     q.results.setdefault(tp, None)
         else:
             for t in response.topics:
-                name = _topic_name(t, names_by_id)
+                name = response_topic_name(t, names_by_id)
                 for part in t.partitions:
                     code = int(part.error_code)
                     if code in _COORDINATOR_MOVED:
@@ -464,9 +473,11 @@ class OffsetQueries:
 # ------------------------------------------------------------------------------ requests
 
 
-def _list_offsets_request(
+def list_offsets_request(
     versions: ApiVersionTable, parts: Mapping[TopicPartition, int], isolation: int
 ) -> Any:
+    """ListOffsets for ``parts`` (partition -> timestamp or -1 latest / -2 earliest /
+    -3 max timestamp) at the negotiated version."""
     cls = versions.request_type(ApiKey.LIST_OFFSETS)
     topic_cls = nested_type(cls, "ListOffsetsTopic")
     part_cls = nested_type(cls, "ListOffsetsPartition")
@@ -484,12 +495,13 @@ def _list_offsets_request(
     )
 
 
-def _find_coordinator_request(versions: ApiVersionTable, group: str) -> Any:
+def find_coordinator_request(versions: ApiVersionTable, group: str) -> Any:
+    """FindCoordinator for a group, at the negotiated version (one key or a batch of one)."""
     cls = versions.request_type(ApiKey.FIND_COORDINATOR)
     return build(cls, key=group, key_type=0, coordinator_keys=(group,))
 
 
-def _topic_name(entry: Any, names_by_id: Mapping[Any, str]) -> str:
+def response_topic_name(entry: Any, names_by_id: Mapping[Any, str]) -> str:
     """A response topic's name: given (up to v9) or looked up by its id (v10+)."""
     name = getattr(entry, "name", None)
     if name is None:
@@ -497,12 +509,14 @@ def _topic_name(entry: Any, names_by_id: Mapping[Any, str]) -> str:
     return str(name)
 
 
-def _offset_fetch_request(
+def offset_fetch_request(
     versions: ApiVersionTable,
     group: str,
     tps: Sequence[TopicPartition],
     ids: Mapping[str, Any],
 ) -> Any:
+    """OffsetFetch of ``tps`` for ``group`` (require_stable), in the single-group form of
+    v8+ when the version has it; ``ids`` gives topic ids for v10+."""
     cls = versions.request_type(ApiKey.OFFSET_FETCH)
     by_topic: dict[str, list[int]] = {}
     for topic, partition in tps:
@@ -528,12 +542,15 @@ def _offset_fetch_request(
     return build(cls, group_id=group, topics=topics, require_stable=True)
 
 
-def _offset_commit_request(
+def offset_commit_request(
     versions: ApiVersionTable,
     group: str,
     parts: Mapping[TopicPartition, Any],
     ids: Mapping[str, Any],
 ) -> Any:
+    """OffsetCommit for ``group``: ``parts`` maps a partition to ``(offset, metadata,
+    generation, member id, instance id, leader epoch)`` (the generation fields are one
+    member's, so all entries carry the same); ``ids`` gives topic ids for v10+."""
     cls = versions.request_type(ApiKey.OFFSET_COMMIT)
     topic_cls = nested_type(cls, "OffsetCommitRequestTopic")
     part_cls = nested_type(cls, "OffsetCommitRequestPartition")
