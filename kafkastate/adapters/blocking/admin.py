@@ -34,7 +34,7 @@ from kafkastate.adapters._admin import (
     seconds,
     topic_dicts,
 )
-from kafkastate.adapters._common import no_brokers_error, tls_context
+from kafkastate.adapters._common import no_brokers_error, resolve, tls_context
 from kafkastate.adapters.anyio.admin import raise_unsupported
 from kafkastate.adapters.blocking.io import SocketLoop
 from kafkastate.core.admin import (
@@ -50,7 +50,7 @@ from kafkastate.core.admin import (
     OpId,
 )
 from kafkastate.core.client import CloseRequested, ConnectRequested
-from kafkastate.core.config import admin_config, resolve
+from kafkastate.core.config import admin_config
 from kafkastate.errors import KafkaConnectionError
 from kafkastate.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
