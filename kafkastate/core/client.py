@@ -363,6 +363,13 @@ class Client:
         what to tell a user waiting for a cluster that does not answer."""
         return self._last_connection_error
 
+    @property
+    def authentication_error(self) -> AuthenticationFailedError | None:
+        """The refusal, when the last connection ended in failed authentication (None after
+        a success): waiting longer for a broker cannot help, as no retry fixes credentials."""
+        error = self._last_connection_error
+        return error if isinstance(error, AuthenticationFailedError) else None
+
     def node_state(self, node_id: NodeId) -> NodeState | None:
         """The state of a node's connection, or None for an unknown node."""
         node = self._nodes.get(node_id)

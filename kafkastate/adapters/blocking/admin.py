@@ -88,7 +88,10 @@ class KafkaAdminClient:
         try:
             client = self._machine.client
             client.request_metadata_update()
-            self._pump(lambda: bool(client.cluster.brokers), time.monotonic() + wait)
+            self._pump(
+                lambda: bool(client.cluster.brokers) or client.authentication_error is not None,
+                time.monotonic() + wait,
+            )
             if not client.cluster.brokers:
                 raise no_brokers_error(client, wait)
         except BaseException:

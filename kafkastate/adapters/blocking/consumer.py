@@ -778,7 +778,9 @@ class KafkaConsumer:
         client.request_metadata_update()
         deadline = None if math.isinf(timeout) else time.monotonic() + timeout
         while not client.cluster.brokers or client.cluster is seen:
-            if deadline is not None and time.monotonic() >= deadline:
+            if client.authentication_error is not None or (
+                deadline is not None and time.monotonic() >= deadline
+            ):
                 raise no_brokers_error(client, timeout)
             self._turn(deadline)
 

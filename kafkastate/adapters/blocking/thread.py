@@ -519,7 +519,9 @@ class ProducerThread:
                     known = cluster.partitions_for(p.topic)
                 if known is not None:
                     p.reply.set(set(known))
-                elif now >= p.deadline and p.topic is None:
+                elif p.topic is None and (
+                    now >= p.deadline or self._machine.client.authentication_error is not None
+                ):
                     p.reply.fail(no_brokers_error(self._machine.client, p.max_block))
                 elif now >= p.deadline:
                     p.reply.fail(

@@ -1,0 +1,144 @@
+"""SASL/GSSAPI (Kerberos) against a real MIT KDC and a real broker, on every runtime.
+
+The fixtures (tests/conftest.py) run ``krb5kdc`` for a throwaway realm, a broker whose
+SASL_PLAINTEXT listener authenticates ``kafka/localhost`` from a keytab, and give this process
+a ticket of ``client`` in a private credentials cache. The broker listens on 127.0.0.1, so the
+clients name the service host with ``sasl_kerberos_domain_name="localhost"``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from kafkastate.anyio import open_consumer, open_producer
+from kafkastate.asyncio import AIOKafkaConsumer, AIOKafkaProducer
+from kafkastate.errors import AuthenticationFailedError
+from kafkastate.structs import TopicPartition
+from kafkastate.sync import KafkaConsumer, KafkaProducer
+from kafkastate.testing import KafkaCluster, KerberosRealm
+from tests.conformance.runtimes import new_topic
+
+pytestmark = pytest.mark.integration
+
+GSSAPI = {
+    "security_protocol": "SASL_PLAINTEXT",
+    "sasl_mechanism": "GSSAPI",
+    "sasl_kerberos_service_name": "kafka",
+    "sasl_kerberos_domain_name": "localhost",
+}
+
+
+def test_blocking_produce_and_consume(
+    gssapi_cluster: KafkaCluster, kerberos_client: KerberosRealm
+) -> None:
+    bootstrap = gssapi_cluster.sasl_bootstrap
+    assert bootstrap is not None
+    topic = new_topic(gssapi_cluster.bootstrap)
+    with KafkaProducer(bootstrap_servers=bootstrap, **GSSAPI) as producer:
+        for i in range(5):
+            producer.send(topic, f"v{i}".encode()).get(timeout=30)
+    with KafkaConsumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", **GSSAPI
+    ) as consumer:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(values) < 5 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=1000).values():
+                values.extend(r.value for r in records)
+    assert values == [f"v{i}".encode() for i in range(5)]
+
+
+@pytest.mark.anyio
+async def test_anyio_produce_and_consume(
+    gssapi_cluster: KafkaCluster, kerberos_client: KerberosRealm, anyio_backend: str
+) -> None:
+    bootstrap = gssapi_cluster.sasl_bootstrap
+    assert bootstrap is not None
+    topic = new_topic(gssapi_cluster.bootstrap)
+    with anyio.fail_after(60):
+        async with open_producer(bootstrap, **GSSAPI) as producer:
+            for i in range(5):
+                await producer.send(topic, f"{anyio_backend}-{i}".encode())
+        async with open_consumer(
+            bootstrap_servers=bootstrap, auto_offset_reset="earliest", **GSSAPI
+        ) as consumer:
+            consumer.assign([TopicPartition(topic, 0)])
+            values = [(await consumer.getone()).value for _ in range(5)]
+    assert values == [f"{anyio_backend}-{i}".encode() for i in range(5)]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_aiokafka_faces_produce_and_consume(
+    gssapi_cluster: KafkaCluster, kerberos_client: KerberosRealm, anyio_backend: str
+) -> None:
+    bootstrap = gssapi_cluster.sasl_bootstrap
+    assert bootstrap is not None
+    topic = new_topic(gssapi_cluster.bootstrap)
+    with anyio.fail_after(60):
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **GSSAPI)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"aio")
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", **GSSAPI
+        )
+        await consumer.start()
+        try:
+            record = await consumer.getone()
+        finally:
+            await consumer.stop()
+    assert record.value == b"aio"
+
+
+@pytest.mark.parametrize(
+    ("override", "match"),
+    [
+        pytest.param({}, "No Kerberos credentials", id="no-ticket"),
+        pytest.param(
+            {"sasl_kerberos_service_name": "nosuchservice"}, "not found", id="unknown-service"
+        ),
+        pytest.param({"sasl_kerberos_domain_name": "otherhost"}, "not found", id="unknown-host"),
+    ],
+)
+def test_refusals_are_typed_and_fast(  # noqa: PLR0917 - fixtures and parameters
+    gssapi_cluster: KafkaCluster,
+    kerberos_client: KerberosRealm,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    override: dict[str, str],
+    match: str,
+) -> None:
+    if not override:  # no ticket: an empty private cache and no client keytab
+        monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'empty-ccache'}")
+    started = time.monotonic()
+    with pytest.raises(AuthenticationFailedError, match=match):
+        KafkaProducer(
+            bootstrap_servers=gssapi_cluster.sasl_bootstrap,
+            **{**GSSAPI, **override},
+            bootstrap_timeout_ms=20_000,
+        )
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.anyio
+async def test_async_refusal_is_typed_and_fast(
+    gssapi_cluster: KafkaCluster,
+    kerberos_client: KerberosRealm,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    anyio_backend: str,
+) -> None:
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'empty-ccache'}")
+    topic = new_topic(gssapi_cluster.bootstrap)
+    with anyio.fail_after(5), pytest.raises(AuthenticationFailedError, match="Kerberos"):
+        async with open_producer(gssapi_cluster.sasl_bootstrap or "", **GSSAPI) as producer:
+            await producer.send(topic, b"never")
