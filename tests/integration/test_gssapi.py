@@ -32,12 +32,16 @@ GSSAPI = {
 }
 
 
+def _listener_and_topic(cluster: KafkaCluster) -> tuple[str, str]:
+    """The GSSAPI listener's bootstrap, and a fresh topic (made over PLAINTEXT)."""
+    assert cluster.sasl_bootstrap is not None
+    return cluster.sasl_bootstrap, new_topic(cluster.bootstrap)
+
+
 def test_blocking_produce_and_consume(
     gssapi_cluster: KafkaCluster, kerberos_client: KerberosRealm
 ) -> None:
-    bootstrap = gssapi_cluster.sasl_bootstrap
-    assert bootstrap is not None
-    topic = new_topic(gssapi_cluster.bootstrap)
+    bootstrap, topic = _listener_and_topic(gssapi_cluster)
     with KafkaProducer(bootstrap_servers=bootstrap, **GSSAPI) as producer:
         for i in range(5):
             producer.send(topic, f"v{i}".encode()).get(timeout=30)
@@ -58,9 +62,7 @@ def test_blocking_produce_and_consume(
 async def test_anyio_produce_and_consume(
     gssapi_cluster: KafkaCluster, kerberos_client: KerberosRealm, anyio_backend: str
 ) -> None:
-    bootstrap = gssapi_cluster.sasl_bootstrap
-    assert bootstrap is not None
-    topic = new_topic(gssapi_cluster.bootstrap)
+    bootstrap, topic = _listener_and_topic(gssapi_cluster)
     with anyio.fail_after(60):
         async with open_producer(bootstrap, **GSSAPI) as producer:
             for i in range(5):
@@ -78,9 +80,7 @@ async def test_anyio_produce_and_consume(
 async def test_aiokafka_faces_produce_and_consume(
     gssapi_cluster: KafkaCluster, kerberos_client: KerberosRealm, anyio_backend: str
 ) -> None:
-    bootstrap = gssapi_cluster.sasl_bootstrap
-    assert bootstrap is not None
-    topic = new_topic(gssapi_cluster.bootstrap)
+    bootstrap, topic = _listener_and_topic(gssapi_cluster)
     with anyio.fail_after(60):
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **GSSAPI)
         await producer.start()
