@@ -266,11 +266,19 @@ def kerberos_realm() -> Iterator[KerberosRealm]:
         realm.stop()
 
 
+GSSAPI_REAUTH_MS = 4000
+"""``connections.max.reauth.ms`` of ``gssapi_cluster``: long tests re-authenticate (KIP-368)."""
+
+
 @pytest.fixture(scope="module")
 def gssapi_cluster(kerberos_realm: KerberosRealm) -> Iterator[KafkaCluster]:
-    """A broker whose SASL_PLAINTEXT listener also speaks GSSAPI (``kafka/localhost``)."""
+    """A broker whose SASL_PLAINTEXT listener also speaks GSSAPI (``kafka/localhost``) and
+    asks for re-authentication every :data:`GSSAPI_REAUTH_MS`."""
     try:
-        cluster = KafkaCluster.start(kerberos=kerberos_realm.broker_service("localhost"))
+        cluster = KafkaCluster.start(
+            kerberos=kerberos_realm.broker_service("localhost"),
+            config_overrides={"connections.max.reauth.ms": str(GSSAPI_REAUTH_MS)},
+        )
     except PrerequisiteError as exc:
         unavailable(exc)
     with cluster:

@@ -14,15 +14,21 @@ from typing import Any
 import anyio
 import pytest
 
+from kafkastate.adapters._gssapi import GssapiSecurityContext
+from kafkastate.adapters.blocking import BlockingConnection
 from kafkastate.anyio import open_consumer, open_producer
 from kafkastate.asyncio import AIOKafkaConsumer, AIOKafkaProducer
+from kafkastate.core.connection import ConnectionConfig
+from kafkastate.core.protocol.requests import metadata_request
 from kafkastate.errors import AuthenticationFailedError
 from kafkastate.structs import TopicPartition
-from kafkastate.sync import KafkaConsumer, KafkaProducer
+from kafkastate.sync import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafkastate.testing import KafkaCluster, KerberosRealm
 from tests.conformance.runtimes import new_topic
+from tests.conftest import GSSAPI_REAUTH_MS
 
 pytestmark = pytest.mark.integration
+REAUTH_SECONDS = GSSAPI_REAUTH_MS / 1000
 
 GSSAPI = {
     "security_protocol": "SASL_PLAINTEXT",
@@ -127,6 +133,65 @@ def test_refusals_are_typed_and_fast(  # noqa: PLR0917 - fixtures and parameters
             bootstrap_timeout_ms=20_000,
         )
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("face", [KafkaConsumer, KafkaAdminClient])
+def test_other_blocking_faces_refuse_fast(
+    gssapi_cluster: KafkaCluster,
+    kerberos_client: KerberosRealm,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    face: Any,
+) -> None:
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'empty-ccache'}")
+    started = time.monotonic()
+    with pytest.raises(AuthenticationFailedError, match="Kerberos"):
+        face(bootstrap_servers=gssapi_cluster.sasl_bootstrap, **GSSAPI)
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("face", [AIOKafkaProducer, AIOKafkaConsumer])
+async def test_aiokafka_start_refuses_fast(  # noqa: PLR0917 - fixtures and parameters
+    gssapi_cluster: KafkaCluster,
+    kerberos_client: KerberosRealm,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    anyio_backend: str,
+    face: Any,
+) -> None:
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'empty-ccache'}")
+    client = face(bootstrap_servers=gssapi_cluster.sasl_bootstrap, **GSSAPI)
+    try:
+        with anyio.fail_after(5), pytest.raises(AuthenticationFailedError, match="Kerberos"):
+            await client.start()
+    finally:
+        await client.stop()
+
+
+def test_reauthentication_over_gssapi(
+    gssapi_cluster: KafkaCluster, kerberos_client: KerberosRealm
+) -> None:
+    """KIP-368 with a fresh Kerberos context each time: the fixture's broker expects
+    re-authentication every few seconds (connections.max.reauth.ms)."""
+    assert gssapi_cluster.sasl_bootstrap is not None
+    host, _, port = gssapi_cluster.sasl_bootstrap.split(",")[0].rpartition(":")
+    config = ConnectionConfig(
+        sasl_mechanism="GSSAPI",
+        sasl_kerberos_domain_name="localhost",
+        sasl_gssapi=GssapiSecurityContext,
+    )
+    with BlockingConnection.open(host, int(port), config=config, timeout=20) as conn:
+        assert conn.versions is not None
+        request = metadata_request(conn.versions, None)
+        answered = 0
+        deadline = time.monotonic() + REAUTH_SECONDS * 2.5
+        while time.monotonic() < deadline:
+            assert conn.request(request, timeout=10).brokers
+            answered += 1
+            time.sleep(0.25)
+    assert answered >= 2.5 * REAUTH_SECONDS / 0.5  # the session expired twice meanwhile
 
 
 @pytest.mark.anyio

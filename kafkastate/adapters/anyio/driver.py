@@ -42,6 +42,9 @@ from kafkastate.core.metadata import NodeId
 
 __all__ = ["AsyncDriver", "EventMachine", "wait_for_cluster"]
 
+_REFUSAL_POLL = 0.1
+"""Seconds between looks at :attr:`Client.authentication_error` while waiting for a cluster."""
+
 _READ_SIZE = 1 << 20
 
 
@@ -324,8 +327,11 @@ async def wait_for_cluster(
     client.request_metadata_update()
     driver.wake()
     with anyio.move_on_after(timeout):
-        while not client.cluster.brokers:
-            await changed().wait()
+        while not client.cluster.brokers and client.authentication_error is None:
+            # a refusal is no event of the owner's machine: look again every so often
+            with anyio.move_on_after(_REFUSAL_POLL):
+                await changed().wait()
+    if client.cluster.brokers:
         return
     raise no_brokers_error(client, timeout)
 
