@@ -242,3 +242,29 @@ def test_aws_msk_iam_signer_is_not_in_the_repr() -> None:
 
     config = ConnectionConfig(sasl_mechanism="AWS_MSK_IAM", sasl_aws_msk_iam=signer)
     assert "signer" not in repr(config)
+
+
+def test_aws_msk_iam_refusal_does_not_echo_the_signed_message() -> None:
+    secret = "SESSION-TOKEN-SECRET"
+
+    def signer(host: str) -> bytes:
+        return json.dumps({"version": "2020_10_22", "x-amz-security-token": secret}).encode()
+
+    config = ConnectionConfig(sasl_mechanism="AWS_MSK_IAM", sasl_aws_msk_iam=signer)
+    conn = BrokerConnection(config, rng=random.Random(3), host="b-1.kafka.eu-west-1.amazonaws.com")
+    conn.connection_made(now=0)
+    (av,) = sent(conn)
+    conn.receive_data(response_frame(av.correlation_id, api_versions_response(av.version)), now=0)
+    (hs,) = sent(conn)
+    conn.receive_data(
+        response_frame(hs.correlation_id, response(17, 1, error_code=ErrorCode.none)), now=0
+    )
+    (auth,) = sent(conn)
+    assert secret.encode() in auth.body.auth_bytes  # the broker needs it
+    refusal = _auth_response(auth.version, b"", ErrorCode.sasl_authentication_failed)
+    conn.receive_data(response_frame(auth.correlation_id, refusal), now=0)
+    (closed,) = drain(conn)
+    assert isinstance(closed, ConnectionClosed)
+    assert isinstance(closed.error, AuthenticationFailedError)
+    for text in (str(closed.error), repr(closed), repr(config)):
+        assert secret not in text
