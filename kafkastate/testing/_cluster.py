@@ -44,6 +44,7 @@ from . import _probe
 from ._config import (
     HOST,
     SCRAM_MECHANISMS,
+    KerberosService,
     NodePorts,
     NodeSpec,
     OAuthSpec,
@@ -433,6 +434,7 @@ class _Options:
     fast_start: bool
     overrides: dict[str, str]
     jvm_options: list[str]
+    kerberos: KerberosService | None = None
 
 
 class KafkaCluster:
@@ -517,6 +519,7 @@ class KafkaCluster:
         config_overrides: Mapping[str, str] | None = None,
         jvm_options: Sequence[str] = (),
         detached: bool = False,
+        kerberos: KerberosService | None = None,
     ) -> KafkaCluster:
         """Start a local cluster of combined broker+controller JVMs and wait until it is ready.
 
@@ -540,6 +543,9 @@ class KafkaCluster:
                 "rack-{node_id}"``).
             jvm_options: extra JVM options (also read from ``$KAFKASTATE_JVM_OPTS``).
             detached: do not tie the JVMs' lives to this process (the CLI's ``up``).
+            kerberos: also enable GSSAPI on the SASL_PLAINTEXT listener (implies ``sasl``),
+                with this service principal and keytab, from a realm such as
+                :class:`~kafkastate.testing.KerberosRealm` runs.
 
         Returns:
             The ready cluster.
@@ -552,10 +558,11 @@ class KafkaCluster:
         version = check_version(kafka_version or default_kafka_version())
         if brokers < 1:
             raise HarnessError(f"brokers must be >= 1, got {brokers}")
+        krb5 = [f"-Djava.security.krb5.conf={kerberos.krb5_conf}"] if kerberos else []
         options = _Options(
             kafka_version=version,
             brokers=brokers,
-            sasl=sasl,
+            sasl=sasl or kerberos is not None,
             ssl=ssl,
             oauth=oauth,
             heap_mb=heap_mb or (768 if brokers == 1 else 512),
@@ -564,8 +571,10 @@ class KafkaCluster:
             jvm_options=[
                 *shlex.split(os.environ.get("KAFKASTATE_JVM_OPTS", "")),
                 *([oauth.allowed_urls_flag()] if oauth is not None else []),
+                *krb5,
                 *jvm_options,
             ],
+            kerberos=kerberos,
         )
         java = find_java()
         libs = fetch_kafka_libs(version)
@@ -656,6 +665,7 @@ class KafkaCluster:
                 data_dir=root / f"node-{node_id}" / "data",
                 voters=voters,
                 sasl=creds,
+                kerberos=options.kerberos,
                 tls=tls,
                 oauth=options.oauth,
                 overrides={

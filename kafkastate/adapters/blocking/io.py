@@ -120,7 +120,9 @@ class BlockingConnection:
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        machine = BrokerConnection(config or ConnectionConfig(), rng=random.SystemRandom())
+        machine = BrokerConnection(
+            config or ConnectionConfig(), rng=random.SystemRandom(), host=host
+        )
         conn = cls(sock, machine)
         machine.connection_made(now=time.monotonic())
         try:
