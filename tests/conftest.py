@@ -14,6 +14,12 @@
   marker ``compat``): Kafka ``$KAFKASTATE_COMPAT_VERSION`` (default
   :data:`COMPAT_DEFAULT_VERSION`), with SASL and SSL listeners when
   ``KAFKASTATE_COMPAT_FULL=1`` (``nox -s compat`` sets both, version by version).
+* ``kerberos_realm``, ``gssapi_cluster``, ``kerberos_client`` -- SASL/GSSAPI against a real
+  MIT KDC (tests/integration/test_gssapi.py): a throwaway realm ``KAFKASTATE.TEST`` on a
+  loopback port, a broker whose SASL_PLAINTEXT listener also speaks GSSAPI as
+  ``kafka/localhost``, and this process pointed at the realm with a ticket of ``client``
+  in a private credentials cache. Missing krb5 programs or the gssapi package skip, naming
+  what to install (``KAFKASTATE_REQUIRE_BROKER`` makes that a failure, as for a broker).
 """
 
 from __future__ import annotations
@@ -32,7 +38,13 @@ from kafkastate.core.protocol.requests import NewTopic
 from kafkastate.errors import BrokerResponseError
 from kafkastate.legacy import KafkaClient, create_message
 from kafkastate.legacy.common import OffsetRequest, ProduceRequest
-from kafkastate.testing import KafkaCluster, PrerequisiteError, ProbeError, metadata
+from kafkastate.testing import (
+    KafkaCluster,
+    KerberosRealm,
+    PrerequisiteError,
+    ProbeError,
+    metadata,
+)
 from kafkastate.testing.pytest_plugin import unavailable
 
 # -- async backends ---------------------------------------------------------------------------
@@ -225,3 +237,63 @@ def produce(client: KafkaClient) -> Callable[..., None]:
                 time.sleep(0.1)
 
     return write
+
+
+# -- SASL/GSSAPI against a real KDC (tests/integration/test_gssapi.py) ------------------------
+
+
+def _kerberos_missing(what: str) -> NoReturn:
+    if os.environ.get("KAFKASTATE_REQUIRE_BROKER"):
+        pytest.fail(f"{what} [KAFKASTATE_REQUIRE_BROKER is set]", pytrace=False)
+    pytest.skip(what)
+
+
+@pytest.fixture(scope="module")
+def kerberos_realm() -> Iterator[KerberosRealm]:
+    """A running MIT KDC for ``KAFKASTATE.TEST`` with ``kafka/localhost`` and ``client``."""
+    try:
+        import gssapi  # noqa: F401, PLC0415 - the client side of the tests
+    except (ImportError, OSError) as exc:
+        _kerberos_missing(f"gssapi package missing: pip install 'kafkastate[gssapi]' ({exc})")
+    try:
+        realm = KerberosRealm.start()
+    except PrerequisiteError as exc:
+        _kerberos_missing(f"{exc.missing} not found ({exc.purpose})")
+    try:
+        realm.add_principal("client")
+        yield realm
+    finally:
+        realm.stop()
+
+
+GSSAPI_REAUTH_MS = 4000
+"""``connections.max.reauth.ms`` of ``gssapi_cluster``: long tests re-authenticate (KIP-368)."""
+
+
+@pytest.fixture(scope="module")
+def gssapi_cluster(kerberos_realm: KerberosRealm) -> Iterator[KafkaCluster]:
+    """A broker whose SASL_PLAINTEXT listener also speaks GSSAPI (``kafka/localhost``) and
+    asks for re-authentication every :data:`GSSAPI_REAUTH_MS`."""
+    try:
+        cluster = KafkaCluster.start(
+            kerberos=kerberos_realm.broker_service("localhost"),
+            config_overrides={"connections.max.reauth.ms": str(GSSAPI_REAUTH_MS)},
+        )
+    except PrerequisiteError as exc:
+        unavailable(exc)
+    with cluster:
+        yield cluster
+
+
+@pytest.fixture
+def kerberos_client(
+    kerberos_realm: KerberosRealm, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> KerberosRealm:
+    """Point this process at the realm with ``client``'s ticket in a private cache."""
+    ccache = tmp_path / "ccache"
+    kerberos_realm.kinit("client", kerberos_realm.root / "client.keytab", ccache)
+    for name, value in kerberos_realm.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{ccache}")
+    monkeypatch.delenv("KRB5_CLIENT_KTNAME", raising=False)
+    return kerberos_realm

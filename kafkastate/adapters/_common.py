@@ -14,6 +14,7 @@ import anyio.to_thread
 
 from kafkastate.core.client import Client
 from kafkastate.core.config import SECRET_OPTIONS, TLS_FILE_OPTIONS, wants_tls
+from kafkastate.core.config import resolve as resolve_options
 from kafkastate.errors import (
     AuthenticationFailedError,
     KafkaConfigurationError,
@@ -31,6 +32,7 @@ __all__ = [
     "fetch_token",
     "fetch_token_blocking",
     "no_brokers_error",
+    "resolve",
     "tls_context",
     "tls_failure",
     "tls_hangup",
@@ -38,6 +40,40 @@ __all__ = [
 
 Token = tuple[str, Mapping[str, str] | None]
 """A provider's answer: the token and its SASL extensions."""
+
+
+def resolve(role: str, flavour: str, given: Mapping[str, Any], *, owner: str) -> dict[str, Any]:
+    """:func:`kafkastate.core.config.resolve`, plus the IO halves of the mechanisms that
+    need one (:data:`~kafkastate.core.config.SASL_IO_KEYS`): Kerberos security contexts for
+    GSSAPI (kafkastate[gssapi]), a SigV4 signer for AWS_MSK_IAM (kafkastate[aws]).
+
+    Raises:
+        TypeError: as the core's resolve.
+        KafkaConfigurationError: as the core's resolve, or the mechanism's package is
+            missing.
+    """
+    options = resolve_options(role, flavour, given, owner=owner)
+    mechanism = options.get("sasl_mechanism")
+    if mechanism == "GSSAPI":
+        try:
+            from kafkastate.adapters._gssapi import GssapiSecurityContext  # noqa: PLC0415
+        except (ImportError, OSError) as exc:
+            raise KafkaConfigurationError(
+                f"{owner}: sasl_mechanism='GSSAPI' needs the gssapi package: pip install "
+                f"'kafkastate[gssapi]' (it needs the system's libkrb5): {exc}"
+            ) from exc
+        options["_sasl_gssapi"] = GssapiSecurityContext
+    elif mechanism == "AWS_MSK_IAM":
+        try:
+            from kafkastate.adapters._aws_msk_iam import AwsMskIamSigner  # noqa: PLC0415
+
+            options["_sasl_aws_msk_iam"] = AwsMskIamSigner()
+        except ImportError as exc:
+            raise KafkaConfigurationError(
+                f"{owner}: sasl_mechanism='AWS_MSK_IAM' needs botocore: pip install "
+                f"'kafkastate[aws]': {exc}"
+            ) from exc
+    return options
 
 
 def no_brokers_error(client: Client, timeout: float) -> KafkaError:

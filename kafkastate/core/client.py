@@ -557,7 +557,7 @@ class Client:
             if base is not None and (base.host, base.port) == (node.host, node.port):
                 node.versions = base.versions
         node.conn = BrokerConnection(
-            self.config.connection, rng=self._rng, known_versions=node.versions
+            self.config.connection, rng=self._rng, known_versions=node.versions, host=node.host
         )
         node.versions_proven = False
         self._connections_created += 1

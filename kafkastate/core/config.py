@@ -51,6 +51,7 @@ from kafkastate.core.producer.accumulator import AccumulatorConfig
 from kafkastate.core.producer.producer import ProducerConfig
 from kafkastate.core.protocol.compression import Compression
 from kafkastate.core.protocol.framing import DEFAULT_MAX_FRAME_SIZE
+from kafkastate.core.sasl import MECHANISMS
 from kafkastate.errors import KafkaConfigurationError
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "FLAVOUR_DEFAULTS",
     "GROUP_PROTOCOLS",
     "OPTIONS",
+    "SASL_IO_KEYS",
     "Option",
     "client_config",
     "check_consumer",
@@ -87,7 +89,10 @@ FLAVOURS: Final = ("aiokafka", "kafka-python", "kafkastate")
 GROUP_PROTOCOLS: Final = ("classic", "consumer")
 """``group.protocol`` values: the classic JoinGroup/SyncGroup protocol, or KIP-848."""
 PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+SASL_MECHANISMS: Final = MECHANISMS
+SASL_IO_KEYS: Final = ("_sasl_gssapi", "_sasl_aws_msk_iam")
+"""Keys a runtime adds to resolved options (not options users give): the IO halves of the
+GSSAPI and AWS_MSK_IAM mechanisms (kafkastate/_sasl_io.py), read by :func:`client_config`."""
 COMPRESSION: Final = {
     None: Compression.NONE,
     "none": Compression.NONE,
@@ -371,7 +376,8 @@ _TABLE: Final = (
     Option("ssl_ciphers", "ssl.cipher.suites", _CPA, _text, None,
            "OpenSSL cipher list for TLS 1.2 and below (default: Python's)."),
     Option("sasl_mechanism", "sasl.mechanism", _CPA, _optional(_one_of(*SASL_MECHANISMS)), None,
-           "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (default PLAIN with SASL_*)."),
+           "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, GSSAPI or AWS_MSK_IAM "
+           "(default PLAIN with SASL_*)."),
     Option("sasl_plain_username", "sasl.username", _CPA, _credential, None,
            "SASL user, or a callable returning it (called at every authentication)."),
     Option("sasl_plain_password", "sasl.password", _CPA, _credential, None,
@@ -382,6 +388,11 @@ _TABLE: Final = (
            "AbstractTokenProvider, or plain, as kafka-python's) and optionally extensions();"
            " asked at every authentication and re-authentication. See "
            "kafkastate.oauth.OIDCTokenProvider."),
+    Option("sasl_kerberos_service_name", "sasl.kerberos.service.name", _CPA, _text, "kafka",
+           "GSSAPI: the brokers' Kerberos service name."),
+    Option("sasl_kerberos_domain_name", "", _CPA, _text, None,
+           "GSSAPI: the host part of the brokers' service principal (default: each "
+           "broker's host name)."),
     Option("api_version", "", _CPA, _anything, None,
            "Versions are always negotiated; kafka-python's hint (a tuple or '0.11.0') "
            "refuses features the version lacks and skips the constructor's wait."),
@@ -567,19 +578,12 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
             "metric_group_prefix",
             "selector",
             "sasl_kerberos_name",
-            "sasl_kerberos_service_name",
-            "sasl_kerberos_domain_name",
             "proxy_url",
             "socks5_proxy",
             "kafka_client",
         }
     ),
-    "aiokafka": frozenset(
-        {
-            "sasl_kerberos_service_name",
-            "sasl_kerberos_domain_name",
-        }
-    ),
+    "aiokafka": frozenset(),
     "kafkastate": frozenset(),
 }
 """Options of the users' libraries that kafkastate does not implement: refused by name."""
@@ -888,6 +892,11 @@ def _settle_client(out: dict[str, Any], flavour: str) -> None:
                 "kafkastate.oauth.OIDCTokenProvider)"
             )
         # (the connection's config checks the credentials the mechanism needs)
+        if out["sasl_mechanism"] == "AWS_MSK_IAM" and protocol != "SASL_SSL":
+            # fail closed: the signed message carries the AWS session token
+            raise KafkaConfigurationError(
+                f"sasl_mechanism='AWS_MSK_IAM' needs security_protocol='SASL_SSL', not {protocol!r}"
+            )
     elif mechanism is not None:
         if flavour != "aiokafka":  # aiokafka's default PLAIN means nothing without SASL
             raise KafkaConfigurationError(
@@ -1096,7 +1105,8 @@ def _seconds(value: float) -> float:
 
 
 def client_config(options: Mapping[str, Any]) -> ClientConfig:
-    """The :class:`ClientConfig` of resolved options.
+    """The :class:`ClientConfig` of resolved options (plus the :data:`SASL_IO_KEYS` a
+    runtime added).
 
     Raises:
         KafkaConfigurationError: a value the lower configs refuse.
@@ -1113,6 +1123,10 @@ def client_config(options: Mapping[str, Any]) -> ClientConfig:
                 sasl_username=options["sasl_plain_username"],
                 sasl_password=options["sasl_plain_password"],
                 sasl_oauth_token_provider=options["sasl_oauth_token_provider"] is not None,
+                sasl_kerberos_service_name=options["sasl_kerberos_service_name"],
+                sasl_kerberos_domain_name=options["sasl_kerberos_domain_name"],
+                sasl_gssapi=options.get("_sasl_gssapi"),
+                sasl_aws_msk_iam=options.get("_sasl_aws_msk_iam"),
                 max_frame_size=DEFAULT_MAX_FRAME_SIZE if limit is None else limit,
             ),
             metadata=MetadataConfig(

@@ -71,7 +71,13 @@ from kafkastate.core.protocol.versions import (
     request_type,
     response_type,
 )
-from kafkastate.core.sasl import SaslMechanism, make_mechanism
+from kafkastate.core.sasl import (
+    MECHANISMS,
+    AwsMskIamSigner,
+    GssapiContextFactory,
+    SaslMechanism,
+    make_mechanism,
+)
 from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
     AuthenticationFailedError,
@@ -175,14 +181,10 @@ def _software(_inst: object, attr: attrs.Attribute[Any], value: str) -> None:
         )
 
 
-_SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
-
-
 def _sasl_mechanism(_inst: object, _attr: attrs.Attribute[Any], value: str | None) -> None:
-    if value is not None and value not in _SASL_MECHANISMS:
+    if value is not None and value not in MECHANISMS:
         raise KafkaConfigurationError(
-            f"sasl_mechanism must be one of {', '.join(_SASL_MECHANISMS)}, got {value!r} "
-            "(GSSAPI/Kerberos is not supported)"
+            f"sasl_mechanism must be one of {', '.join(MECHANISMS)}, got {value!r}"
         )
 
 
@@ -203,7 +205,8 @@ class ConnectionConfig:
     )
     """KIP-511 ``client.software.version``."""
     sasl_mechanism: str | None = attrs.field(default=None, validator=_sasl_mechanism)
-    """``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``, ``OAUTHBEARER`` or None (no SASL)."""
+    """``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``, ``OAUTHBEARER``, ``GSSAPI``,
+    ``AWS_MSK_IAM`` or None (no SASL)."""
     sasl_username: str | Callable[[], str] | None = None
     """Username for PLAIN and SCRAM (aiokafka: ``sasl_plain_username``), or a callable
     returning the current one, called at every (re-)authentication."""
@@ -219,6 +222,15 @@ class ConnectionConfig:
     ``request_timeout``) for the adapter's :meth:`BrokerConnection.token_received`."""
     sasl_oauth_extensions: Mapping[str, str] | None = None
     """SASL extensions for OAUTHBEARER (KIP-342)."""
+    sasl_kerberos_service_name: str = "kafka"
+    """GSSAPI: the brokers' Kerberos service name (``sasl.kerberos.service.name``)."""
+    sasl_kerberos_domain_name: str | None = None
+    """GSSAPI: the host part of the brokers' service principal (default: each broker's
+    own host name, as kafka-python's ``sasl_kerberos_domain_name``)."""
+    sasl_gssapi: GssapiContextFactory | None = attrs.field(default=None, eq=False)
+    """GSSAPI: makes the Kerberos security contexts (kafkastate[gssapi] provides one)."""
+    sasl_aws_msk_iam: AwsMskIamSigner | None = attrs.field(default=None, eq=False, repr=False)
+    """AWS_MSK_IAM: writes the signed message (kafkastate[aws] provides one)."""
     max_frame_size: int = attrs.field(default=DEFAULT_MAX_FRAME_SIZE, validator=_positive)
     """Largest response accepted, in bytes; larger is treated as corrupt input."""
 
@@ -240,6 +252,16 @@ class ConnectionConfig:
                 "sasl_mechanism OAUTHBEARER needs a token provider (sasl_oauth_token_provider)"
                 " or a fixed token (sasl_oauth_token)"
             )
+        if mechanism == "GSSAPI" and self.sasl_gssapi is None:
+            raise KafkaConfigurationError(
+                "sasl_mechanism GSSAPI needs the gssapi package: pip install 'kafkastate[gssapi]'"
+            )
+        if mechanism == "AWS_MSK_IAM" and self.sasl_aws_msk_iam is None:
+            raise KafkaConfigurationError(
+                "sasl_mechanism AWS_MSK_IAM needs botocore: pip install 'kafkastate[aws]'"
+            )
+        if mechanism == "GSSAPI" and not self.sasl_kerberos_service_name:
+            raise KafkaConfigurationError("sasl_kerberos_service_name must not be empty")
 
 
 @attrs.frozen(kw_only=True)
@@ -335,6 +357,8 @@ class BrokerConnection:
         known_versions: what this broker answered to ApiVersions on an earlier connection
             (the :class:`~kafkastate.core.client.Client` keeps it per node); the handshake
             then skips the ApiVersions round trip.
+        host: the broker's host name as connected to: GSSAPI's default service host and
+            what AWS_MSK_IAM signs. Needed only with those mechanisms.
     """
 
     def __init__(
@@ -343,8 +367,10 @@ class BrokerConnection:
         *,
         rng: random.Random | None = None,
         known_versions: ApiVersionTable | None = None,
+        host: str | None = None,
     ) -> None:
         self.config = config
+        self._host = host
         self._known_versions = known_versions
         self._state = ConnectionState.IDLE
         self._rng = rng
@@ -841,6 +867,11 @@ class BrokerConnection:
                     oauth_token=config.sasl_oauth_token,
                     oauth_extensions=config.sasl_oauth_extensions,
                     rng=self._rng,
+                    host=self._host,
+                    kerberos_service_name=config.sasl_kerberos_service_name,
+                    kerberos_domain_name=config.sasl_kerberos_domain_name,
+                    gssapi=config.sasl_gssapi,
+                    aws_msk_iam=config.sasl_aws_msk_iam,
                 )
         except KafkaError as exc:
             self._token_deadline = None
@@ -884,7 +915,13 @@ class BrokerConnection:
         self._handshake_answered = False
         if self._state is not ConnectionState.REAUTHENTICATING:
             self._transition(ConnectionState.SASL_AUTHENTICATE, what="SaslHandshake answered")
-        self._send_sasl_authenticate(self._mechanism.first_message(), now)
+        try:
+            # GSSAPI's first token can fail here already: no Kerberos ticket, unknown service
+            first = self._mechanism.first_message()
+        except AuthenticationFailedError as exc:
+            self._close(exc)
+            return
+        self._send_sasl_authenticate(first, now)
 
     def _send_sasl_authenticate(self, payload: bytes, now: float) -> None:
         assert self._versions is not None

@@ -14,6 +14,14 @@ The connection machine carries these bytes in SaslAuthenticate requests (KIP-152
   know the password cannot impersonate the broker.
 * OAUTHBEARER (RFC 7628, KIP-255, KIP-342 extensions): one message carrying a bearer token
   the caller obtained; token refresh belongs to the adapter that owns the token provider.
+* GSSAPI (RFC 4752, Kerberos V5, KIP-43): the core sequences the exchange -- opaque security
+  context tokens until the context is established, then the security-layer negotiation
+  (the server's wrapped 4-byte offer, our wrapped choice of "no security layer", as Kafka
+  has no SASL security layer). The Kerberos calls themselves (a credentials cache, a KDC)
+  are IO: a :class:`GssapiContext` made outside the core does them (kafkastate[gssapi]).
+* AWS_MSK_IAM (Amazon MSK): one JSON message of SigV4-signed query parameters; signing
+  needs the clock and AWS credentials, so an :data:`AwsMskIamSigner` made outside the core
+  writes it; the core checks the server's JSON answer.
 
 Randomness (the SCRAM client nonce) comes from a ``random.Random`` handed in: adapters pass
 ``random.SystemRandom()``, the simulator a seeded generator.
@@ -22,17 +30,24 @@ Randomness (the SCRAM client nonce) comes from a ``random.Random`` handed in: ad
 from __future__ import annotations
 
 import base64
+import enum
 import hashlib
 import hmac
+import json
 import random
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final, Protocol
 
 from kafkastate.errors import AuthenticationFailedError, KafkaConfigurationError
 
 __all__ = [
     "MECHANISMS",
+    "AwsMskIamMechanism",
+    "AwsMskIamSigner",
+    "GssapiContext",
+    "GssapiContextFactory",
+    "GssapiMechanism",
     "OAuthBearerMechanism",
     "PlainMechanism",
     "SaslMechanism",
@@ -40,7 +55,15 @@ __all__ = [
     "make_mechanism",
 ]
 
-MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+MECHANISMS: Final = (
+    "PLAIN",
+    "SCRAM-SHA-256",
+    "SCRAM-SHA-512",
+    "OAUTHBEARER",
+    "GSSAPI",
+    "AWS_MSK_IAM",
+)
+"""Every ``sasl_mechanism`` kafkastate speaks."""
 
 # RFC 5802 §5.1: servers must use an iteration count >= 4096 for these hashes (RFC 7677).
 _MIN_SCRAM_ITERATIONS: Final = 4096
@@ -254,6 +277,149 @@ class OAuthBearerMechanism:
         return self._done
 
 
+class GssapiContext(Protocol):
+    """One Kerberos security context on the initiating side: the GSS-API calls (RFC 2743)
+    the core's :class:`GssapiMechanism` sequences. Made outside the core (they read a
+    credentials cache and may ask a KDC for a service ticket); see ``kafkastate[gssapi]``.
+    Each method raises :class:`~kafkastate.errors.AuthenticationFailedError` when the
+    GSS-API call fails."""
+
+    def step(self, token: bytes | None) -> bytes | None:
+        """GSS_Init_sec_context: take the server's token (None at first), return the next
+        token for the server (None or empty: nothing to send)."""
+        ...
+
+    @property
+    def complete(self) -> bool:
+        """Whether the context is established (GSS_S_COMPLETE)."""
+        ...
+
+    def unwrap(self, message: bytes) -> bytes:
+        """GSS_Unwrap: check and open a message the server wrapped."""
+        ...
+
+    def wrap(self, message: bytes) -> bytes:
+        """GSS_Wrap with integrity and no confidentiality (RFC 4752 section 3.1)."""
+        ...
+
+
+GssapiContextFactory = Callable[[str], GssapiContext]
+"""Makes a fresh context for a host-based service name ``"service@host"`` (RFC 2743
+section 4.1, GSS_C_NT_HOSTBASED_SERVICE), e.g. ``"kafka@broker1.example.com"``."""
+
+AwsMskIamSigner = Callable[[str], bytes]
+"""Writes the AWS_MSK_IAM initial message for a broker host: the JSON object of SigV4
+query parameters, signed now with the current AWS credentials."""
+
+# RFC 4752 section 3.1: bit-mask of security layers; Kafka speaks none of the others.
+_LAYER_NONE: Final = 0x01
+
+
+class _GssapiPhase(enum.Enum):
+    ESTABLISHING = "establishing"
+    """Context tokens go back and forth."""
+    NEGOTIATING = "negotiating"
+    """The context is established; the server's wrapped layer offer comes next."""
+    CHOSEN = "chosen"
+    """Our wrapped choice is sent; the server's empty answer ends the exchange."""
+    DONE = "done"
+
+
+class GssapiMechanism:
+    """SASL/GSSAPI client (RFC 4752) over a Kerberos context made outside the core.
+
+    Args:
+        context: a fresh security context for the broker's service name.
+        authzid: the authorization identity to ask for; empty (the default) means the
+            authenticated Kerberos principal, which is what Kafka brokers expect.
+    """
+
+    name = "GSSAPI"
+
+    def __init__(self, context: GssapiContext, authzid: str = "") -> None:
+        self._context = context
+        self._authzid = authzid.encode()
+        self._phase = _GssapiPhase.ESTABLISHING
+
+    def first_message(self) -> bytes:
+        token = self._context.step(None)
+        if self._context.complete:
+            self._phase = _GssapiPhase.NEGOTIATING
+        return token or b""
+
+    def on_challenge(self, data: bytes) -> bytes | None:
+        if self._phase is _GssapiPhase.ESTABLISHING:
+            token = self._context.step(data)
+            if self._context.complete:
+                # RFC 4752 section 3.1: once established the client answers with the last
+                # token, or an empty response, and the server sends its layer offer.
+                self._phase = _GssapiPhase.NEGOTIATING
+            return token or b""
+        if self._phase is _GssapiPhase.NEGOTIATING:
+            self._phase = _GssapiPhase.CHOSEN
+            return self._choose_layer(self._context.unwrap(data))
+        if self._phase is _GssapiPhase.CHOSEN and not data:
+            # Kafka's SaslAuthenticate answer to the last client message is empty.
+            self._phase = _GssapiPhase.DONE
+            return None
+        raise AuthenticationFailedError("GSSAPI: unexpected server message after the exchange")
+
+    @property
+    def complete(self) -> bool:
+        return self._phase is _GssapiPhase.DONE
+
+    def _choose_layer(self, offer: bytes) -> bytes:
+        if len(offer) != 4:
+            raise AuthenticationFailedError(
+                f"GSSAPI: the server's security layer offer has {len(offer)} bytes, not 4"
+            )
+        if not offer[0] & _LAYER_NONE:
+            raise AuthenticationFailedError(
+                f"GSSAPI: the server requires a SASL security layer (offer 0x{offer[0]:02x}); "
+                "Kafka clients use none (protect the connection with TLS instead)"
+            )
+        # No security layer: the maximum message size we can receive must be 0.
+        return self._context.wrap(bytes((_LAYER_NONE, 0, 0, 0)) + self._authzid)
+
+
+class AwsMskIamMechanism:
+    """AWS_MSK_IAM client (Amazon MSK IAM access control): one SigV4-signed JSON message.
+
+    Args:
+        signer: writes the signed message for a broker host (outside the core: it reads
+            the clock and AWS credentials).
+        host: the broker's host name, which the signature covers.
+    """
+
+    name = "AWS_MSK_IAM"
+
+    def __init__(self, signer: AwsMskIamSigner, host: str) -> None:
+        self._signer = signer
+        self._host = host
+        self._done = False
+
+    def first_message(self) -> bytes:
+        return self._signer(self._host)
+
+    def on_challenge(self, data: bytes) -> bytes | None:
+        # The broker answers success with a JSON object naming its version and request id.
+        try:
+            answer = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            answer = None
+        if not isinstance(answer, dict) or "version" not in answer:
+            raise AuthenticationFailedError(
+                f"AWS_MSK_IAM: the server's answer is not the expected JSON object "
+                f"({len(data)} bytes)"
+            )
+        self._done = True
+        return None
+
+    @property
+    def complete(self) -> bool:
+        return self._done
+
+
 def make_mechanism(
     mechanism: str,
     *,
@@ -262,8 +428,22 @@ def make_mechanism(
     oauth_token: str | None = None,
     oauth_extensions: Mapping[str, str] | None = None,
     rng: random.Random | None = None,
+    host: str | None = None,
+    kerberos_service_name: str = "kafka",
+    kerberos_domain_name: str | None = None,
+    gssapi: GssapiContextFactory | None = None,
+    aws_msk_iam: AwsMskIamSigner | None = None,
 ) -> SaslMechanism:
     """Build the mechanism named by ``mechanism`` (aiokafka's ``sasl_mechanism`` values).
+
+    Args:
+        host: the broker's host name (GSSAPI's default service host; AWS_MSK_IAM signs it).
+        kerberos_service_name: GSSAPI: the broker's Kerberos service (``sasl.kerberos.
+            service.name``).
+        kerberos_domain_name: GSSAPI: the host part of the broker's service principal
+            instead of ``host`` (kafka-python's ``sasl_kerberos_domain_name``).
+        gssapi: GSSAPI: makes the Kerberos security context.
+        aws_msk_iam: AWS_MSK_IAM: writes the signed message.
 
     Raises:
         KafkaConfigurationError: unknown mechanism or missing credentials.
@@ -284,6 +464,21 @@ def make_mechanism(
         if oauth_token is None:
             raise KafkaConfigurationError("sasl_mechanism='OAUTHBEARER' needs a token")
         return OAuthBearerMechanism(oauth_token, oauth_extensions)
+    if mechanism == "GSSAPI":
+        service_host = kerberos_domain_name or host
+        if gssapi is None or not service_host:
+            raise KafkaConfigurationError(
+                "sasl_mechanism='GSSAPI' needs a Kerberos context factory "
+                "(pip install 'kafkastate[gssapi]') and the broker's host name"
+            )
+        return GssapiMechanism(gssapi(f"{kerberos_service_name}@{service_host}"))
+    if mechanism == "AWS_MSK_IAM":
+        if aws_msk_iam is None or not host:
+            raise KafkaConfigurationError(
+                "sasl_mechanism='AWS_MSK_IAM' needs a signer (pip install 'kafkastate[aws]') "
+                "and the broker's host name"
+            )
+        return AwsMskIamMechanism(aws_msk_iam, host)
     raise KafkaConfigurationError(
         f"unsupported sasl_mechanism {mechanism!r}; choose one of {', '.join(MECHANISMS)}"
     )

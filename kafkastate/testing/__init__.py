@@ -16,8 +16,16 @@ automatically once kafkastate is installed). See docs/harness.md.
 from __future__ import annotations
 
 from ._cluster import Broker, ClusterKind, KafkaCluster, default_kafka_version, find_java
-from ._config import OAuthSpec, SaslCredentials, TlsFiles, new_cluster_id, unsecured_jwt
+from ._config import (
+    KerberosService,
+    OAuthSpec,
+    SaslCredentials,
+    TlsFiles,
+    new_cluster_id,
+    unsecured_jwt,
+)
 from ._errors import BrokerStartError, HarnessError, PrerequisiteError
+from ._kdc import KerberosRealm
 from ._maven import DEFAULT_KAFKA_VERSION, cache_root, fetch_kafka_libs
 from ._oidc import OIDCServer
 from ._probe import MetadataInfo, ProbeError, api_versions, metadata
@@ -30,6 +38,8 @@ __all__ = [
     "ClusterKind",
     "HarnessError",
     "KafkaCluster",
+    "KerberosRealm",
+    "KerberosService",
     "MetadataInfo",
     "OAuthSpec",
     "OIDCServer",

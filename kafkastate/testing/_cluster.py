@@ -45,6 +45,7 @@ from ._config import (
     CLIENT_AUTH,
     HOST,
     SCRAM_MECHANISMS,
+    KerberosService,
     NodePorts,
     NodeSpec,
     OAuthSpec,
@@ -434,6 +435,7 @@ class _Options:
     fast_start: bool
     overrides: dict[str, str]
     jvm_options: list[str]
+    kerberos: KerberosService | None = None
     ssl_client_auth: str = "none"
     ssl_hostnames: tuple[str, ...] = field(default=DEFAULT_HOSTNAMES)
 
@@ -522,6 +524,7 @@ class KafkaCluster:
         config_overrides: Mapping[str, str] | None = None,
         jvm_options: Sequence[str] = (),
         detached: bool = False,
+        kerberos: KerberosService | None = None,
     ) -> KafkaCluster:
         """Start a local cluster of combined broker+controller JVMs and wait until it is ready.
 
@@ -551,6 +554,9 @@ class KafkaCluster:
                 "rack-{node_id}"``).
             jvm_options: extra JVM options (also read from ``$KAFKASTATE_JVM_OPTS``).
             detached: do not tie the JVMs' lives to this process (the CLI's ``up``).
+            kerberos: also enable GSSAPI on the SASL_PLAINTEXT listener (implies ``sasl``),
+                with this service principal and keytab, from a realm such as
+                :class:`~kafkastate.testing.KerberosRealm` runs.
 
         Returns:
             The ready cluster.
@@ -567,10 +573,11 @@ class KafkaCluster:
             raise HarnessError(
                 f"ssl_client_auth must be one of {', '.join(CLIENT_AUTH)}, got {ssl_client_auth!r}"
             )
+        krb5 = [f"-Djava.security.krb5.conf={kerberos.krb5_conf}"] if kerberos else []
         options = _Options(
             kafka_version=version,
             brokers=brokers,
-            sasl=sasl,
+            sasl=sasl or kerberos is not None,
             ssl=ssl,
             oauth=oauth,
             heap_mb=heap_mb or (768 if brokers == 1 else 512),
@@ -579,10 +586,12 @@ class KafkaCluster:
             jvm_options=[
                 *shlex.split(os.environ.get("KAFKASTATE_JVM_OPTS", "")),
                 *([oauth.allowed_urls_flag()] if oauth is not None else []),
+                *krb5,
                 *jvm_options,
             ],
             ssl_client_auth=ssl_client_auth,
             ssl_hostnames=tuple(ssl_hostnames),
+            kerberos=kerberos,
         )
         java = find_java()
         libs = fetch_kafka_libs(version)
@@ -679,6 +688,7 @@ class KafkaCluster:
                 data_dir=root / f"node-{node_id}" / "data",
                 voters=voters,
                 sasl=creds,
+                kerberos=options.kerberos,
                 tls=tls,
                 oauth=options.oauth,
                 overrides={

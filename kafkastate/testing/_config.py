@@ -18,6 +18,7 @@ from ._versions import LOG4J2_PROPERTIES, BrokerProfile, profile_for
 
 __all__ = [
     "LOG4J2_PROPERTIES",
+    "KerberosService",
     "NodePorts",
     "NodeSpec",
     "OAuthSpec",
@@ -93,6 +94,23 @@ OAUTH_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValid
 
 
 @dataclass(frozen=True)
+class KerberosService:
+    """What a broker's GSSAPI listener needs (``KafkaCluster.start(kerberos=...)``).
+
+    Attributes:
+        krb5_conf: the realm's krb5.conf (``-Djava.security.krb5.conf``).
+        keytab: the service principal's keys.
+        principal: e.g. ``kafka/localhost@KAFKASTATE.TEST``.
+        service_name: ``sasl.kerberos.service.name`` (the principal's first part).
+    """
+
+    krb5_conf: Path
+    keytab: Path
+    principal: str
+    service_name: str = "kafka"
+
+
+@dataclass(frozen=True)
 class TlsFiles:
     """TLS material of the SSL listener.
 
@@ -157,6 +175,8 @@ class NodeSpec:
             is static (``controller.quorum.voters``), with one it is bootstrapped dynamically
             (``controller.quorum.bootstrap.servers`` + ``format --standalone``).
         sasl: the SASL users, or ``None`` for no SASL_PLAINTEXT listener.
+        kerberos: the broker's Kerberos service principal: the SASL_PLAINTEXT listener also
+            enables GSSAPI.
         tls: the TLS files, or ``None`` for no SSL listener.
         oauth: the OIDC-validated OAUTHBEARER listener, or ``None`` for none.
         overrides: extra properties, applied last (they win).
@@ -169,6 +189,7 @@ class NodeSpec:
     data_dir: Path
     voters: Mapping[int, int]
     sasl: SaslCredentials | None = None
+    kerberos: KerberosService | None = None
     tls: TlsFiles | None = None
     oauth: OAuthSpec | None = None
     overrides: Mapping[str, str] = field(default_factory=dict)
@@ -348,6 +369,14 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
         props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = _jaas_plain(node.sasl)
         for mech in SCRAM_MECHANISMS:
             props[f"listener.name.sasl_plaintext.{mech.lower()}.sasl.jaas.config"] = _SCRAM_JAAS
+        if node.kerberos is not None:
+            krb = node.kerberos
+            props["sasl.enabled.mechanisms"] += ",GSSAPI"
+            props["sasl.kerberos.service.name"] = krb.service_name
+            props["listener.name.sasl_plaintext.gssapi.sasl.jaas.config"] = (
+                "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
+                f'storeKey=true keyTab="{krb.keytab}" principal="{krb.principal}";'
+            )
     if node.oauth is not None:
         prefix = "listener.name.oidc."
         props[prefix + "sasl.enabled.mechanisms"] = OAUTHBEARER_MECHANISM

@@ -207,6 +207,8 @@ def test_authentication_failure_fails_queued_requests_at_once() -> None:
     # The metadata refresh was for "any node": it waits for the next attempt, within its
     # own timeout, rather than failing with this node's error.
     assert client.metadata.in_flight
+    # ...but whoever waits for the cluster learns at once that waiting cannot help
+    assert client.authentication_refused is failed[0].error
 
 
 def test_queued_request_fails_with_its_connection_attempt() -> None:

@@ -38,6 +38,7 @@ from kafkastate.testing import (
     BrokerStartError,
     HarnessError,
     KafkaCluster,
+    KerberosService,
     PrerequisiteError,
     ProbeError,
     SaslCredentials,
@@ -345,6 +346,24 @@ def test_sasl_listener_has_plain_users_and_scram_login_modules() -> None:
         "--add-scram",
         "SCRAM-SHA-512=[name=alice,password=alice-secret]",
     ]
+
+
+def test_gssapi_listener_logs_in_from_the_keytab() -> None:
+    service = KerberosService(
+        krb5_conf=Path("/realm/krb5.conf"),
+        keytab=Path("/realm/kafka_localhost.keytab"),
+        principal="kafka/localhost@KAFKASTATE.TEST",
+    )
+    props = server_properties(_spec(sasl=SaslCredentials(), kerberos=service))
+    assert props["sasl.enabled.mechanisms"].split(",")[-1] == "GSSAPI"
+    assert props["sasl.kerberos.service.name"] == "kafka"
+    assert props["listener.name.sasl_plaintext.gssapi.sasl.jaas.config"] == (
+        "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
+        'keyTab="/realm/kafka_localhost.keytab" principal="kafka/localhost@KAFKASTATE.TEST";'
+    )
+    assert (
+        "GSSAPI" not in server_properties(_spec(sasl=SaslCredentials()))["sasl.enabled.mechanisms"]
+    )
 
 
 def test_ssl_listener_pem_and_pkcs12_variants() -> None:

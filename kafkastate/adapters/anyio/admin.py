@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from kafkastate.adapters._admin import one_group, only
-from kafkastate.adapters._common import tls_context
+from kafkastate.adapters._common import resolve, tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.core.admin import (
     ACL,
@@ -45,7 +45,7 @@ from kafkastate.core.admin import (
     UserScramCredentialUpsertion,
 )
 from kafkastate.core.client import MetadataUpdated
-from kafkastate.core.config import admin_config, resolve
+from kafkastate.core.config import admin_config
 from kafkastate.errors import KafkaConnectionError, UnsupportedVersionError
 from kafkastate.structs import OffsetAndMetadata, TopicPartition
 

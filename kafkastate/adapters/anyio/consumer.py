@@ -32,7 +32,7 @@ from typing import Any, Final
 import anyio
 import anyio.lowlevel
 
-from kafkastate.adapters._common import tls_context
+from kafkastate.adapters._common import resolve, tls_context
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.anyio.driver import REFUSAL_CHECK, AsyncDriver, wait_for_cluster
 from kafkastate.core.client import MetadataUpdated
@@ -41,7 +41,6 @@ from kafkastate.core.config import (
     close_serializers,
     consumer_machine,
     deserializer_of,
-    resolve,
 )
 from kafkastate.core.consumer.consumer import (
     AssignmentSettled,

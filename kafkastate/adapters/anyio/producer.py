@@ -35,10 +35,10 @@ import anyio
 import anyio.lowlevel
 import attrs
 
-from kafkastate.adapters._common import tls_context
+from kafkastate.adapters._common import resolve, tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.core.client import MetadataUpdated
-from kafkastate.core.config import producer_config, resolve
+from kafkastate.core.config import producer_config
 from kafkastate.core.producer.accumulator import (
     FlushCompleted,
     FlushId,

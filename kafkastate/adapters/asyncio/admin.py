@@ -31,6 +31,7 @@ from kafkastate.adapters._admin import (
     seconds,
     topic_dicts,
 )
+from kafkastate.adapters._common import resolve
 from kafkastate.adapters.anyio.admin import Admin, running_admin
 from kafkastate.adapters.asyncio.background import Background, Lifecycle
 from kafkastate.core.admin import (
@@ -54,7 +55,7 @@ from kafkastate.core.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from kafkastate.core.config import admin_config, resolve
+from kafkastate.core.config import admin_config
 from kafkastate.errors import KafkaConnectionError
 from kafkastate.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 

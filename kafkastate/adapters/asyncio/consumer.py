@@ -19,9 +19,10 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kafkastate.adapters._common import resolve
 from kafkastate.adapters.anyio.consumer import Consumer, running_consumer
 from kafkastate.adapters.asyncio.background import Background, Lifecycle, deprecated_arguments
-from kafkastate.core.config import check_consumer, resolve
+from kafkastate.core.config import check_consumer
 from kafkastate.core.consumer.consumer import check_subscription
 from kafkastate.core.consumer.fetch.state import checked_partitions
 from kafkastate.errors import ConsumerStoppedError, IllegalStateError

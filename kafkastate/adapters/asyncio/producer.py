@@ -19,6 +19,7 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
 
+from kafkastate.adapters._common import resolve
 from kafkastate.adapters.anyio.producer import (
     BatchBuilder,
     Delivery,
@@ -27,7 +28,7 @@ from kafkastate.adapters.anyio.producer import (
     running_producer,
 )
 from kafkastate.adapters.asyncio.background import Background, Lifecycle, deprecated_arguments
-from kafkastate.core.config import producer_config, resolve
+from kafkastate.core.config import producer_config
 from kafkastate.errors import KafkaError, ProducerClosed
 from kafkastate.structs import ConsumerGroupMetadata
 

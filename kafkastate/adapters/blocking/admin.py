@@ -42,7 +42,7 @@ from kafkastate.adapters._admin import (
     topic_dicts,
 )
 from kafkastate.adapters._admin import feature_updates as as_feature_updates
-from kafkastate.adapters._common import no_brokers_error, tls_context
+from kafkastate.adapters._common import no_brokers_error, resolve, tls_context
 from kafkastate.adapters.anyio.admin import raise_unsupported
 from kafkastate.adapters.blocking.io import SocketLoop
 from kafkastate.core.admin import (
@@ -69,7 +69,7 @@ from kafkastate.core.admin import (
     UserScramCredentialUpsertion,
 )
 from kafkastate.core.client import CloseRequested, ConnectRequested, TokenRequested
-from kafkastate.core.config import admin_config, resolve
+from kafkastate.core.config import admin_config
 from kafkastate.errors import ElectionNotNeededError, KafkaConnectionError
 from kafkastate.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 

@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
-from kafkastate.adapters._common import check_ms, no_brokers_error, tls_context
+from kafkastate.adapters._common import check_ms, no_brokers_error, resolve, tls_context
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core.client import CloseRequested, ConnectRequested, TokenRequested
@@ -39,7 +39,6 @@ from kafkastate.core.config import (
     consumer_machine,
     deserializer_of,
     options_dict,
-    resolve,
 )
 from kafkastate.core.consumer.consumer import (
     AutoCommitted,

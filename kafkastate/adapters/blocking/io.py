@@ -124,7 +124,9 @@ class BlockingConnection:
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        machine = BrokerConnection(config or ConnectionConfig(), rng=random.SystemRandom())
+        machine = BrokerConnection(
+            config or ConnectionConfig(), rng=random.SystemRandom(), host=host
+        )
         conn = cls(sock, machine)
         conn._peer = (host, port)
         machine.connection_made(now=time.monotonic())

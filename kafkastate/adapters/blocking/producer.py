@@ -20,14 +20,13 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Final, NamedTuple, Self
 
-from kafkastate.adapters._common import tls_context
+from kafkastate.adapters._common import resolve, tls_context
 from kafkastate.adapters.blocking.thread import ProducerThread
 from kafkastate.core.config import (
     close_serializers,
     max_usable_produce_magic,
     options_dict,
     producer_config,
-    resolve,
     serializer_of,
 )
 from kafkastate.errors import (

@@ -140,6 +140,7 @@ from kafkastate.core.protocol.framing import produce_request
 from kafkastate.core.protocol.versions import ApiVersionTable
 from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
+    AuthenticationFailedError,
     KafkaConfigurationError,
     KafkaConnectionError,
     KafkaError,
@@ -1086,6 +1087,10 @@ class ProducerMachine(ClientDriven):
                     self._on_completed(rid, response, now)
                 case RequestFailed(request_id=rid, error=error):
                     self._on_failed(rid, error, now)
+                case NodeDisconnected(error=AuthenticationFailedError() as error):
+                    # fail closed, fast: metadata cannot come while the cluster refuses us
+                    if self._acc.waiting_sends:
+                        self._acc.fail_waiting(error, now=now)
                 case NodeDisconnected():
                     pass
 

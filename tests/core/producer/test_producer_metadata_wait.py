@@ -11,26 +11,34 @@ Driven by hand: the scripted peer cluster, time stepped with ``now=``.
 
 from __future__ import annotations
 
+import datetime
+import random
 from typing import Any
 
+import attrs
 import pytest
+from kio.schema.errors import ErrorCode
 
+from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.producer import (
     FlushCompleted,
     MetadataPendingError,
+    ProducerMachine,
     RecordsAcknowledged,
     RecordsAdmitted,
     RecordsFailed,
 )
 from kafkastate.core.protocol.versions import ApiKey
 from kafkastate.errors import (
+    AuthenticationFailedError,
     KafkaTimeoutError,
     LocalProtocolError,
     MessageTooLargeError,
     PartitionerError,
     UnknownTopicOrPartitionError,
 )
-from tests.core.producer.test_producer_machine import TS, PeerCluster, parts_of
+from tests._support.peer import response
+from tests.core.producer.test_producer_machine import TS, PeerCluster, machine, parts_of
 from tests.core.producer.test_producer_wait import MAX_BLOCK, answer_all, of, waiting_peer
 
 
@@ -235,3 +243,36 @@ def test_a_held_send_that_meets_a_full_buffer_waits_on_for_memory() -> None:
         assert answer_all(peer, {}, limit=1), "memory frees as batches complete"
     (admitted,) = [e for e in of(peer, RecordsAdmitted) if rid in e.record_ids]
     assert admitted.topic == "new"
+
+
+def test_an_authentication_refusal_fails_held_sends_at_once() -> None:
+    """Fail closed, fast: metadata cannot come while the cluster refuses our credentials,
+    so a held send fails with the refusal instead of waiting out ``max_block``."""
+    base = machine(acks=1).config
+    refused = ConnectionConfig(sasl_mechanism="PLAIN", sasl_username="u", sasl_password="bad")
+    config = attrs.evolve(
+        base,
+        client=attrs.evolve(base.client, connection=refused),
+        accumulator=attrs.evolve(base.accumulator, max_block=MAX_BLOCK),
+    )
+    peer = PeerCluster(ProducerMachine(config, rng=random.Random(7)))
+    peer.start()
+    rid = send(peer, "new", b"x")
+    assert peer.m.is_waiting(rid)
+    handshake = peer.take(ApiKey.SASL_HANDSHAKE)
+    peer.answer(handshake, response(17, 1, error_code=ErrorCode.none, mechanisms=("PLAIN",)))
+    auth = peer.take(ApiKey.SASL_AUTHENTICATE)
+    refusal = response(
+        36,
+        auth.req.version,
+        error_code=ErrorCode.sasl_authentication_failed,
+        error_message="bad credentials",
+        auth_bytes=b"",
+        session_lifetime=datetime.timedelta(0),
+    )
+    peer.answer(auth, refusal)
+    (failed,) = of(peer, RecordsFailed)
+    assert failed.record_ids == (rid,)
+    assert isinstance(failed.error, AuthenticationFailedError)
+    assert "bad credentials" in str(failed.error)
+    assert peer.now < MAX_BLOCK and not peer.m.is_waiting(rid)
