@@ -4,13 +4,18 @@ the built HTML resolves, the generated diagrams and plots are there and current.
 
 from __future__ import annotations
 
+import functools
 import html.parser
+import http.server
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import urllib.parse
+from collections.abc import Iterator
 
 import pytest
 
@@ -160,3 +165,71 @@ def test_a_broken_link_or_anchor_fails_the_build(tmp_path: pathlib.Path) -> None
     assert build(config, tmp_path / "site").returncode != 0
     (tmp_path / "docs" / "index.md").write_text("# Home\n\n[b](b.md#here)\n")
     assert build(config, tmp_path / "site").returncode == 0
+
+
+CHROMIUMS = ("chromium-headless-shell", "chromium", "chromium-browser")
+"""Debian's builds (./ks installs chromium-headless-shell); Playwright's own browser
+download is not relied on."""
+
+
+@pytest.fixture(scope="module")
+def served(site: pathlib.Path) -> Iterator[str]:
+    """The built site over HTTP on a free loopback port (the search worker needs HTTP)."""
+    handler = functools.partial(QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "path", ["", "reference/asyncio/", "state-machines/", "producer/", "benchmarks/"]
+)
+def test_site_renders_in_a_browser(served: str, path: str, tmp_path: pathlib.Path) -> None:
+    """Each page loads in headless Chromium with no console error, no failed request and
+    every image decoded; a screenshot is left in KAFKASTATE_DOCS_SCREENSHOTS if set."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    executable = next(filter(None, map(shutil.which, CHROMIUMS)), None)
+    if executable is None:
+        pytest.skip(f"no Chromium on PATH ({', '.join(CHROMIUMS)}): apt-get install one")
+    problems: list[str] = []
+    shots = pathlib.Path(os.environ.get("KAFKASTATE_DOCS_SCREENSHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on(
+                "console",
+                lambda msg: (
+                    problems.append(f"console: {msg.text}") if msg.type == "error" else None
+                ),
+            )
+            page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+            page.on(
+                "requestfailed", lambda request: problems.append(f"request failed: {request.url}")
+            )
+            page.goto(served + path, wait_until="networkidle")
+            broken = page.evaluate(
+                "Array.from(document.images)"
+                ".filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)"
+            )
+            images = page.evaluate("document.images.length")
+            shot = shots / f"{path.strip('/').replace('/', '-') or 'home'}.png"
+            page.screenshot(path=str(shot), full_page=False)
+        finally:
+            browser.close()
+    assert not problems, problems
+    assert not broken, f"images that did not load: {broken}"
+    assert shot.stat().st_size > 10_000
+    if path in ("", "state-machines/", "benchmarks/"):
+        assert images >= 1

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import pathlib
+import re
 import sys
 from typing import Any
 
@@ -90,3 +91,12 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
     if page.file.src_uri == "options.md":
         return gen_options_doc.page()
     return markdown
+
+
+# Docstrings use Sphinx roles (:meth:`start`); mkdocstrings renders the code and leaves the
+# role in front of it. Drop the role and a leading "~" (Sphinx's "short name" mark).
+ROLE = re.compile(r":(?:py:)?(?:meth|func|class|mod|data|attr|exc|obj|const):(<code[^>]*>)~?")
+
+
+def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    return ROLE.sub(r"\1", html)

@@ -232,9 +232,12 @@ def bar_chart_svg(
     *,
     unit: str,
     footer: str = "",
+    colours: Sequence[str] = COLOURS,
+    bar_labels: bool = False,
 ) -> str:
     """Grouped bars: one group per ``groups`` entry, one bar per series (a missing value
-    is None and draws no bar), a legend on the right, y from zero."""
+    is None and draws no bar; ``colours[i]`` fills series i), a legend on the right, y from
+    zero; ``bar_labels`` writes each value (``170k``) above its bar."""
     values = [v for _, row in series for v in row if v is not None] or [1.0]
     top = max(values)
     magnitude = 10 ** math.floor(math.log10(top)) if top > 0 else 1
@@ -270,11 +273,18 @@ def bar_chart_svg(
             if value is None:
                 continue
             h = value / ymax * plot_h
+            x = x0 + i * bar_w
             out.append(
-                f'<rect x="{x0 + i * bar_w + 1:.1f}" y="{bottom - h:.1f}" '
-                f'width="{bar_w - 2:.1f}" height="{h:.1f}" fill="{COLOURS[i % len(COLOURS)]}">'
+                f'<rect x="{x + 1:.1f}" y="{bottom - h:.1f}" '
+                f'width="{bar_w - 2:.1f}" height="{h:.1f}" fill="{colours[i % len(colours)]}">'
                 f"<title>{escape(name)}, {escape(group)}: {value:,}</title></rect>"
             )
+            if bar_labels:
+                short = f"{value / 1000:,.0f}k" if value >= 1000 else f"{value:,.0f}"
+                out.append(
+                    f'<text x="{x + bar_w / 2:.1f}" y="{bottom - h - 4:.1f}" '
+                    f'text-anchor="middle" font-size="10">{short}</text>'
+                )
         out.append(
             f'<text transform="translate({left + (g + 0.5) * group_w:.1f},{bottom + 14}) '
             f'rotate(30)" font-size="11">{escape(group)}</text>'
@@ -286,7 +296,7 @@ def bar_chart_svg(
         y = plot_top + 10 + i * 22
         out.append(
             f'<rect x="{left + plot_w + 20}" y="{y}" width="14" height="14" '
-            f'fill="{COLOURS[i % len(COLOURS)]}"/>'
+            f'fill="{colours[i % len(colours)]}"/>'
             f'<text x="{left + plot_w + 40}" y="{y + 11}">{escape(name)}</text>'
         )
     if footer:
