@@ -55,6 +55,13 @@ def page(image: Callable[[str], str] | None = None) -> str:
         "A transition not drawn here raises `LocalProtocolError`. Do not edit by hand:",
         "`python tools/gen_state_diagrams.py > docs/state-machines.md`.",
     ]
+    if image:
+        lines += [
+            "",
+            "The pictures are drawn from the same tables each time the site is built",
+            "(`tools/svg_diagrams.py`): dashed curves on the right go back to an earlier",
+            "state, curves on the left skip ahead, a bold box is a state with no way out.",
+        ]
     for name, table in registered_tables().items():
         enum_path = f"{table.states.__module__}.{table.states.__qualname__}"
         lines += ["", f"## {name}", "", f"States: `{enum_path}`.", ""]
