@@ -67,8 +67,28 @@ def bench_getone(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def docs(session: nox.Session) -> None:
-    """Run every Python example embedded in docs/*.md (they must execute)."""
+    """Build the documentation site into site/ with MkDocs, strict: a warning (a broken
+    link or anchor, a docstring griffe cannot read) fails the build. ``-- --serve`` serves
+    it on http://127.0.0.1:8000 and rebuilds on every change instead."""
+    env = {"NO_MKDOCS_2_WARNING": "1"}
+    if "--serve" in session.posargs:
+        rest = [arg for arg in session.posargs if arg != "--serve"]
+        session.run("python", "-m", "mkdocs", "serve", "--strict", *rest, env=env)
+    else:
+        session.run("python", "-m", "mkdocs", "build", "--strict", *session.posargs, env=env)
+
+
+@nox.session(venv_backend="none")
+def docs_examples(session: nox.Session) -> None:
+    """Run every Python example embedded in docs/*.md against a real broker (each tab of a
+    tabbed page on its own)."""
     session.run("python", "-m", "pytest", "tests/integration/test_docs.py", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def plots(session: nox.Session) -> None:
+    """Redraw docs/plots/*.svg from the benchmark results stored in docs/benchmarks.md."""
+    session.run("python", "tools/gen_plots.py", *session.posargs)
 
 
 @nox.session(venv_backend="none")

@@ -783,76 +783,30 @@ def write_svg(
     footer: str,
 ) -> bool:
     """A grouped bar chart of records/s for ``chart_cells`` (one group each, labelled by
-    the cell name's last part: the compression), as plain SVG text; False if none was run."""
+    the cell name's last part: the compression), drawn by tools/svg_diagrams.py (the
+    documentation's plots); False if none was run."""
+    sys.path.insert(0, str(HERE.parent.parent))  # the checkout's tools/
+    from tools.svg_diagrams import bar_chart_svg
+
     groups = [(name, table[name]) for name in chart_cells if name in table]
     if not groups:
         return False
-    colors = CHART_COLORS
-    rates = [r.rate for _, row in groups for r in row.values() if math.isfinite(r.elapsed)] or [1.0]
-    top = max(rates)
-    magnitude = 10 ** math.floor(math.log10(top))
-    step = next(s * magnitude for s in (0.2, 0.5, 1, 2, 5) if top / (s * magnitude) <= 6)
-    ymax = step * math.ceil(top / step)
-    width, height = 820, 440
-    left, right, plot_top, bottom = 90, 200, 50, 360
-    plot_w, plot_h = width - left - right, bottom - plot_top
-    bar_w = plot_w / len(groups) / (len(clients) + 1.5)
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
-        f'<rect width="{width}" height="{height}" fill="white"/>',
-        f'<text x="{width / 2:.0f}" y="24" text-anchor="middle" font-size="15" '
-        f'font-weight="bold">{title} (records/s, higher is better)</text>',
-    ]
-    tick = 0.0
-    while tick <= ymax + step / 2:
-        y = bottom - tick / ymax * plot_h
-        out.append(
-            f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#e5e7eb"/>'
-        )
-        out.append(f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">{tick:,.0f}</text>')
-        tick += step
-    out.append(
-        f'<line x1="{left}" y1="{bottom}" x2="{left + plot_w}" y2="{bottom}" stroke="#374151"/>'
+
+    def rate(row: dict[str, _ResultT], client: str) -> float | None:
+        r = row.get(client)
+        return r.rate if r is not None and math.isfinite(r.elapsed) else None
+
+    svg = bar_chart_svg(
+        title,
+        [f"compression {name.rsplit('-', 1)[-1]}" for name, _ in groups],
+        [(CLIENTS[c], [rate(row, c) for _, row in groups]) for c in clients],
+        unit="records/s, higher is better",
+        footer=f"{footer}, {datetime.date.today().isoformat()}",
+        colours=[CHART_COLORS[c] for c in clients],
+        bar_labels=True,
     )
-    group_w = plot_w / len(groups)
-    for g, (name, row) in enumerate(groups):
-        x0 = left + g * group_w + bar_w * 0.75
-        for i, client in enumerate(clients):
-            r = row.get(client)
-            x = x0 + i * bar_w
-            if r is None or not math.isfinite(r.elapsed):
-                continue
-            h = r.rate / ymax * plot_h
-            out.append(
-                f'<rect x="{x + 2:.1f}" y="{bottom - h:.1f}" width="{bar_w - 4:.1f}" '
-                f'height="{h:.1f}" fill="{colors[client]}"><title>{CLIENTS[client]}: '
-                f"{r.rate:,.0f} records/s</title></rect>"
-            )
-            label = f"{r.rate / 1000:,.0f}k" if r.rate >= 1000 else f"{r.rate:,.0f}"
-            out.append(
-                f'<text x="{x + bar_w / 2:.1f}" y="{bottom - h - 4:.1f}" '
-                f'text-anchor="middle" font-size="10">{label}</text>'
-            )
-        compression = name.rsplit("-", 1)[-1]
-        out.append(
-            f'<text x="{left + (g + 0.5) * group_w:.1f}" y="{bottom + 22}" '
-            f'text-anchor="middle" font-size="13">compression {compression}</text>'
-        )
-    for i, client in enumerate(clients):
-        y = plot_top + 10 + i * 22
-        out.append(
-            f'<rect x="{left + plot_w + 20}" y="{y}" width="14" height="14" '
-            f'fill="{colors[client]}"/>'
-        )
-        out.append(f'<text x="{left + plot_w + 40}" y="{y + 11}">{CLIENTS[client]}</text>')
-    out.append(
-        f'<text x="{left}" y="{height - 20}" font-size="11" fill="#4b5563">'
-        f"{footer}, {datetime.date.today().isoformat()}</text>"
-    )
-    out.append("</svg>")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(out) + "\n")
+    path.write_text(svg)
     return True
 
 

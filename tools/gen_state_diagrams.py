@@ -7,6 +7,7 @@ Run: python tools/gen_state_diagrams.py > docs/state-machines.md
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 
 from kafkastate.core.states import StateTable, registered_tables
 
@@ -43,7 +44,9 @@ def commands(table: StateTable[enum.Enum]) -> list[str]:
     return lines
 
 
-def page() -> str:
+def page(image: Callable[[str], str] | None = None) -> str:
+    """The whole page; with ``image``, each machine is drawn as the picture at
+    ``image(machine name)`` (the site's build-time SVG) instead of a Mermaid block."""
     lines = [
         "# State machines",
         "",
@@ -52,10 +55,17 @@ def page() -> str:
         "A transition not drawn here raises `LocalProtocolError`. Do not edit by hand:",
         "`python tools/gen_state_diagrams.py > docs/state-machines.md`.",
     ]
+    if image:
+        lines += [
+            "",
+            "The pictures are drawn from the same tables each time the site is built",
+            "(`tools/svg_diagrams.py`): dashed curves on the right go back to an earlier",
+            "state, curves on the left skip ahead, a bold box is a state with no way out.",
+        ]
     for name, table in registered_tables().items():
         enum_path = f"{table.states.__module__}.{table.states.__qualname__}"
         lines += ["", f"## {name}", "", f"States: `{enum_path}`.", ""]
-        lines += diagram(table)
+        lines += [f"![{name} states]({image(name)})"] if image else diagram(table)
         lines += commands(table)
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,138 @@
+"""Draw docs/plots/*.svg from the benchmark results stored in docs/benchmarks.md.
+
+The benchmarks (bench/) print their results as markdown tables, and docs/benchmarks.md keeps
+the tables of the runs it reports: those tables are the stored results. This reads them
+back and draws one chart per table, so a chart never disagrees with its table.
+
+Run: python tools/gen_plots.py            (writes docs/plots/)
+     python tools/gen_plots.py --check    (exit 1 when a chart is stale)
+(``./ks plots``; tests/test_docsite.py fails when the charts and the tables disagree.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+from collections.abc import Callable, Sequence
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: tools/ is on the path, not the root
+    sys.path.insert(0, str(ROOT))
+
+from tools.svg_diagrams import bar_chart_svg  # noqa: E402
+
+RESULTS = ROOT / "docs" / "benchmarks.md"
+OUT = ROOT / "docs" / "plots"
+
+
+class MissingTable(LookupError):
+    """docs/benchmarks.md has no table with the header a chart reads."""
+
+
+def table(text: str, header_start: str, *, after: str = "") -> list[list[str]]:
+    """The rows (cells stripped, header and rule dropped) of the first markdown table whose
+    header row starts with ``| header_start`` and that comes after the line ``after``."""
+    lines = text.splitlines()
+    start = lines.index(after) if after else 0
+    for i in range(start, len(lines)):
+        if lines[i].startswith(f"| {header_start}"):
+            rows = []
+            for line in lines[i + 2 :]:
+                if not line.startswith("|"):
+                    break
+                rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+            return [lines[i].strip().strip("|").split("|"), *rows]
+    raise MissingTable(f"no table starting {header_start!r} after {after!r} in {RESULTS}")
+
+
+def number(cell: str) -> float | None:
+    cell = cell.replace(",", "").replace("†", "").replace("‼", "").strip()
+    try:
+        return float(cell)
+    except ValueError:
+        return None
+
+
+def by_client(rows: list[list[str]], keep: Callable[[str], bool]) -> tuple[list[str], list]:
+    """A summary table (first column the cell, one column per client) as chart groups and
+    series."""
+    header = [h.strip() for h in rows[0]]
+    body = [row for row in rows[1:] if keep(row[0])]
+    groups = [row[0] for row in body]
+    series = [(client, [number(row[c]) for row in body]) for c, client in enumerate(header) if c]
+    return groups, series
+
+
+def charts(text: str) -> dict[str, str]:
+    """File name -> SVG text, one per stored table."""
+    out = {}
+    producer = table(text, "cell | kafkastate asyncio", after="## Producer, end to end")
+    groups, series = by_client(producer, lambda cell: cell.startswith("100B"))
+    out["producer-throughput.svg"] = bar_chart_svg(
+        "Producer throughput, 100 B values",
+        groups,
+        series,
+        unit="records/s, higher is better",
+        footer="docs/benchmarks.md, Producer end to end: the summary table",
+    )
+    consumer = table(text, "cell | kafkastate asyncio", after="## Consumer, end to end")
+    groups, series = by_client(consumer, lambda cell: True)
+    out["consumer-throughput.svg"] = bar_chart_svg(
+        "Consumer throughput",
+        groups,
+        series,
+        unit="records/s, higher is better",
+        footer="docs/benchmarks.md, Consumer end to end: the summary table",
+    )
+    codec = table(text, "value | codec | op")
+    header = [h.strip() for h in codec[0]]
+    columns = [header.index("ratio C/aio"), header.index("ratio Python/aio")]
+    out["codec-ratio.svg"] = bar_chart_svg(
+        "Record batch codec vs aiokafka",
+        [f"{r[0]} {r[1]} {r[2]}" for r in codec[1:]],
+        [
+            ("C accelerator / aiokafka", [number(r[columns[0]]) for r in codec[1:]]),
+            ("pure Python / aiokafka", [number(r[columns[1]]) for r in codec[1:]]),
+        ],
+        unit="ratio of records/s, above 1 is faster",
+        footer="docs/benchmarks.md, Record batches, core only",
+    )
+    latency = table(text, "client | records | rec/s", after="## Producer, end to end")
+    header = [h.strip() for h in latency[0]]
+    p50, p99 = header.index("p50 ms"), header.index("p99 ms")
+    out["producer-latency.svg"] = bar_chart_svg(
+        "Producer latency, 100 B, 1 partition, acks=1",
+        [r[0] for r in latency[1:]],
+        [
+            ("p50", [number(r[p50]) for r in latency[1:]]),
+            ("p99", [number(r[p99]) for r in latency[1:]]),
+        ],
+        unit="ms, lower is better",
+        footer="docs/benchmarks.md, Producer end to end: the headline cell",
+    )
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare, write nothing")
+    args = parser.parse_args(argv)
+    stale = []
+    for name, svg in charts(RESULTS.read_text()).items():
+        path = OUT / name
+        if args.check:
+            if not path.exists() or path.read_text() != svg:
+                stale.append(name)
+            continue
+        OUT.mkdir(exist_ok=True)
+        path.write_text(svg)
+        print(f"wrote {path.relative_to(ROOT)}")
+    if stale:
+        print(f"stale: {', '.join(stale)} (python tools/gen_plots.py)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
