@@ -50,6 +50,7 @@ import attrs
 from kafkastate.core import connection as conn_events
 from kafkastate.core.connection import BrokerConnection, ConnectionConfig, CorrelationId
 from kafkastate.core.metadata import ClusterMetadata, Metadata, MetadataConfig, NodeId
+from kafkastate.core.metrics import ClientCounters, Stat
 from kafkastate.core.protocol.versions import ApiVersionTable
 from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
@@ -245,6 +246,8 @@ class RequestCompleted:
     """The kio request that was sent."""
     response: Any
     """The kio response."""
+    latency: float = 0.0
+    """Seconds from writing the request to reading its response (driver's clock)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -297,6 +300,7 @@ class _Request:
     internal: bool
     node_id: NodeId | None = None
     request: Any = None
+    sent_at: float = 0.0
 
 
 @attrs.define(slots=True)
@@ -344,6 +348,10 @@ class Client:
         self._next_request_id = 0
         self._closed = False
         self._last_connection_error: KafkaError | None = None
+        self.counters: Final = ClientCounters()
+        """Requests, latencies, bytes and connections counted (:mod:`.metrics`)."""
+        self.last_now = 0.0
+        """The latest ``now`` handed in (reports made when no clock is at hand use it)."""
 
     # ---------------------------------------------------------------- queries
 
@@ -367,6 +375,10 @@ class Client:
         """The state of a node's connection, or None for an unknown node."""
         node = self._nodes.get(node_id)
         return None if node is None else node.state
+
+    def ready_nodes(self) -> list[NodeId]:
+        """The nodes with a READY connection, in id order."""
+        return [n.node_id for n in self._sorted_nodes() if n.state is NodeState.READY]
 
     def versions(self, node_id: NodeId) -> ApiVersionTable | None:
         """The versions negotiated with a READY node."""
@@ -404,6 +416,7 @@ class Client:
         """
         if self._closed:
             raise LocalProtocolError("send on a closed Client")
+        self.last_now = max(self.last_now, now)
         if node_id is not None and node_id not in self._nodes:
             raise LocalProtocolError(f"unknown node {node_id}")
         return self._submit(factory, now, node_id, timeout, expect_response, internal=False)
@@ -508,7 +521,9 @@ class Client:
         node = self._node(node_id)
         if node.conn is None:
             return
+        self.last_now = max(self.last_now, now)
         node.last_active = now
+        self.counters.incoming.record(len(data), now)
         # A RemoteProtocolError leaves ConnectionClosed(error) queued and the connection's
         # requests failed; draining below turns that into a disconnect with backoff.
         with contextlib.suppress(RemoteProtocolError):
@@ -517,6 +532,7 @@ class Client:
 
     def handle_timer(self, *, now: float) -> None:
         """Run everything whose deadline passed. Safe to call early or twice."""
+        self.last_now = max(self.last_now, now)
         for node in self._sorted_nodes():
             if node.conn is not None:
                 node.conn.handle_timer(now=now)
@@ -543,6 +559,7 @@ class Client:
                 node.conn.close()
                 node.conn = None
                 node.state = transition(NODE_STATES, node.state, _N.DISCONNECTED, what="idle")
+                self.counters.closed.record(1.0, now)
                 self._events.append(CloseRequested(node_id=node.node_id))
                 self._events.append(NodeDisconnected(node_id=node.node_id, error=None))
         self._expire_queue(self._any, now, None)
@@ -728,10 +745,12 @@ class Client:
                     timeout=remaining or 1e-9,
                     expect_response=req.expect_response,
                 )
+                self.counters.sent.record(1.0, now)
                 if req.expect_response:
+                    req.sent_at = now
                     node.sent[cid] = req
                 node.last_active = now
-            self._collect(node)
+            self._collect(node, now)
             return
         if node.state is NodeState.DISCONNECTED or (
             node.state is NodeState.BACKOFF and node.backoff_until <= now
@@ -747,10 +766,11 @@ class Client:
         self._drain_connection(node, now)
         self._progress(now)
 
-    def _collect(self, node: _Node) -> None:
+    def _collect(self, node: _Node, now: float) -> None:
         if node.conn is not None:
             data = node.conn.data_to_send()
             if data:
+                self.counters.outgoing.record(len(data), now)
                 self._out.append((node.node_id, data))
 
     def _drain_connection(
@@ -759,10 +779,11 @@ class Client:
         conn = node.conn
         if conn is None:
             return
-        self._collect(node)
+        self._collect(node, now)
         while (event := conn.next_event()) is not None:
             match event:
                 case conn_events.ConnectionReady(versions=versions):
+                    self.counters.created.record(1.0, now)
                     node.versions = versions
                     node.state = transition(NODE_STATES, node.state, _N.READY, what="ready")
                     node.failures = 0
@@ -781,13 +802,14 @@ class Client:
                         continue
                     self._disconnected(node, error, now, request_close=request_close)
                     return
-        self._collect(node)
+        self._collect(node, now)
 
     def _disconnected(
         self, node: _Node, error: KafkaError | None, now: float, *, request_close: bool
     ) -> None:
         if request_close and node.state is not NodeState.DISCONNECTED:
             self._events.append(CloseRequested(node_id=node.node_id))
+        self.counters.closed.record(1.0, now)
         if node.conn is not None and node.conn.versions_reused and not node.versions_proven:
             # The broker may have been upgraded or downgraded while we were away (it closes
             # a connection that sends a version it does not know): ask it again next time.
@@ -818,6 +840,13 @@ class Client:
             self._fail_queue(node.queue, error, node.node_id)
 
     def _request_completed(self, req: _Request, node: _Node, response: Any, now: float) -> None:
+        latency = now - req.sent_at
+        counters = self.counters
+        counters.latency.record(latency, now)
+        per_node = counters.node_latency.get(node.node_id)
+        if per_node is None:
+            per_node = counters.node_latency[node.node_id] = Stat()
+        per_node.record(latency, now)
         if req.internal:
             cluster = self._metadata.handle_response(response, now=now)
             self._adopt_brokers(cluster)
@@ -829,10 +858,12 @@ class Client:
                 node_id=node.node_id,
                 request=req.request,
                 response=response,
+                latency=latency,
             )
         )
 
     def _request_failed(self, req: _Request, error: KafkaError, node_id: NodeId | None) -> None:
+        self.counters.errors += 1
         if req.internal:
             self._metadata.handle_failure(error)
             return

@@ -20,6 +20,7 @@ import anyio
 from kafkastate.adapters._admin import one_group
 from kafkastate.adapters._common import tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
+from kafkastate.adapters.anyio.observe import Observed
 from kafkastate.core.admin import (
     ACL,
     ACLFilter,
@@ -48,7 +49,7 @@ def raise_unsupported(results: Mapping[Any, Any]) -> None:
             raise value
 
 
-class Admin:
+class Admin(Observed):
     """Admin operations on a running :class:`AdminMachine` (made by :func:`open_admin`).
 
     Each method returns a dict with one entry per resource: the value, or the

@@ -34,6 +34,7 @@ import anyio.lowlevel
 from kafkastate.adapters._common import tls_context
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
+from kafkastate.adapters.anyio.observe import Observed
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.config import (
     check_consumer,
@@ -82,7 +83,7 @@ Deserializer = Callable[[bytes | None], Any] | Any
 """``f(bytes) -> value``, or an object with ``deserialize(topic, headers, data)``."""
 
 
-class Consumer:
+class Consumer(Observed):
     """Reads records through a running :class:`AsyncDriver`; made by :func:`open_consumer`.
 
     Every decision (what is handed out, what a commit stores, when auto-commit fires, how a

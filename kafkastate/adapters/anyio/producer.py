@@ -37,6 +37,7 @@ import attrs
 
 from kafkastate.adapters._common import tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
+from kafkastate.adapters.anyio.observe import Observed
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.config import producer_config, resolve
 from kafkastate.core.producer.accumulator import (
@@ -355,7 +356,7 @@ class _Admission:
         self.error: KafkaError | None = None
 
 
-class Producer:
+class Producer(Observed):
     """Sends records through a running :class:`AsyncDriver`; made by :func:`open_producer`.
 
     Args:

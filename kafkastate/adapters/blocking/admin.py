@@ -37,6 +37,7 @@ from kafkastate.adapters._admin import (
 from kafkastate.adapters._common import no_brokers_error, tls_context
 from kafkastate.adapters.anyio.admin import raise_unsupported
 from kafkastate.adapters.blocking.io import SocketLoop
+from kafkastate.core import report
 from kafkastate.core.admin import (
     ACL,
     ACLFilter,
@@ -51,6 +52,7 @@ from kafkastate.core.admin import (
 )
 from kafkastate.core.client import CloseRequested, ConnectRequested
 from kafkastate.core.config import admin_config, resolve
+from kafkastate.core.report import Report
 from kafkastate.errors import KafkaConnectionError
 from kafkastate.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
@@ -103,6 +105,19 @@ class KafkaAdminClient:
         self._machine.close()
         self._events()
         self._loop.close()
+
+    def metrics(self, raw: bool = False) -> Report:
+        """Request, connection and byte counters, kafka-python's shape (``{group: {name:
+        value}}``, group ``admin-client-metrics``; docs/observability.md).
+
+        Args:
+            raw: accepted for compatibility; ignored.
+        """
+        return report.admin_metrics(self._machine, time.monotonic())
+
+    def health(self) -> dict[str, Any]:
+        """A JSON-able snapshot for liveness probes (:func:`kafkastate.core.report.health`)."""
+        return report.health(self._machine, time.monotonic())
 
     def __enter__(self) -> KafkaAdminClient:
         return self

@@ -33,6 +33,7 @@ from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 from kafkastate.adapters._common import check_ms, no_brokers_error, tls_context
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.blocking import SocketLoop
+from kafkastate.core import report
 from kafkastate.core.client import CloseRequested, ConnectRequested
 from kafkastate.core.config import (
     close_serializers,
@@ -55,6 +56,7 @@ from kafkastate.core.consumer.fetcher import (
     OffsetsListed,
     PositionState,
 )
+from kafkastate.core.report import Report
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -613,16 +615,21 @@ class KafkaConsumer:
         self.close()
 
     @_locked
-    def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
-        """A few gauges (kafka-python's shape: a dict of groups), whatever
-        ``metrics_enabled`` says; ``raw`` is accepted and ignored."""
-        assigned = self._machine.assignment()
-        return {
-            "consumer-fetch-manager-metrics": {
-                "assigned-partitions": len(assigned),
-                "paused-partitions": len(self._machine.paused()),
-            }
-        }
+    def metrics(self, raw: bool = False) -> Report:
+        """Counters, rates, latencies and lag, grouped as kafka-python groups them
+        (``{group: {name: value}}``, the Java client's names: docs/observability.md),
+        whatever ``metrics_enabled`` says.
+
+        Args:
+            raw: accepted for compatibility; ignored.
+        """
+        return report.consumer_metrics(self._machine, time.monotonic())
+
+    @_locked
+    def health(self) -> dict[str, Any]:
+        """A JSON-able snapshot for liveness probes (:func:`kafkastate.core.report.health`):
+        connected brokers, coordinator, assignment, last fetch, error state."""
+        return report.health(self._machine, time.monotonic())
 
     # ------------------------------------------------------------- plumbing
 

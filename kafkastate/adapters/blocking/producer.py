@@ -30,6 +30,7 @@ from kafkastate.core.config import (
     resolve,
     serializer_of,
 )
+from kafkastate.core.report import Report
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -621,24 +622,28 @@ class KafkaProducer:
             raise IllegalStateError("KafkaProducer already closed")
         return io.partitions_for(topic, self._max_block)
 
-    def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
-        """Counters and gauges, grouped as kafka-python groups them.
+    def metrics(self, raw: bool = False) -> Report:
+        """Counters, rates and latencies, grouped as kafka-python groups them
+        (``{group: {name: value}}``, the Java client's names: docs/observability.md).
 
-        ``producer-metrics`` holds: ``record-send-total`` (records accepted by ``send``),
-        ``record-ack-total``, ``record-error-total`` (records that failed after being
-        accepted), ``record-refused-total`` and ``record-block-timeout-total`` (``send``
-        raised), ``records-outstanding``, ``records-waiting-send`` (blocked in ``send``),
-        ``batches-in-flight``, ``buffer-total-bytes``, ``buffer-used-bytes``,
-        ``buffer-available-bytes``, ``producer-id`` and ``producer-epoch``.
+        ``producer-metrics`` also holds this face's own: ``record-refused-total`` and
+        ``record-block-timeout-total`` (``send`` raised) and ``records-waiting-send``
+        (blocked in ``send``).
 
         Args:
             raw: accepted for compatibility; ignored.
 
         Returns:
-            ``{"producer-metrics": {name: value}}``; after close, the final values.
+            ``{group: {name: value}}``; after close, the final values.
         """
         assert self._io is not None
-        return {"producer-metrics": self._io.metrics()}
+        return self._io.metrics()
+
+    def health(self) -> dict[str, Any]:
+        """A JSON-able snapshot for liveness probes (:func:`kafkastate.core.report.health`):
+        connected brokers, last acknowledgement, error state."""
+        assert self._io is not None
+        return self._io.health()
 
     def __enter__(self) -> Self:
         return self

@@ -89,6 +89,7 @@ from kafkastate.core.consumer.group import (
 )
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig, ConsumerGroupMember
 from kafkastate.core.metadata import NodeId
+from kafkastate.core.metrics import FetchCounters, GroupCounters, throttle_seconds
 from kafkastate.core.protocol.records import Record
 from kafkastate.errors import (
     IllegalStateError,
@@ -242,12 +243,22 @@ class FetcherMachine(ClientDriven):
         self._events: deque[FetcherEvent] = deque()
         self._now = 0.0
         self._closed = False
+        self.counters: Final = FetchCounters()
+        """Fetches, bytes and records handed out, counted (:mod:`kafkastate.core.metrics`)."""
+        self.group_counters: Final = GroupCounters()
+        """The group's requests, commits and rebalances, counted."""
+        self._commits_started: dict[int, float] = {}  # commit query id -> when asked
 
     # ---------------------------------------------------------------- queries
 
     def assignment(self) -> tuple[TopicPartition, ...]:
         """The assigned partitions, in assignment order."""
         return tuple(self._parts)
+
+    @property
+    def coordinator(self) -> NodeId | None:
+        """The group coordinator the member talks to, or None while unknown."""
+        return self._member_coordinator
 
     def position(self, tp: TopicPartition) -> int | None:
         """The offset of the next record :meth:`poll` returns, or None while unknown.
@@ -484,6 +495,8 @@ class FetcherMachine(ClientDriven):
             if part.state is PositionState.FAILED and part.error is not None and not part.paused:
                 raise part.error
         out, drained = decode.hand_out(self._completed, self._parts, max_records, self._take)
+        if out:
+            self.counters.consumed.record(sum(len(run[1]) for run in out), now)
         if drained:
             self._step(now)
         return out
@@ -540,6 +553,7 @@ class FetcherMachine(ClientDriven):
             generation, member_id, group_instance_id = self.member.commit_identity()
         parts = commit_entries(offsets, self._parts, (generation, member_id, group_instance_id))
         q = self._offsets.new("commit", parts)
+        self._commits_started[q.query_id] = now
         member = self.member
         if (
             isinstance(member, GroupMember)
@@ -665,8 +679,10 @@ class FetcherMachine(ClientDriven):
                     self._metadata_arrived()
                 case ConnectRequested() | CloseRequested():
                     self._events.append(event)
-                case RequestCompleted(request_id=rid, node_id=node, response=response):
-                    self._on_response(rid, node, response, now)
+                case RequestCompleted(
+                    request_id=rid, node_id=node, response=response, latency=latency
+                ):
+                    self._on_response(rid, node, response, now, latency)
                 case RequestFailed(request_id=rid, error=error):
                     self._on_failure(rid, error, now)
                 case NodeDisconnected(node_id=node):
@@ -715,10 +731,13 @@ class FetcherMachine(ClientDriven):
                     # until revocation_done
                     revoking = [tp for tp, p in self._parts.items() if p.revoking]
                     self._set_assignment(dict.fromkeys([*assigned, *revoking]))
+                    self.group_counters.rebalances.record(1.0, now)
+                    self.group_counters.last_rebalance = now
                     self._events.append(
                         PartitionsAssigned(assigned=assigned, added=added, generation=generation)
                     )
                 case GroupFailed():
+                    self.group_counters.failed_rebalances += 1
                     self._events.append(event)
         if self._leaving and not self._group_requests:
             self._leaving = False
@@ -744,6 +763,9 @@ class FetcherMachine(ClientDriven):
                 CommittedOffsets(query_id=q.query_id, offsets=dict(q.results), error=q.error)
             )
         else:
+            started = self._commits_started.pop(q.query_id, None)
+            if started is not None:
+                self.group_counters.commits.record(now - started, now)
             committed = {tp: v[0] for tp, v in q.partitions.items()}
             self._events.append(
                 OffsetsCommitted(query_id=q.query_id, offsets=committed, error=q.error)
@@ -779,9 +801,12 @@ class FetcherMachine(ClientDriven):
 
     # -- responses
 
-    def _on_response(self, rid: RequestId, node: NodeId, response: Any, now: float) -> None:
+    def _on_response(
+        self, rid: RequestId, node: NodeId, response: Any, now: float, latency: float
+    ) -> None:
         fetch = self._fetches.answered(rid)
         if fetch is not None:
+            self._count_fetch(response, now, latency)
             self._on_fetch_response(fetch[0], fetch[1], response, now)
             return
         sent = self._validating.pop(rid, None)
@@ -793,9 +818,34 @@ class FetcherMachine(ClientDriven):
             return
         kind = self._group_requests.pop(rid, None)
         if kind is not None and self.member is not None:
+            self._count_group(kind, now, latency)
             self.member.handle_response(kind, response, now=now)
             return
         self._offsets.handle_response(rid, response, now)
+
+    def _count_fetch(self, response: Any, now: float, latency: float) -> None:
+        """Per Fetch response (never per record): latency, record bytes, throttle."""
+        counters = self.counters
+        counters.fetches.record(latency, now)
+        counters.throttle.record(throttle_seconds(response), now)
+        counters.last_fetch = now
+        size = 0
+        for topic in response.responses:
+            for part in topic.partitions:
+                records = part.records
+                if records:
+                    size += len(records)
+        counters.bytes.record(size, now)
+
+    def _count_group(self, kind: str, now: float, latency: float) -> None:
+        counters = self.group_counters
+        if kind == "heartbeat":
+            counters.heartbeats.record(latency, now)
+            counters.last_heartbeat = now
+        elif kind == "join":
+            counters.joins.record(latency, now)
+        elif kind == "sync":
+            counters.syncs.record(latency, now)
 
     def _on_failure(self, rid: RequestId, error: KafkaError, now: float) -> None:
         if self._fetches.failed(rid, self._parts, now):

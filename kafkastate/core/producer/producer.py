@@ -106,6 +106,7 @@ from kafkastate.core.client import (
     RequestId,
 )
 from kafkastate.core.metadata import NodeId
+from kafkastate.core.metrics import ProducerCounters, throttle_seconds
 from kafkastate.core.producer.accumulator import (
     Accumulator,
     AccumulatorConfig,
@@ -486,6 +487,22 @@ class ProducerMachine(ClientDriven):
     def accumulator(self) -> Accumulator:
         """The accumulator (buffer usage, queued batches)."""
         return self._acc
+
+    @property
+    def counters(self) -> ProducerCounters:
+        """What the producer counted (:mod:`kafkastate.core.metrics`); the Client's own
+        counters are ``client.counters``."""
+        return self._acc.counters
+
+    @property
+    def requests_in_flight(self) -> int:
+        """Produce requests awaiting a response."""
+        return len(self._requests)
+
+    @property
+    def fatal_error(self) -> KafkaError | None:
+        """The error that failed the producer for good, or None."""
+        return self._fatal
 
     @property
     def state(self) -> ProducerState:
@@ -1208,6 +1225,8 @@ class ProducerMachine(ClientDriven):
         idem = self._idem
         payload: dict[tuple[str, uuid.UUID | None, int], bytes] = {}
         keyed: dict[tuple[str | uuid.UUID, int], ProducerBatch] = {}
+        counters = self._acc.counters
+        records = 0
         for batch in batches:
             if idem is not None:
                 idem.stamp(batch)
@@ -1215,10 +1234,16 @@ class ProducerMachine(ClientDriven):
             self._tp_in_flight[tp] = self._tp_in_flight.get(tp, 0) + 1
             topic = cluster.topics.get(batch.topic)
             topic_id = None if topic is None else topic.topic_id
-            payload[(batch.topic, topic_id, batch.partition)] = batch.build()
+            built = payload[(batch.topic, topic_id, batch.partition)] = batch.build()
+            count = batch.record_count
+            records += count
+            counters.sent.record(count, now)
+            counters.batch_bytes.record(len(built), now)
+            counters.queue_time.record(now - batch.created, now)
             keyed[(batch.topic, batch.partition)] = batch
             if topic_id is not None:
                 keyed[(topic_id, batch.partition)] = batch
+        counters.records_per_request.record(records, now)
         acks = self.config.acks
         timeout = self.config.request_timeout
         tid = self.config.transactional_id
@@ -1283,6 +1308,7 @@ class ProducerMachine(ClientDriven):
         req = self._take_request(rid)
         if req is None:
             return
+        self._acc.counters.throttle.record(throttle_seconds(response), now)
         handled: dict[int, None] = {}
         for topic_resp in response.responses:
             name = getattr(topic_resp, "name", None)
@@ -1343,6 +1369,8 @@ class ProducerMachine(ClientDriven):
                 now=now,
             )
             return
+        codes = self._acc.counters.error_codes
+        codes[code] = codes.get(code, 0) + 1
         where = f"{batch.topic}-{batch.partition}"
         message = getattr(part, "error_message", None) or ""
         context: dict[str, object] = {"topic": batch.topic, "partition": batch.partition}
