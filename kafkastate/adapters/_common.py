@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafkastate.core.client import Client
@@ -18,8 +19,22 @@ from kafkastate.errors import (
 __all__ = [
     "check_ms",
     "no_brokers_error",
+    "report_statistics",
     "tls_context",
 ]
+
+log = logging.getLogger("kafkastate.stats")
+
+
+def report_statistics(callback: Callable[[Any], Any] | None, stats: dict[str, Any]) -> None:
+    """Hand a statistics report to the user's ``stats_cb`` (if any); what it raises is
+    logged, never raised into the client's IO task or thread."""
+    if callback is None:
+        return
+    try:
+        callback(stats)
+    except Exception:  # a user callback: logged, never fatal
+        log.exception("stats_cb raised")
 
 
 def no_brokers_error(client: Client, timeout: float) -> KafkaError:

@@ -211,6 +211,10 @@ class ClientConfig:
     socket_connection_setup_timeout: float = attrs.field(default=10.0, validator=_positive)
     """How long the adapter may take to open a socket
     (``socket.connection.setup.timeout.ms``)."""
+    statistics_interval: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
+    """Seconds between statistics reports (``statistics.interval.ms``); 0 = none. The
+    Client keeps the schedule (:meth:`Client.statistics_due`); its owner builds the
+    report."""
 
 
 @attrs.frozen(kw_only=True)
@@ -352,6 +356,7 @@ class Client:
         """Requests, latencies, bytes and connections counted (:mod:`.metrics`)."""
         self.last_now = 0.0
         """The latest ``now`` handed in (reports made when no clock is at hand use it)."""
+        self._stats_at: float | None = None  # the next statistics report (armed lazily)
 
     # ---------------------------------------------------------------- queries
 
@@ -441,6 +446,19 @@ class Client:
         if node is None or (moved and node.conn is None):
             self._nodes[nid] = _Node(node_id=nid, host=base.host, port=base.port)
         return nid
+
+    def statistics_due(self, *, now: float) -> bool:
+        """Whether a statistics report is due at ``now`` (its deadline is one of
+        :meth:`get_timer`'s); if so the next is scheduled one interval on (from ``now`` if
+        the driver fell behind), so the owner must then emit the report. The schedule
+        starts at the first :meth:`handle_timer`; with ``statistics_interval`` 0 nothing
+        is ever due."""
+        due = self._stats_at
+        if due is None or now < due or self._closed:
+            return False
+        following = due + self.config.statistics_interval
+        self._stats_at = following if following > now else now + self.config.statistics_interval
+        return True
 
     def request_metadata_update(self) -> None:
         """Refresh metadata as soon as the retry backoff allows."""
@@ -533,6 +551,8 @@ class Client:
     def handle_timer(self, *, now: float) -> None:
         """Run everything whose deadline passed. Safe to call early or twice."""
         self.last_now = max(self.last_now, now)
+        if self._stats_at is None and self.config.statistics_interval > 0:
+            self._stats_at = now + self.config.statistics_interval
         for node in self._sorted_nodes():
             if node.conn is not None:
                 node.conn.handle_timer(now=now)
@@ -601,6 +621,8 @@ class Client:
         due = self._metadata.update_due_at()
         if due is not None:
             deadlines.append(due)
+        if self._stats_at is not None:
+            deadlines.append(self._stats_at)
         candidates = self._candidates()
         backoff_ends = [n.backoff_until for n in candidates if n.state is NodeState.BACKOFF]
         busy = any(

@@ -344,6 +344,12 @@ _TABLE: Final = (
     Option("api_version_auto_timeout_ms", "", _CPA, _optional(positive_ms), None,
            "kafka-python 2's name for bootstrap_timeout_ms (wins when given)."),
     Option("metrics_enabled", "", _CPA, _flag, True, "Accepted; metrics() works either way."),
+    Option("statistics_interval_ms", "statistics.interval.ms", _CPA, ms, 0,
+           "How often stats_cb gets the statistics (metrics() and health()); 0 = never."),
+    Option("stats_cb", "", _CPA, _callable, None,
+           "Called with a JSON-able dict every statistics_interval_ms (confluent-kafka's); "
+           "it runs on the client's IO task or thread: keep it short. What it raises is "
+           "logged."),
     # ------------------------------------------------------------------------ consumer
     Option("group_id", "group.id", _C, _name, None,
            "Where committed offsets are read and written; the consumer group."),
@@ -1024,6 +1030,7 @@ def client_config(options: Mapping[str, Any]) -> ClientConfig:
             reconnect_backoff=_seconds(options["reconnect_backoff_ms"]),
             reconnect_backoff_max=_seconds(options["reconnect_backoff_max_ms"]),
             connections_max_idle=_seconds(options["connections_max_idle_ms"]),
+            statistics_interval=_seconds(options["statistics_interval_ms"]),
         )
 
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
+
 from kafkastate.core.client import SEPARATE_BASE, SEPARATE_TOP
 
 if TYPE_CHECKING:
@@ -35,11 +37,13 @@ if TYPE_CHECKING:
 __all__ = [
     "METRIC_NAMES",
     "Report",
+    "StatisticsReported",
     "admin_metrics",
     "consumer_metrics",
     "health",
     "metrics",
     "producer_metrics",
+    "statistics",
 ]
 
 Report = dict[str, dict[str, float]]
@@ -155,6 +159,29 @@ METRIC_NAMES: Final[Mapping[str, Mapping[str, str]]] = {
     "admin-client-node-metrics.node-<id>": _NODE,
 }
 """Every group and metric name, with a one-line description (the docs' table)."""
+
+
+@attrs.frozen(kw_only=True)
+class StatisticsReported:
+    """``statistics_interval`` passed: the adapter hands :attr:`stats` to ``stats_cb``."""
+
+    stats: dict[str, Any]
+    """:func:`statistics` at the time it fell due (JSON-able)."""
+
+
+def statistics(
+    machine: ProducerMachine | ConsumerMachine | AdminMachine, now: float
+) -> dict[str, Any]:
+    """What ``stats_cb`` gets: ``{"type": "producer"|"consumer"|"admin", "time": now (the
+    driver's clock, seconds), "metrics": metrics(), "health": health()}`` -- JSON-able
+    (``json.dumps`` gives confluent-kafka's string form)."""
+    snapshot = health(machine, now)
+    return {
+        "type": snapshot["kind"],
+        "time": now,
+        "metrics": metrics(machine, now),
+        "health": snapshot,
+    }
 
 
 def _time(client: Client, now: float | None) -> float:

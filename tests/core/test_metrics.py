@@ -4,11 +4,16 @@ with time stepped by hand."""
 from __future__ import annotations
 
 import json
+import random
+from typing import Any
 
 import pytest
 
+from kafkastate.core.admin.machine import AdminMachine
+from kafkastate.core.config import admin_config, consumer_machine, producer_config, resolve
 from kafkastate.core.metrics import Stat
-from kafkastate.core.report import METRIC_NAMES, health, producer_metrics
+from kafkastate.core.producer.producer import ProducerMachine
+from kafkastate.core.report import METRIC_NAMES, StatisticsReported, health, producer_metrics
 from tests.core.producer.test_producer_machine import machine, ok, produce_response, started
 
 
@@ -104,3 +109,58 @@ def test_producer_report_before_any_io() -> None:
     assert group["record-send-total"] == 0 and group["connection-count"] == 0
     assert group["buffer-available-bytes"] == m.accumulator.config.buffer_memory
     assert health(m)["last_ack_seconds_ago"] == -1.0
+
+
+# ------------------------------------------------------------------- statistics timer
+
+
+def _machines(interval_ms: int) -> list[Any]:
+    base = {"bootstrap_servers": "127.0.0.1:9092", "statistics_interval_ms": interval_ms}
+    producer = ProducerMachine(
+        producer_config(resolve("producer", "kafkastate", base, owner="t")),
+        rng=random.Random(1),
+    )
+    consumer = consumer_machine(
+        resolve("consumer", "kafkastate", {**base, "group_id": "g"}, owner="t"),
+        rng=random.Random(1),
+    )
+    admin = AdminMachine(
+        admin_config(resolve("admin", "kafkastate", base, owner="t")), rng=random.Random(1)
+    )
+    return [producer, consumer, admin]
+
+
+def _reports(m: Any, now: float) -> list[dict[str, Any]]:
+    m.handle_timer(now=now)
+    out = []
+    while (event := m.next_event()) is not None:
+        if isinstance(event, StatisticsReported):
+            out.append(event.stats)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["producer", "consumer", "admin"])
+def test_statistics_fire_on_schedule_under_the_fake_clock(kind: str) -> None:
+    m = _machines(5000)[["producer", "consumer", "admin"].index(kind)]
+    assert _reports(m, 100.0) == []  # the first timer pass starts the schedule
+    assert m.get_timer() is not None and m.get_timer() <= 105.0
+    assert _reports(m, 104.999) == []
+    (stats,) = _reports(m, 105.0)
+    assert stats["type"] == kind and stats["time"] == 105.0
+    assert stats["health"]["kind"] == kind
+    main_group = "admin-client-metrics" if kind == "admin" else f"{kind}-metrics"
+    assert main_group in stats["metrics"]
+    assert json.loads(json.dumps(stats)) == stats
+    assert _reports(m, 105.0) == []  # handle_timer twice: one report
+    assert _reports(m, 109.0) == []
+    assert len(_reports(m, 110.0)) == 1
+    # a driver that fell behind gets one report, and the schedule restarts from then
+    assert len(_reports(m, 137.5)) == 1
+    assert _reports(m, 142.0) == []
+    assert len(_reports(m, 142.5)) == 1
+
+
+def test_statistics_off_by_default() -> None:
+    for m in _machines(0):
+        for t in (0.0, 1e3, 1e6):
+            assert _reports(m, t) == []

@@ -5,6 +5,8 @@ end)."""
 
 from __future__ import annotations
 
+import json
+import logging
 import uuid
 from typing import Any
 
@@ -188,3 +190,84 @@ def test_blocking_faces(bootstrap: str) -> None:
         admin.list_topics()
         check_network(admin.metrics()["admin-client-metrics"])
         check_health(admin.health(), "admin")
+
+
+# ------------------------------------------------------------------- stats_cb
+
+
+def _check_stats(reports: list[dict[str, Any]], kind: str) -> None:
+    assert len(reports) >= 2
+    for stats in reports:
+        assert json.loads(json.dumps(stats)) == stats
+        assert stats["type"] == kind and stats["health"]["kind"] == kind
+    assert [s["time"] for s in reports] == sorted(s["time"] for s in reports)
+
+
+def _raising(stats: dict[str, Any]) -> None:
+    raise RuntimeError("a broken stats_cb")
+
+
+@pytest.mark.anyio
+async def test_stats_cb_async(
+    bootstrap: str, anyio_backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = _topic(bootstrap)
+    reports: list[dict[str, Any]] = []
+    async with open_producer(
+        bootstrap, stats_cb=reports.append, statistics_interval_ms=50
+    ) as producer:
+        with anyio.fail_after(30):
+            while len(reports) < 2:
+                await producer.send(topic, b"x")
+    _check_stats(reports, "producer")
+    assert reports[-1]["metrics"]["producer-metrics"]["record-ack-total"] >= 1
+    with caplog.at_level(logging.ERROR, logger="kafkastate.stats"):
+        async with open_producer(
+            bootstrap, stats_cb=_raising, statistics_interval_ms=20
+        ) as producer:
+            with anyio.fail_after(30):
+                while not any("stats_cb raised" in r.message for r in caplog.records):
+                    await producer.send(topic, b"y")
+            await producer.send(topic, b"after")  # the producer goes on
+    consumed: list[dict[str, Any]] = []
+    async with open_consumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        stats_cb=consumed.append,
+        statistics_interval_ms=50,
+    ) as consumer:
+        with anyio.fail_after(30):
+            while len(consumed) < 2:
+                await consumer.getmany(timeout_ms=100)
+    _check_stats(consumed, "consumer")
+
+
+def test_stats_cb_blocking(bootstrap: str, caplog: pytest.LogCaptureFixture) -> None:
+    topic = _topic(bootstrap)
+    reports: list[dict[str, Any]] = []
+    with KafkaProducer(
+        bootstrap_servers=bootstrap, stats_cb=reports.append, statistics_interval_ms=50
+    ) as producer:
+        for _ in range(600):
+            producer.send(topic, b"x").get(timeout=30)
+            if len(reports) >= 2:
+                break
+    _check_stats(reports, "producer")
+    consumed: list[dict[str, Any]] = []
+    with caplog.at_level(logging.ERROR, logger="kafkastate.stats"):
+        with KafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            stats_cb=lambda s: (consumed.append(s), _raising(s)),
+            statistics_interval_ms=50,
+        ) as consumer:
+            got = 0
+            for _ in range(600):
+                got += sum(len(rs) for rs in consumer.poll(timeout_ms=100).values())
+                if len(consumed) >= 2 and got:
+                    break
+        assert got >= 1  # a raising stats_cb does not stop the consumer
+    _check_stats(consumed, "consumer")
+    assert any("stats_cb raised" in r.message for r in caplog.records)

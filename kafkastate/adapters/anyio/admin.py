@@ -423,6 +423,7 @@ async def running_admin(options: Mapping[str, Any]) -> AsyncIterator[Admin]:
         on_event=admin._handle_event,
         ssl_context=tls_context(options),
         connect_timeout=config.client.socket_connection_setup_timeout,
+        stats_cb=options["stats_cb"],
     )
     async with driver:
         admin._attach(driver)

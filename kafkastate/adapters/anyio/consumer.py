@@ -712,6 +712,7 @@ async def running_consumer(
         # everything time brings on (the auto-commit too): a full timer pass (which looks
         # at every assigned partition) on every wake-up, once per socket read, is wasted.
         timers_when_due=True,
+        stats_cb=options["stats_cb"],
     )
     try:
         # No task group of our own: the body's exception must come out as it is, not in an

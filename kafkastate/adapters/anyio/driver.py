@@ -35,10 +35,11 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 
-from kafkastate.adapters._common import no_brokers_error
+from kafkastate.adapters._common import no_brokers_error, report_statistics
 from kafkastate.adapters.blocking import IOMachine
 from kafkastate.core.client import Client, CloseRequested, ConnectRequested
 from kafkastate.core.metadata import NodeId
+from kafkastate.core.report import StatisticsReported
 
 __all__ = ["AsyncDriver", "EventMachine", "wait_for_cluster"]
 
@@ -79,6 +80,7 @@ class AsyncDriver:
             not on every wake-up. For machines whose commands do their own work (the
             producer: a send that opens or fills a batch has already stepped), where a
             full timer pass per wake-up would be wasted.
+        stats_cb: called with the machine's statistics reports (``stats_cb`` option).
     """
 
     def __init__(
@@ -89,8 +91,10 @@ class AsyncDriver:
         ssl_context: ssl.SSLContext | None = None,
         connect_timeout: float = 10.0,
         timers_when_due: bool = False,
+        stats_cb: Callable[[Any], Any] | None = None,
     ) -> None:
         self._machine = machine
+        self._stats_cb = stats_cb
         self._timers_when_due = timers_when_due
         self._on_event = on_event
         self._ssl = ssl_context
@@ -193,6 +197,8 @@ class AsyncDriver:
                     self._start_node(node, host, port)
                 case CloseRequested(node_id=node):
                     self._stop_node(node)
+                case StatisticsReported(stats=stats):
+                    report_statistics(self._stats_cb, stats)
                 case _:
                     self._on_event(event)
         return handled

@@ -982,6 +982,7 @@ async def running_producer(
         ssl_context=tls_context(options),
         connect_timeout=config.client.socket_connection_setup_timeout,
         timers_when_due=True,  # the producer's commands step for themselves
+        stats_cb=options["stats_cb"],
     )
     try:
         async with driver:

@@ -34,7 +34,7 @@ from kafkastate.adapters._admin import (
     seconds,
     topic_dicts,
 )
-from kafkastate.adapters._common import no_brokers_error, tls_context
+from kafkastate.adapters._common import no_brokers_error, report_statistics, tls_context
 from kafkastate.adapters.anyio.admin import raise_unsupported
 from kafkastate.adapters.blocking.io import SocketLoop
 from kafkastate.core import report
@@ -52,7 +52,7 @@ from kafkastate.core.admin import (
 )
 from kafkastate.core.client import CloseRequested, ConnectRequested
 from kafkastate.core.config import admin_config, resolve
-from kafkastate.core.report import Report
+from kafkastate.core.report import Report, StatisticsReported
 from kafkastate.errors import KafkaConnectionError
 from kafkastate.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
@@ -85,6 +85,7 @@ class KafkaAdminClient:
             connect_timeout=config.client.socket_connection_setup_timeout,
         )
         self._done: dict[OpId, AdminOperationCompleted] = {}
+        self._stats_cb = options["stats_cb"]
         self._closed = False
         wait = options["bootstrap_timeout_ms"] / 1000
         try:
@@ -145,6 +146,8 @@ class KafkaAdminClient:
                     self._loop.forget(node)
                 case AdminOperationCompleted(op_id=op):
                     self._done[op] = event
+                case StatisticsReported(stats=stats):
+                    report_statistics(self._stats_cb, stats)
 
     def _run(self, command: Callable[..., OpId], *args: Any, **kwargs: Any) -> dict[Any, Any]:
         if self._closed:

@@ -30,7 +30,12 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
-from kafkastate.adapters._common import check_ms, no_brokers_error, tls_context
+from kafkastate.adapters._common import (
+    check_ms,
+    no_brokers_error,
+    report_statistics,
+    tls_context,
+)
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core import report
@@ -56,7 +61,7 @@ from kafkastate.core.consumer.fetcher import (
     OffsetsListed,
     PositionState,
 )
-from kafkastate.core.report import Report
+from kafkastate.core.report import Report, StatisticsReported
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -743,6 +748,8 @@ class KafkaConsumer:
                     log.error("the group member failed: %s", error)  # poll() raises it
                 case GroupLeft():
                     self._left = True
+                case StatisticsReported(stats=stats):
+                    report_statistics(self._resolved["stats_cb"], stats)
                 case _:
                     pass
 

@@ -359,6 +359,7 @@ class KafkaProducer:
             config,
             ssl_context=tls,
             name=f"kafkastate-producer-io[{config.client.connection.client_id}]",
+            stats_cb=resolved["stats_cb"],
         )
         self._closed = False
         self._close_lock = threading.Lock()

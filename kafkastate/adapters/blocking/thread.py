@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from kafkastate.adapters._common import no_brokers_error
+from kafkastate.adapters._common import no_brokers_error, report_statistics
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core import report
 from kafkastate.core.client import CloseRequested, ConnectRequested, MetadataUpdated
@@ -54,7 +54,7 @@ from kafkastate.core.producer.producer import (
     ProducerMachine,
 )
 from kafkastate.core.producer.transactions import TransactionOperationCompleted, TransactionOpId
-from kafkastate.core.report import Report
+from kafkastate.core.report import Report, StatisticsReported
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -156,14 +156,21 @@ class ProducerThread:
             a send's wait for buffer memory, which the machine keeps.
         ssl_context: TLS for every connection, or None for plaintext.
         name: the thread's name.
+        stats_cb: called on the IO thread with the machine's statistics reports.
 
     Raises:
         KafkaConfigurationError: ``config.accumulator.max_block`` is None.
     """
 
     def __init__(
-        self, config: ProducerConfig, *, ssl_context: ssl.SSLContext | None, name: str
+        self,
+        config: ProducerConfig,
+        *,
+        ssl_context: ssl.SSLContext | None,
+        name: str,
+        stats_cb: Callable[[Any], Any] | None = None,
     ) -> None:
+        self._stats_cb = stats_cb
         if config.accumulator.max_block is None:
             raise KafkaConfigurationError("ProducerThread needs config.accumulator.max_block")
         self._machine = ProducerMachine(config, rng=random.SystemRandom())
@@ -588,6 +595,8 @@ class ProducerThread:
                         sink = self._sinks.pop(rid, None)
                         if sink is not None:
                             _complete(sink.record_failed, error)
+                case StatisticsReported(stats=stats):
+                    report_statistics(self._stats_cb, stats)
                 case FlushCompleted(flush_id=fid):
                     reply = self._flushes.pop(fid, None)
                     if reply is not None:

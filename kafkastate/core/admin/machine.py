@@ -38,6 +38,7 @@ from typing import Any, Final, NewType
 
 import attrs
 
+from kafkastate.core import report
 from kafkastate.core.admin import acls
 from kafkastate.core.admin import operations as ops
 from kafkastate.core.admin.types import (
@@ -134,7 +135,13 @@ class AdminOperationCompleted:
     """Key -> value, or the key's KafkaError; in the order the command named them."""
 
 
-AdminEvent = ConnectRequested | CloseRequested | MetadataUpdated | AdminOperationCompleted
+AdminEvent = (
+    ConnectRequested
+    | CloseRequested
+    | MetadataUpdated
+    | AdminOperationCompleted
+    | report.StatisticsReported
+)
 
 
 @attrs.define(slots=True)
@@ -449,6 +456,8 @@ class AdminMachine(ClientDriven):
         """Run what is due: the Client's timers, retries, deadlines."""
         self._client.handle_timer(now=now)
         self._step(now)
+        if self._client.statistics_due(now=now):
+            self._events.append(report.StatisticsReported(stats=report.statistics(self, now)))
 
     # ------------------------------------------------------------ IO outputs
 

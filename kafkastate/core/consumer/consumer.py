@@ -50,6 +50,7 @@ from typing import Any, Final
 
 import attrs
 
+from kafkastate.core import report
 from kafkastate.core.client import CloseRequested, ConnectRequested, MetadataUpdated
 from kafkastate.core.consumer.fetcher import (
     CommittedOffsets,
@@ -198,6 +199,7 @@ ConsumerEvent = (
     | ListenerCallRequested
     | AutoCommitted
     | AssignmentSettled
+    | report.StatisticsReported
 )
 
 
@@ -1174,6 +1176,8 @@ class ConsumerMachine:
         self._maybe_auto_commit(now)
         self.fetcher.handle_timer(now=now)
         self._after(now)
+        if self.fetcher.client.statistics_due(now=now):
+            self._events.append(report.StatisticsReported(stats=report.statistics(self, now)))
 
     def data_to_send(self) -> list[tuple[Any, bytes]]:
         """``(node, bytes)`` to write, in order; clears the buffer."""

@@ -92,6 +92,7 @@ from typing import Any, Final
 
 import attrs
 
+from kafkastate.core import report
 from kafkastate.core.client import (
     Client,
     ClientConfig,
@@ -371,6 +372,7 @@ ProducerEvent = (
     | ProducerFailed
     | ProducerClosed
     | TransactionOperationCompleted
+    | report.StatisticsReported
 )
 
 
@@ -974,6 +976,8 @@ class ProducerMachine(ClientDriven):
             return
         self._client.handle_timer(now=now)
         self._step(now)
+        if self._client.statistics_due(now=now):
+            self._emit(report.StatisticsReported(stats=report.statistics(self, now)))
 
     # ----------------------------------------------------------- IO outputs
 
