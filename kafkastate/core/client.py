@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import logging
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -51,7 +52,7 @@ from kafkastate.core import connection as conn_events
 from kafkastate.core.connection import BrokerConnection, ConnectionConfig, CorrelationId
 from kafkastate.core.metadata import ClusterMetadata, Metadata, MetadataConfig, NodeId
 from kafkastate.core.metrics import ClientCounters, Stat
-from kafkastate.core.protocol.versions import ApiVersionTable
+from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
 from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
     AuthenticationFailedError,
@@ -87,6 +88,16 @@ RequestFactory = Callable[[ApiVersionTable], Any]
 """Builds the kio request for the versions negotiated on the chosen connection."""
 
 _JITTER: Final = 0.2
+
+log = logging.getLogger("kafkastate.connection")
+
+_API_NAMES: Final = {v: k for k, v in vars(ApiKey).items() if isinstance(v, int)}
+
+
+def _describe(entity: Any) -> str:
+    """``PRODUCE v13`` for a request or response entity (for DEBUG lines)."""
+    key = getattr(entity, "__api_key__", None)
+    return f"{_API_NAMES.get(key, f'api {key}')} v{getattr(entity, '__version__', '?')}"
 
 
 SEPARATE_TOP: Final = 2**31 - 1
@@ -768,6 +779,13 @@ class Client:
                     expect_response=req.expect_response,
                 )
                 self.counters.sent.record(1.0, now)
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug(
+                        "node %s: sent %s (correlation id %s)",
+                        node.node_id,
+                        _describe(req.request),
+                        cid,
+                    )
                 if req.expect_response:
                     req.sent_at = now
                     node.sent[cid] = req
@@ -806,6 +824,7 @@ class Client:
             match event:
                 case conn_events.ConnectionReady(versions=versions):
                     self.counters.created.record(1.0, now)
+                    log.info("connected to node %s at %s:%s", node.node_id, node.host, node.port)
                     node.versions = versions
                     node.state = transition(NODE_STATES, node.state, _N.READY, what="ready")
                     node.failures = 0
@@ -832,6 +851,8 @@ class Client:
         if request_close and node.state is not NodeState.DISCONNECTED:
             self._events.append(CloseRequested(node_id=node.node_id))
         self.counters.closed.record(1.0, now)
+        if error is not None:
+            log.info("node %s at %s:%s disconnected: %s", node.node_id, node.host, node.port, error)
         if node.conn is not None and node.conn.versions_reused and not node.versions_proven:
             # The broker may have been upgraded or downgraded while we were away (it closes
             # a connection that sends a version it does not know): ask it again next time.
@@ -869,6 +890,13 @@ class Client:
         if per_node is None:
             per_node = counters.node_latency[node.node_id] = Stat()
         per_node.record(latency, now)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "node %s: %s answered in %.1f ms",
+                node.node_id,
+                _describe(response),
+                latency * 1000.0,
+            )
         if req.internal:
             cluster = self._metadata.handle_response(response, now=now)
             self._adopt_brokers(cluster)
@@ -886,6 +914,7 @@ class Client:
 
     def _request_failed(self, req: _Request, error: KafkaError, node_id: NodeId | None) -> None:
         self.counters.errors += 1
+        log.debug("node %s: request %s failed: %s", node_id, req.request_id, error)
         if req.internal:
             self._metadata.handle_failure(error)
             return

@@ -271,3 +271,33 @@ def test_stats_cb_blocking(bootstrap: str, caplog: pytest.LogCaptureFixture) -> 
         assert got >= 1  # a raising stats_cb does not stop the consumer
     _check_stats(consumed, "consumer")
     assert any("stats_cb raised" in r.message for r in caplog.records)
+
+
+# ------------------------------------------------------------------- logging
+
+
+def test_lifecycle_logs(bootstrap: str, caplog: pytest.LogCaptureFixture) -> None:
+    topic = _topic(bootstrap)
+    group = _group()
+    with caplog.at_level(logging.DEBUG, logger="kafkastate"):
+        with KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True) as producer:
+            producer.send(topic, b"x").get(timeout=30)
+        with KafkaConsumer(
+            topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest"
+        ) as consumer:
+            for _ in range(60):
+                if consumer.poll(timeout_ms=500):
+                    break
+    lines = {(r.name, r.levelno, r.getMessage()) for r in caplog.records}
+
+    def logged(name: str, level: int, text: str) -> bool:
+        return any(n == name and lv == level and text in m for n, lv, m in lines)
+
+    assert logged("kafkastate.connection", logging.INFO, "connected to node")
+    assert logged("kafkastate.connection", logging.DEBUG, "sent PRODUCE v")
+    assert logged("kafkastate.producer", logging.INFO, "producer id ")
+    assert logged("kafkastate.producer", logging.INFO, "producer closed")
+    assert logged("kafkastate.consumer", logging.INFO, f"subscribed to {topic}")
+    assert logged("kafkastate.group", logging.INFO, f"group {group}: joined generation")
+    assert logged("kafkastate.group", logging.INFO, f"{topic}-0")
+    assert logged("kafkastate.group", logging.INFO, f"group {group}: left")

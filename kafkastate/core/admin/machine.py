@@ -30,6 +30,7 @@ operation. The machine never reads a clock: ``now`` comes with every call.
 from __future__ import annotations
 
 import enum
+import logging
 import math
 import random
 from collections import deque
@@ -88,6 +89,9 @@ __all__ = [
 OpId = NewType("OpId", int)
 
 _FORGET_COORDINATOR: Final = frozenset({15, 16})  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+
+
+log = logging.getLogger("kafkastate.admin")
 
 
 class AdminState(enum.Enum):
@@ -485,6 +489,7 @@ class AdminMachine(ClientDriven):
         op_id = OpId(self._next_op)
         self._next_op += 1
         self._ops[op_id] = _Op(op_id=op_id, spec=spec, timeout=timeout, deadline=now + timeout)
+        log.debug("operation %s: %s started", op_id, spec.name)
         self._step(now)
         return op_id
 
@@ -727,6 +732,15 @@ class AdminMachine(ClientDriven):
         if op.keys is None or len(op.results) < len(op.keys):
             return
         del self._ops[op.op_id]
+        if log.isEnabledFor(logging.DEBUG):
+            failed = sum(isinstance(r, KafkaError) for r in op.results.values())
+            log.debug(
+                "operation %s: %s done, %d of %d failed",
+                op.op_id,
+                op.spec.name,
+                failed,
+                len(op.results),
+            )
         order = op.keys if op.keys is not None else list(op.results)
         self._events.append(
             AdminOperationCompleted(

@@ -33,6 +33,7 @@ coordinator (``membership``).
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -190,6 +191,13 @@ class FetcherConfig:
 
 
 # --------------------------------------------------------------------------- the machine
+
+
+log = logging.getLogger("kafkastate.group")
+
+
+def _names(tps: Iterable[TopicPartition]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in tps) or "nothing"
 
 
 class FetcherMachine(ClientDriven):
@@ -721,6 +729,12 @@ class FetcherMachine(ClientDriven):
         while (event := member.next_event()) is not None:
             match event:
                 case RevokePartitions(partitions=tps, lost=lost):
+                    log.info(
+                        "group %s: %s %s",
+                        self.config.group_id,
+                        "lost" if lost else "revoked",
+                        _names(sorted(tps)),
+                    )
                     for tp in tps:
                         p = self._parts.get(tp)
                         if p is not None:
@@ -733,14 +747,24 @@ class FetcherMachine(ClientDriven):
                     self._set_assignment(dict.fromkeys([*assigned, *revoking]))
                     self.group_counters.rebalances.record(1.0, now)
                     self.group_counters.last_rebalance = now
+                    log.info(
+                        "group %s: joined generation %s; assignment %s",
+                        self.config.group_id,
+                        generation,
+                        _names(assigned),
+                    )
                     self._events.append(
                         PartitionsAssigned(assigned=assigned, added=added, generation=generation)
                     )
-                case GroupFailed():
+                case GroupFailed(error=error):
+                    log.info(
+                        "group %s: the member failed for good: %s", self.config.group_id, error
+                    )
                     self.group_counters.failed_rebalances += 1
                     self._events.append(event)
         if self._leaving and not self._group_requests:
             self._leaving = False
+            log.info("group %s: left", self.config.group_id)
             self._events.append(GroupLeft())
 
     def _complete_query(self, q: _Query, now: float) -> None:

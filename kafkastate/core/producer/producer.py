@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import logging
 import random
 import uuid
 from collections import deque
@@ -191,6 +192,9 @@ _FATAL_ERRORS: Final = frozenset(
 
 
 # ---------------------------------------------------------------------------------- errors
+
+
+log = logging.getLogger("kafkastate.producer")
 
 
 class MetadataPendingError(KafkaError):
@@ -1143,6 +1147,12 @@ class ProducerMachine(ClientDriven):
         if code == 0:
             bumped = idem.state is IdempotenceState.BUMPING
             idem.initialized(int(response.producer_id), int(response.producer_epoch))
+            log.info(
+                "producer id %s epoch %s%s",
+                idem.producer_id,
+                idem.producer_epoch,
+                " (epoch bump)" if bumped else "",
+            )
             self._emit(
                 ProducerIdAssigned(
                     producer_id=idem.producer_id,
@@ -1473,6 +1483,7 @@ class ProducerMachine(ClientDriven):
         if batch is not None and batch.state is not BatchState.DONE:
             self._acc.fail(batch, error, now=now)
         self._fatal = error
+        log.info("producer failed for good: %s", error)
         if self._state in (ProducerState.OPEN, ProducerState.CLOSING):
             self._transition(ProducerState.FAILED, what="fatal error")
         self._fail_everything(error, now)
@@ -1501,6 +1512,7 @@ class ProducerMachine(ClientDriven):
 
     def _finish(self) -> None:
         self._transition(ProducerState.CLOSED, what="finish")
+        log.info("producer closed")
         self._client.close()
         client = self._client
         while (event := client.next_event()) is not None:
