@@ -96,7 +96,7 @@ _API_NAMES: Final = {v: k for k, v in vars(ApiKey).items() if isinstance(v, int)
 
 def _describe(entity: Any) -> str:
     """``PRODUCE v13`` for a request or response entity (for DEBUG lines)."""
-    key = getattr(entity, "__api_key__", None)
+    key: int = getattr(entity, "__api_key__", -1)
     return f"{_API_NAMES.get(key, f'api {key}')} v{getattr(entity, '__version__', '?')}"
 
 
