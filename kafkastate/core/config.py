@@ -186,6 +186,14 @@ def _callable(name: str, value: Any) -> Any:
     return value
 
 
+def _tracing(name: str, value: Any) -> Any:
+    if isinstance(value, bool) or callable(getattr(value, "get_tracer", None)):
+        return value
+    raise KafkaConfigurationError(
+        f"{name} must be True, False or an OpenTelemetry TracerProvider, got {value!r}"
+    )
+
+
 def _anything(name: str, value: Any) -> Any:
     del name
     return value
@@ -346,6 +354,10 @@ _TABLE: Final = (
     Option("metrics_enabled", "", _CPA, _flag, True, "Accepted; metrics() works either way."),
     Option("statistics_interval_ms", "statistics.interval.ms", _CPA, ms, 0,
            "How often stats_cb gets the statistics (metrics() and health()); 0 = never."),
+    Option("tracing", "", _CP, _tracing, False,
+           "OpenTelemetry spans (PRODUCER per send, CONSUMER per record, W3C trace context "
+           "in the headers): True for the global tracer provider, or a TracerProvider; "
+           "needs the otel extra."),
     Option("stats_cb", "", _CPA, _callable, None,
            "Called with a JSON-able dict every statistics_interval_ms (confluent-kafka's); "
            "it runs on the client's IO task or thread: keep it short. What it raises is "

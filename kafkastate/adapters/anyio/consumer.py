@@ -74,6 +74,7 @@ from kafkastate.structs import (
     OffsetAndTimestamp,
     TopicPartition,
 )
+from kafkastate.tracing import Tracing, tracing_of
 
 __all__ = ["Consumer", "open_consumer", "running_consumer"]
 
@@ -113,6 +114,7 @@ class Consumer(Observed):
         self._value_deserializer = deserializer_of(value_deserializer)
         self._timeout = request_timeout
         self._driver: AsyncDriver | None = None
+        self._tracing: Tracing | None = None  # set by running_consumer with tracing on
         self._data = anyio.Event()  # set when records arrive; replaced after each wait
         self._changed = anyio.Event()  # set on metadata and answers
         self._answers: dict[int, Any] = {}
@@ -219,7 +221,7 @@ class Consumer(Observed):
             driver.wake()  # drained partitions are fetched again at once
             if runs:
                 return to_consumer_records(
-                    runs, machine, self._key_deserializer, self._value_deserializer
+                    runs, machine, self._key_deserializer, self._value_deserializer, self._tracing
                 )
             if driver.now() >= deadline:
                 # Yield even when nothing is waited for: ``while not await getmany(): ...``
@@ -248,7 +250,7 @@ class Consumer(Observed):
                 driver.wake()  # drained partitions are fetched again at once
             if run is not None:
                 return one_consumer_record(
-                    run, machine, self._key_deserializer, self._value_deserializer
+                    run, machine, self._key_deserializer, self._value_deserializer, self._tracing
                 )
             driver.wake()
             await data.wait()
@@ -703,6 +705,7 @@ async def running_consumer(
         value_deserializer=options["value_deserializer"],
         request_timeout=request_timeout,
     )
+    consumer._tracing = tracing_of(options)
     driver = AsyncDriver(
         machine,
         on_event=consumer._handle_event,

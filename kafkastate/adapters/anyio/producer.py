@@ -68,6 +68,7 @@ from kafkastate.errors import (
     TransactionFailedError,
 )
 from kafkastate.structs import ConsumerGroupMetadata, TopicPartition
+from kafkastate.tracing import Tracing, tracing_of
 
 __all__ = [
     "BatchBuilder",
@@ -376,6 +377,8 @@ class Producer(Observed):
         # sends waiting in the machine for buffer memory, by (first) record id
         self._admissions: dict[RecordId, _Admission] = {}
         self._closed = anyio.Event()
+        self.tracing: Tracing | None = None
+        """OpenTelemetry spans per send (option ``tracing``), or None when off."""
         self.unacknowledged_result_none = False
         """aiokafka's rule for ``acks=0``: an asyncio future handed to :meth:`_append_now`
         resolves to None instead of metadata with offset -1."""
@@ -507,15 +510,25 @@ class Producer(Observed):
             driver = self._running()  # raises
         machine = self.machine
         steps = machine.steps
-        rid = machine.send(
-            topic,
-            value=value,
-            key=key,
-            partition=partition,
-            timestamp_ms=time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms,
-            headers=headers,
-            now=driver.now(),
-        )
+        tracing = self.tracing
+        if tracing is not None:
+            headers, span = tracing.send(topic, partition, key, headers)
+        try:
+            rid = machine.send(
+                topic,
+                value=value,
+                key=key,
+                partition=partition,
+                timestamp_ms=time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms,
+                headers=headers,
+                now=driver.now(),
+            )
+        except BaseException as exc:
+            if tracing is not None:
+                tracing.sent(span, exc)
+            raise
+        if tracing is not None:
+            tracing.sent(span)
         if sink is None:
             sink = Delivery(rid)
         self._deliveries[rid] = sink  # before any await: acks=0 completes at once
@@ -976,6 +989,7 @@ async def running_producer(
     config = producer_config(options)
     machine = ProducerMachine(config, rng=random.SystemRandom())
     producer = Producer(machine, max_block=options["max_block_ms"] / 1000)
+    producer.tracing = tracing_of(options)
     driver = AsyncDriver(
         machine,
         on_event=producer._handle_event,

@@ -76,6 +76,7 @@ from kafkastate.structs import (
     OffsetAndTimestamp,
     TopicPartition,
 )
+from kafkastate.tracing import tracing_of
 
 __all__ = ["KafkaConsumer"]
 
@@ -153,6 +154,7 @@ class KafkaConsumer:
         """kafka-python's option dict: every option by name, as given or defaulted."""
         tls = tls_context(resolved)
         self._machine = consumer_machine(resolved, rng=random.SystemRandom())
+        self._tracing = tracing_of(resolved)
         config = self._machine.config
         key_deserializer = deserializer_of(resolved["key_deserializer"])
         value_deserializer = deserializer_of(resolved["value_deserializer"])
@@ -307,7 +309,7 @@ class KafkaConsumer:
             runs = machine.poll(max_records, now=time.monotonic())
             if runs:
                 return to_consumer_records(
-                    runs, machine, self._key_deserializer, self._value_deserializer
+                    runs, machine, self._key_deserializer, self._value_deserializer, self._tracing
                 )
             if time.monotonic() >= deadline:
                 return {}
@@ -334,7 +336,7 @@ class KafkaConsumer:
             run = machine.take_one(now=time.monotonic())
             if run is not None:
                 return one_consumer_record(
-                    run, machine, self._key_deserializer, self._value_deserializer
+                    run, machine, self._key_deserializer, self._value_deserializer, self._tracing
                 )
             now = time.monotonic()
             if now >= deadline:

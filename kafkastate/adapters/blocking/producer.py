@@ -41,6 +41,7 @@ from kafkastate.structs import (
     ConsumerGroupMetadata,
     TopicPartition,
 )
+from kafkastate.tracing import tracing_of
 
 __all__ = ["FutureRecordMetadata", "KafkaProducer", "RecordMetadata"]
 
@@ -348,6 +349,7 @@ class KafkaProducer:
         self._key_serializer = serializer_of(resolved["key_serializer"])
         self._value_serializer = serializer_of(resolved["value_serializer"])
         self._max_block = resolved["max_block_ms"] / 1000
+        self._tracing = tracing_of(resolved)
         bootstrap_wait = resolved["bootstrap_timeout_ms"] / 1000
         api_version = resolved["api_version"]
         tls = tls_context(resolved)
@@ -434,15 +436,33 @@ class KafkaProducer:
             sum(len(k.encode()) + len(v) for k, v in headers) if headers else -1,
         )
         future = FutureRecordMetadata(sizes)
-        io.submit_send(
-            topic,
-            value=value_bytes,
-            key=key_bytes,
-            headers=headers,
-            partition=partition,
-            timestamp_ms=timestamp_ms,
-            sink=future,
-        )
+        tracing = self._tracing
+        if tracing is None:
+            io.submit_send(
+                topic,
+                value=value_bytes,
+                key=key_bytes,
+                headers=headers,
+                partition=partition,
+                timestamp_ms=timestamp_ms,
+                sink=future,
+            )
+            return future
+        traced, span = tracing.send(topic, partition, key_bytes, headers)
+        try:
+            io.submit_send(
+                topic,
+                value=value_bytes,
+                key=key_bytes,
+                headers=traced,
+                partition=partition,
+                timestamp_ms=timestamp_ms,
+                sink=future,
+            )
+        except BaseException as exc:
+            tracing.sent(span, exc)
+            raise
+        tracing.sent(span)
         return future
 
     def flush(self, timeout: float | None = None) -> None:
