@@ -164,3 +164,13 @@ def test_statistics_off_by_default() -> None:
     for m in _machines(0):
         for t in (0.0, 1e3, 1e6):
             assert _reports(m, t) == []
+
+
+def test_observability_doc_lists_every_metric() -> None:
+    import pathlib  # noqa: PLC0415
+    import runpy  # noqa: PLC0415
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    tool = runpy.run_path(str(root / "tools" / "gen_observability_doc.py"))
+    doc = (root / "docs" / "observability.md").read_text()
+    assert tool["render"](doc) == doc, "run python tools/gen_observability_doc.py"
