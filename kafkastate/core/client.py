@@ -51,7 +51,7 @@ import attrs
 from kafkastate.core import connection as conn_events
 from kafkastate.core.connection import BrokerConnection, ConnectionConfig, CorrelationId
 from kafkastate.core.metadata import ClusterMetadata, Metadata, MetadataConfig, NodeId
-from kafkastate.core.metrics import ClientCounters, Stat
+from kafkastate.core.metrics import DEFAULT_SAMPLES, DEFAULT_WINDOW, ClientCounters, Stat
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
 from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
@@ -222,6 +222,10 @@ class ClientConfig:
     socket_connection_setup_timeout: float = attrs.field(default=10.0, validator=_positive)
     """How long the adapter may take to open a socket
     (``socket.connection.setup.timeout.ms``)."""
+    metrics_samples: int = attrs.field(default=DEFAULT_SAMPLES, validator=attrs.validators.ge(1))
+    """Samples per windowed statistic (``metrics.num.samples``)."""
+    metrics_window: float = attrs.field(default=DEFAULT_WINDOW, validator=_positive)
+    """Seconds per sample (``metrics.sample.window.ms``)."""
     statistics_interval: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
     """Seconds between statistics reports (``statistics.interval.ms``); 0 = none. The
     Client keeps the schedule (:meth:`Client.statistics_due`); its owner builds the
@@ -363,7 +367,7 @@ class Client:
         self._next_request_id = 0
         self._closed = False
         self._last_connection_error: KafkaError | None = None
-        self.counters: Final = ClientCounters()
+        self.counters: Final = ClientCounters(config.metrics_samples, config.metrics_window)
         """Requests, latencies, bytes and connections counted (:mod:`.metrics`)."""
         self.last_now = 0.0
         """The latest ``now`` handed in (reports made when no clock is at hand use it)."""
@@ -888,7 +892,8 @@ class Client:
         counters.latency.record(latency, now)
         per_node = counters.node_latency.get(node.node_id)
         if per_node is None:
-            per_node = counters.node_latency[node.node_id] = Stat()
+            per_node = Stat(counters.samples, counters.window)
+            counters.node_latency[node.node_id] = per_node
         per_node.record(latency, now)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(

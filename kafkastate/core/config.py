@@ -352,6 +352,10 @@ _TABLE: Final = (
     Option("api_version_auto_timeout_ms", "", _CPA, _optional(positive_ms), None,
            "kafka-python 2's name for bootstrap_timeout_ms (wins when given)."),
     Option("metrics_enabled", "", _CPA, _flag, True, "Accepted; metrics() works either way."),
+    Option("metrics_num_samples", "metrics.num.samples", _CPA, _at_least(1), 2,
+           "Samples kept for metrics()'s windowed rates, averages and maxima."),
+    Option("metrics_sample_window_ms", "metrics.sample.window.ms", _CPA, positive_ms, 30000,
+           "Length of each sample."),
     Option("statistics_interval_ms", "statistics.interval.ms", _CPA, ms, 0,
            "How often stats_cb gets the statistics (metrics() and health()); 0 = never."),
     Option("tracing", "", _CP, _tracing, False,
@@ -539,8 +543,6 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
             "ssl_crlfile",
             "ssl_ciphers",
             "metric_reporters",
-            "metrics_num_samples",
-            "metrics_sample_window_ms",
             "metric_group_prefix",
             "selector",
             "sasl_kerberos_name",
@@ -1043,6 +1045,8 @@ def client_config(options: Mapping[str, Any]) -> ClientConfig:
             reconnect_backoff_max=_seconds(options["reconnect_backoff_max_ms"]),
             connections_max_idle=_seconds(options["connections_max_idle_ms"]),
             statistics_interval=_seconds(options["statistics_interval_ms"]),
+            metrics_samples=options["metrics_num_samples"],
+            metrics_window=_seconds(options["metrics_sample_window_ms"]),
         )
 
 

@@ -74,7 +74,9 @@ class Stat:
         if samples < 1 or not window > 0:
             raise ValueError(f"a Stat needs samples >= 1 and window > 0, got {samples}, {window}")
         self.samples = samples
+        """How many windows are kept."""
         self.window = window
+        """Each window's length, seconds."""
         self.total = 0.0
         """Sum of every recorded value since creation."""
         self.count = 0
@@ -163,23 +165,29 @@ class ClientCounters:
         "latency",
         "node_latency",
         "outgoing",
+        "samples",
         "sent",
+        "window",
     )
 
-    def __init__(self) -> None:
-        self.sent = Stat()
+    def __init__(self, samples: int = DEFAULT_SAMPLES, window: float = DEFAULT_WINDOW) -> None:
+        self.samples = samples
+        """Samples per Stat (``metrics.num.samples``)."""
+        self.window = window
+        """Seconds per sample (``metrics.sample.window.ms``)."""
+        self.sent = Stat(samples, window)
         """One recording (value 1) per request written to a connection."""
-        self.latency = Stat()
+        self.latency = Stat(samples, window)
         """Seconds from writing a request to reading its response, per response."""
         self.node_latency: dict[int, Stat] = {}
         """:attr:`latency` per node id."""
-        self.outgoing = Stat()
+        self.outgoing = Stat(samples, window)
         """Bytes handed to the adapter to write, per batch of bytes."""
-        self.incoming = Stat()
+        self.incoming = Stat(samples, window)
         """Bytes read, per read."""
-        self.created = Stat()
+        self.created = Stat(samples, window)
         """One recording per connection that became ready."""
-        self.closed = Stat()
+        self.closed = Stat(samples, window)
         """One recording per connection that ended."""
         self.errors = 0
         """Requests that failed without a response (timeouts, lost connections...)."""
@@ -198,30 +206,36 @@ class ProducerCounters:
         "queue_time",
         "records_per_request",
         "retries",
+        "samples",
         "sent",
         "throttle",
+        "window",
     )
 
-    def __init__(self) -> None:
-        self.sent = Stat()
+    def __init__(self, samples: int = DEFAULT_SAMPLES, window: float = DEFAULT_WINDOW) -> None:
+        self.samples = samples
+        """Samples per Stat (``metrics.num.samples``)."""
+        self.window = window
+        """Seconds per sample (``metrics.sample.window.ms``)."""
+        self.sent = Stat(samples, window)
         """Records per batch written in a Produce request (retries included, as Java)."""
-        self.batch_bytes = Stat()
+        self.batch_bytes = Stat(samples, window)
         """Encoded bytes per batch written."""
-        self.records_per_request = Stat()
+        self.records_per_request = Stat(samples, window)
         """Records per Produce request."""
-        self.queue_time = Stat()
+        self.queue_time = Stat(samples, window)
         """Seconds from a batch's creation to its drain, per batch."""
-        self.retries = Stat()
+        self.retries = Stat(samples, window)
         """Records per batch put back for a retry."""
-        self.errors = Stat()
+        self.errors = Stat(samples, window)
         """Records per batch that failed for good."""
         self.acked = 0
         """Records acknowledged by the broker."""
         self.last_ack: float | None = None
         """When the broker last acknowledged a batch (driver's clock)."""
-        self.throttle = Stat()
+        self.throttle = Stat(samples, window)
         """Seconds of throttle time per Produce response."""
-        self.buffer_wait = Stat()
+        self.buffer_wait = Stat(samples, window)
         """Seconds a send waited for ``buffer.memory``, per send admitted after waiting."""
         self.error_codes: dict[int, int] = {}
         """Partition error code -> how many times a Produce response carried it."""
@@ -230,16 +244,20 @@ class ProducerCounters:
 class FetchCounters:
     """What the fetcher counts: per Fetch response and per poll."""
 
-    __slots__ = ("bytes", "consumed", "fetches", "last_fetch", "throttle")
+    __slots__ = ("bytes", "consumed", "fetches", "last_fetch", "samples", "throttle", "window")
 
-    def __init__(self) -> None:
-        self.fetches = Stat()
+    def __init__(self, samples: int = DEFAULT_SAMPLES, window: float = DEFAULT_WINDOW) -> None:
+        self.samples = samples
+        """Samples per Stat (``metrics.num.samples``)."""
+        self.window = window
+        """Seconds per sample (``metrics.sample.window.ms``)."""
+        self.fetches = Stat(samples, window)
         """Seconds from writing a Fetch request to its response, per response."""
-        self.bytes = Stat()
+        self.bytes = Stat(samples, window)
         """Record bytes per Fetch response."""
-        self.consumed = Stat()
+        self.consumed = Stat(samples, window)
         """Records handed to the application, per poll that handed some out."""
-        self.throttle = Stat()
+        self.throttle = Stat(samples, window)
         """Seconds of throttle time per Fetch response."""
         self.last_fetch: float | None = None
         """When the last Fetch response arrived (driver's clock)."""
@@ -256,19 +274,25 @@ class GroupCounters:
         "last_heartbeat",
         "last_rebalance",
         "rebalances",
+        "samples",
         "syncs",
+        "window",
     )
 
-    def __init__(self) -> None:
-        self.commits = Stat()
+    def __init__(self, samples: int = DEFAULT_SAMPLES, window: float = DEFAULT_WINDOW) -> None:
+        self.samples = samples
+        """Samples per Stat (``metrics.num.samples``)."""
+        self.window = window
+        """Seconds per sample (``metrics.sample.window.ms``)."""
+        self.commits = Stat(samples, window)
         """Seconds from ``commit`` to its answer, per OffsetCommit query."""
-        self.joins = Stat()
+        self.joins = Stat(samples, window)
         """JoinGroup response times (seconds)."""
-        self.syncs = Stat()
+        self.syncs = Stat(samples, window)
         """SyncGroup response times (seconds)."""
-        self.heartbeats = Stat()
+        self.heartbeats = Stat(samples, window)
         """Heartbeat response times (seconds)."""
-        self.rebalances = Stat()
+        self.rebalances = Stat(samples, window)
         """One recording per assignment received (a completed rebalance)."""
         self.failed_rebalances = 0
         """Group failures (the member cannot go on)."""

@@ -174,3 +174,23 @@ def test_observability_doc_lists_every_metric() -> None:
     tool = runpy.run_path(str(root / "tools" / "gen_observability_doc.py"))
     doc = (root / "docs" / "observability.md").read_text()
     assert tool["render"](doc) == doc, "run python tools/gen_observability_doc.py"
+
+
+def test_metrics_windows_follow_the_options() -> None:
+    base = {
+        "bootstrap_servers": "127.0.0.1:9092",
+        "metrics_num_samples": 3,
+        "metrics_sample_window_ms": 1500,
+    }
+    producer = ProducerMachine(
+        producer_config(resolve("producer", "kafka-python", base, owner="t")),
+        rng=random.Random(1),
+    )
+    consumer = consumer_machine(
+        resolve("consumer", "kafka-python", {**base, "group_id": "g"}, owner="t"),
+        rng=random.Random(1),
+    )
+    stats = [producer.counters.sent, producer.client.counters.latency]
+    stats += [consumer.fetcher.counters.fetches, consumer.fetcher.group_counters.commits]
+    stats += [consumer.fetcher.client.counters.incoming]
+    assert {(s.samples, s.window) for s in stats} == {(3, 1.5)}

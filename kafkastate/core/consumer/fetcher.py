@@ -251,9 +251,10 @@ class FetcherMachine(ClientDriven):
         self._events: deque[FetcherEvent] = deque()
         self._now = 0.0
         self._closed = False
-        self.counters: Final = FetchCounters()
+        windows = (config.client.metrics_samples, config.client.metrics_window)
+        self.counters: Final = FetchCounters(*windows)
         """Fetches, bytes and records handed out, counted (:mod:`kafkastate.core.metrics`)."""
-        self.group_counters: Final = GroupCounters()
+        self.group_counters: Final = GroupCounters(*windows)
         """The group's requests, commits and rebalances, counted."""
         self._commits_started: dict[int, float] = {}  # commit query id -> when asked
 

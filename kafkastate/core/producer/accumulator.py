@@ -724,6 +724,8 @@ class Accumulator:
         rng: seeded randomness for retry-backoff jitter.
         partitioner: told about bytes appended on the sticky path (``append(sticky=True)``)
             so it can switch partitions (KIP-794); None if nothing is sticky-partitioned.
+        counters: where to count (the producer's, windowed as its client is configured);
+            None for a new set with Java's windows.
     """
 
     def __init__(
@@ -732,6 +734,7 @@ class Accumulator:
         *,
         rng: random.Random,
         partitioner: Partitioner | None = None,
+        counters: ProducerCounters | None = None,
     ) -> None:
         self.config = config
         self._rng = rng
@@ -767,7 +770,7 @@ class Accumulator:
         self._held_topics: dict[str, int] = {}  # topic -> how many of its sends are held
         self._routed_in: ClusterMetadata | None = None  # metadata of the last routing round
         self._used_at_admission = 0  # memory in use after the last admission round
-        self.counters: Final = ProducerCounters()
+        self.counters: Final = ProducerCounters() if counters is None else counters
         """Acknowledged, retried and failed records, buffer waits (:mod:`..metrics`); the
         producer machine counts what it sends here too."""
 

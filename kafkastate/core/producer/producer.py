@@ -444,7 +444,10 @@ class ProducerMachine(ClientDriven):
         self._partitioner = Partitioner(
             rng=rng, batch_size=config.accumulator.batch_size, custom=config.partitioner
         )
-        self._acc = Accumulator(config.accumulator, rng=rng, partitioner=self._partitioner)
+        counters = ProducerCounters(config.client.metrics_samples, config.client.metrics_window)
+        self._acc = Accumulator(
+            config.accumulator, rng=rng, partitioner=self._partitioner, counters=counters
+        )
         transactional = config.transactional_id is not None
         self._idem: Idempotence | None = (
             Idempotence(transactional=transactional) if config.idempotent else None
