@@ -173,15 +173,26 @@ def statistics(
     machine: ProducerMachine | ConsumerMachine | AdminMachine, now: float
 ) -> dict[str, Any]:
     """What ``stats_cb`` gets: ``{"type": "producer"|"consumer"|"admin", "time": now (the
-    driver's clock, seconds), "metrics": metrics(), "health": health()}`` -- JSON-able
-    (``json.dumps`` gives confluent-kafka's string form)."""
+    driver's clock, seconds), "metrics": metrics(), "health": health()}``, plus for a
+    producer ``"error_codes"`` (Kafka error code, as text -> how many partition answers
+    carried it) and for a consumer ``"lag"`` (``"topic-partition"`` -> records behind the
+    log end). JSON-able (``json.dumps`` gives confluent-kafka's string form)."""
+    from kafkastate.core.consumer.consumer import ConsumerMachine  # noqa: PLC0415 -- a cycle
+    from kafkastate.core.producer.producer import ProducerMachine  # noqa: PLC0415
+
     snapshot = health(machine, now)
-    return {
+    out: dict[str, Any] = {
         "type": snapshot["kind"],
         "time": now,
         "metrics": metrics(machine, now),
         "health": snapshot,
     }
+    if isinstance(machine, ProducerMachine):
+        codes = machine.counters.error_codes
+        out["error_codes"] = {str(code): n for code, n in sorted(codes.items())}
+    elif isinstance(machine, ConsumerMachine):
+        out["lag"] = {f"{t}-{p}": lag for (t, p), lag in _lags(machine).items()}
+    return out
 
 
 def _time(client: Client, now: float | None) -> float:

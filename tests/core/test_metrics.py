@@ -148,6 +148,10 @@ def test_statistics_fire_on_schedule_under_the_fake_clock(kind: str) -> None:
     (stats,) = _reports(m, 105.0)
     assert stats["type"] == kind and stats["time"] == 105.0
     assert stats["health"]["kind"] == kind
+    if kind == "producer":
+        assert stats["error_codes"] == {}
+    if kind == "consumer":
+        assert stats["lag"] == {}
     main_group = "admin-client-metrics" if kind == "admin" else f"{kind}-metrics"
     assert main_group in stats["metrics"]
     assert json.loads(json.dumps(stats)) == stats

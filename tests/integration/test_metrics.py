@@ -270,6 +270,7 @@ def test_stats_cb_blocking(bootstrap: str, caplog: pytest.LogCaptureFixture) -> 
                     break
         assert got >= 1  # a raising stats_cb does not stop the consumer
     _check_stats(consumed, "consumer")
+    assert all(lag >= 0 for lag in consumed[-1]["lag"].values())
     assert any("stats_cb raised" in r.message for r in caplog.records)
 
 
