@@ -8,8 +8,8 @@ provider) or ``tracing=<a TracerProvider>``:
 
 * every ``send`` makes a PRODUCER span ``send <topic>`` and injects its W3C trace context
   (``traceparent``, ``tracestate``) into the record's headers, so that whoever reads the
-  record can join the trace. The span covers handing the record to the producer (its
-  delivery is reported by the record's future); a send that raises records the error;
+  record can join the trace. The span marks the send call, a child of the caller's current
+  span; the record's delivery is reported by its future;
 * every record handed to the application makes a CONSUMER span ``process <topic>`` linked
   to the context found in its headers (the producer's span), as the conventions ask for
   a message's creation context.
@@ -92,12 +92,12 @@ class Tracing:
         partition: int | None,
         key: bytes | bytearray | memoryview | None,
         headers: Sequence[tuple[str, Any]],
-    ) -> tuple[list[tuple[str, Any]], Any]:
-        """Start the PRODUCER span of one send and inject its context.
+    ) -> list[tuple[str, Any]]:
+        """The PRODUCER span of one send, with its context injected.
 
         Returns:
-            The headers to send (``headers`` plus ``traceparent``/``tracestate``; an
-            existing ``traceparent`` header is replaced) and the span, for :meth:`sent`.
+            The headers to send: ``headers`` plus ``traceparent``/``tracestate`` (an
+            existing ``traceparent`` header is replaced).
         """
         attributes = self._attributes("send", "send", topic, partition)
         text = _key_text(key)
@@ -108,16 +108,10 @@ class Tracing:
         )
         carrier: dict[str, str] = {}
         self._propagate.inject(carrier, context=self._trace.set_span_in_context(span))
+        span.end()
         out = [(k, v) for k, v in headers if k not in carrier]
         out.extend((k, v.encode()) for k, v in carrier.items())
-        return out, span
-
-    def sent(self, span: Any, error: BaseException | None = None) -> None:
-        """End a span from :meth:`send`; ``error``: what the send raised."""
-        if error is not None:
-            span.record_exception(error)
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, str(error)))
-        span.end()
+        return out
 
     def received(self, records: Iterable[Any]) -> None:
         """One CONSUMER span per record handed out, linked to the producer's context."""

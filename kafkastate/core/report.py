@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from kafkastate.core.client import SEPARATE_BASE, SEPARATE_TOP
+from kafkastate.core.metrics import Stat
 
 if TYPE_CHECKING:
     from kafkastate.core.admin.machine import AdminMachine
@@ -199,25 +200,33 @@ def _time(client: Client, now: float | None) -> float:
     return client.last_now if now is None else now
 
 
+def _counted(name: str, stat: Stat, now: float) -> dict[str, float]:
+    """``<name>-rate`` (recordings per second) and ``<name>-total`` (recordings)."""
+    return {f"{name}-rate": stat.event_rate(now), f"{name}-total": stat.count}
+
+
+def _summed(name: str, stat: Stat, now: float) -> dict[str, float]:
+    """``<name>-rate`` (recorded values per second) and ``<name>-total`` (their sum)."""
+    return {f"{name}-rate": stat.rate(now), f"{name}-total": int(stat.total)}
+
+
+def _timed(name: str, stat: Stat, now: float, scale: float = _MS) -> dict[str, float]:
+    """``<name>-avg`` and ``<name>-max`` over the window (times in ms by default)."""
+    return {f"{name}-avg": stat.avg(now) * scale, f"{name}-max": stat.max(now) * scale}
+
+
 def _network(client: Client, now: float) -> dict[str, float]:
     c = client.counters
     return {
         "connection-count": len(client.ready_nodes()),
-        "connection-creation-rate": c.created.event_rate(now),
-        "connection-creation-total": c.created.count,
-        "connection-close-rate": c.closed.event_rate(now),
-        "connection-close-total": c.closed.count,
-        "request-rate": c.sent.event_rate(now),
-        "request-total": c.sent.count,
-        "response-rate": c.latency.event_rate(now),
-        "response-total": c.latency.count,
-        "request-latency-avg": c.latency.avg(now) * _MS,
-        "request-latency-max": c.latency.max(now) * _MS,
+        **_counted("connection-creation", c.created, now),
+        **_counted("connection-close", c.closed, now),
+        **_counted("request", c.sent, now),
+        **_counted("response", c.latency, now),
+        **_timed("request-latency", c.latency, now),
         "request-error-total": c.errors,
-        "outgoing-byte-rate": c.outgoing.rate(now),
-        "outgoing-byte-total": int(c.outgoing.total),
-        "incoming-byte-rate": c.incoming.rate(now),
-        "incoming-byte-total": int(c.incoming.total),
+        **_summed("outgoing-byte", c.outgoing, now),
+        **_summed("incoming-byte", c.incoming, now),
     }
 
 
@@ -253,20 +262,14 @@ def producer_metrics(machine: ProducerMachine, now: float | None = None) -> Repo
     group = _network(client, t)
     group.update(
         {
-            "record-send-rate": pc.sent.rate(t),
-            "record-send-total": int(pc.sent.total),
+            **_summed("record-send", pc.sent, t),
             "record-ack-total": pc.acked,
-            "record-retry-rate": pc.retries.rate(t),
-            "record-retry-total": int(pc.retries.total),
-            "record-error-rate": pc.errors.rate(t),
-            "record-error-total": int(pc.errors.total),
-            "batch-size-avg": pc.batch_bytes.avg(t),
-            "batch-size-max": pc.batch_bytes.max(t),
+            **_summed("record-retry", pc.retries, t),
+            **_summed("record-error", pc.errors, t),
+            **_timed("batch-size", pc.batch_bytes, t, 1.0),
             "records-per-request-avg": pc.records_per_request.avg(t),
-            "record-queue-time-avg": pc.queue_time.avg(t) * _MS,
-            "record-queue-time-max": pc.queue_time.max(t) * _MS,
-            "produce-throttle-time-avg": pc.throttle.avg(t) * _MS,
-            "produce-throttle-time-max": pc.throttle.max(t) * _MS,
+            **_timed("record-queue-time", pc.queue_time, t),
+            **_timed("produce-throttle-time", pc.throttle, t),
             "requests-in-flight": machine.requests_in_flight,
             "buffer-total-bytes": acc.config.buffer_memory,
             "buffer-available-bytes": acc.buffer_available,
@@ -317,18 +320,12 @@ def consumer_metrics(consumer: ConsumerMachine, now: float | None = None) -> Rep
         "consumer-metrics": _network(client, t),
         **_nodes(client, "consumer", t),
         "consumer-fetch-manager-metrics": {
-            "fetch-rate": fc.fetches.event_rate(t),
-            "fetch-total": fc.fetches.count,
-            "fetch-latency-avg": fc.fetches.avg(t) * _MS,
-            "fetch-latency-max": fc.fetches.max(t) * _MS,
-            "fetch-size-avg": fc.bytes.avg(t),
-            "fetch-size-max": fc.bytes.max(t),
-            "bytes-consumed-rate": fc.bytes.rate(t),
-            "bytes-consumed-total": int(fc.bytes.total),
-            "records-consumed-rate": fc.consumed.rate(t),
-            "records-consumed-total": int(fc.consumed.total),
-            "fetch-throttle-time-avg": fc.throttle.avg(t) * _MS,
-            "fetch-throttle-time-max": fc.throttle.max(t) * _MS,
+            **_counted("fetch", fc.fetches, t),
+            **_timed("fetch-latency", fc.fetches, t),
+            **_timed("fetch-size", fc.bytes, t, 1.0),
+            **_summed("bytes-consumed", fc.bytes, t),
+            **_summed("records-consumed", fc.consumed, t),
+            **_timed("fetch-throttle-time", fc.throttle, t),
             "records-lag-max": max(lags.values(), default=0),
             "assigned-partitions": assigned,
             "paused-partitions": len(consumer.paused()),
@@ -337,20 +334,13 @@ def consumer_metrics(consumer: ConsumerMachine, now: float | None = None) -> Rep
     if fetcher.config.group_id is not None:
         gc = fetcher.group_counters
         report["consumer-coordinator-metrics"] = {
-            "commit-latency-avg": gc.commits.avg(t) * _MS,
-            "commit-latency-max": gc.commits.max(t) * _MS,
-            "commit-rate": gc.commits.event_rate(t),
-            "commit-total": gc.commits.count,
-            "join-rate": gc.joins.event_rate(t),
-            "join-total": gc.joins.count,
-            "join-time-avg": gc.joins.avg(t) * _MS,
-            "join-time-max": gc.joins.max(t) * _MS,
-            "sync-rate": gc.syncs.event_rate(t),
-            "sync-total": gc.syncs.count,
-            "sync-time-avg": gc.syncs.avg(t) * _MS,
-            "sync-time-max": gc.syncs.max(t) * _MS,
-            "heartbeat-rate": gc.heartbeats.event_rate(t),
-            "heartbeat-total": gc.heartbeats.count,
+            **_timed("commit-latency", gc.commits, t),
+            **_counted("commit", gc.commits, t),
+            **_counted("join", gc.joins, t),
+            **_timed("join-time", gc.joins, t),
+            **_counted("sync", gc.syncs, t),
+            **_timed("sync-time", gc.syncs, t),
+            **_counted("heartbeat", gc.heartbeats, t),
             "heartbeat-response-time-max": gc.heartbeats.max(t) * _MS,
             "last-heartbeat-seconds-ago": _ago(gc.last_heartbeat, t),
             "rebalance-rate-per-hour": gc.rebalances.event_rate(t) * 3600.0,

@@ -510,25 +510,17 @@ class Producer(Observed):
             driver = self._running()  # raises
         machine = self.machine
         steps = machine.steps
-        tracing = self.tracing
-        if tracing is not None:
-            headers, span = tracing.send(topic, partition, key, headers)
-        try:
-            rid = machine.send(
-                topic,
-                value=value,
-                key=key,
-                partition=partition,
-                timestamp_ms=time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms,
-                headers=headers,
-                now=driver.now(),
-            )
-        except BaseException as exc:
-            if tracing is not None:
-                tracing.sent(span, exc)
-            raise
-        if tracing is not None:
-            tracing.sent(span)
+        if self.tracing is not None:
+            headers = self.tracing.send(topic, partition, key, headers)
+        rid = machine.send(
+            topic,
+            value=value,
+            key=key,
+            partition=partition,
+            timestamp_ms=time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms,
+            headers=headers,
+            now=driver.now(),
+        )
         if sink is None:
             sink = Delivery(rid)
         self._deliveries[rid] = sink  # before any await: acks=0 completes at once

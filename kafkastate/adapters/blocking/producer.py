@@ -436,33 +436,17 @@ class KafkaProducer:
             sum(len(k.encode()) + len(v) for k, v in headers) if headers else -1,
         )
         future = FutureRecordMetadata(sizes)
-        tracing = self._tracing
-        if tracing is None:
-            io.submit_send(
-                topic,
-                value=value_bytes,
-                key=key_bytes,
-                headers=headers,
-                partition=partition,
-                timestamp_ms=timestamp_ms,
-                sink=future,
-            )
-            return future
-        traced, span = tracing.send(topic, partition, key_bytes, headers)
-        try:
-            io.submit_send(
-                topic,
-                value=value_bytes,
-                key=key_bytes,
-                headers=traced,
-                partition=partition,
-                timestamp_ms=timestamp_ms,
-                sink=future,
-            )
-        except BaseException as exc:
-            tracing.sent(span, exc)
-            raise
-        tracing.sent(span)
+        if self._tracing is not None:
+            headers = self._tracing.send(topic, partition, key_bytes, headers)
+        io.submit_send(
+            topic,
+            value=value_bytes,
+            key=key_bytes,
+            headers=headers,
+            partition=partition,
+            timestamp_ms=timestamp_ms,
+            sink=future,
+        )
         return future
 
     def flush(self, timeout: float | None = None) -> None:
