@@ -196,6 +196,16 @@ def statistics(
     return out
 
 
+def _broker(node_id: int) -> int:
+    """The broker behind a node id: a second connection (the group coordinator's) has an
+    id of its own counting down from ``SEPARATE_TOP``."""
+    return SEPARATE_TOP - node_id if node_id >= SEPARATE_BASE else node_id
+
+
+def _brokers(client: Client) -> list[int]:
+    return sorted({_broker(n) for n in client.ready_nodes() if n >= 0})
+
+
 def _time(client: Client, now: float | None) -> float:
     return client.last_now if now is None else now
 
@@ -234,8 +244,8 @@ def _nodes(client: Client, prefix: str, now: float) -> Report:
     out: Report = {}
     for node_id, stat in sorted(client.counters.node_latency.items()):
         # a second connection (the coordinator's) reports under its broker
-        shown = SEPARATE_TOP - node_id if node_id >= SEPARATE_BASE else node_id
-        group = out.setdefault(f"{prefix}-node-metrics.node-{shown}", dict.fromkeys(_NODE, 0.0))
+        name = f"{prefix}-node-metrics.node-{_broker(node_id)}"
+        group = out.setdefault(name, dict.fromkeys(_NODE, 0.0))
         total = group["response-total"] + stat.count
         if total:
             group["request-latency-avg"] = (
@@ -384,13 +394,13 @@ def health(
 ) -> dict[str, Any]:
     """A JSON-able snapshot for liveness probes.
 
-    Keys: ``kind`` (producer, consumer, admin), ``state``, ``brokers`` (node ids with a
-    ready connection), ``error`` (the last connection error, the producer's or the
-    group's fatal error, as text, or None), ``healthy`` (no error and either a broker
-    connected or nothing asked of the cluster yet); for a producer ``last_ack_seconds_ago``;
-    for a consumer ``assignment``, ``coordinator`` (node id or None),
-    ``last_fetch_seconds_ago`` and ``group_state``. A ``..._seconds_ago`` is -1 before the
-    first.
+    Keys: ``kind`` (producer, consumer, admin), ``state``, ``brokers`` (brokers with a
+    ready connection; the coordinator's second connection counts as its broker),
+    ``error`` (the producer's or the group member's fatal error, else the last connection
+    error, as text; None if none), ``healthy`` (no fatal error, and no connection error or
+    a broker connected since); for a producer ``last_ack_seconds_ago``; for a consumer
+    ``assignment``, ``coordinator`` (the broker, or None), ``last_fetch_seconds_ago`` and
+    ``group_state``. A ``..._seconds_ago`` is -1 before the first.
 
     Args:
         machine: a producer, consumer or admin machine.
@@ -403,7 +413,7 @@ def health(
         return _consumer_health(machine, now)
     client = machine.client
     t = _time(client, now)
-    brokers = [n for n in client.ready_nodes() if n >= 0]
+    brokers = _brokers(client)
     conn_error = client.last_connection_error
     out: dict[str, Any] = {"brokers": brokers}
     fatal = None
@@ -427,7 +437,7 @@ def _consumer_health(consumer: ConsumerMachine, now: float | None) -> dict[str, 
     fetcher = consumer.fetcher
     client = fetcher.client
     t = _time(client, now)
-    brokers = [n for n in client.ready_nodes() if n >= 0]
+    brokers = _brokers(client)
     group_error = consumer.group_error
     error = group_error if group_error is not None else client.last_connection_error
     member = fetcher.member
@@ -436,7 +446,7 @@ def _consumer_health(consumer: ConsumerMachine, now: float | None) -> dict[str, 
         "kind": "consumer",
         "state": consumer.state.name,
         "brokers": brokers,
-        "coordinator": coordinator,
+        "coordinator": None if coordinator is None else _broker(coordinator),
         "group_state": None if member is None else member.state.name,
         "assignment": [[tp[0], tp[1]] for tp in fetcher.assignment()],
         "last_fetch_seconds_ago": _ago(fetcher.counters.last_fetch, t),

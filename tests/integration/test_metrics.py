@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from kafkastate.adapters.blocking import BlockingAdmin
-from kafkastate.anyio import open_consumer, open_producer
+from kafkastate.anyio import open_admin, open_consumer, open_producer
 from kafkastate.asyncio import AIOKafkaAdminClient, AIOKafkaConsumer, AIOKafkaProducer
 from kafkastate.core.protocol.requests import NewTopic
 from kafkastate.core.report import METRIC_NAMES
@@ -134,6 +134,10 @@ async def test_anyio_faces(bootstrap: str, anyio_backend: str) -> None:
         await consumer.commit()
         check_consumer(consumer.metrics(), N)
         check_health(consumer.health(), "consumer")
+    async with open_admin(bootstrap) as admin:
+        await admin.list_topics()
+        check_network(admin.metrics()["admin-client-metrics"])
+        check_health(admin.health(), "admin")
 
 
 @pytest.mark.anyio
