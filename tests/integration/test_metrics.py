@@ -53,11 +53,12 @@ def check_producer(report: dict[str, dict[str, float]], sent: int) -> None:
     assert set(METRIC_NAMES["producer-metrics"]) <= set(group)
     check_network(group)
     assert group["connection-count"] >= 1
-    assert group["record-send-total"] == sent
+    # a retry writes its records again (Java counts them again): a topic just created may
+    # answer NOT_LEADER_OR_FOLLOWER first
+    assert group["record-send-total"] == sent + group["record-retry-total"]
     assert group["record-ack-total"] == sent
     assert group["record-send-rate"] > 0
-    assert group["record-error-total"] == group["record-retry-total"] == 0
-    assert group["record-error-rate"] == group["record-retry-rate"] == 0
+    assert group["record-error-total"] == group["record-error-rate"] == 0
     assert 0 < group["batch-size-avg"] <= group["batch-size-max"]
     assert group["records-per-request-avg"] >= 1
     assert group["record-queue-time-max"] >= group["record-queue-time-avg"] >= 0
