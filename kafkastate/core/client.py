@@ -854,9 +854,16 @@ class Client:
     ) -> None:
         if request_close and node.state is not NodeState.DISCONNECTED:
             self._events.append(CloseRequested(node_id=node.node_id))
-        self.counters.closed.record(1.0, now)
-        if error is not None:
-            log.info("node %s at %s:%s disconnected: %s", node.node_id, node.host, node.port, error)
+        if node.state is NodeState.CONNECTING:
+            log.debug(
+                "node %s at %s:%s: no connection: %s", node.node_id, node.host, node.port, error
+            )
+        else:  # a connection that was open ended
+            self.counters.closed.record(1.0, now)
+            if error is not None:
+                log.info(
+                    "node %s at %s:%s disconnected: %s", node.node_id, node.host, node.port, error
+                )
         if node.conn is not None and node.conn.versions_reused and not node.versions_proven:
             # The broker may have been upgraded or downgraded while we were away (it closes
             # a connection that sends a version it does not know): ask it again next time.
