@@ -7,7 +7,7 @@ import inspect
 import logging
 import ssl
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import anyio.to_thread
@@ -33,6 +33,7 @@ __all__ = [
     "fetch_token_blocking",
     "no_brokers_error",
     "resolve",
+    "report_statistics",
     "tls_context",
     "tls_failure",
     "tls_hangup",
@@ -74,6 +75,20 @@ def resolve(role: str, flavour: str, given: Mapping[str, Any], *, owner: str) ->
                 f"'kafkastate[aws]': {exc}"
             ) from exc
     return options
+
+
+stats_log = logging.getLogger("kafkastate.stats")
+
+
+def report_statistics(callback: Callable[[Any], Any] | None, stats: dict[str, Any]) -> None:
+    """Hand a statistics report to the user's ``stats_cb`` (if any); what it raises is
+    logged, never raised into the client's IO task or thread."""
+    if callback is None:
+        return
+    try:
+        callback(stats)
+    except Exception:  # a user callback: logged, never fatal
+        stats_log.exception("stats_cb raised")
 
 
 def no_brokers_error(client: Client, timeout: float) -> KafkaError:

@@ -15,6 +15,7 @@ from kafkastate.core.config import Deserialize
 from kafkastate.core.consumer.consumer import ConsumerMachine, Run
 from kafkastate.core.protocol.records import consumer_tuples
 from kafkastate.structs import ConsumerRecord, TopicPartition
+from kafkastate.tracing import Tracing
 
 __all__ = ["Deserializer", "one_consumer_record", "to_consumer_records"]
 
@@ -39,8 +40,10 @@ def to_consumer_records(
     machine: ConsumerMachine,
     key_deserializer: Deserializer | None,
     value_deserializer: Deserializer | None,
+    tracing: Tracing | None = None,
 ) -> dict[TopicPartition, list[ConsumerRecord]]:
-    """The machine's record runs as :class:`ConsumerRecord` lists per partition.
+    """The machine's record runs as :class:`ConsumerRecord` lists per partition (each
+    traced by ``tracing``, when on).
 
     Raises:
         Exception: what a deserializer raised on the first record handed out (the records
@@ -51,6 +54,8 @@ def to_consumer_records(
     for i, ((topic, partition), records, epoch) in enumerate(runs):
         tp = TopicPartition(topic, partition)
         made = consumer_tuples(ConsumerRecord, records, topic, partition, epoch)
+        if tracing is not None:
+            tracing.received(made)
         if convert:
             done: list[ConsumerRecord] = []
             try:
@@ -79,14 +84,18 @@ def one_consumer_record(
     machine: ConsumerMachine,
     key_deserializer: Deserializer | None,
     value_deserializer: Deserializer | None,
+    tracing: Tracing | None = None,
 ) -> ConsumerRecord:
-    """The one record of a :meth:`ConsumerMachine.take_one` run.
+    """The one record of a :meth:`ConsumerMachine.take_one` run (traced by ``tracing``,
+    when on).
 
     Raises:
         Exception: what a deserializer raised (the record went back to ``machine``).
     """
     (topic, partition), records, epoch = run
     record = consumer_tuples(ConsumerRecord, records, topic, partition, epoch)[0]
+    if tracing is not None:
+        tracing.received((record,))
     if key_deserializer is None and value_deserializer is None:
         return record
     try:

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import logging
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -61,7 +62,8 @@ import attrs
 from kafkastate.core import connection as conn_events
 from kafkastate.core.connection import BrokerConnection, ConnectionConfig, CorrelationId
 from kafkastate.core.metadata import ClusterMetadata, Metadata, MetadataConfig, NodeId
-from kafkastate.core.protocol.versions import ApiVersionTable
+from kafkastate.core.metrics import DEFAULT_SAMPLES, DEFAULT_WINDOW, ClientCounters, Stat
+from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
 from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
     AuthenticationFailedError,
@@ -99,6 +101,16 @@ RequestFactory = Callable[[ApiVersionTable], Any]
 """Builds the kio request for the versions negotiated on the chosen connection."""
 
 _JITTER: Final = 0.2
+
+log = logging.getLogger("kafkastate.connection")
+
+_API_NAMES: Final = {v: k for k, v in vars(ApiKey).items() if isinstance(v, int)}
+
+
+def _describe(entity: Any) -> str:
+    """``PRODUCE v13`` for a request or response entity (for DEBUG lines)."""
+    key: int = getattr(entity, "__api_key__", -1)
+    return f"{_API_NAMES.get(key, f'api {key}')} v{getattr(entity, '__version__', '?')}"
 
 
 SEPARATE_TOP: Final = 2**31 - 1
@@ -223,6 +235,14 @@ class ClientConfig:
     socket_connection_setup_timeout: float = attrs.field(default=10.0, validator=_positive)
     """How long the adapter may take to open a socket
     (``socket.connection.setup.timeout.ms``)."""
+    metrics_samples: int = attrs.field(default=DEFAULT_SAMPLES, validator=attrs.validators.ge(1))
+    """Samples per windowed statistic (``metrics.num.samples``)."""
+    metrics_window: float = attrs.field(default=DEFAULT_WINDOW, validator=_positive)
+    """Seconds per sample (``metrics.sample.window.ms``)."""
+    statistics_interval: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
+    """Seconds between statistics reports (``statistics.interval.ms``); 0 = none. The
+    Client keeps the schedule (:meth:`Client.statistics_due`); its owner builds the
+    report."""
 
 
 @attrs.frozen(kw_only=True)
@@ -258,6 +278,8 @@ class RequestCompleted:
     """The kio request that was sent."""
     response: Any
     """The kio response."""
+    latency: float = 0.0
+    """Seconds from writing the request to reading its response (driver's clock)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -319,6 +341,7 @@ class _Request:
     internal: bool
     node_id: NodeId | None = None
     request: Any = None
+    sent_at: float = 0.0
 
 
 @attrs.define(slots=True)
@@ -369,8 +392,12 @@ class Client:
         self._closed = False
         self._last_connection_error: KafkaError | None = None
         self._token_asked_at: float | None = None
-        self._connections_created = 0
         self._reauthentications = 0
+        self.counters: Final = ClientCounters(config.metrics_samples, config.metrics_window)
+        """Requests, latencies, bytes and connections counted (:mod:`.metrics`)."""
+        self.last_now = 0.0
+        """The latest ``now`` handed in (reports made when no clock is at hand use it)."""
+        self._stats_at: float | None = None  # the next statistics report (armed lazily)
 
     # ---------------------------------------------------------------- queries
 
@@ -405,11 +432,6 @@ class Client:
         return error
 
     @property
-    def connections_created(self) -> int:
-        """Connections opened so far (Java's ``connection-creation-total``)."""
-        return self._connections_created
-
-    @property
     def reauthentications(self) -> int:
         """KIP-368 re-authentications that succeeded on live connections (Java's
         ``successful-reauthentication-total``)."""
@@ -419,6 +441,10 @@ class Client:
         """The state of a node's connection, or None for an unknown node."""
         node = self._nodes.get(node_id)
         return None if node is None else node.state
+
+    def ready_nodes(self) -> list[NodeId]:
+        """The nodes with a READY connection, in id order."""
+        return [n.node_id for n in self._sorted_nodes() if n.state is NodeState.READY]
 
     def versions(self, node_id: NodeId) -> ApiVersionTable | None:
         """The versions negotiated with a READY node."""
@@ -456,6 +482,7 @@ class Client:
         """
         if self._closed:
             raise LocalProtocolError("send on a closed Client")
+        self.last_now = max(self.last_now, now)
         if node_id is not None and node_id not in self._nodes:
             raise LocalProtocolError(f"unknown node {node_id}")
         return self._submit(factory, now, node_id, timeout, expect_response, internal=False)
@@ -480,6 +507,19 @@ class Client:
         if node is None or (moved and node.conn is None):
             self._nodes[nid] = _Node(node_id=nid, host=base.host, port=base.port)
         return nid
+
+    def statistics_due(self, *, now: float) -> bool:
+        """Whether a statistics report is due at ``now`` (its deadline is one of
+        :meth:`get_timer`'s); if so the next is scheduled one interval on (from ``now`` if
+        the driver fell behind), so the owner must then emit the report. The schedule
+        starts at the first :meth:`handle_timer`; with ``statistics_interval`` 0 nothing
+        is ever due."""
+        due = self._stats_at
+        if due is None or now < due or self._closed:
+            return False
+        following = due + self.config.statistics_interval
+        self._stats_at = following if following > now else now + self.config.statistics_interval
+        return True
 
     def request_metadata_update(self) -> None:
         """Refresh metadata as soon as the retry backoff allows."""
@@ -560,7 +600,6 @@ class Client:
             self.config.connection, rng=self._rng, known_versions=node.versions, host=node.host
         )
         node.versions_proven = False
-        self._connections_created += 1
         node.conn.connection_made(now=now)
         self._after_io(node, now)
 
@@ -607,7 +646,9 @@ class Client:
         node = self._node(node_id)
         if node.conn is None:
             return
+        self.last_now = max(self.last_now, now)
         node.last_active = now
+        self.counters.incoming.record(len(data), now)
         # A RemoteProtocolError leaves ConnectionClosed(error) queued and the connection's
         # requests failed; draining below turns that into a disconnect with backoff.
         with contextlib.suppress(RemoteProtocolError):
@@ -616,6 +657,9 @@ class Client:
 
     def handle_timer(self, *, now: float) -> None:
         """Run everything whose deadline passed. Safe to call early or twice."""
+        self.last_now = max(self.last_now, now)
+        if self._stats_at is None and self.config.statistics_interval > 0:
+            self._stats_at = now + self.config.statistics_interval
         for node in self._sorted_nodes():
             if node.conn is not None:
                 node.conn.handle_timer(now=now)
@@ -642,6 +686,7 @@ class Client:
                 node.conn.close()
                 node.conn = None
                 node.state = transition(NODE_STATES, node.state, _N.DISCONNECTED, what="idle")
+                self.counters.closed.record(1.0, now)
                 self._events.append(CloseRequested(node_id=node.node_id))
                 self._events.append(NodeDisconnected(node_id=node.node_id, error=None))
         self._expire_queue(self._any, now, None)
@@ -683,6 +728,8 @@ class Client:
         due = self._metadata.update_due_at()
         if due is not None:
             deadlines.append(due)
+        if self._stats_at is not None:
+            deadlines.append(self._stats_at)
         candidates = self._candidates()
         backoff_ends = [n.backoff_until for n in candidates if n.state is NodeState.BACKOFF]
         busy = any(
@@ -827,10 +874,19 @@ class Client:
                     timeout=remaining or 1e-9,
                     expect_response=req.expect_response,
                 )
+                self.counters.sent.record(1.0, now)
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug(
+                        "node %s: sent %s (correlation id %s)",
+                        node.node_id,
+                        _describe(req.request),
+                        cid,
+                    )
                 if req.expect_response:
+                    req.sent_at = now
                     node.sent[cid] = req
                 node.last_active = now
-            self._collect(node)
+            self._collect(node, now)
             return
         if node.state is NodeState.DISCONNECTED or (
             node.state is NodeState.BACKOFF and node.backoff_until <= now
@@ -846,10 +902,11 @@ class Client:
         self._drain_connection(node, now)
         self._progress(now)
 
-    def _collect(self, node: _Node) -> None:
+    def _collect(self, node: _Node, now: float) -> None:
         if node.conn is not None:
             data = node.conn.data_to_send()
             if data:
+                self.counters.outgoing.record(len(data), now)
                 self._out.append((node.node_id, data))
 
     def _drain_connection(
@@ -858,10 +915,12 @@ class Client:
         conn = node.conn
         if conn is None:
             return
-        self._collect(node)
+        self._collect(node, now)
         while (event := conn.next_event()) is not None:
             match event:
                 case conn_events.ConnectionReady(versions=versions):
+                    self.counters.created.record(1.0, now)
+                    log.info("connected to node %s at %s:%s", node.node_id, node.host, node.port)
                     node.versions = versions
                     node.state = transition(NODE_STATES, node.state, _N.READY, what="ready")
                     node.failures = 0
@@ -894,13 +953,23 @@ class Client:
                         error = named
                     self._disconnected(node, error, now, request_close=request_close)
                     return
-        self._collect(node)
+        self._collect(node, now)
 
     def _disconnected(
         self, node: _Node, error: KafkaError | None, now: float, *, request_close: bool
     ) -> None:
         if request_close and node.state is not NodeState.DISCONNECTED:
             self._events.append(CloseRequested(node_id=node.node_id))
+        if node.state is NodeState.CONNECTING:
+            log.debug(
+                "node %s at %s:%s: no connection: %s", node.node_id, node.host, node.port, error
+            )
+        else:  # a connection that was open ended
+            self.counters.closed.record(1.0, now)
+            if error is not None:
+                log.info(
+                    "node %s at %s:%s disconnected: %s", node.node_id, node.host, node.port, error
+                )
         if node.conn is not None and node.conn.versions_reused and not node.versions_proven:
             # The broker may have been upgraded or downgraded while we were away (it closes
             # a connection that sends a version it does not know): ask it again next time.
@@ -931,6 +1000,21 @@ class Client:
             self._fail_queue(node.queue, error, node.node_id)
 
     def _request_completed(self, req: _Request, node: _Node, response: Any, now: float) -> None:
+        latency = now - req.sent_at
+        counters = self.counters
+        counters.latency.record(latency, now)
+        per_node = counters.node_latency.get(node.node_id)
+        if per_node is None:
+            per_node = Stat(counters.samples, counters.window)
+            counters.node_latency[node.node_id] = per_node
+        per_node.record(latency, now)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "node %s: %s answered in %.1f ms",
+                node.node_id,
+                _describe(response),
+                latency * 1000.0,
+            )
         if req.internal:
             cluster = self._metadata.handle_response(response, now=now)
             self._adopt_brokers(cluster)
@@ -942,10 +1026,13 @@ class Client:
                 node_id=node.node_id,
                 request=req.request,
                 response=response,
+                latency=latency,
             )
         )
 
     def _request_failed(self, req: _Request, error: KafkaError, node_id: NodeId | None) -> None:
+        self.counters.errors += 1
+        log.debug("node %s: request %s failed: %s", node_id, req.request_id, error)
         if req.internal:
             self._metadata.handle_failure(error)
             return

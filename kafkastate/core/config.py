@@ -224,6 +224,14 @@ def _token_provider(name: str, value: Any) -> Any:
     return value
 
 
+def _tracing(name: str, value: Any) -> Any:
+    if isinstance(value, bool) or callable(getattr(value, "get_tracer", None)):
+        return value
+    raise KafkaConfigurationError(
+        f"{name} must be True, False or an OpenTelemetry TracerProvider, got {value!r}"
+    )
+
+
 def _anything(name: str, value: Any) -> Any:
     del name
     return value
@@ -403,6 +411,20 @@ _TABLE: Final = (
     Option("api_version_auto_timeout_ms", "", _CPA, _optional(positive_ms), None,
            "kafka-python 2's name for bootstrap_timeout_ms (wins when given)."),
     Option("metrics_enabled", "", _CPA, _flag, True, "Accepted; metrics() works either way."),
+    Option("metrics_num_samples", "metrics.num.samples", _CPA, _at_least(1), 2,
+           "Samples kept for metrics()'s windowed rates, averages and maxima."),
+    Option("metrics_sample_window_ms", "metrics.sample.window.ms", _CPA, positive_ms, 30000,
+           "Length of each sample."),
+    Option("statistics_interval_ms", "statistics.interval.ms", _CPA, ms, 0,
+           "How often stats_cb gets the statistics (metrics() and health()); 0 = never."),
+    Option("tracing", "", _CP, _tracing, False,
+           "OpenTelemetry spans (PRODUCER per send, CONSUMER per record, W3C trace context "
+           "in the headers): True for the global tracer provider, or a TracerProvider; "
+           "needs the otel extra."),
+    Option("stats_cb", "", _CPA, _callable, None,
+           "Called with a JSON-able dict every statistics_interval_ms (confluent-kafka's); "
+           "it runs on the client's IO task or thread: keep it short. What it raises is "
+           "logged."),
     # ------------------------------------------------------------------------ consumer
     Option("group_id", "group.id", _C, _name, None,
            "Where committed offsets are read and written; the consumer group."),
@@ -573,8 +595,6 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
             "send_buffer_bytes",
             "socket_options",
             "metric_reporters",
-            "metrics_num_samples",
-            "metrics_sample_window_ms",
             "metric_group_prefix",
             "selector",
             "sasl_kerberos_name",
@@ -1137,6 +1157,9 @@ def client_config(options: Mapping[str, Any]) -> ClientConfig:
             reconnect_backoff=_seconds(options["reconnect_backoff_ms"]),
             reconnect_backoff_max=_seconds(options["reconnect_backoff_max_ms"]),
             connections_max_idle=_seconds(options["connections_max_idle_ms"]),
+            statistics_interval=_seconds(options["statistics_interval_ms"]),
+            metrics_samples=options["metrics_num_samples"],
+            metrics_window=_seconds(options["metrics_sample_window_ms"]),
         )
 
 

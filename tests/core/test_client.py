@@ -523,3 +523,22 @@ def test_a_hang_up_in_the_handshake_of_a_broker_that_did_tls_before_is_retried()
     client.connection_failed(NodeId(1), now=3.1, error=mismatch)
     error = client.last_connection_error
     assert isinstance(error, KafkaConnectionError) and error.__cause__ is mismatch
+
+
+def test_counters_connections_requests_and_latency() -> None:
+    client, _ = bootstrapped()
+    counters = client.counters
+    assert counters.created.count == 1 and client.ready_nodes() == [NodeId(-1)]
+    sent_before, answered_before = counters.sent.count, counters.latency.count
+    client.send(_md_factory, now=1.0, node_id=NodeId(-1))
+    assert client.data_to_send()
+    assert counters.sent.count == sent_before + 1
+    assert counters.outgoing.total > 0
+    client.connection_lost(NodeId(-1), now=1.5, error=OSError("reset"))
+    assert counters.latency.count == answered_before  # no answer: no latency
+    assert counters.errors >= 1
+    assert counters.closed.count == 1  # the ready connection ended
+    client.send(_md_factory, now=5.0, node_id=NodeId(1), timeout=30.0)
+    client.connection_failed(NodeId(1), now=5.0, error=OSError("refused"))
+    assert counters.closed.count == 1  # a refused connect never opened: not a close
+    assert client.ready_nodes() == []

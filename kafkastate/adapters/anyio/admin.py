@@ -20,6 +20,7 @@ import anyio
 from kafkastate.adapters._admin import one_group, only
 from kafkastate.adapters._common import resolve, tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
+from kafkastate.adapters.anyio.observe import Observed
 from kafkastate.core.admin import (
     ACL,
     AbortTransactionSpec,
@@ -60,7 +61,7 @@ def raise_unsupported(results: Mapping[Any, Any]) -> None:
             raise value
 
 
-class Admin:
+class Admin(Observed):
     """Admin operations on a running :class:`AdminMachine` (made by :func:`open_admin`).
 
     Each method returns a dict with one entry per resource: the value, or the
@@ -661,6 +662,7 @@ async def running_admin(options: Mapping[str, Any]) -> AsyncIterator[Admin]:
         ssl_context=tls_context(options),
         token_provider=options["sasl_oauth_token_provider"],
         connect_timeout=config.client.socket_connection_setup_timeout,
+        stats_cb=options["stats_cb"],
     )
     async with driver:
         admin._attach(driver)

@@ -35,6 +35,7 @@ import anyio.lowlevel
 from kafkastate.adapters._common import resolve, tls_context
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.anyio.driver import REFUSAL_CHECK, AsyncDriver, wait_for_cluster
+from kafkastate.adapters.anyio.observe import Observed
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.config import (
     check_consumer,
@@ -73,6 +74,7 @@ from kafkastate.structs import (
     OffsetAndTimestamp,
     TopicPartition,
 )
+from kafkastate.tracing import Tracing, tracing_of
 
 __all__ = ["Consumer", "open_consumer", "running_consumer"]
 
@@ -82,7 +84,7 @@ Deserializer = Callable[[bytes | None], Any] | Any
 """``f(bytes) -> value``, or an object with ``deserialize(topic, headers, data)``."""
 
 
-class Consumer:
+class Consumer(Observed):
     """Reads records through a running :class:`AsyncDriver`; made by :func:`open_consumer`.
 
     Every decision (what is handed out, what a commit stores, when auto-commit fires, how a
@@ -112,6 +114,7 @@ class Consumer:
         self._value_deserializer = deserializer_of(value_deserializer)
         self._timeout = request_timeout
         self._driver: AsyncDriver | None = None
+        self._tracing: Tracing | None = None  # set by running_consumer with tracing on
         self._data = anyio.Event()  # set when records arrive; replaced after each wait
         self._changed = anyio.Event()  # set on metadata and answers
         self._answers: dict[int, Any] = {}
@@ -218,7 +221,7 @@ class Consumer:
             driver.wake()  # drained partitions are fetched again at once
             if runs:
                 return to_consumer_records(
-                    runs, machine, self._key_deserializer, self._value_deserializer
+                    runs, machine, self._key_deserializer, self._value_deserializer, self._tracing
                 )
             if driver.now() >= deadline:
                 # Yield even when nothing is waited for: ``while not await getmany(): ...``
@@ -263,7 +266,7 @@ class Consumer:
                 driver.wake()  # drained partitions are fetched again at once
             if run is not None:
                 return one_consumer_record(
-                    run, machine, self._key_deserializer, self._value_deserializer
+                    run, machine, self._key_deserializer, self._value_deserializer, self._tracing
                 )
             driver.wake()
             await self._wait_for(data, math.inf)
@@ -718,6 +721,7 @@ async def running_consumer(
         value_deserializer=options["value_deserializer"],
         request_timeout=request_timeout,
     )
+    consumer._tracing = tracing_of(options)
     driver = AsyncDriver(
         machine,
         on_event=consumer._handle_event,
@@ -728,6 +732,7 @@ async def running_consumer(
         # everything time brings on (the auto-commit too): a full timer pass (which looks
         # at every assigned partition) on every wake-up, once per socket read, is wasted.
         timers_when_due=True,
+        stats_cb=options["stats_cb"],
     )
     try:
         # No task group of our own: the body's exception must come out as it is, not in an

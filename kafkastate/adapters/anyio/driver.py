@@ -37,10 +37,17 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 
-from kafkastate.adapters._common import fetch_token, no_brokers_error, tls_failure, tls_hangup
+from kafkastate.adapters._common import (
+    fetch_token,
+    no_brokers_error,
+    report_statistics,
+    tls_failure,
+    tls_hangup,
+)
 from kafkastate.adapters.blocking import IOMachine
 from kafkastate.core.client import Client, CloseRequested, ConnectRequested, TokenRequested
 from kafkastate.core.metadata import NodeId
+from kafkastate.core.report import StatisticsReported
 
 __all__ = ["REFUSAL_CHECK", "AsyncDriver", "EventMachine", "wait_for_cluster"]
 
@@ -83,6 +90,7 @@ class AsyncDriver:
             producer: a send that opens or fills a batch has already stepped), where a
             full timer pass per wake-up would be wasted.
         token_provider: the ``sasl_oauth_token_provider`` asked on TokenRequested.
+        stats_cb: called with the machine's statistics reports (``stats_cb`` option).
     """
 
     def __init__(
@@ -94,9 +102,11 @@ class AsyncDriver:
         connect_timeout: float = 10.0,
         timers_when_due: bool = False,
         token_provider: Any = None,
+        stats_cb: Callable[[Any], Any] | None = None,
     ) -> None:
         self._machine = machine
         self._token_provider = token_provider
+        self._stats_cb = stats_cb
         self._timers_when_due = timers_when_due
         self._on_event = on_event
         self._ssl = ssl_context
@@ -202,6 +212,8 @@ class AsyncDriver:
                 case TokenRequested():
                     assert self._tg is not None
                     self._tg.start_soon(self._fetch_token, name="kafkastate token provider")
+                case StatisticsReported(stats=stats):
+                    report_statistics(self._stats_cb, stats)
                 case _:
                     self._on_event(event)
         return handled

@@ -37,6 +37,7 @@ import attrs
 
 from kafkastate.adapters._common import resolve, tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
+from kafkastate.adapters.anyio.observe import Observed
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.config import producer_config
 from kafkastate.core.producer.accumulator import (
@@ -67,6 +68,7 @@ from kafkastate.errors import (
     TransactionFailedError,
 )
 from kafkastate.structs import ConsumerGroupMetadata, TopicPartition
+from kafkastate.tracing import Tracing, tracing_of
 
 __all__ = [
     "BatchBuilder",
@@ -355,7 +357,7 @@ class _Admission:
         self.error: KafkaError | None = None
 
 
-class Producer:
+class Producer(Observed):
     """Sends records through a running :class:`AsyncDriver`; made by :func:`open_producer`.
 
     Args:
@@ -375,6 +377,8 @@ class Producer:
         # sends waiting in the machine for buffer memory, by (first) record id
         self._admissions: dict[RecordId, _Admission] = {}
         self._closed = anyio.Event()
+        self.tracing: Tracing | None = None
+        """OpenTelemetry spans per send (option ``tracing``), or None when off."""
         self.unacknowledged_result_none = False
         """aiokafka's rule for ``acks=0``: an asyncio future handed to :meth:`_append_now`
         resolves to None instead of metadata with offset -1."""
@@ -506,6 +510,8 @@ class Producer:
             driver = self._running()  # raises
         machine = self.machine
         steps = machine.steps
+        if self.tracing is not None:
+            headers = self.tracing.send(topic, partition, key, headers)
         rid = machine.send(
             topic,
             value=value,
@@ -975,6 +981,7 @@ async def running_producer(
     config = producer_config(options)
     machine = ProducerMachine(config, rng=random.SystemRandom())
     producer = Producer(machine, max_block=options["max_block_ms"] / 1000)
+    producer.tracing = tracing_of(options)
     driver = AsyncDriver(
         machine,
         on_event=producer._handle_event,
@@ -982,6 +989,7 @@ async def running_producer(
         token_provider=options["sasl_oauth_token_provider"],
         connect_timeout=config.client.socket_connection_setup_timeout,
         timers_when_due=True,  # the producer's commands step for themselves
+        stats_cb=options["stats_cb"],
     )
     try:
         async with driver:

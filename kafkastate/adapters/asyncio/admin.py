@@ -96,6 +96,7 @@ class AIOKafkaAdminClient(Lifecycle):
             RuntimeError: already started.
         """
         self._admin = await self._background.start(self._run)
+        self._observed = self._admin
 
     async def close(self) -> None:
         """Close the connections and end the background task."""

@@ -10,6 +10,9 @@ from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
+from kafkastate.adapters.anyio.observe import Observed
+from kafkastate.core.report import Report
+
 __all__ = ["Background", "Lifecycle", "deprecated_arguments"]
 
 
@@ -85,7 +88,30 @@ class Background(Generic[_T]):
 
 class Lifecycle:
     """``async with`` for the asyncio faces: :meth:`start` on entry, :meth:`stop` on exit
-    (aiokafka's ``AIOKafkaProducer``, ``AIOKafkaConsumer``, ``AIOKafkaAdminClient``)."""
+    (aiokafka's ``AIOKafkaProducer``, ``AIOKafkaConsumer``, ``AIOKafkaAdminClient``);
+    ``metrics()`` and ``health()`` of what :meth:`start` made (kept after :meth:`stop`)."""
+
+    _observed: Observed | None = None
+
+    def metrics(self, raw: bool = False) -> Report:
+        """Counters, rates and latencies, grouped as kafka-python's ``metrics()``
+        (``{group: {name: value}}``, Java's names; docs/observability.md); ``{}`` before
+        :meth:`start`. After :meth:`stop`, the final values.
+
+        Args:
+            raw: accepted for kafka-python compatibility; ignored.
+        """
+        observed = self._observed
+        return {} if observed is None else observed.metrics()
+
+    def health(self) -> dict[str, Any]:
+        """A JSON-able snapshot for liveness probes (connected brokers, coordinator,
+        assignment, last successful produce/fetch, error state); before :meth:`start`,
+        ``{"state": "NOT_STARTED", "healthy": False}``."""
+        observed = self._observed
+        if observed is None:
+            return {"state": "NOT_STARTED", "healthy": False}
+        return observed.health()
 
     async def start(self) -> None:
         """Start the background task (the face says what else)."""

@@ -103,6 +103,7 @@ class AIOKafkaConsumer(Lifecycle):
         self._consumer = await self._background.start(
             functools.partial(_run, self._options, subscription, assigned)
         )
+        self._observed = self._consumer
 
     async def stop(self) -> None:
         """Commit (with auto-commit on) and close the connections. A pending

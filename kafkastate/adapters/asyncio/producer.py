@@ -88,6 +88,7 @@ class AIOKafkaProducer(Lifecycle):
         """
         # (the task holds no reference to self: an unclosed producer can be collected)
         self._producer = await self._background.start(functools.partial(_run, self._options))
+        self._observed = self._producer
 
     async def stop(self) -> None:
         """Deliver what is pending, close the connections, end the background task.

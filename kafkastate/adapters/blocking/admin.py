@@ -42,9 +42,10 @@ from kafkastate.adapters._admin import (
     topic_dicts,
 )
 from kafkastate.adapters._admin import feature_updates as as_feature_updates
-from kafkastate.adapters._common import no_brokers_error, resolve, tls_context
+from kafkastate.adapters._common import no_brokers_error, report_statistics, resolve, tls_context
 from kafkastate.adapters.anyio.admin import raise_unsupported
 from kafkastate.adapters.blocking.io import SocketLoop
+from kafkastate.core import report
 from kafkastate.core.admin import (
     ACL,
     AbortTransactionSpec,
@@ -70,6 +71,7 @@ from kafkastate.core.admin import (
 )
 from kafkastate.core.client import CloseRequested, ConnectRequested, TokenRequested
 from kafkastate.core.config import admin_config
+from kafkastate.core.report import Report, StatisticsReported
 from kafkastate.errors import ElectionNotNeededError, KafkaConnectionError
 from kafkastate.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
@@ -103,6 +105,7 @@ class KafkaAdminClient:
             token_provider=options["sasl_oauth_token_provider"],
         )
         self._done: dict[OpId, AdminOperationCompleted] = {}
+        self._stats_cb = options["stats_cb"]
         self._closed = False
         wait = options["bootstrap_timeout_ms"] / 1000
         try:
@@ -126,6 +129,19 @@ class KafkaAdminClient:
         self._machine.close()
         self._events()
         self._loop.close()
+
+    def metrics(self, raw: bool = False) -> Report:
+        """Request, connection and byte counters, kafka-python's shape (``{group: {name:
+        value}}``, group ``admin-client-metrics``; docs/observability.md).
+
+        Args:
+            raw: accepted for compatibility; ignored.
+        """
+        return report.admin_metrics(self._machine, time.monotonic())
+
+    def health(self) -> dict[str, Any]:
+        """A JSON-able snapshot for liveness probes (:func:`kafkastate.core.report.health`)."""
+        return report.health(self._machine, time.monotonic())
 
     def __enter__(self) -> KafkaAdminClient:
         return self
@@ -155,6 +171,8 @@ class KafkaAdminClient:
                     self._loop.fetch_token()
                 case AdminOperationCompleted(op_id=op):
                     self._done[op] = event
+                case StatisticsReported(stats=stats):
+                    report_statistics(self._stats_cb, stats)
 
     def _run(self, command: Callable[..., OpId], *args: Any, **kwargs: Any) -> dict[Any, Any]:
         if self._closed:

@@ -30,9 +30,16 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
-from kafkastate.adapters._common import check_ms, no_brokers_error, resolve, tls_context
+from kafkastate.adapters._common import (
+    check_ms,
+    no_brokers_error,
+    report_statistics,
+    resolve,
+    tls_context,
+)
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.blocking import SocketLoop
+from kafkastate.core import report
 from kafkastate.core.client import CloseRequested, ConnectRequested, TokenRequested
 from kafkastate.core.config import (
     close_serializers,
@@ -54,6 +61,7 @@ from kafkastate.core.consumer.fetcher import (
     OffsetsListed,
     PositionState,
 )
+from kafkastate.core.report import Report, StatisticsReported
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -68,6 +76,7 @@ from kafkastate.structs import (
     OffsetAndTimestamp,
     TopicPartition,
 )
+from kafkastate.tracing import tracing_of
 
 __all__ = ["KafkaConsumer"]
 
@@ -145,6 +154,7 @@ class KafkaConsumer:
         """kafka-python's option dict: every option by name, as given or defaulted."""
         tls = tls_context(resolved)
         self._machine = consumer_machine(resolved, rng=random.SystemRandom())
+        self._tracing = tracing_of(resolved)
         config = self._machine.config
         key_deserializer = deserializer_of(resolved["key_deserializer"])
         value_deserializer = deserializer_of(resolved["value_deserializer"])
@@ -300,7 +310,7 @@ class KafkaConsumer:
             runs = machine.poll(max_records, now=time.monotonic())
             if runs:
                 return to_consumer_records(
-                    runs, machine, self._key_deserializer, self._value_deserializer
+                    runs, machine, self._key_deserializer, self._value_deserializer, self._tracing
                 )
             if time.monotonic() >= deadline:
                 return {}
@@ -327,7 +337,7 @@ class KafkaConsumer:
             run = machine.take_one(now=time.monotonic())
             if run is not None:
                 return one_consumer_record(
-                    run, machine, self._key_deserializer, self._value_deserializer
+                    run, machine, self._key_deserializer, self._value_deserializer, self._tracing
                 )
             now = time.monotonic()
             if now >= deadline:
@@ -613,21 +623,21 @@ class KafkaConsumer:
         self.close()
 
     @_locked
-    def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
-        """A few gauges (kafka-python's shape: a dict of groups), whatever
-        ``metrics_enabled`` says; ``raw`` is accepted and ignored."""
-        assigned = self._machine.assignment()
-        client = self._machine.client
-        return {
-            "consumer-fetch-manager-metrics": {
-                "assigned-partitions": len(assigned),
-                "paused-partitions": len(self._machine.paused()),
-            },
-            "consumer-metrics": {
-                "connection-creation-total": client.connections_created,
-                "successful-reauthentication-total": client.reauthentications,
-            },
-        }
+    def metrics(self, raw: bool = False) -> Report:
+        """Counters, rates, latencies and lag, grouped as kafka-python groups them
+        (``{group: {name: value}}``, the Java client's names: docs/observability.md),
+        whatever ``metrics_enabled`` says.
+
+        Args:
+            raw: accepted for compatibility; ignored.
+        """
+        return report.consumer_metrics(self._machine, time.monotonic())
+
+    @_locked
+    def health(self) -> dict[str, Any]:
+        """A JSON-able snapshot for liveness probes (:func:`kafkastate.core.report.health`):
+        connected brokers, coordinator, assignment, last fetch, error state."""
+        return report.health(self._machine, time.monotonic())
 
     # ------------------------------------------------------------- plumbing
 
@@ -743,6 +753,8 @@ class KafkaConsumer:
                     log.error("the group member failed: %s", error)  # poll() raises it
                 case GroupLeft():
                     self._left = True
+                case StatisticsReported(stats=stats):
+                    report_statistics(self._resolved["stats_cb"], stats)
                 case _:
                     pass
 

@@ -29,6 +29,7 @@ from kafkastate.core.config import (
     producer_config,
     serializer_of,
 )
+from kafkastate.core.report import Report
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -39,6 +40,7 @@ from kafkastate.structs import (
     ConsumerGroupMetadata,
     TopicPartition,
 )
+from kafkastate.tracing import tracing_of
 
 __all__ = ["FutureRecordMetadata", "KafkaProducer", "RecordMetadata"]
 
@@ -346,6 +348,7 @@ class KafkaProducer:
         self._key_serializer = serializer_of(resolved["key_serializer"])
         self._value_serializer = serializer_of(resolved["value_serializer"])
         self._max_block = resolved["max_block_ms"] / 1000
+        self._tracing = tracing_of(resolved)
         bootstrap_wait = resolved["bootstrap_timeout_ms"] / 1000
         api_version = resolved["api_version"]
         tls = tls_context(resolved)
@@ -358,6 +361,7 @@ class KafkaProducer:
             ssl_context=tls,
             name=f"kafkastate-producer-io[{config.client.connection.client_id}]",
             token_provider=resolved["sasl_oauth_token_provider"],
+            stats_cb=resolved["stats_cb"],
         )
         self._closed = False
         self._close_lock = threading.Lock()
@@ -432,6 +436,8 @@ class KafkaProducer:
             sum(len(k.encode()) + len(v) for k, v in headers) if headers else -1,
         )
         future = FutureRecordMetadata(sizes)
+        if self._tracing is not None:
+            headers = self._tracing.send(topic, partition, key_bytes, headers)
         io.submit_send(
             topic,
             value=value_bytes,
@@ -621,25 +627,28 @@ class KafkaProducer:
             raise IllegalStateError("KafkaProducer already closed")
         return io.partitions_for(topic, self._max_block)
 
-    def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
-        """Counters and gauges, grouped as kafka-python groups them.
+    def metrics(self, raw: bool = False) -> Report:
+        """Counters, rates and latencies, grouped as kafka-python groups them
+        (``{group: {name: value}}``, the Java client's names: docs/observability.md).
 
-        ``producer-metrics`` holds: ``record-send-total`` (records accepted by ``send``),
-        ``record-ack-total``, ``record-error-total`` (records that failed after being
-        accepted), ``record-refused-total`` and ``record-block-timeout-total`` (``send``
-        raised), ``records-outstanding``, ``records-waiting-send`` (blocked in ``send``),
-        ``batches-in-flight``, ``buffer-total-bytes``, ``buffer-used-bytes``,
-        ``buffer-available-bytes``, ``producer-id``, ``producer-epoch``,
-        ``connection-creation-total`` and ``successful-reauthentication-total`` (KIP-368).
+        ``producer-metrics`` also holds this face's own: ``record-refused-total`` and
+        ``record-block-timeout-total`` (``send`` raised) and ``records-waiting-send``
+        (blocked in ``send``).
 
         Args:
             raw: accepted for compatibility; ignored.
 
         Returns:
-            ``{"producer-metrics": {name: value}}``; after close, the final values.
+            ``{group: {name: value}}``; after close, the final values.
         """
         assert self._io is not None
-        return {"producer-metrics": self._io.metrics()}
+        return self._io.metrics()
+
+    def health(self) -> dict[str, Any]:
+        """A JSON-able snapshot for liveness probes (:func:`kafkastate.core.report.health`):
+        connected brokers, last acknowledgement, error state."""
+        assert self._io is not None
+        return self._io.health()
 
     def __enter__(self) -> Self:
         return self

@@ -32,8 +32,9 @@ from typing import Any, Protocol
 
 import attrs
 
-from kafkastate.adapters._common import no_brokers_error
+from kafkastate.adapters._common import no_brokers_error, report_statistics
 from kafkastate.adapters.blocking import SocketLoop
+from kafkastate.core import report
 from kafkastate.core.client import (
     CloseRequested,
     ConnectRequested,
@@ -58,6 +59,7 @@ from kafkastate.core.producer.producer import (
     ProducerMachine,
 )
 from kafkastate.core.producer.transactions import TransactionOperationCompleted, TransactionOpId
+from kafkastate.core.report import Report, StatisticsReported
 from kafkastate.errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -160,6 +162,7 @@ class ProducerThread:
         ssl_context: TLS for every connection, or None for plaintext.
         name: the thread's name.
         token_provider: the ``sasl_oauth_token_provider``, asked for OAUTHBEARER tokens.
+        stats_cb: called on the IO thread with the machine's statistics reports.
 
     Raises:
         KafkaConfigurationError: ``config.accumulator.max_block`` is None.
@@ -172,7 +175,9 @@ class ProducerThread:
         ssl_context: ssl.SSLContext | None,
         name: str,
         token_provider: Any = None,
+        stats_cb: Callable[[Any], Any] | None = None,
     ) -> None:
+        self._stats_cb = stats_cb
         if config.accumulator.max_block is None:
             raise KafkaConfigurationError("ProducerThread needs config.accumulator.max_block")
         self._machine = ProducerMachine(config, rng=random.SystemRandom())
@@ -200,8 +205,8 @@ class ProducerThread:
         self._close_replies: list[Reply] = []
         self._finished = False
         self._crash: BaseException | None = None
-        self._counts = {"sent": 0, "acked": 0, "failed": 0, "refused": 0, "timed_out": 0}
-        self._final_metrics: dict[str, float] | None = None
+        self._counts = {"refused": 0, "timed_out": 0}  # send() raised: the adapter's to count
+        self._final_metrics: Report | None = None
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         """The IO thread (started by :meth:`start`)."""
 
@@ -300,12 +305,10 @@ class ProducerThread:
             if machine.is_waiting(rid):
                 cmd = self._blocked[rid] = _Send(sink=sink, reply=None if inline else Reply())
                 return cmd
-            self._counts["sent"] += 1
             if not inline:
                 self._wake()
                 return True
             return False
-        self._counts["sent"] += 1
         return False
 
     def flush(self, timeout: float | None) -> None:
@@ -394,20 +397,25 @@ class ProducerThread:
         )
         self._call(cmd, reply, None)
 
-    def metrics(self) -> dict[str, float]:
+    def metrics(self) -> Report:
         """A snapshot of counters and gauges (see :meth:`KafkaProducer.metrics`)."""
         if self.on_io_thread:
             return self._snapshot()
         if self._final_metrics is not None:
-            return dict(self._final_metrics)
+            return self._final_metrics
         reply = Reply()
         try:
-            result: dict[str, float] = self._call(_Metrics(reply=reply), reply, None)
+            result: Report = self._call(_Metrics(reply=reply), reply, None)
         except IllegalStateError:
             self.thread.join()
             assert self._final_metrics is not None
-            return dict(self._final_metrics)
+            return self._final_metrics
         return result
+
+    def health(self) -> dict[str, Any]:
+        """The producer's health snapshot (:func:`kafkastate.core.report.health`)."""
+        with self._lock:
+            return report.health(self._machine, time.monotonic())
 
     def close(self, timeout: float | None) -> None:
         """Deliver what is pending (aborting it after ``timeout``), close, end the thread.
@@ -576,15 +584,12 @@ class ProducerThread:
                 case RecordsAcknowledged(topic=topic, partition=partition):
                     for rid, offset, ts in event.results():
                         sink = self._sinks.pop(rid, None)
-                        self._counts["acked"] += 1
                         if sink is not None:
                             _complete(sink.record_acknowledged, topic, partition, offset, ts)
                 case RecordsAdmitted(record_ids=rids):
                     blocked = self._blocked.pop(rids[0], None)
-                    if blocked is not None:
-                        self._counts["sent"] += 1
-                        if blocked.reply is not None:
-                            blocked.reply.set()
+                    if blocked is not None and blocked.reply is not None:
+                        blocked.reply.set()
                 case RecordsFailed(record_ids=rids, error=error) if (
                     self._blocked and rids[0] in self._blocked
                 ):
@@ -601,9 +606,10 @@ class ProducerThread:
                 case RecordsFailed(record_ids=rids, error=error):
                     for rid in rids:
                         sink = self._sinks.pop(rid, None)
-                        self._counts["failed"] += 1
                         if sink is not None:
                             _complete(sink.record_failed, error)
+                case StatisticsReported(stats=stats):
+                    report_statistics(self._stats_cb, stats)
                 case FlushCompleted(flush_id=fid):
                     reply = self._flushes.pop(fid, None)
                     if reply is not None:
@@ -629,27 +635,17 @@ class ProducerThread:
         except (BlockingIOError, OSError):
             pass
 
-    def _snapshot(self) -> dict[str, float]:
-        machine = self._machine
-        acc = machine.accumulator
+    def _snapshot(self) -> Report:
+        out = report.producer_metrics(self._machine, time.monotonic())
         c = self._counts
-        return {
-            "record-send-total": c["sent"],
-            "record-ack-total": c["acked"],
-            "record-error-total": c["failed"],
-            "record-refused-total": c["refused"],
-            "record-block-timeout-total": c["timed_out"],
-            "records-outstanding": acc.outstanding_records,
-            "records-waiting-send": len(self._blocked),
-            "batches-in-flight": len(acc.in_flight_batches()),
-            "buffer-total-bytes": acc.config.buffer_memory,
-            "buffer-used-bytes": acc.buffer_used,
-            "buffer-available-bytes": acc.buffer_available,
-            "producer-id": machine.producer_id,
-            "producer-epoch": machine.producer_epoch,
-            "connection-creation-total": machine.client.connections_created,
-            "successful-reauthentication-total": machine.client.reauthentications,
-        }
+        out["producer-metrics"].update(
+            {
+                "record-refused-total": c["refused"],
+                "record-block-timeout-total": c["timed_out"],
+                "records-waiting-send": len(self._blocked),
+            }
+        )
+        return out
 
     def _shutdown(self) -> None:
         self._accepting = False
@@ -676,7 +672,7 @@ class ProducerThread:
             if isinstance(cmd, _Close):
                 self._close_replies.append(cmd.reply)
             elif isinstance(cmd, _Metrics):
-                cmd.reply.set(dict(self._final_metrics))
+                cmd.reply.set(self._final_metrics)
             else:
                 cmd.reply.fail(IllegalStateError("KafkaProducer already closed"))
         for p in self._waiting_partitions:

@@ -34,6 +34,7 @@ operation. The machine never reads a clock: ``now`` comes with every call.
 from __future__ import annotations
 
 import enum
+import logging
 import math
 import random
 from collections import deque
@@ -42,6 +43,7 @@ from typing import Any, Final, NewType
 
 import attrs
 
+from kafkastate.core import report
 from kafkastate.core.admin import acls, quotas, replicas
 from kafkastate.core.admin import operations as ops
 from kafkastate.core.admin import transactions as txn
@@ -98,6 +100,9 @@ _CoordinatorKey = tuple[int, str]  # (FindCoordinator key_type, key)
 _FORGET_COORDINATOR: Final = frozenset({15, 16})  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
 
+log = logging.getLogger("kafkastate.admin")
+
+
 class AdminState(enum.Enum):
     """An admin machine is open until :meth:`AdminMachine.close`."""
 
@@ -144,7 +149,12 @@ class AdminOperationCompleted:
 
 
 AdminEvent = (
-    ConnectRequested | CloseRequested | TokenRequested | MetadataUpdated | AdminOperationCompleted
+    ConnectRequested
+    | CloseRequested
+    | TokenRequested
+    | MetadataUpdated
+    | AdminOperationCompleted
+    | report.StatisticsReported
 )
 
 
@@ -687,6 +697,8 @@ class AdminMachine(ClientDriven):
         """Run what is due: the Client's timers, retries, deadlines."""
         self._client.handle_timer(now=now)
         self._step(now)
+        if self._client.statistics_due(now=now):
+            self._events.append(report.StatisticsReported(stats=report.statistics(self, now)))
 
     # ------------------------------------------------------------ IO outputs
 
@@ -714,6 +726,7 @@ class AdminMachine(ClientDriven):
         op_id = OpId(self._next_op)
         self._next_op += 1
         self._ops[op_id] = _Op(op_id=op_id, spec=spec, timeout=timeout, deadline=now + timeout)
+        log.debug("operation %s: %s started", op_id, spec.name)
         self._step(now)
         return op_id
 
@@ -961,6 +974,15 @@ class AdminMachine(ClientDriven):
         if op.keys is None or len(op.results) < len(op.keys):
             return
         del self._ops[op.op_id]
+        if log.isEnabledFor(logging.DEBUG):
+            failed = sum(isinstance(r, KafkaError) for r in op.results.values())
+            log.debug(
+                "operation %s: %s done, %d of %d failed",
+                op.op_id,
+                op.spec.name,
+                failed,
+                len(op.results),
+            )
         order = op.keys if op.keys is not None else list(op.results)
         self._events.append(
             AdminOperationCompleted(

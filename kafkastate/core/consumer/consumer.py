@@ -43,6 +43,7 @@ commit what it has; ``CLOSED`` refuses everything with
 from __future__ import annotations
 
 import enum
+import logging
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -50,6 +51,7 @@ from typing import Any, Final
 
 import attrs
 
+from kafkastate.core import report
 from kafkastate.core.client import (
     CloseRequested,
     ConnectRequested,
@@ -102,6 +104,8 @@ Run = tuple[TopicPartition, list[Record], int]
 """``(partition, records, leader_epoch)``: records of one partition, in offset order."""
 
 _LISTENER_METHODS: Final = ("on_partitions_revoked", "on_partitions_assigned")
+
+log = logging.getLogger("kafkastate.consumer")
 _POLL_NOTE_EVERY: Final = 1.0  # seconds between max_poll_interval notes from the buffer
 
 
@@ -204,6 +208,7 @@ ConsumerEvent = (
     | ListenerCallRequested
     | AutoCommitted
     | AssignmentSettled
+    | report.StatisticsReported
 )
 
 
@@ -470,6 +475,7 @@ class ConsumerMachine:
         self._settled = True
         self._held.clear()
         self._paused.clear()
+        log.info("assigned %s", ", ".join(f"{t}-{p}" for t, p in tps) or "nothing")
         self.fetcher.assign(tps, now=now)
 
     def subscribe(
@@ -518,6 +524,10 @@ class ConsumerMachine:
         fetcher.client.request_metadata_update()
         self._subscribed = subscribed
         self._settled = False
+        log.info(
+            "subscribed to %s",
+            ", ".join(subscribed) if compiled is None else f"pattern {compiled.pattern!r}",
+        )
         self._follow_subscription(now)
 
     def unsubscribe(self, *, now: float) -> None:
@@ -1191,6 +1201,8 @@ class ConsumerMachine:
         self._maybe_auto_commit(now)
         self.fetcher.handle_timer(now=now)
         self._after(now)
+        if self.fetcher.client.statistics_due(now=now):
+            self._events.append(report.StatisticsReported(stats=report.statistics(self, now)))
 
     def data_to_send(self) -> list[tuple[Any, bytes]]:
         """``(node, bytes)`` to write, in order; clears the buffer."""

@@ -33,6 +33,7 @@ coordinator (``membership``).
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -90,6 +91,7 @@ from kafkastate.core.consumer.group import (
 )
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig, ConsumerGroupMember
 from kafkastate.core.metadata import NodeId
+from kafkastate.core.metrics import FetchCounters, GroupCounters, throttle_seconds
 from kafkastate.core.protocol.records import Record
 from kafkastate.errors import (
     IllegalStateError,
@@ -192,6 +194,13 @@ class FetcherConfig:
 # --------------------------------------------------------------------------- the machine
 
 
+log = logging.getLogger("kafkastate.group")
+
+
+def _names(tps: Iterable[TopicPartition]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in tps) or "nothing"
+
+
 class FetcherMachine(ClientDriven):
     """The sans-IO fetcher: positions, offset queries and Fetch sessions over a Client.
 
@@ -243,12 +252,23 @@ class FetcherMachine(ClientDriven):
         self._events: deque[FetcherEvent] = deque()
         self._now = 0.0
         self._closed = False
+        windows = (config.client.metrics_samples, config.client.metrics_window)
+        self.counters: Final = FetchCounters(*windows)
+        """Fetches, bytes and records handed out, counted (:mod:`kafkastate.core.metrics`)."""
+        self.group_counters: Final = GroupCounters(*windows)
+        """The group's requests, commits and rebalances, counted."""
+        self._commits_started: dict[int, float] = {}  # commit query id -> when asked
 
     # ---------------------------------------------------------------- queries
 
     def assignment(self) -> tuple[TopicPartition, ...]:
         """The assigned partitions, in assignment order."""
         return tuple(self._parts)
+
+    @property
+    def coordinator(self) -> NodeId | None:
+        """The group coordinator the member talks to, or None while unknown."""
+        return self._member_coordinator
 
     def position(self, tp: TopicPartition) -> int | None:
         """The offset of the next record :meth:`poll` returns, or None while unknown.
@@ -478,6 +498,8 @@ class FetcherMachine(ClientDriven):
             if part.state is PositionState.FAILED and part.error is not None and not part.paused:
                 raise part.error
         out, drained = decode.hand_out(self._completed, self._parts, max_records, self._take)
+        if out:
+            self.counters.consumed.record(sum(len(run[1]) for run in out), now)
         if drained:
             self._step(now)
         return out
@@ -534,6 +556,7 @@ class FetcherMachine(ClientDriven):
             generation, member_id, group_instance_id = self.member.commit_identity()
         parts = commit_entries(offsets, self._parts, (generation, member_id, group_instance_id))
         q = self._offsets.new("commit", parts)
+        self._commits_started[q.query_id] = now
         member = self.member
         if (
             isinstance(member, GroupMember)
@@ -659,8 +682,10 @@ class FetcherMachine(ClientDriven):
                     self._metadata_arrived()
                 case ConnectRequested() | CloseRequested() | TokenRequested():
                     self._events.append(event)
-                case RequestCompleted(request_id=rid, node_id=node, response=response):
-                    self._on_response(rid, node, response, now)
+                case RequestCompleted(
+                    request_id=rid, node_id=node, response=response, latency=latency
+                ):
+                    self._on_response(rid, node, response, now, latency)
                 case RequestFailed(request_id=rid, error=error):
                     self._on_failure(rid, error, now)
                 case NodeDisconnected(node_id=node):
@@ -699,6 +724,12 @@ class FetcherMachine(ClientDriven):
         while (event := member.next_event()) is not None:
             match event:
                 case RevokePartitions(partitions=tps, lost=lost):
+                    log.info(
+                        "group %s: %s %s",
+                        self.config.group_id,
+                        "lost" if lost else "revoked",
+                        _names(sorted(tps)),
+                    )
                     for tp in tps:
                         p = self._parts.get(tp)
                         if p is not None:
@@ -709,13 +740,26 @@ class FetcherMachine(ClientDriven):
                     # until revocation_done
                     revoking = [tp for tp, p in self._parts.items() if p.revoking]
                     self._set_assignment(dict.fromkeys([*assigned, *revoking]))
+                    self.group_counters.rebalances.record(1.0, now)
+                    self.group_counters.last_rebalance = now
+                    log.info(
+                        "group %s: joined generation %s; assignment %s",
+                        self.config.group_id,
+                        generation,
+                        _names(assigned),
+                    )
                     self._events.append(
                         PartitionsAssigned(assigned=assigned, added=added, generation=generation)
                     )
-                case GroupFailed():
+                case GroupFailed(error=error):
+                    log.info(
+                        "group %s: the member failed for good: %s", self.config.group_id, error
+                    )
+                    self.group_counters.failed_rebalances += 1
                     self._events.append(event)
         if self._leaving and not self._group_requests:
             self._leaving = False
+            log.info("group %s: left", self.config.group_id)
             self._events.append(GroupLeft())
 
     def _complete_query(self, q: _Query, now: float) -> None:
@@ -738,6 +782,9 @@ class FetcherMachine(ClientDriven):
                 CommittedOffsets(query_id=q.query_id, offsets=dict(q.results), error=q.error)
             )
         else:
+            started = self._commits_started.pop(q.query_id, None)
+            if started is not None:
+                self.group_counters.commits.record(now - started, now)
             committed = {tp: v[0] for tp, v in q.partitions.items()}
             self._events.append(
                 OffsetsCommitted(query_id=q.query_id, offsets=committed, error=q.error)
@@ -773,9 +820,12 @@ class FetcherMachine(ClientDriven):
 
     # -- responses
 
-    def _on_response(self, rid: RequestId, node: NodeId, response: Any, now: float) -> None:
+    def _on_response(
+        self, rid: RequestId, node: NodeId, response: Any, now: float, latency: float
+    ) -> None:
         fetch = self._fetches.answered(rid)
         if fetch is not None:
+            self._count_fetch(response, now, latency)
             self._on_fetch_response(fetch[0], fetch[1], response, now)
             return
         sent = self._validating.pop(rid, None)
@@ -787,9 +837,34 @@ class FetcherMachine(ClientDriven):
             return
         kind = self._group_requests.pop(rid, None)
         if kind is not None and self.member is not None:
+            self._count_group(kind, now, latency)
             self.member.handle_response(kind, response, now=now)
             return
         self._offsets.handle_response(rid, response, now)
+
+    def _count_fetch(self, response: Any, now: float, latency: float) -> None:
+        """Per Fetch response (never per record): latency, record bytes, throttle."""
+        counters = self.counters
+        counters.fetches.record(latency, now)
+        counters.throttle.record(throttle_seconds(response), now)
+        counters.last_fetch = now
+        size = 0
+        for topic in response.responses:
+            for part in topic.partitions:
+                records = part.records
+                if records:
+                    size += len(records)
+        counters.bytes.record(size, now)
+
+    def _count_group(self, kind: str, now: float, latency: float) -> None:
+        counters = self.group_counters
+        if kind == "heartbeat":
+            counters.heartbeats.record(latency, now)
+            counters.last_heartbeat = now
+        elif kind == "join":
+            counters.joins.record(latency, now)
+        elif kind == "sync":
+            counters.syncs.record(latency, now)
 
     def _on_failure(self, rid: RequestId, error: KafkaError, now: float) -> None:
         if self._fetches.failed(rid, self._parts, now):

@@ -66,6 +66,7 @@ from typing import Any, Final, NewType
 import attrs
 
 from kafkastate.core.metadata import ClusterMetadata, NodeId
+from kafkastate.core.metrics import ProducerCounters
 from kafkastate.core.producer.partitioner import Partitioner
 from kafkastate.core.protocol.compression import Compression, compress
 from kafkastate.core.protocol.records import (
@@ -657,6 +658,7 @@ class _Waiting:
         "partition",
         "rec",
         "rid",
+        "since",
         "sticky",
         "topic",
         "upper",
@@ -674,6 +676,7 @@ class _Waiting:
         alone: int,
         batch: ProducerBatch | None,
         deadline: float,
+        since: float,
     ) -> None:
         self.rid = rid
         self.count = count
@@ -685,6 +688,7 @@ class _Waiting:
         self.alone = alone  # bytes in a batch of its own (a batch's whole size)
         self.batch = batch
         self.deadline = deadline
+        self.since = since  # when it began to wait (bufferpool-wait-time)
 
 
 class _Held:
@@ -720,6 +724,8 @@ class Accumulator:
         rng: seeded randomness for retry-backoff jitter.
         partitioner: told about bytes appended on the sticky path (``append(sticky=True)``)
             so it can switch partitions (KIP-794); None if nothing is sticky-partitioned.
+        counters: where to count (the producer's, windowed as its client is configured);
+            None for a new set with Java's windows.
     """
 
     def __init__(
@@ -728,6 +734,7 @@ class Accumulator:
         *,
         rng: random.Random,
         partitioner: Partitioner | None = None,
+        counters: ProducerCounters | None = None,
     ) -> None:
         self.config = config
         self._rng = rng
@@ -763,6 +770,9 @@ class Accumulator:
         self._held_topics: dict[str, int] = {}  # topic -> how many of its sends are held
         self._routed_in: ClusterMetadata | None = None  # metadata of the last routing round
         self._used_at_admission = 0  # memory in use after the last admission round
+        self.counters: Final = ProducerCounters() if counters is None else counters
+        """Acknowledged, retried and failed records, buffer waits (:mod:`..metrics`); the
+        producer machine counts what it sends here too."""
 
     # ----------------------------------------------------------------------- queries
 
@@ -1105,7 +1115,7 @@ class Accumulator:
         deadline = max(now + cfg.max_block, self._last_deadline)
         self._last_deadline = deadline
         self._waiting[rid] = _Waiting(
-            rid, count, topic, partition, sticky, rec, upper, alone, batch, deadline
+            rid, count, topic, partition, sticky, rec, upper, alone, batch, deadline, now
         )
         self._lanes.clear()  # append_sticky must not overtake it
         self._opened = None
@@ -1724,6 +1734,9 @@ class Accumulator:
         self._transition(batch, "complete")
         del self._in_flight[batch._serial]
         batch.done_at = now
+        counters = self.counters
+        counters.acked += len(batch._ids)
+        counters.last_ack = now
         if log_append_time >= 0:
             timestamps = (log_append_time,) * len(batch._ids)
         else:
@@ -1778,6 +1791,7 @@ class Accumulator:
         self._transition(batch, "reenqueue")
         del self._in_flight[batch._serial]
         batch.attempts += 1
+        self.counters.retries.record(len(batch._ids), now)
         batch.retry_at = now + self._backoff(batch.attempts)
         self._insert(batch)
 
@@ -1953,6 +1967,7 @@ class Accumulator:
     def _fail(self, batch: ProducerBatch, error: KafkaError, now: float, verb: str) -> None:
         self._transition(batch, verb)
         batch.done_at = now
+        self.counters.errors.record(len(batch._ids), now)
         self._events.append(
             RecordsFailed(
                 topic=batch.topic,
@@ -1988,6 +2003,7 @@ class Accumulator:
             if self._used + batch._size > cfg.buffer_memory:
                 return None
             del self._waiting[entry.rid]
+            self.counters.buffer_wait.record(now - entry.since, now)
             self._place_batch(batch)
             self._events.append(
                 RecordsAdmitted(
@@ -2015,6 +2031,7 @@ class Accumulator:
         if self._used + (entry.upper if fits else entry.alone) > cfg.buffer_memory:
             return None
         del self._waiting[entry.rid]
+        self.counters.buffer_wait.record(now - entry.since, now)
         try:
             self._place(topic, partition, dq, last, fits, rec, entry.rid, now, entry.sticky)
         except KafkaError as exc:  # found only when encoded (a header value of a bad type)

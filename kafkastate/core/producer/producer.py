@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import logging
 import random
 import uuid
 from collections import deque
@@ -92,6 +93,7 @@ from typing import Any, Final
 
 import attrs
 
+from kafkastate.core import report
 from kafkastate.core.client import (
     Client,
     ClientConfig,
@@ -107,6 +109,7 @@ from kafkastate.core.client import (
     TokenRequested,
 )
 from kafkastate.core.metadata import NodeId
+from kafkastate.core.metrics import ProducerCounters, throttle_seconds
 from kafkastate.core.producer.accumulator import (
     Accumulator,
     AccumulatorConfig,
@@ -191,6 +194,9 @@ _FATAL_ERRORS: Final = frozenset(
 
 
 # ---------------------------------------------------------------------------------- errors
+
+
+log = logging.getLogger("kafkastate.producer")
 
 
 class MetadataPendingError(KafkaError):
@@ -373,6 +379,7 @@ ProducerEvent = (
     | ProducerFailed
     | ProducerClosed
     | TransactionOperationCompleted
+    | report.StatisticsReported
 )
 
 
@@ -440,7 +447,10 @@ class ProducerMachine(ClientDriven):
         self._partitioner = Partitioner(
             rng=rng, batch_size=config.accumulator.batch_size, custom=config.partitioner
         )
-        self._acc = Accumulator(config.accumulator, rng=rng, partitioner=self._partitioner)
+        counters = ProducerCounters(config.client.metrics_samples, config.client.metrics_window)
+        self._acc = Accumulator(
+            config.accumulator, rng=rng, partitioner=self._partitioner, counters=counters
+        )
         transactional = config.transactional_id is not None
         self._idem: Idempotence | None = (
             Idempotence(transactional=transactional) if config.idempotent else None
@@ -489,6 +499,22 @@ class ProducerMachine(ClientDriven):
     def accumulator(self) -> Accumulator:
         """The accumulator (buffer usage, queued batches)."""
         return self._acc
+
+    @property
+    def counters(self) -> ProducerCounters:
+        """What the producer counted (:mod:`kafkastate.core.metrics`); the Client's own
+        counters are ``client.counters``."""
+        return self._acc.counters
+
+    @property
+    def requests_in_flight(self) -> int:
+        """Produce requests awaiting a response."""
+        return len(self._requests)
+
+    @property
+    def fatal_error(self) -> KafkaError | None:
+        """The error that failed the producer for good, or None."""
+        return self._fatal
 
     @property
     def state(self) -> ProducerState:
@@ -960,6 +986,8 @@ class ProducerMachine(ClientDriven):
             return
         self._client.handle_timer(now=now)
         self._step(now)
+        if self._client.statistics_due(now=now):
+            self._emit(report.StatisticsReported(stats=report.statistics(self, now)))
 
     # ----------------------------------------------------------- IO outputs
 
@@ -1135,6 +1163,12 @@ class ProducerMachine(ClientDriven):
         if code == 0:
             bumped = idem.state is IdempotenceState.BUMPING
             idem.initialized(int(response.producer_id), int(response.producer_epoch))
+            log.info(
+                "producer id %s epoch %s%s",
+                idem.producer_id,
+                idem.producer_epoch,
+                " (epoch bump)" if bumped else "",
+            )
             self._emit(
                 ProducerIdAssigned(
                     producer_id=idem.producer_id,
@@ -1221,6 +1255,8 @@ class ProducerMachine(ClientDriven):
         idem = self._idem
         payload: dict[tuple[str, uuid.UUID | None, int], bytes] = {}
         keyed: dict[tuple[str | uuid.UUID, int], ProducerBatch] = {}
+        counters = self._acc.counters
+        records = 0
         for batch in batches:
             if idem is not None:
                 idem.stamp(batch)
@@ -1228,10 +1264,16 @@ class ProducerMachine(ClientDriven):
             self._tp_in_flight[tp] = self._tp_in_flight.get(tp, 0) + 1
             topic = cluster.topics.get(batch.topic)
             topic_id = None if topic is None else topic.topic_id
-            payload[(batch.topic, topic_id, batch.partition)] = batch.build()
+            built = payload[(batch.topic, topic_id, batch.partition)] = batch.build()
+            count = batch.record_count
+            records += count
+            counters.sent.record(count, now)
+            counters.batch_bytes.record(len(built), now)
+            counters.queue_time.record(now - batch.created, now)
             keyed[(batch.topic, batch.partition)] = batch
             if topic_id is not None:
                 keyed[(topic_id, batch.partition)] = batch
+        counters.records_per_request.record(records, now)
         acks = self.config.acks
         timeout = self.config.request_timeout
         tid = self.config.transactional_id
@@ -1296,6 +1338,7 @@ class ProducerMachine(ClientDriven):
         req = self._take_request(rid)
         if req is None:
             return
+        self._acc.counters.throttle.record(throttle_seconds(response), now)
         handled: dict[int, None] = {}
         for topic_resp in response.responses:
             name = getattr(topic_resp, "name", None)
@@ -1356,6 +1399,8 @@ class ProducerMachine(ClientDriven):
                 now=now,
             )
             return
+        codes = self._acc.counters.error_codes
+        codes[code] = codes.get(code, 0) + 1
         where = f"{batch.topic}-{batch.partition}"
         message = getattr(part, "error_message", None) or ""
         context: dict[str, object] = {"topic": batch.topic, "partition": batch.partition}
@@ -1454,6 +1499,7 @@ class ProducerMachine(ClientDriven):
         if batch is not None and batch.state is not BatchState.DONE:
             self._acc.fail(batch, error, now=now)
         self._fatal = error
+        log.info("producer failed for good: %s", error)
         if self._state in (ProducerState.OPEN, ProducerState.CLOSING):
             self._transition(ProducerState.FAILED, what="fatal error")
         self._fail_everything(error, now)
@@ -1482,6 +1528,7 @@ class ProducerMachine(ClientDriven):
 
     def _finish(self) -> None:
         self._transition(ProducerState.CLOSED, what="finish")
+        log.info("producer closed")
         self._client.close()
         client = self._client
         while (event := client.next_event()) is not None:

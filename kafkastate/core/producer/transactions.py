@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import logging
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final, NewType
@@ -118,6 +119,8 @@ __all__ = [
 
 TransactionOpId = NewType("TransactionOpId", int)
 _TP = tuple[str, int]
+
+log = logging.getLogger("kafkastate.txn")
 
 _ADD_PARTITIONS_TO_TXN: Final = 24
 _ADD_OFFSETS_TO_TXN: Final = 25
@@ -820,6 +823,13 @@ class TransactionManager:
     def _finish_op(self, error: KafkaError | None) -> None:
         op, self._op = self._op, None
         if op is not None:
+            log.log(
+                logging.INFO if op.kind == "init" else logging.DEBUG,
+                "transactional id %r: %s %s",
+                self.transactional_id,
+                op.kind,
+                "done" if error is None else f"failed: {error}",
+            )
             self._events.append(
                 TransactionOperationCompleted(operation_id=op.op_id, operation=op.kind, error=error)
             )
@@ -851,6 +861,7 @@ class TransactionManager:
         if self._fatal is not None:
             return
         self._fatal = error
+        log.info("transactional id %r failed for good (fenced?): %s", self.transactional_id, error)
         self._to(_S.FATAL_ERROR)
         self._requests.clear()
         self._retry_at = None
