@@ -42,7 +42,7 @@ from kafkastate.core.producer.producer import (
 from kafkastate.core.producer.transactions import TransactionOperationCompleted
 from kafkastate.errors import KafkaError, TransactionFailedError
 from kafkastate.sim.host import _Host
-from kafkastate.sim.planted import IgnoresAbortedTransactions, ReordersSends
+from kafkastate.sim.planted import IgnoresAbortedTransactions, ReordersSends, RepeatsRecords
 from kafkastate.sim.txnnet import TxnNetwork
 from kafkastate.structs import TopicPartition
 
@@ -179,6 +179,8 @@ class EosApp(TxnNetwork):
         )
         if self.config.planted == "consumer_ignores_aborted":
             self._add_host("reader", IgnoresAbortedTransactions(machine))
+        elif self.config.planted == "consumer_repeats_records":
+            self._add_host("reader", RepeatsRecords(machine))
         else:
             self._add_host("reader", machine)
         self._line("reader start")

@@ -45,6 +45,7 @@ __all__ = [
     "IgnoresAbortedTransactions",
     "IgnoresPollInterval",
     "ReordersSends",
+    "RepeatsRecords",
     "SkipsRevocation",
     "lenient_commits",
     "loses_acked_writes",
@@ -392,3 +393,15 @@ class CommitsOthers(_Wrapper):
             if others:
                 offsets = {**offsets, TopicPartition(*others[0]): 0}
         return self.wrapped.commit(offsets, now=now)
+
+
+class RepeatsRecords(_Wrapper):
+    """``consumer_repeats_records``: a consumer that hands each run of records out twice
+    in a row (each copy is a committed record below the LSO at its right offset: only the
+    exactly-once view, C3, sees it)."""
+
+    def poll(self, *args: Any, **kwargs: Any) -> Any:
+        return [
+            (tp, [*records, *records], *rest)
+            for tp, records, *rest in self.wrapped.poll(*args, **kwargs)
+        ]

@@ -90,6 +90,7 @@ TXN_PLANTED_BUGS: Final = (
     "producer_reorders_sends",
     "broker_misnumbers_fetches",
     "coordinator_ignores_epoch",
+    "consumer_repeats_records",
 )
 """Deliberately broken variants the harness must catch (its self-test). The third one of
 DST.md, TV1 without the client defence, is ``TxnConfig(defence=False)``."""
@@ -100,6 +101,7 @@ TXN_PLANTED_CATCHES: Final = {
     "producer_reorders_sends": "P3",
     "broker_misnumbers_fetches": "P4",
     "coordinator_ignores_epoch": "T3",
+    "consumer_repeats_records": "C3",
 }
 """The invariant that must catch each planted bug (and no other before it); TV1 without
 the defence is T5's."""
