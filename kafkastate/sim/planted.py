@@ -39,6 +39,7 @@ __all__ = [
     "hasty_sessions",
     "hides_the_tail",
     "skips_generations",
+    "stalls_rebalances",
     "unfenced_transactions",
     "DropsLastPartition",
     "GreedyCooperative",
@@ -150,6 +151,21 @@ def skips_generations(coordinator: ClassicCoordinator) -> None:
             group.generations[-1] = group.generation
 
     coordinator._complete_join = skipping  # type: ignore[method-assign]
+
+
+def stalls_rebalances(coordinator: ClassicCoordinator) -> None:
+    """``coordinator_stalls_rebalances``: after the first generation the coordinator never
+    completes a join phase: members wait in JoinGroup for ever (nothing unsafe happens;
+    only L1, after the heal, sees that the group never settles)."""
+    real = coordinator._complete_join
+
+    def stalling(group: Any, now: float) -> None:
+        if group.generation >= 1:
+            group.join_deadline = None  # the phase's timer is dropped, not re-armed
+            return
+        real(group, now)
+
+    coordinator._complete_join = stalling  # type: ignore[method-assign]
 
 
 def hasty_sessions(coordinator: ClassicCoordinator, ahead: float = 3.0) -> None:

@@ -82,6 +82,7 @@ from kafkastate.sim.planted import (
     hides_the_tail,
     lenient_commits,
     skips_generations,
+    stalls_rebalances,
 )
 from kafkastate.sim.scheduler import InvariantViolation
 
@@ -106,6 +107,7 @@ PLANTED_BUGS: Final = (
     "consumer_commits_unowned",
     "consumer_skips_records",
     "broker_hides_tail",
+    "coordinator_stalls_rebalances",
 )
 """Deliberately broken variants the harness must catch (its self-test)."""
 PLANTED_CATCHES: Final = {
@@ -119,6 +121,7 @@ PLANTED_CATCHES: Final = {
     "consumer_commits_unowned": "G6",
     "consumer_skips_records": "C1",
     "broker_hides_tail": "C2",
+    "coordinator_stalls_rebalances": "L1",
 }
 """The invariant that must catch each planted bug (and no other before it)."""
 FAULTS: Final = (
@@ -174,6 +177,8 @@ class SimConfig:
             faults = (*faults, "pause")
         if planted == "coordinator_ignores_generation":
             faults = ("hold", "pause")  # what makes zombies, whose commits it must refuse
+        if planted == "coordinator_stalls_rebalances":
+            faults = ("crash_member",)  # a rebalance after the first generation
         return cls(
             brokers=1 + entropy.below(3, "brokers"),
             partitions=2 + entropy.below(5, "partitions"),
@@ -226,6 +231,8 @@ class Sim(GroupInvariants):
             skips_generations(coordinator)
         elif config.planted == "coordinator_expires_early":
             hasty_sessions(coordinator)
+        elif config.planted == "coordinator_stalls_rebalances":
+            stalls_rebalances(coordinator)
         cluster = SimCluster(config.brokers, coordinator)
         if config.planted == "broker_hides_tail":
             hides_the_tail(cluster)

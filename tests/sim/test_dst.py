@@ -55,6 +55,7 @@ WITHIN = {
     "consumer_commits_unowned": 3,
     "consumer_skips_records": 3,
     "broker_hides_tail": 3,
+    "coordinator_stalls_rebalances": 3,
 }
 
 
