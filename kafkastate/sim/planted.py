@@ -29,7 +29,7 @@ from kafkastate.core.producer.accumulator import RecordId, RecordsAcknowledged, 
 from kafkastate.core.protocol.framing import FrameDecoder
 from kafkastate.core.protocol.versions import ApiKey
 from kafkastate.sim.cluster import Request, response_frame
-from kafkastate.sim.coordinator import ClassicCoordinator
+from kafkastate.sim.coordinator import ClassicCoordinator, GroupState
 from kafkastate.sim.txncluster import TxnCluster, _restamp, _split_batches
 from kafkastate.structs import TopicPartition
 
@@ -40,6 +40,7 @@ __all__ = [
     "hides_the_tail",
     "skips_generations",
     "stalls_rebalances",
+    "syncs_while_preparing",
     "unfenced_transactions",
     "DropsLastPartition",
     "GreedyCooperative",
@@ -166,6 +167,26 @@ def stalls_rebalances(coordinator: ClassicCoordinator) -> None:
         real(group, now)
 
     coordinator._complete_join = stalling  # type: ignore[method-assign]
+
+
+def syncs_while_preparing(coordinator: ClassicCoordinator) -> None:
+    """``coordinator_syncs_while_preparing``: the coordinator takes the leader's SyncGroup
+    of the current generation during PreparingRebalance and makes the group Stable -- a
+    transition Kafka's table does not have (only G0 sees it)."""
+    real = coordinator._sync
+
+    def syncing(token: Any, version: int, req: Any, now: float) -> None:
+        group = coordinator.groups.get(req.group_id)
+        if (
+            group is not None
+            and group.state is GroupState.PREPARING_REBALANCE
+            and req.member_id == group.leader
+            and req.generation_id == group.generation
+        ):
+            group.transition(GroupState.STABLE)
+        real(token, version, req, now)
+
+    coordinator._sync = syncing  # type: ignore[method-assign]
 
 
 def hasty_sessions(coordinator: ClassicCoordinator, ahead: float = 3.0) -> None:

@@ -83,6 +83,7 @@ from kafkastate.sim.planted import (
     lenient_commits,
     skips_generations,
     stalls_rebalances,
+    syncs_while_preparing,
 )
 from kafkastate.sim.scheduler import InvariantViolation
 
@@ -108,6 +109,7 @@ PLANTED_BUGS: Final = (
     "consumer_skips_records",
     "broker_hides_tail",
     "coordinator_stalls_rebalances",
+    "coordinator_syncs_while_preparing",
 )
 """Deliberately broken variants the harness must catch (its self-test)."""
 PLANTED_CATCHES: Final = {
@@ -122,6 +124,7 @@ PLANTED_CATCHES: Final = {
     "consumer_skips_records": "C1",
     "broker_hides_tail": "C2",
     "coordinator_stalls_rebalances": "L1",
+    "coordinator_syncs_while_preparing": "G0",
 }
 """The invariant that must catch each planted bug (and no other before it)."""
 FAULTS: Final = (
@@ -233,6 +236,8 @@ class Sim(GroupInvariants):
             hasty_sessions(coordinator)
         elif config.planted == "coordinator_stalls_rebalances":
             stalls_rebalances(coordinator)
+        elif config.planted == "coordinator_syncs_while_preparing":
+            syncs_while_preparing(coordinator)
         cluster = SimCluster(config.brokers, coordinator)
         if config.planted == "broker_hides_tail":
             hides_the_tail(cluster)

@@ -56,6 +56,7 @@ WITHIN = {
     "consumer_skips_records": 3,
     "broker_hides_tail": 3,
     "coordinator_stalls_rebalances": 3,
+    "coordinator_syncs_while_preparing": 3,
 }
 
 
