@@ -235,3 +235,14 @@ def test_sweep_coverage_on_the_command_line(
     assert sim_main(["sweep", "--seeds", "2", "--coverage"]) == 0
     out = capsys.readouterr().out
     assert "coverage over 2 runs" in out and "transitions" in out
+
+
+def test_sweep_shrinks_the_first_failure_of_each_invariant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = ["sweep", "--seeds", "2", "--planted", "consumer_skips_records", "--shrink"]
+    assert sim_main([*argv, "--max-runs", "4"]) == 1
+    out = capsys.readouterr().out
+    assert "shrinking seed 0 (C1)" in out and "shrunk C1 in " in out
+    assert json.loads((tmp_path / "sim-failure-0-shrunk.json").read_text())["invariant"] == "C1"
