@@ -20,7 +20,6 @@ import enum
 import itertools
 from collections import Counter
 from collections.abc import Iterable
-from types import TracebackType
 from typing import Any
 
 from kafkastate.core.states import StateTable, observe_transitions, registered_tables
@@ -52,12 +51,7 @@ class Coverage:
         self._previous = observe_transitions(self._saw)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         observe_transitions(self._previous)
 
     def _saw(self, table: StateTable[Any], current: enum.Enum, new: enum.Enum) -> None:
