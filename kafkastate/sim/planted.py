@@ -36,6 +36,7 @@ from kafkastate.structs import TopicPartition
 __all__ = [
     "CommitsOthers",
     "SkipsRecords",
+    "aborts_on_commit",
     "hasty_sessions",
     "hides_the_tail",
     "skips_generations",
@@ -224,6 +225,20 @@ def hides_the_tail(cluster: Any) -> None:
         return code, data, base, base, aborted
 
     cluster._read_partition = hiding
+
+
+def aborts_on_commit(cluster: TxnCluster, topic: str) -> None:
+    """``broker_aborts_committed``: a partition leader of ``topic`` writes an ABORT marker
+    where the coordinator sent COMMIT for partition 0, so a committed transaction's records
+    there are never visible (closed, not hanging: only T2 sees it)."""
+    real = cluster._apply_marker
+
+    def flipping(node: int, tp: tuple[str, int], **kwargs: Any) -> int:
+        if tp == (topic, 0):
+            kwargs["commit"] = False
+        return real(node, tp, **kwargs)
+
+    cluster._apply_marker = flipping  # type: ignore[method-assign]
 
 
 def unfenced_transactions(cluster: TxnCluster) -> None:

@@ -68,6 +68,7 @@ from kafkastate.sim.entropy import Entropy
 from kafkastate.sim.eos import INPUT, OUTPUT, _Process
 from kafkastate.sim.invariants import TxnInvariants
 from kafkastate.sim.planted import (
+    aborts_on_commit,
     loses_acked_writes,
     misnumbers_fetches,
     unfenced_transactions,
@@ -91,6 +92,7 @@ TXN_PLANTED_BUGS: Final = (
     "broker_misnumbers_fetches",
     "coordinator_ignores_epoch",
     "consumer_repeats_records",
+    "broker_aborts_committed",
 )
 """Deliberately broken variants the harness must catch (its self-test). The third one of
 DST.md, TV1 without the client defence, is ``TxnConfig(defence=False)``."""
@@ -102,6 +104,7 @@ TXN_PLANTED_CATCHES: Final = {
     "broker_misnumbers_fetches": "P4",
     "coordinator_ignores_epoch": "T3",
     "consumer_repeats_records": "C3",
+    "broker_aborts_committed": "T2",
 }
 """The invariant that must catch each planted bug (and no other before it); TV1 without
 the defence is T5's."""
@@ -207,6 +210,8 @@ class TxnSim(TxnInvariants):
             misnumbers_fetches(self.cluster, INPUT)
         elif config.planted == "coordinator_ignores_epoch":
             unfenced_transactions(self.cluster)
+        elif config.planted == "broker_aborts_committed":
+            aborts_on_commit(self.cluster, OUTPUT)
         self.tc = config  # the name it had when TxnSim extended the group world's Sim
         self.transform = transform or (lambda value: b"t:" + value)
         self.cluster.create_topic(INPUT, config.partitions)

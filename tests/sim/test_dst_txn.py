@@ -243,6 +243,7 @@ WITHIN = {
     "broker_misnumbers_fetches": 3,
     "coordinator_ignores_epoch": 3,
     "consumer_repeats_records": 2,
+    "broker_aborts_committed": 2,
 }
 
 
