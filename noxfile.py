@@ -98,29 +98,37 @@ def bench_spark(session: nox.Session) -> None:
     session.run("python", "bench/bench_spark.py", *session.posargs)
 
 
+_SWEEP = ("python", "-m", "kafkastate.sim", "sweep")
+
+
 @nox.session(venv_backend="none")
 def dst(session: nox.Session) -> None:
     """A long deterministic-simulation sweep of consumer groups (``-- --seeds N --start S``),
     with a progress bar and a table of the invariants that failed; each failing seed leaves
     ``sim-failure-SEED.json`` for ``python -m kafkastate.sim replay``."""
-    session.run(
-        "python", "-m", "kafkastate.sim", "sweep", *(session.posargs or ["--seeds", "1000"])
-    )
+    session.run(*_SWEEP, *(session.posargs or ["--seeds", "1000"]))
+
+
+@nox.session(venv_backend="none")
+def dst_planted(session: nox.Session) -> None:
+    """The harness's self-test at length: every planted bug swept over 50 seeds
+    (``-- --seeds N``); each table must show the bug's own invariant (docs/simulation.md)."""
+    from kafkastate.sim.txnworld import TXN_PLANTED_CATCHES  # noqa: PLC0415
+    from kafkastate.sim.world import PLANTED_CATCHES  # noqa: PLC0415
+
+    seeds = session.posargs or ["--seeds", "50"]
+    for workload, catches in (("group", PLANTED_CATCHES), ("txn", TXN_PLANTED_CATCHES)):
+        for bug, invariant in catches.items():
+            session.log(f"{bug}: must be caught by {invariant}")
+            planted = ("--workload", workload, "--planted", bug)
+            session.run(*_SWEEP, *planted, *seeds, success_codes=[0, 1])
 
 
 @nox.session(venv_backend="none")
 def dst_txn(session: nox.Session) -> None:
     """A long deterministic-simulation sweep of the exactly-once transactional pipeline
     (``-- --seeds N --start S``; ``-- --no-defence`` must fail: the harness's self-test)."""
-    session.run(
-        "python",
-        "-m",
-        "kafkastate.sim",
-        "sweep",
-        "--workload",
-        "txn",
-        *(session.posargs or ["--seeds", "1000"]),
-    )
+    session.run(*_SWEEP, "--workload", "txn", *(session.posargs or ["--seeds", "1000"]))
 
 
 COMPAT_VERSIONS = ("2.8.2", "3.6.2", "3.9.1", "4.0.2", "4.4.0")

@@ -13,13 +13,16 @@ Each table is registered (:func:`register`) under its machine's name when its mo
 imported; :data:`MACHINE_MODULES` lists the modules that hold one, so
 :func:`registered_tables` can load them all. ``docs/state-machines.md`` is generated from
 them (``tools/gen_state_diagrams.py``).
+
+A test harness may watch every change of state (:func:`observe_transitions`: the
+simulator's coverage report does); nothing in the machines depends on it.
 """
 
 from __future__ import annotations
 
 import enum
 import importlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Final, Generic, TypeVar
 
@@ -30,6 +33,8 @@ from kafkastate.errors import LocalProtocolError
 __all__ = [
     "MACHINE_MODULES",
     "StateTable",
+    "TransitionObserver",
+    "observe_transitions",
     "register",
     "registered_tables",
     "transition",
@@ -94,6 +99,27 @@ class StateTable(Generic[S]):
         }
 
 
+TransitionObserver = Callable[[StateTable[Any], enum.Enum, enum.Enum], None]
+"""Called with ``(table, current, new)`` after each allowed change of state."""
+
+_observer: TransitionObserver | None = None
+
+
+def observe_transitions(observer: TransitionObserver | None) -> TransitionObserver | None:
+    """Have ``observer`` called on every allowed transition of every machine (``None``
+    stops it) -- for test harnesses, such as the simulator's coverage report.
+
+    Args:
+        observer: the callback, or ``None``.
+
+    Returns:
+        The observer it replaces (to restore when done).
+    """
+    global _observer  # one process-wide hook, off by default
+    previous, _observer = _observer, observer
+    return previous
+
+
 def transition(table: StateTable[S], current: S, new: S, *, what: str) -> S:
     """Check one change of state against ``table`` and return the new state.
 
@@ -115,6 +141,8 @@ def transition(table: StateTable[S], current: S, new: S, *, what: str) -> S:
         raise table.error(
             f"{table.machine}: illegal transition {current.name} -> {new.name} ({what})"
         )
+    if _observer is not None:
+        _observer(table, current, new)
     return new
 
 

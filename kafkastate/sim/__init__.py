@@ -12,5 +12,9 @@
 * :mod:`kafkastate.sim.txncluster` -- brokers with producer state, read_committed fetches,
   the transaction coordinator and markers.
 * :mod:`kafkastate.sim.entropy` -- seeded, replayed and Hypothesis-driven decisions.
-* ``python -m kafkastate.sim run|sweep|replay [--workload txn]`` -- the command line.
+* :mod:`kafkastate.sim.planted` -- the planted bugs of the self-test (one per invariant).
+* :mod:`kafkastate.sim.shrink` -- shrinking a failing tape (``run SEED --shrink``).
+* :mod:`kafkastate.sim.coverage` -- which machine transitions and faults a sweep reached.
+* ``python -m kafkastate.sim run|sweep|replay [--workload txn]`` -- the command line;
+  docs/simulation.md has the invariant table, shrinking and the coverage report.
 """

@@ -1,9 +1,9 @@
 """``python -m kafkastate.sim``: run, sweep and replay simulated runs.
 
     python -m kafkastate.sim run SEED [--workload group|txn] [--planted BUG] [--no-defence]
-                                      [--trace FILE]
+                                      [--trace FILE] [--shrink [--max-runs N]]
     python -m kafkastate.sim sweep [--seeds N] [--start S] [--workload group|txn]
-                                   [--planted BUG] [--no-defence]
+                                   [--planted BUG] [--no-defence] [--shrink] [--coverage]
     python -m kafkastate.sim replay RUN.json [--trace FILE]
 
 ``--workload group`` (the default) runs consumer groups (:mod:`kafkastate.sim.world`);
@@ -14,11 +14,19 @@ must then find the Jepsen anomaly).
 A failing run prints its seed, the derived options and the invariant, and writes
 ``sim-failure-SEED.json`` (seed, options, the entropy tape); ``replay`` runs that file again
 event for event and checks the trace hash is the one recorded.
+
+``--shrink`` reduces a failing run (:mod:`kafkastate.sim.shrink`) to a smaller tape that
+fails with the same invariant, prints how far the fault schedule and the event count
+shrank, and writes it as ``sim-failure-SEED-shrunk.json`` (replay it like any other);
+``sweep --shrink`` does that for the first failing seed of each invariant.
+``sweep --coverage`` reports which transitions of each machine and which fault kinds the
+sweep reached (:mod:`kafkastate.sim.coverage`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -28,9 +36,24 @@ from typing import Any
 
 import attrs
 
+from kafkastate.sim.coverage import Coverage
 from kafkastate.sim.entropy import Entropy, SeededEntropy, TapeEntropy
-from kafkastate.sim.txnworld import TXN_PLANTED_BUGS, TxnConfig, TxnSim
-from kafkastate.sim.world import PLANTED_BUGS, InvariantViolation, Sim, SimConfig
+from kafkastate.sim.shrink import shrink
+from kafkastate.sim.txnworld import (
+    TXN_FAULTS,
+    TXN_PLANTED_BUGS,
+    TXN_PLANTED_CATCHES,
+    TxnConfig,
+    TxnSim,
+)
+from kafkastate.sim.world import (
+    FAULTS,
+    PLANTED_BUGS,
+    PLANTED_CATCHES,
+    InvariantViolation,
+    Sim,
+    SimConfig,
+)
 
 
 def _make(entropy: Entropy, workload: str, planted: str | None, defence: bool) -> Sim | TxnSim:
@@ -69,6 +92,23 @@ def _record(
     )
 
 
+def _shrink(args: argparse.Namespace, seed: int, tape: list[int], invariant: str) -> Path:
+    """Shrink a failing seed's tape, print how far, and write the replay file."""
+    shrunk = shrink(
+        lambda entropy: _make(entropy, args.workload, args.planted, not args.no_defence),
+        tape,
+        invariant,
+        max_runs=args.max_runs,
+    )
+    out = Path(f"sim-failure-{seed}-shrunk.json")
+    _record(out, seed, shrunk.sim, shrunk.failure)
+    print(shrunk.summary())
+    schedule = ", ".join(f"{kind}@{t}" for t, kind in shrunk.sim.fault_log) or "none"
+    print(f"shrunk schedule: {schedule}")
+    print(f"FAILED {shrunk.failure}\nreplay: python -m kafkastate.sim replay {out}")
+    return out
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     entropy = SeededEntropy(args.seed)
     sim = _make(entropy, args.workload, args.planted, not args.no_defence)
@@ -82,6 +122,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(f"sim-failure-{args.seed}.json")
     _record(out, args.seed, sim, failure)
     print(f"FAILED {failure}\nreplay: python -m kafkastate.sim replay {out}")
+    if args.shrink:
+        _shrink(args, args.seed, sim.entropy.tape, failure.invariant)
     return 1
 
 
@@ -108,28 +150,37 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     found: Counter[str] = Counter()
-    first: dict[str, int] = {}
+    first: dict[str, tuple[int, list[int]]] = {}
     started = time.monotonic()
     width = 40
-    for i, seed in enumerate(range(args.start, args.start + args.seeds)):
-        entropy = SeededEntropy(seed)
-        sim = _make(entropy, args.workload, args.planted, not args.no_defence)
-        failure = _run(sim)
-        if failure is not None:
-            found[failure.invariant] += 1
-            first.setdefault(failure.invariant, seed)
-            _record(Path(f"sim-failure-{seed}.json"), seed, sim, failure)
-        done = (i + 1) * width // args.seeds
-        sys.stderr.write(
-            f"\r[{'#' * done}{'.' * (width - done)}] {i + 1}/{args.seeds} seeds, "
-            f"{sum(found.values())} failing, {time.monotonic() - started:.0f} s"
-        )
+    coverage = Coverage(TXN_FAULTS if args.workload == "txn" else FAULTS)
+    with coverage if args.coverage else contextlib.nullcontext():
+        for i, seed in enumerate(range(args.start, args.start + args.seeds)):
+            entropy = SeededEntropy(seed)
+            sim = _make(entropy, args.workload, args.planted, not args.no_defence)
+            failure = _run(sim)
+            coverage.add_run(sim)
+            if failure is not None:
+                found[failure.invariant] += 1
+                first.setdefault(failure.invariant, (seed, list(entropy.tape)))
+                _record(Path(f"sim-failure-{seed}.json"), seed, sim, failure)
+            done = (i + 1) * width // args.seeds
+            sys.stderr.write(
+                f"\r[{'#' * done}{'.' * (width - done)}] {i + 1}/{args.seeds} seeds, "
+                f"{sum(found.values())} failing, {time.monotonic() - started:.0f} s"
+            )
     sys.stderr.write("\n")
     print(f"{'invariant':<10} {'runs':>6} {'first seed':>11}")
     for invariant, count in sorted(found.items()):
-        print(f"{invariant:<10} {count:>6} {first[invariant]:>11}")
+        print(f"{invariant:<10} {count:>6} {first[invariant][0]:>11}")
     if not found:
         print(f"all {args.seeds} seeds passed")
+    if args.coverage:
+        print(coverage.report())
+    if args.shrink:
+        for invariant, (seed, tape) in sorted(first.items()):
+            print(f"shrinking seed {seed} ({invariant})")
+            _shrink(args, seed, tape, invariant)
     return 1 if found else 0
 
 
@@ -143,9 +194,28 @@ def main(argv: list[str] | None = None) -> int:
     sweep = sub.add_parser("sweep", help="run many seeds, summarise the failures")
     sweep.add_argument("--seeds", type=int, default=200)
     sweep.add_argument("--start", type=int, default=0)
+    sweep.add_argument(
+        "--coverage",
+        action="store_true",
+        help="report the machines' transitions and the fault kinds the sweep reached",
+    )
+    catches = {**PLANTED_CATCHES, **TXN_PLANTED_CATCHES}
     for command in (run, sweep):
         command.add_argument("--workload", choices=("group", "txn"), default="group")
-        command.add_argument("--planted", choices=PLANTED_BUGS + TXN_PLANTED_BUGS)
+        command.add_argument(
+            "--planted",
+            choices=PLANTED_BUGS + TXN_PLANTED_BUGS,
+            help="a planted bug (the invariant that must catch it): "
+            + ", ".join(f"{bug} ({inv})" for bug, inv in catches.items()),
+        )
+        command.add_argument(
+            "--shrink",
+            action="store_true",
+            help="shrink a failing run to a smaller fault schedule and write a replay file",
+        )
+        command.add_argument(
+            "--max-runs", type=int, default=120, help="the shrinker's budget of runs"
+        )
         command.add_argument(
             "--no-defence",
             action="store_true",

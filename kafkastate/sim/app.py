@@ -176,6 +176,12 @@ class GroupApp(HostDriver[_GroupHost]):
                     raise InvariantViolation(
                         "C1", f"{name} skipped from {last} to {record.offset} on {tp}", at=self.now
                     )
+                if record.value != f"{tp[1]}:{record.offset}".encode():
+                    raise InvariantViolation(
+                        "P4",
+                        f"{name} read {record.value!r} at {tp}@{record.offset}",
+                        at=self.now,
+                    )
                 app.last_offset[tp] = record.offset
                 self.consumed[tp].add(record.offset)
                 took += 1

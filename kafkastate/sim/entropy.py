@@ -34,10 +34,17 @@ class Entropy(Protocol):
 class _Recording:
     def __init__(self) -> None:
         self._tape: list[int] = []
+        self.labels: list[str] = []
+        """Each draw's label, in tape order (the shrinker and the self-tests read them)."""
 
     @property
     def tape(self) -> list[int]:
         return self._tape
+
+    def _note(self, value: int, label: str) -> int:
+        self._tape.append(value)
+        self.labels.append(label)
+        return value
 
 
 class SeededEntropy(_Recording):
@@ -53,10 +60,7 @@ class SeededEntropy(_Recording):
         self._rng = random.Random(seed)
 
     def below(self, n: int, label: str) -> int:
-        del label
-        value = self._rng.randrange(n) if n > 1 else 0
-        self._tape.append(value)
-        return value
+        return self._note(self._rng.randrange(n) if n > 1 else 0, label)
 
 
 class TapeEntropy(_Recording):
@@ -71,12 +75,9 @@ class TapeEntropy(_Recording):
         self._values = list(values)
 
     def below(self, n: int, label: str) -> int:
-        del label
         i = len(self._tape)
         value = self._values[i] if i < len(self._values) else 0
-        value = min(max(value, 0), max(n - 1, 0))
-        self._tape.append(value)
-        return value
+        return self._note(min(max(value, 0), max(n - 1, 0)), label)
 
 
 class HypothesisEntropy(_Recording):
@@ -94,5 +95,4 @@ class HypothesisEntropy(_Recording):
         from hypothesis import strategies as st  # noqa: PLC0415 -- test-only dependency
 
         value = 0 if n <= 1 else int(self._data.draw(st.integers(0, n - 1), label=label))
-        self._tape.append(value)
-        return value
+        return self._note(value, label)

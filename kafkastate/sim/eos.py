@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import attrs
 
@@ -29,6 +29,7 @@ from kafkastate.core.consumer.fetcher import FetcherConfig, FetcherMachine
 from kafkastate.core.metadata import MetadataConfig
 from kafkastate.core.producer.accumulator import (
     AccumulatorConfig,
+    RecordId,
     RecordsAcknowledged,
     RecordsFailed,
 )
@@ -41,7 +42,7 @@ from kafkastate.core.producer.producer import (
 from kafkastate.core.producer.transactions import TransactionOperationCompleted
 from kafkastate.errors import KafkaError, TransactionFailedError
 from kafkastate.sim.host import _Host
-from kafkastate.sim.planted import IgnoresAbortedTransactions
+from kafkastate.sim.planted import IgnoresAbortedTransactions, ReordersSends, RepeatsRecords
 from kafkastate.sim.txnnet import TxnNetwork
 from kafkastate.structs import TopicPartition
 
@@ -95,9 +96,18 @@ class EosApp(TxnNetwork):
     txn_offsets: dict[tuple[str, int, int], dict[TopicPartition, int]]
     fed: int
     _feed_queue: list[tuple[int, bytes]]
+    _fed_ids: dict[RecordId, tuple[int, bytes]]  # what the feeder sent: partition, value
 
     def _check_read(self, partition: int, offset: int, value: bytes) -> None:
         """T1, on each record the reader gets (the invariants')."""
+        raise NotImplementedError
+
+    def _observe(self, topic: str, partition: int, offset: int, value: bytes) -> None:
+        """P4, on each record a consumer gets (the invariants')."""
+        raise NotImplementedError
+
+    def _fed_acknowledged(self, event: RecordsAcknowledged) -> None:
+        """P1 and P4, on each acknowledgement the feeder gets (the invariants')."""
         raise NotImplementedError
 
     def _request_tag(self, host: str) -> Any:
@@ -126,8 +136,8 @@ class EosApp(TxnNetwork):
     @staticmethod
     def _as_producer(host: _Host[Any]) -> ProducerMachine:
         machine: Any = host.machine  # _Host[Any] is typed for the group simulator's consumers
-        assert isinstance(machine, ProducerMachine)
-        return machine
+        assert isinstance(machine, ProducerMachine | ReordersSends)
+        return cast(ProducerMachine, machine)
 
     def _add_host(self, name: str, machine: Any) -> _Host[Any]:
         host = _Host[Any](name, machine, 0)
@@ -145,9 +155,13 @@ class EosApp(TxnNetwork):
                 linger=0.0,
             ),
             enable_idempotence=False if plain else None,
+            # one request in flight: a retry duplicates, never reorders (P2, not P3)
+            max_in_flight_requests_per_connection=1 if plain else 5,
         )
         machine = ProducerMachine(producer, rng=self._rng("feeder"))
         machine.track_topics([INPUT])
+        if cfg.planted == "producer_reorders_sends":
+            machine = cast(ProducerMachine, ReordersSends(machine))
         self._add_host("feeder", machine)
         self._line("feeder start")
 
@@ -165,6 +179,8 @@ class EosApp(TxnNetwork):
         )
         if self.config.planted == "consumer_ignores_aborted":
             self._add_host("reader", IgnoresAbortedTransactions(machine))
+        elif self.config.planted == "consumer_repeats_records":
+            self._add_host("reader", RepeatsRecords(machine))
         else:
             self._add_host("reader", machine)
         self._line("reader start")
@@ -239,6 +255,7 @@ class EosApp(TxnNetwork):
                 return False
             case RecordsAcknowledged() if host.name == "feeder":
                 self.stats["fed acknowledged"] += len(event.record_ids)
+                self._fed_acknowledged(event)
             case RecordsFailed(error=error) if host.name == "feeder":
                 self.stats["fed failed"] += len(event.record_ids)
                 self._line(f"feeder records failed {error!r}")
@@ -354,6 +371,7 @@ class EosApp(TxnNetwork):
         proc.offsets = {}
         for tp, records, _epoch in runs:
             for record in records:
+                self._observe(tp[0], tp[1], record.offset, record.value or b"")
                 value = self.transform(record.value or b"")
                 tagged = value + f"|{proc.name}.{proc.txn}".encode()
                 pm.send(OUTPUT, value=tagged, partition=tp[1], timestamp_ms=0, now=self._s())
@@ -377,6 +395,7 @@ class EosApp(TxnNetwork):
         runs = host.machine.poll(100, now=self._s())
         for tp, records, _epoch in runs:
             for record in records:
+                self._observe(tp[0], tp[1], record.offset, record.value or b"")
                 self._check_read(tp[1], record.offset, record.value or b"")
         self._pump(host)
         self._at(self.now + TICK_MS, "reader", ())
@@ -405,7 +424,8 @@ class EosApp(TxnNetwork):
         while self._feed_queue:
             p, value = self._feed_queue[0]
             try:
-                m.send(INPUT, value=value, partition=p, timestamp_ms=0, now=self._s())
+                rid = m.send(INPUT, value=value, partition=p, timestamp_ms=0, now=self._s())
+                self._fed_ids[rid] = (p, value)
             except MetadataPendingError:
                 self._at(self.now + TICK_MS, "feeder", ())
                 break

@@ -2,11 +2,13 @@
 marked (E) end of run.
 
 Group world (:class:`GroupInvariants`): G0 legal coordinator transitions (the coordinator
-model asserts them), G1 generations move by +1, G3 no partition owned by two live members,
+model asserts them), G1 generations move by +1, (L) G2 a Stable group's assignments cover
+every partition once, G3 no partition owned by two live members,
 G4 callback order (and eager members revoke before JoinGroup), G5 the coordinator accepts
 only commits its rules allow, G6 an accepted commit comes from the partition's owner in that
 generation, G7 a member is removed by session expiry no earlier than its session allows, C1
 no skipped offsets while ownership is stable (the application model checks it as it reads),
+P4 every record read at offset ``n`` of partition ``p`` is the value written there,
 PI a member that has not polled for ``max_poll_interval`` owns nothing, (E) C2 every record
 consumed, (E) L1 the group settles with every partition owned once; USER, the application's
 own check.
@@ -18,9 +20,12 @@ transactional id never decreases, and once an incarnation's InitProducerId took 
 transactional id over, no request of an older one takes effect; T4 every transition of each
 TransactionManager is in its table; T5 (the cluster's) no coordinator transaction, marker or
 transactional offset mixes requests of two client transactions; P2 no value twice in an
-input partition; C3 (E) the reader's view of each output partition is the transform of each
-input record exactly once, in order; L1 (E) after the faults heal, no transaction is left
-open and every input is processed.
+input partition; P1 every value the feeder saw acknowledged is in the log at its offset
+(online, and again at the end); P3 the feeder's values reach each input partition in the
+order it sent them; P4 acknowledgements and fetches (the pipelines' of the input, the
+reader's of the output) show one value per offset; C3 (E) the reader's view of each
+output partition is the transform of each input record exactly once, in order; L1 (E)
+after the faults heal, no transaction is left open and every input is processed.
 
 D1 (determinism) and NET (the harness's own network keeps each pipe in order) are the
 scheduler's and the network's.
@@ -34,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkastate.core.consumer.assignors import RebalanceProtocol, decode_assignment
 from kafkastate.core.consumer.group import GroupMember
+from kafkastate.core.producer.accumulator import RecordsAcknowledged
 from kafkastate.core.producer.transactions import TRANSITIONS
 from kafkastate.sim.app import GROUP, TOPIC, GroupApp, _GroupHost
 from kafkastate.sim.coordinator import GroupState
@@ -235,7 +241,31 @@ class GroupInvariants(GroupApp):
             len(self.consumed[(TOPIC, p)]) >= self.written for p in range(self.config.partitions)
         )
 
+    def _check_stable_coverage(self) -> None:
+        """G2 (L): a Stable group's assignments, as the coordinator keeps them, give every
+        subscribed partition to exactly one member."""
+        group = self.cluster.coordinator.groups.get(GROUP)
+        if group is None or group.state is not GroupState.STABLE:
+            return
+        owner: dict[tuple[str, int], str] = {}
+        for member_id, member in sorted(group.members.items()):
+            for tp in decode_assignment(member.assignment).partitions:
+                if tp in owner:
+                    raise InvariantViolation(
+                        "G2", f"{tp} assigned to {owner[tp]} and {member_id}", at=self.now
+                    )
+                owner[tp] = member_id
+        missing = [p for p in range(self.config.partitions) if (TOPIC, p) not in owner]
+        if missing:
+            raise InvariantViolation(
+                "G2",
+                f"Stable at generation {group.generation}, partitions {missing} of {TOPIC} "
+                "assigned to no member",
+                at=self.now,
+            )
+
     def _check_liveness(self) -> None:
+        self._check_stable_coverage()
         if not self._settled():
             raise InvariantViolation(
                 "L1", f"the group did not settle: {self._ownership()}", at=self.now
@@ -258,6 +288,10 @@ class TxnInvariants(EosApp):
         self._accepted_seen = 0
         self._holders: dict[str, tuple[str, int]] = {}  # transactional id -> (pipe, k)
         self._input_values: dict[int, set[bytes]] = defaultdict(set)
+        # P4: (topic, partition) -> offset -> the value an ack or a fetch showed there
+        self._observed: dict[tuple[str, int], dict[int, bytes]] = defaultdict(dict)
+        self._acked: list[tuple[tuple[str, int], int, bytes]] = []  # P1: what the feeder saw acked
+        self._last_fed: dict[int, int] = {}  # P3: input partition -> last send index in the log
 
     def _check_safety(self, kind: str) -> None:
         cluster = self.cluster
@@ -273,6 +307,7 @@ class TxnInvariants(EosApp):
                             "P2", f"{value!r} written twice to {tp}", at=self.now
                         )
                     seen.add(value)
+                    self._check_send_order(tp[1], value)
         self._appended_seen = len(cluster.appended)
         for what, tid, tag in cluster.accepted[self._accepted_seen :]:
             if not isinstance(tag, tuple):
@@ -300,6 +335,50 @@ class TxnInvariants(EosApp):
                     )
             proc.checked = len(txn.transitions)
         self.trace.append(f"{self.now} {kind} {self._state_line()}")
+
+    def _check_send_order(self, partition: int, value: bytes) -> None:
+        """P3: the feeder's values (``p:n``, ``n`` its send order on partition ``p``)
+        reach the log in the order it sent them."""
+        n = int(value.rsplit(b":", 1)[1])
+        last = self._last_fed.get(partition, -1)
+        if n <= last:
+            raise InvariantViolation(
+                "P3",
+                f"{INPUT}-{partition}: the feeder sent {n} after {last}, the log has it after",
+                at=self.now,
+            )
+        self._last_fed[partition] = n
+
+    def _observe(self, topic: str, partition: int, offset: int, value: bytes) -> None:
+        """P4: every acknowledgement and every fetch shows one value per offset."""
+        seen = self._observed[(topic, partition)]
+        before = seen.setdefault(offset, value)
+        if before != value:
+            raise InvariantViolation(
+                "P4",
+                f"{topic}-{partition}@{offset} was {before!r}, now {value!r}",
+                at=self.now,
+            )
+
+    def _fed_acknowledged(self, event: RecordsAcknowledged) -> None:
+        """P1 as the acknowledgement arrives (the model never truncates a log, so it must
+        hold from then on; the end of the run checks again), then P4."""
+        for rid, offset, _ts in event.results():
+            partition, value = self._fed_ids[rid]
+            tp = (INPUT, partition)
+            self._acked.append((tp, offset, value))
+            self._check_acked(tp, offset, value)
+            self._observe(INPUT, partition, offset, value)
+
+    def _check_acked(self, tp: tuple[str, int], offset: int, value: bytes) -> None:
+        batch = self.cluster.batch_at(tp, offset)
+        there = None if batch is None else batch.values[offset - batch.base]
+        if there != value:
+            raise InvariantViolation(
+                "P1",
+                f"{value!r} acknowledged at {tp[0]}-{tp[1]}@{offset}, the log has {there!r}",
+                at=self.now,
+            )
 
     def _state_line(self) -> str:
         procs = " ".join(
@@ -380,6 +459,8 @@ class TxnInvariants(EosApp):
 
     def _check_end(self) -> None:
         cluster = self.cluster
+        for tp, offset, value in self._acked:
+            self._check_acked(tp, offset, value)  # P1 in the final log
         for tp, part in sorted(cluster.parts.items()):
             if part.open:
                 raise InvariantViolation(

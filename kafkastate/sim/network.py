@@ -88,6 +88,8 @@ class Network(Scheduler, Generic[H]):
         self._chaos = True
         self._crashed_brokers: set[int] = set()
         self.stats: dict[str, int] = defaultdict(int)
+        self.fault_log: list[tuple[int, str]] = []
+        """The fault schedule as drawn: ``(ms, kind)`` per fault tick of the chaos phase."""
 
     def _pump(self, host: H) -> None:
         """Let a host's machine act on what just happened (the host driver's)."""
@@ -250,6 +252,18 @@ class Network(Scheduler, Generic[H]):
         self._arm_cluster_timers()
 
     # ------------------------------------------------------------------- faults
+
+    def _draw_fault(self) -> str | None:
+        """A fault tick: which of the run's fault kinds happens now; ``None`` (the zero
+        draw, so a shrinker can take single faults out of the schedule) for none."""
+        faults = self.config.faults
+        pick = self.entropy.below(len(faults) + 1, "fault kind")
+        return None if pick == 0 else faults[pick - 1]
+
+    def _drew_fault(self, kind: str) -> None:
+        """Note a drawn fault in the schedule (and the run's statistics)."""
+        self.fault_log.append((self.now, kind))
+        self.stats[f"fault {kind}"] += 1
 
     def _hold(self, name: str, node: int, ms: int) -> None:
         """Block the link between host ``name`` and broker ``node`` for ``ms``."""

@@ -14,23 +14,45 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
-from kafkastate.core.consumer.assignors import Assignment, CooperativeStickyAssignor
+from kafkastate.core.consumer.assignors import (
+    Assignment,
+    CooperativeStickyAssignor,
+    RangeAssignor,
+)
 from kafkastate.core.consumer.consumer import ListenerCallRequested
 from kafkastate.core.metadata import NodeId
+from kafkastate.core.producer.accumulator import RecordId, RecordsAcknowledged, RecordsFailed
 from kafkastate.core.protocol.framing import FrameDecoder
 from kafkastate.core.protocol.versions import ApiKey
 from kafkastate.sim.cluster import Request, response_frame
-from kafkastate.sim.coordinator import ClassicCoordinator
+from kafkastate.sim.coordinator import ClassicCoordinator, GroupState
+from kafkastate.sim.txncluster import TxnCluster, _restamp, _split_batches
+from kafkastate.structs import TopicPartition
 
 __all__ = [
+    "CommitsOthers",
+    "SkipsRecords",
+    "aborts_on_commit",
+    "hasty_sessions",
+    "hides_the_tail",
+    "skips_generations",
+    "stalls_rebalances",
+    "syncs_while_preparing",
+    "unfenced_transactions",
+    "DropsLastPartition",
     "GreedyCooperative",
     "IgnoresAbortedTransactions",
     "IgnoresPollInterval",
+    "ReordersSends",
+    "RepeatsRecords",
     "SkipsRevocation",
     "lenient_commits",
+    "loses_acked_writes",
+    "misnumbers_fetches",
 ]
 
 
@@ -60,6 +82,178 @@ class GreedyCooperative(CooperativeStickyAssignor):
         for i, tp in enumerate(everything):
             out[members[(i + shift) % len(members)]].append(tp)
         return {m: Assignment(partitions=tuple(sorted(tps))) for m, tps in out.items()}
+
+
+class DropsLastPartition(RangeAssignor):
+    """``assignor_drops_partition``: a range assignor that forgets the last partition of
+    each topic, so a Stable group leaves it unowned (only G2 sees it: nobody owns it twice,
+    nobody commits it)."""
+
+    def assign(self, partitions_per_topic: Any, subscriptions: Any) -> dict[str, Assignment]:
+        out = super().assign(partitions_per_topic, subscriptions)
+        dropped = {(t, n - 1) for t, n in partitions_per_topic.items() if n > 1}
+        return {
+            m: Assignment(partitions=tuple(tp for tp in a.partitions if tp not in dropped))
+            for m, a in out.items()
+        }
+
+
+def loses_acked_writes(cluster: TxnCluster, topic: str, every: int = 4) -> None:
+    """``broker_loses_acked_writes``: the partition leader acknowledges every
+    ``every``-th data batch of ``topic`` and then loses it (as an unclean leader election
+    would): the answer carries the offset, the log does not keep the records."""
+    real = cluster._append_produce
+    written = [0]
+
+    def losing(node: int, tp: tuple[str, int], records: bytes) -> tuple[int, int]:
+        before = cluster.parts[tp].end if tp in cluster.parts else -1
+        code, base = real(node, tp, records)
+        part = cluster.parts.get(tp)
+        if code or tp[0] != topic or part is None or part.end == before:
+            return code, base
+        written[0] += 1
+        if written[0] % every == 0:
+            lost = part.txn_batches.pop()
+            part.end = lost.base
+            cluster.appended.pop()
+        return code, base
+
+    cluster._append_produce = losing  # type: ignore[method-assign]
+
+
+def misnumbers_fetches(cluster: TxnCluster, topic: str) -> None:
+    """``broker_misnumbers_fetches``: Fetch answers for ``topic`` carry every batch one
+    offset too high (the log itself is right, and so are the acknowledgements)."""
+    real = cluster._read_partition
+
+    def off_by_one(
+        node: int, tp: tuple[str, int], offset: int, limit: int, *, committed_only: bool
+    ) -> tuple[int, bytes, int, int, list[tuple[int, int]]]:
+        code, data, end, lso, aborted = real(node, tp, offset, limit, committed_only=committed_only)
+        if tp[0] == topic and data:
+            data = b"".join(
+                _restamp(b, struct.unpack_from(">q", b)[0] + 1, struct.unpack_from(">i", b, 12)[0])
+                for b in _split_batches(data)
+            )
+        return code, data, end, lso, aborted
+
+    cluster._read_partition = off_by_one  # type: ignore[method-assign]
+
+
+def skips_generations(coordinator: ClassicCoordinator) -> None:
+    """``coordinator_skips_generation``: the coordinator begins each generation at the
+    old one + 2 (only G1 sees it: members learn the generation it answers with)."""
+    real = coordinator._complete_join
+
+    def skipping(group: Any, now: float) -> None:
+        begun = len(group.generations)
+        real(group, now)
+        if len(group.generations) > begun and group.generations[-1] > 1:
+            group.generation += 1
+            group.generations[-1] = group.generation
+
+    coordinator._complete_join = skipping  # type: ignore[method-assign]
+
+
+def stalls_rebalances(coordinator: ClassicCoordinator) -> None:
+    """``coordinator_stalls_rebalances``: after the first generation the coordinator never
+    completes a join phase: members wait in JoinGroup for ever (nothing unsafe happens;
+    only L1, after the heal, sees that the group never settles)."""
+    real = coordinator._complete_join
+
+    def stalling(group: Any, now: float) -> None:
+        if group.generation >= 1:
+            group.join_deadline = None  # the phase's timer is dropped, not re-armed
+            return
+        real(group, now)
+
+    coordinator._complete_join = stalling  # type: ignore[method-assign]
+
+
+def syncs_while_preparing(coordinator: ClassicCoordinator) -> None:
+    """``coordinator_syncs_while_preparing``: the coordinator takes the leader's SyncGroup
+    of the current generation during PreparingRebalance and makes the group Stable -- a
+    transition Kafka's table does not have (only G0 sees it)."""
+    real = coordinator._sync
+
+    def syncing(token: Any, version: int, req: Any, now: float) -> None:
+        group = coordinator.groups.get(req.group_id)
+        if (
+            group is not None
+            and group.state is GroupState.PREPARING_REBALANCE
+            and req.member_id == group.leader
+            and req.generation_id == group.generation
+        ):
+            group.transition(GroupState.STABLE)
+        real(token, version, req, now)
+
+    coordinator._sync = syncing  # type: ignore[method-assign]
+
+
+def hasty_sessions(coordinator: ClassicCoordinator, ahead: float = 3.0) -> None:
+    """``coordinator_expires_early``: the coordinator's timers run ``ahead`` seconds
+    early, so a member can be removed before its session timeout (only G7 sees it)."""
+    get_timer, handle_timer = coordinator.get_timer, coordinator.handle_timer
+
+    def early() -> float | None:
+        due = get_timer()
+        return None if due is None else due - ahead
+
+    def handle(*, now: float) -> None:
+        handle_timer(now=now + ahead)
+
+    coordinator.get_timer = early  # type: ignore[method-assign]
+    coordinator.handle_timer = handle  # type: ignore[method-assign]
+
+
+def hides_the_tail(cluster: Any) -> None:
+    """``broker_hides_tail``: Fetch never returns a partition's last batch (the high
+    watermark it reports stops before it): consumers wait for it forever, without a gap
+    in what they read (only C2 sees it)."""
+    real = cluster._read_partition
+
+    def hiding(
+        node: int, tp: tuple[str, int], offset: int, limit: int, *, committed_only: bool
+    ) -> tuple[int, bytes, int, int, list[tuple[int, int]]]:
+        code, data, end, lso, aborted = real(node, tp, offset, limit, committed_only=committed_only)
+        log = cluster.logs.get(tp)
+        if code or log is None or not log.batches:
+            return code, data, end, lso, aborted
+        base, _count, last = log.batches[-1]
+        if data.endswith(last):
+            data = data[: len(data) - len(last)]
+        return code, data, base, base, aborted
+
+    cluster._read_partition = hiding
+
+
+def aborts_on_commit(cluster: TxnCluster, topic: str) -> None:
+    """``broker_aborts_committed``: a partition leader of ``topic`` writes an ABORT marker
+    where the coordinator sent COMMIT for partition 0, so a committed transaction's records
+    there are never visible (closed, not hanging: only T2 sees it)."""
+    real = cluster._apply_marker
+
+    def flipping(node: int, tp: tuple[str, int], **kwargs: Any) -> int:
+        if tp == (topic, 0):
+            kwargs["commit"] = False
+        return real(node, tp, **kwargs)
+
+    cluster._apply_marker = flipping  # type: ignore[method-assign]
+
+
+def unfenced_transactions(cluster: TxnCluster) -> None:
+    """``coordinator_ignores_epoch``: the transaction coordinator takes requests of any
+    epoch of a transactional id, so a fenced incarnation's AddPartitionsToTxn or EndTxn
+    still takes effect (only T3 sees it first)."""
+    real = cluster._check_txn
+
+    def unfenced(node: int, tid: str, pid: int, epoch: int) -> tuple[int, Any]:
+        meta = cluster.txns.get(tid)
+        if meta is not None and meta.pid == pid:
+            epoch = meta.epoch
+        return real(node, tid, pid, epoch)
+
+    cluster._check_txn = unfenced  # type: ignore[method-assign]
 
 
 class _Wrapper:
@@ -189,3 +383,77 @@ def _without_aborted(version: int, correlation_id: int, payload: bytes) -> bytes
         Request(ApiKey.FETCH, version, correlation_id, None),
         dataclasses.replace(body, responses=responses),
     )
+
+
+class ReordersSends(_Wrapper):
+    """``producer_reorders_sends``: a producer whose per-partition order is broken: of
+    every two records sent to a partition, the second reaches the accumulator first. Each
+    record is still written once and acknowledged at its offset (only P3 sees it)."""
+
+    def __init__(self, machine: Any) -> None:
+        super().__init__(machine)
+        self._held: dict[int, tuple[str, dict[str, Any], RecordId]] = {}
+        self._alias: dict[RecordId, RecordId] = {}  # the real id -> the id handed out
+        self._next = -1
+
+    def send(self, topic: str, **kwargs: Any) -> RecordId:
+        partition = int(kwargs["partition"])
+        if partition not in self._held:
+            stand_in = RecordId(self._next)
+            self._next -= 1
+            self._held[partition] = (topic, kwargs, stand_in)
+            return stand_in
+        first = self.wrapped.send(topic, **kwargs)  # may raise: the held one stays held
+        held_topic, held_kwargs, stand_in = self._held.pop(partition)
+        self._alias[self.wrapped.send(held_topic, **held_kwargs)] = stand_in
+        return first  # type: ignore[no-any-return]
+
+    def next_event(self) -> Any:
+        event = self.wrapped.next_event()
+        if isinstance(event, RecordsAcknowledged | RecordsFailed):
+            ids = tuple(self._alias.get(r, r) for r in event.record_ids)
+            event = attrs.evolve(event, record_ids=ids)
+        return event
+
+
+class SkipsRecords(_Wrapper):
+    """``consumer_skips_records``: a consumer that loses the second record of every run
+    of three or more it hands out (only C1 sees it first: the application's offsets jump
+    while it owns the partition)."""
+
+    def poll(self, *args: Any, **kwargs: Any) -> Any:
+        runs = self.wrapped.poll(*args, **kwargs)
+        return [
+            (tp, [r for i, r in enumerate(records) if i != 1 or len(records) < 3], *rest)
+            for tp, records, *rest in runs
+        ]
+
+
+class CommitsOthers(_Wrapper):
+    """``consumer_commits_unowned``: a consumer that adds, to every commit, offset 0 of a
+    partition it does not own (only G6 sees it: the commit is of the current generation
+    from a valid member)."""
+
+    def __init__(self, machine: Any, partitions: int, topic: str) -> None:
+        super().__init__(machine)
+        self._all = [(topic, p) for p in range(partitions)]
+
+    def commit(self, offsets: Any = None, *, now: float) -> Any:
+        if offsets:
+            owned = {tuple(tp) for tp in self.wrapped.assignment()}
+            others = [tp for tp in self._all if tp not in owned and tp not in offsets]
+            if others:
+                offsets = {**offsets, TopicPartition(*others[0]): 0}
+        return self.wrapped.commit(offsets, now=now)
+
+
+class RepeatsRecords(_Wrapper):
+    """``consumer_repeats_records``: a consumer that hands each run of records out twice
+    in a row (each copy is a committed record below the LSO at its right offset: only the
+    exactly-once view, C3, sees it)."""
+
+    def poll(self, *args: Any, **kwargs: Any) -> Any:
+        return [
+            (tp, [*records, *records], *rest)
+            for tp, records, *rest in self.wrapped.poll(*args, **kwargs)
+        ]

@@ -2,7 +2,9 @@
 
 One discrete-event loop over a heap of ``(time ms, tiebreak, sequence, kind, args)``.
 Virtual time jumps from event to event; an event of kind ``k`` runs the world's ``_on_k``
-method, then the world's safety invariants (``_check_safety``). Same-time tie-breaks are
+method, then the world's safety invariants (``_check_safety``). An event due before the
+current time fails the run as ``TIME`` (the harness's own check: virtual time never runs
+backwards). Same-time tie-breaks are
 :class:`~kafkastate.sim.entropy.Entropy` draws (only in runs with faults), so a run is a
 function of the seed (or the tape) and the code: the :attr:`Scheduler.trace` lines and their
 hash (:meth:`Scheduler.trace_hash`) are identical on every replay.
@@ -49,6 +51,8 @@ class Scheduler:
         self.config = config
         self.now = 0
         self.trace: list[str] = []
+        self.events = 0
+        """How many events ran (the length a shrunk failure reports)."""
         self._heap: list[tuple[int, int, int, str, tuple[Any, ...]]] = []
         self._seq = 0
 
@@ -63,7 +67,12 @@ class Scheduler:
     def _run_until(self, until: int) -> None:
         while self._heap and self._heap[0][0] <= until:
             t, _tb, _seq, kind, args = heapq.heappop(self._heap)
+            if t < self.now:  # the harness checks itself: virtual time never runs back
+                raise InvariantViolation(
+                    "TIME", f"a {kind} event due at {t} ms ran after {self.now} ms", at=self.now
+                )
             self.now = t
+            self.events += 1
             try:
                 getattr(self, f"_on_{kind}")(*args)
             except InvariantViolation:

@@ -67,13 +67,47 @@ from kafkastate.sim.coordinator import ClassicCoordinator
 from kafkastate.sim.entropy import Entropy
 from kafkastate.sim.eos import INPUT, OUTPUT, _Process
 from kafkastate.sim.invariants import TxnInvariants
+from kafkastate.sim.planted import (
+    aborts_on_commit,
+    loses_acked_writes,
+    misnumbers_fetches,
+    unfenced_transactions,
+)
 from kafkastate.sim.txncluster import TxnCluster
 
-__all__ = ["TXN_FAULTS", "TXN_PLANTED_BUGS", "TxnConfig", "TxnSim", "run_txn_seed"]
+__all__ = [
+    "TXN_FAULTS",
+    "TXN_PLANTED_BUGS",
+    "TXN_PLANTED_CATCHES",
+    "TxnConfig",
+    "TxnSim",
+    "run_txn_seed",
+]
 
-TXN_PLANTED_BUGS: Final = ("consumer_ignores_aborted", "producer_without_sequences")
+TXN_PLANTED_BUGS: Final = (
+    "consumer_ignores_aborted",
+    "producer_without_sequences",
+    "broker_loses_acked_writes",
+    "producer_reorders_sends",
+    "broker_misnumbers_fetches",
+    "coordinator_ignores_epoch",
+    "consumer_repeats_records",
+    "broker_aborts_committed",
+)
 """Deliberately broken variants the harness must catch (its self-test). The third one of
 DST.md, TV1 without the client defence, is ``TxnConfig(defence=False)``."""
+TXN_PLANTED_CATCHES: Final = {
+    "consumer_ignores_aborted": "T1",
+    "producer_without_sequences": "P2",
+    "broker_loses_acked_writes": "P1",
+    "producer_reorders_sends": "P3",
+    "broker_misnumbers_fetches": "P4",
+    "coordinator_ignores_epoch": "T3",
+    "consumer_repeats_records": "C3",
+    "broker_aborts_committed": "T2",
+}
+"""The invariant that must catch each planted bug (and no other before it); TV1 without
+the defence is T5's."""
 TXN_FAULTS: Final = (
     "delay",
     "hold",
@@ -125,6 +159,8 @@ class TxnConfig:
             faults = tuple(sorted({*faults, "hold", "reset"}, key=TXN_FAULTS.index))
         if not defence:
             faults = tuple(sorted({*faults, "hold_end_txn"}, key=TXN_FAULTS.index))
+        if planted == "coordinator_ignores_epoch":
+            faults = ("zombie",)  # two live incarnations of one transactional id
         extra: dict[str, Any] = {}
         if planted == "producer_without_sequences":
             extra = {"writes": 14, "records": 2}  # the feeder sends often: retries overlap faults
@@ -168,6 +204,14 @@ class TxnSim(TxnInvariants):
             config,
             TxnCluster(config.brokers, ClassicCoordinator(), txn_node=config.brokers),
         )
+        if config.planted == "broker_loses_acked_writes":
+            loses_acked_writes(self.cluster, INPUT)
+        elif config.planted == "broker_misnumbers_fetches":
+            misnumbers_fetches(self.cluster, INPUT)
+        elif config.planted == "coordinator_ignores_epoch":
+            unfenced_transactions(self.cluster)
+        elif config.planted == "broker_aborts_committed":
+            aborts_on_commit(self.cluster, OUTPUT)
         self.tc = config  # the name it had when TxnSim extended the group world's Sim
         self.transform = transform or (lambda value: b"t:" + value)
         self.cluster.create_topic(INPUT, config.partitions)
@@ -180,6 +224,7 @@ class TxnSim(TxnInvariants):
         """The input offsets each client transaction sent (send_offsets_to_transaction)."""
         self.fed = 0  # feeder writes queued so far
         self._feed_queue = []
+        self._fed_ids = {}
         self._start_feeder()
         self._start_reader()
         for i in range(config.pipelines):
@@ -228,10 +273,13 @@ class TxnSim(TxnInvariants):
         if not self._chaos:
             return
         cfg = self.config
-        kind = cfg.faults[self.entropy.below(len(cfg.faults), "fault kind")]
+        kind = self._draw_fault()
+        if kind is None:  # a quiet tick
+            self._at(self.now + cfg.fault_every_ms, "fault", ())
+            return
         pipe = f"p{self.entropy.below(cfg.pipelines, 'fault pipe')}"
         node = self.cluster.nodes[self.entropy.below(len(self.cluster.nodes), "fault node")]
-        self.stats[f"fault {kind}"] += 1
+        self._drew_fault(kind)
         proc = self._newest(pipe)
         if kind == "hold":
             names = sorted(n for n, h in self.hosts.items() if h.alive)

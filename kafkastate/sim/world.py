@@ -33,8 +33,10 @@ Invariants (../shared/DST.md A3.6): G0 legal coordinator transitions, G1 generat
 before JoinGroup), G5 the coordinator accepts only commits its rules allow, G6 an accepted
 commit comes from the partition's owner in that generation, G7 a member is removed by
 session expiry no earlier than its session allows, C1 no skipped offsets while ownership is
-stable, PI a member that has not polled for ``max_poll_interval`` owns nothing, C2 every
-record consumed, L1 the group settles with every partition owned once, D1 determinism, NET
+stable, P4 each record read is the value written at its offset, PI a member that has not
+polled for ``max_poll_interval`` owns nothing, G2 a Stable group's assignments give every
+partition to exactly one member, C2 every record consumed, L1 the group settles with
+every partition owned once, D1 determinism, TIME virtual time never runs backwards, NET
 a broker reads each connection's requests in order (the harness's own network: frames due
 at the same millisecond on a pipe travel as one delivery, and a paused host's arrivals
 wait in one inbox per connection, so tie-breaks never reorder a pipe).
@@ -70,22 +72,61 @@ from kafkastate.sim.coordinator import ClassicCoordinator
 from kafkastate.sim.entropy import Entropy
 from kafkastate.sim.invariants import GroupInvariants
 from kafkastate.sim.planted import (
+    CommitsOthers,
+    DropsLastPartition,
     GreedyCooperative,
     IgnoresPollInterval,
+    SkipsRecords,
     SkipsRevocation,
+    hasty_sessions,
+    hides_the_tail,
     lenient_commits,
+    skips_generations,
+    stalls_rebalances,
+    syncs_while_preparing,
 )
 from kafkastate.sim.scheduler import InvariantViolation
 
-__all__ = ["PLANTED_BUGS", "InvariantViolation", "Sim", "SimConfig", "run_seed"]
+__all__ = [
+    "FAULTS",
+    "PLANTED_BUGS",
+    "PLANTED_CATCHES",
+    "InvariantViolation",
+    "Sim",
+    "SimConfig",
+    "run_seed",
+]
 
 PLANTED_BUGS: Final = (
     "coordinator_ignores_generation",
     "assign_before_revoke",
     "cooperative_moves_owned",
     "ignores_max_poll_interval",
+    "assignor_drops_partition",
+    "coordinator_skips_generation",
+    "coordinator_expires_early",
+    "consumer_commits_unowned",
+    "consumer_skips_records",
+    "broker_hides_tail",
+    "coordinator_stalls_rebalances",
+    "coordinator_syncs_while_preparing",
 )
 """Deliberately broken variants the harness must catch (its self-test)."""
+PLANTED_CATCHES: Final = {
+    "coordinator_ignores_generation": "G5",
+    "assign_before_revoke": "G4",
+    "cooperative_moves_owned": "G3",
+    "ignores_max_poll_interval": "PI",
+    "assignor_drops_partition": "G2",
+    "coordinator_skips_generation": "G1",
+    "coordinator_expires_early": "G7",
+    "consumer_commits_unowned": "G6",
+    "consumer_skips_records": "C1",
+    "broker_hides_tail": "C2",
+    "coordinator_stalls_rebalances": "L1",
+    "coordinator_syncs_while_preparing": "G0",
+}
+"""The invariant that must catch each planted bug (and no other before it)."""
 FAULTS: Final = (
     "delay",
     "hold",
@@ -131,7 +172,7 @@ class SimConfig:
         assignor = names[entropy.below(len(names), "assignor")]
         if planted == "cooperative_moves_owned":
             assignor = "cooperative-sticky"
-        if planted == "assign_before_revoke":
+        if planted in ("assign_before_revoke", "assignor_drops_partition"):
             assignor = "range"
         session = 6_000 + 2_000 * entropy.below(5, "session")
         faults = tuple(f for f in FAULTS if entropy.below(2, f"fault {f}"))
@@ -139,6 +180,8 @@ class SimConfig:
             faults = (*faults, "pause")
         if planted == "coordinator_ignores_generation":
             faults = ("hold", "pause")  # what makes zombies, whose commits it must refuse
+        if planted == "coordinator_stalls_rebalances":
+            faults = ("crash_member",)  # a rebalance after the first generation
         return cls(
             brokers=1 + entropy.below(3, "brokers"),
             partitions=2 + entropy.below(5, "partitions"),
@@ -187,7 +230,18 @@ class Sim(GroupInvariants):
         )
         if config.planted == "coordinator_ignores_generation":
             lenient_commits(coordinator)
-        super().__init__(entropy, config, SimCluster(config.brokers, coordinator))
+        elif config.planted == "coordinator_skips_generation":
+            skips_generations(coordinator)
+        elif config.planted == "coordinator_expires_early":
+            hasty_sessions(coordinator)
+        elif config.planted == "coordinator_stalls_rebalances":
+            stalls_rebalances(coordinator)
+        elif config.planted == "coordinator_syncs_while_preparing":
+            syncs_while_preparing(coordinator)
+        cluster = SimCluster(config.brokers, coordinator)
+        if config.planted == "broker_hides_tail":
+            hides_the_tail(cluster)
+        super().__init__(entropy, config, cluster)
         self._make_listener = listener
         self._user_check = check
         self.cluster.create_topic(TOPIC, config.partitions)
@@ -265,6 +319,8 @@ class Sim(GroupInvariants):
         assignor: Any = ASSIGNORS[cfg.assignor]()
         if cfg.planted == "cooperative_moves_owned":
             assignor = GreedyCooperative()
+        elif cfg.planted == "assignor_drops_partition":
+            assignor = DropsLastPartition()
         group = GroupConfig(
             group_id=GROUP,
             assignors=(assignor,),
@@ -288,6 +344,10 @@ class Sim(GroupInvariants):
             machine = cast(ConsumerMachine, SkipsRevocation(machine, self._s))
         elif cfg.planted == "ignores_max_poll_interval":
             machine = cast(ConsumerMachine, IgnoresPollInterval(machine))
+        elif cfg.planted == "consumer_skips_records":
+            machine = cast(ConsumerMachine, SkipsRecords(machine))
+        elif cfg.planted == "consumer_commits_unowned":
+            machine = cast(ConsumerMachine, CommitsOthers(machine, cfg.partitions, TOPIC))
         host = _GroupHost(name, machine, incarnation)
         if self._make_listener is not None:
             host.listener = self._make_listener(name)
@@ -304,12 +364,15 @@ class Sim(GroupInvariants):
         if not self._chaos:
             return
         cfg = self.config
-        kind = cfg.faults[self.entropy.below(len(cfg.faults), "fault kind")]
+        kind = self._draw_fault()
+        if kind is None:  # a quiet tick
+            self._at(self.now + cfg.fault_every_ms, "fault", ())
+            return
         names = sorted(self.hosts)
         name = names[self.entropy.below(len(names), "fault host")]
         host = self.hosts[name]
         node = self.cluster.nodes[self.entropy.below(len(self.cluster.nodes), "fault node")]
-        self.stats[f"fault {kind}"] += 1
+        self._drew_fault(kind)
         if kind == "hold":
             self._line(f"fault hold {name}<->b{node}")
             self._hold(name, node, 500 * (1 + self.entropy.below(20, "hold ms")))
