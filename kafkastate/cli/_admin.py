@@ -5,6 +5,7 @@ tab-separated rows when piped, JSON with ``--json``."""
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -74,6 +75,30 @@ def _fail_on(results: dict[str, Any], what: str) -> None:
     failed = [f"{name}: {error}" for name, error in results.items() if error is not None]
     if failed:
         raise CommandError(f"{what} failed for {'; '.join(failed)}")
+
+
+def config_changes(command: _F) -> _F:
+    """``-s``/``-c NAME=VALUE`` (set) and ``-d NAME`` (back to the default) options, as one
+    ``changes`` argument: name -> value, None to delete."""
+
+    @functools.wraps(command)
+    def wrapper(configs: tuple[str, ...], deletions: tuple[str, ...], **kwargs: Any) -> Any:
+        changes: dict[str, str | None] = dict(_pairs(configs, "'-s'"))
+        changes |= dict.fromkeys(deletions)
+        return command(changes=changes, **kwargs)
+
+    deletions = click.option(
+        "-d",
+        "--delete",
+        "--delete-config",
+        "deletions",
+        multiple=True,
+        metavar="NAME",
+        help="Reset a config to its default (repeatable).",
+    )
+    settings = click.option("-s", "-c", "--set", "--config", "configs", multiple=True,
+                            metavar="NAME=VALUE", help="Set a config (repeatable).")  # fmt: skip
+    return settings(deletions(wrapper))  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------------------- topics
@@ -199,32 +224,12 @@ def topics_delete(conn: Connection, names: tuple[str, ...], if_exists: bool) -> 
 @click.option(
     "-p", "--partitions", type=click.IntRange(min=1), help="Grow the topic to this many partitions."
 )
-@click.option(
-    "-c",
-    "--config",
-    "configs",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Set a topic config (repeatable).",
-)
-@click.option(
-    "-d",
-    "--delete-config",
-    multiple=True,
-    metavar="NAME",
-    help="Reset a topic config to its default (repeatable).",
-)
+@config_changes
 @cluster_options
 def topics_alter(
-    conn: Connection,
-    name: str,
-    partitions: int | None,
-    configs: tuple[str, ...],
-    delete_config: tuple[str, ...],
+    conn: Connection, name: str, partitions: int | None, changes: dict[str, str | None]
 ) -> None:
     """Grow a topic's partitions and change its configs."""
-    changes: dict[str, str | None] = dict(_pairs(configs, "'-c'"))
-    changes |= dict.fromkeys(delete_config)
     if partitions is None and not changes:
         raise click.UsageError("nothing to alter: give -p, -c or -d")
     with admin_client(conn) as admin:
@@ -276,36 +281,13 @@ def configs_describe(conn: Connection, kind: str, name: str, show_all: bool, as_
 @configs.command("alter")
 @click.argument("kind", type=click.Choice(sorted(_RESOURCE_TYPES)))
 @click.argument("name")
-@click.option(
-    "-s",
-    "--set",
-    "settings",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Set a config (repeatable).",
-)
-@click.option(
-    "-d",
-    "--delete",
-    "deletions",
-    multiple=True,
-    metavar="NAME",
-    help="Reset a config to its default (repeatable).",
-)
+@config_changes
 @click.option("--validate-only", is_flag=True, help="Ask the broker, change nothing.")
 @cluster_options
 def configs_alter(
-    *,
-    conn: Connection,
-    kind: str,
-    name: str,
-    settings: tuple[str, ...],
-    deletions: tuple[str, ...],
-    validate_only: bool,
+    conn: Connection, kind: str, name: str, changes: dict[str, str | None], validate_only: bool
 ) -> None:
     """Change single configs of a topic or a broker (its id)."""
-    changes: dict[str, str | None] = dict(_pairs(settings, "'-s'"))
-    changes |= dict.fromkeys(deletions)
     if not changes:
         raise click.UsageError("nothing to alter: give -s or -d")
     resource = ConfigResource(_RESOURCE_TYPES[kind], name, changes)

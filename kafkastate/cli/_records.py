@@ -8,6 +8,7 @@ the rest of it for the group's next reader.
 from __future__ import annotations
 
 import base64
+import contextlib
 import signal
 import sys
 import threading
@@ -23,7 +24,7 @@ from kafkastate.cli._app import CONTEXT, CommandError, cluster_options, refusal
 from kafkastate.cli._options import Connection
 from kafkastate.cli._output import Output
 from kafkastate.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
-from kafkastate.sync import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafkastate.sync import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetSpec
 
 __all__ = ["StartAt", "compile_format", "consume", "parse_start", "partitions_of", "produce"]
 
@@ -178,7 +179,7 @@ def produce(
         allow_auto_create_topics=False,
     )
     delivery = _Delivery()
-    started = time.monotonic()
+    started = shown = time.monotonic()
     interrupted = False
     with KafkaProducer(**options) as producer:
         try:
@@ -195,9 +196,11 @@ def produce(
                     future.add_callback(delivery.ack).add_errback(delivery.fail)
                     delivery.sent += 1
                     delivery.size += len(value) + len(key or b"")
-                    if bar is not None:
-                        rate = _rate(delivery.sent, time.monotonic() - started)
-                        bar.update(bar.task_ids[0], advance=1, rate=rate)
+                    now = time.monotonic()
+                    if bar is not None and now - shown >= 0.1:  # a redraw costs more than a send
+                        shown = now
+                        rate = _rate(delivery.sent, now - started)
+                        bar.update(bar.task_ids[0], completed=delivery.sent, rate=rate)
         except KeyboardInterrupt:
             interrupted = True  # deliver what was sent, and say so
         producer.flush()
@@ -384,25 +387,28 @@ class _Reader:
         *,
         commit: bool,
         count: int | None,
-        exit_at_end: bool,
+        ends: Callable[[list[TopicPartition]], dict[TopicPartition, int]] | None,
     ) -> None:
         self.consumer = consumer
         self.out = out
         self.render = render
         self.commit = commit
         self.count = count
-        self.exit_at_end = exit_at_end
+        self.ends = ends
+        """Looks up partitions' end offsets, with ``-e``."""
         self.written = 0
         self._ends: dict[TopicPartition, int] = {}
         self._uncommitted: dict[TopicPartition, int] = {}
 
     def at_end(self) -> bool:
         """Every assigned partition's position reached its end offset (``-e``), the end
-        as it was when the partition was first seen."""
+        as it was when the partition was first seen. The ends come from an admin client:
+        the consumer only polls between two checks."""
+        assert self.ends is not None
         assigned = self.consumer.assignment()
         new = [tp for tp in assigned if tp not in self._ends]
         if new:
-            self._ends.update(self.consumer.end_offsets(new))
+            self._ends.update(self.ends(new))
         return bool(assigned) and all(
             self.consumer.position(tp) >= self._ends[tp] for tp in assigned
         )
@@ -411,7 +417,7 @@ class _Reader:
         started = time.monotonic()
         try:
             while not interrupt and not self.done:
-                if self.exit_at_end and self.at_end():
+                if self.ends is not None and self.at_end():
                     return
                 batch = self.consumer.poll(timeout_ms=200)
                 for tp, records in batch.items():
@@ -529,7 +535,17 @@ def consume(
         allow_auto_create_topics=False,
     )
     consumer = KafkaConsumer(**options)
+    stack = contextlib.ExitStack()
     try:
+        ends = None
+        if exit_at_end:
+            admin = stack.enter_context(KafkaAdminClient(**conn.client_options("admin")))
+            level = 1 if isolation == "read_committed" else 0
+
+            def ends(tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+                found = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.LATEST), level)
+                return {tp: o.offset for tp, o in found.items()}
+
         if subscribe:
             consumer.subscribe([topic])
         else:
@@ -538,12 +554,11 @@ def consume(
             consumer.assign(tps)
             if start is not None or group is None:
                 _seek(consumer, tps, start or StartAt("beginning"))
-        reader = _Reader(
-            consumer, out, render, commit=group is not None, count=count, exit_at_end=exit_at_end
-        )
+        reader = _Reader(consumer, out, render, commit=group is not None, count=count, ends=ends)
         with _Interrupt() as interrupt, out.progress(f"consuming {topic}") as bar:
             reader.run(interrupt, bar)
     finally:
         consumer.close(autocommit=False)
+        stack.close()
     out.note(f"% consumed {reader.written} records from {topic}")
     return 0
