@@ -375,30 +375,24 @@ def _seek(consumer: KafkaConsumer, partitions: list[TopicPartition], start: Star
                 consumer.seek(tp, at.offset)
 
 
+@attrs.define(kw_only=True)
 class _Reader:
     """The consume loop: poll, write, commit what was written, stop at the end (``-e``),
     after ``-c`` records or on Ctrl-C."""
 
-    def __init__(
-        self,
-        consumer: KafkaConsumer,
-        out: Output,
-        render: Callable[[ConsumerRecord], bytes] | None,
-        *,
-        commit: bool,
-        count: int | None,
-        ends: Callable[[list[TopicPartition]], dict[TopicPartition, int]] | None,
-    ) -> None:
-        self.consumer = consumer
-        self.out = out
-        self.render = render
-        self.commit = commit
-        self.count = count
-        self.ends = ends
-        """Looks up partitions' end offsets, with ``-e``."""
-        self.written = 0
-        self._ends: dict[TopicPartition, int] = {}
-        self._uncommitted: dict[TopicPartition, int] = {}
+    consumer: KafkaConsumer
+    out: Output
+    render: Callable[[ConsumerRecord], bytes] | None
+    """Renders a record (None: ``--json``)."""
+    commit: bool
+    """Commit what was written (``-G``)."""
+    count: int | None
+    """Stop after this many records (``-c``)."""
+    ends: Callable[[list[TopicPartition]], dict[TopicPartition, int]] | None
+    """Looks up partitions' end offsets, with ``-e``."""
+    written: int = attrs.field(init=False, default=0)
+    _ends: dict[TopicPartition, int] = attrs.field(init=False, factory=dict)
+    _uncommitted: dict[TopicPartition, int] = attrs.field(init=False, factory=dict)
 
     def at_end(self) -> bool:
         """Every assigned partition's position reached its end offset (``-e``), the end
@@ -554,7 +548,10 @@ def consume(
             consumer.assign(tps)
             if start is not None or group is None:
                 _seek(consumer, tps, start or StartAt("beginning"))
-        reader = _Reader(consumer, out, render, commit=group is not None, count=count, ends=ends)
+        reader = _Reader(
+            consumer=consumer, out=out, render=render, commit=group is not None, count=count,
+            ends=ends,
+        )  # fmt: skip
         with _Interrupt() as interrupt, out.progress(f"consuming {topic}") as bar:
             reader.run(interrupt, bar)
     finally:
