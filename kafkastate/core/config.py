@@ -58,6 +58,7 @@ __all__ = [
     "FLAVOURS",
     "accepted",
     "admin_config",
+    "from_properties",
     "from_text",
     "FLAVOUR_DEFAULTS",
     "GROUP_PROTOCOLS",
@@ -522,7 +523,9 @@ _TABLE: Final = (
 
 OPTIONS: Final[Mapping[str, Option]] = {o.name: o for o in _TABLE}
 """Every option, by Python name."""
-_BY_PROP: Final = {o.prop: o.name for o in _TABLE if o.prop}
+_LIBRDKAFKA_ALIASES: Final = {"sasl.mechanisms": "sasl_mechanism"}
+"""librdkafka spellings that differ from the Java property (kcat's ``-X`` names)."""
+_BY_PROP: Final = {o.prop: o.name for o in _TABLE if o.prop} | _LIBRDKAFKA_ALIASES
 
 FLAVOUR_DEFAULTS: Final[Mapping[tuple[str, str], Mapping[str, Any]]] = {
     ("aiokafka", "consumer"): {
@@ -656,6 +659,24 @@ def from_text(name: str, raw: str, *, label: str | None = None) -> Any:
     if kind == "str":
         return text
     raise KafkaConfigurationError(f"{name} cannot be given as text")
+
+
+def from_properties(properties: Mapping[str, str]) -> dict[str, Any]:
+    """Text properties (a properties file, kcat's ``-X key=value``) as keyword options:
+    each key a Java / librdkafka property or a Python name, each value read by
+    :func:`from_text`.
+
+    Returns:
+        Python name -> value; the last of two keys naming one option wins.
+
+    Raises:
+        KafkaConfigurationError: an unknown key, or a value not of its option's kind; named.
+    """
+    out: dict[str, Any] = {}
+    for key, raw in properties.items():
+        name = _BY_PROP.get(key, key)
+        out[name] = from_text(name, raw, label=key)
+    return out
 
 
 def accepted(role: str, flavour: str) -> frozenset[str]:

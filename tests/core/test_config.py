@@ -24,6 +24,7 @@ from kafkastate.core.config import (
     consumer_machine,
     deserializer_of,
     fetcher_config,
+    from_properties,
     from_text,
     group_config,
     max_usable_produce_magic,
@@ -244,6 +245,35 @@ def test_group_configs() -> None:
 )
 def test_from_text(name: str, raw: str, value: Any) -> None:
     assert from_text(name, raw) == value
+
+
+def test_from_properties_takes_java_librdkafka_and_python_names() -> None:
+    got = from_properties(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": "SCRAM-SHA-256",  # librdkafka's plural
+            "sasl.username": "alice",
+            "sasl_plain_password": "secret",
+            "ssl.ca.location": "/ca.pem",
+            "request.timeout.ms": "5000",
+        }
+    )
+    assert got == {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": "secret",
+        "ssl_cafile": "/ca.pem",
+        "request_timeout_ms": 5000,
+    }
+    resolve("admin", "kafka-python", got, owner="T")  # every name is an option the face takes
+
+
+def test_from_properties_names_what_it_refuses() -> None:
+    with pytest.raises(KafkaConfigurationError, match=r"no\.such is not an option"):
+        from_properties({"no.such": "1"})
+    with pytest.raises(KafkaConfigurationError, match=r"request\.timeout\.ms must be a number"):
+        from_properties({"request.timeout.ms": "soon"})
 
 
 def test_from_text_refuses() -> None:
