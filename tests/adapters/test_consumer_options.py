@@ -27,6 +27,7 @@ from kafkastate.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     NoBrokersAvailable,
+    SslAuthenticationError,
 )
 from kafkastate.structs import TopicPartition
 from kafkastate.sync import KafkaConsumer
@@ -253,8 +254,8 @@ def test_sync_consumer_tls_from_ssl_cafile(kafka_cluster: Any) -> None:
             consumer.assign([tp])
             batch = consumer.poll(timeout_ms=10_000, update_offsets=False)
             assert [r.offset for r in batch[tp]] == [0, 1, 2, 3, 4]
-    # Without the CA the broker's certificate is not trusted: no bootstrap server.
-    with pytest.raises(NoBrokersAvailable):
+    # Without the CA the broker's certificate is not trusted: a typed refusal, at once.
+    with pytest.raises(SslAuthenticationError, match="certificate"):
         KafkaConsumer(
             bootstrap_servers=kafka_cluster.ssl_bootstrap,
             security_protocol="SSL",
