@@ -228,3 +228,21 @@ def build_entity(cls: type[Any], rng: random.Random, depth: int = 0) -> Any:
         else:
             values[field.name] = _scalar(field.metadata["kafka_type"], optional, rng)
     return cls(**values)
+
+
+def assert_well_typed(entity: Any) -> None:
+    """A decoded kio entity holds None only where its schema is nullable (what the
+    caller's code assumes: ``for t in response.topics``)."""
+    for field in dataclasses.fields(entity):
+        value = getattr(entity, field.name)
+        if value is None:
+            assert is_optional(field), f"{type(entity).__name__}.{field.name} decoded as None"
+            continue
+        kind = classify_field(field)
+        if isinstance(kind, EntityTupleField):
+            for item in value:
+                assert_well_typed(item)
+        elif isinstance(kind, EntityField):
+            assert_well_typed(value)
+        elif isinstance(kind, PrimitiveTupleField):
+            assert None not in value, f"{type(entity).__name__}.{field.name} holds None"

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kafkastate.core.connection import BrokerConnection, ConnectionConfig
 from kafkastate.core.protocol.framing import (
     FrameDecoder,
     decode_body,
@@ -26,9 +27,17 @@ from kafkastate.core.protocol.framing import (
     encode_body,
     response_header_version,
 )
-from kafkastate.core.protocol.versions import CLIENT_VERSIONS, api_name, response_type
+from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiKey, api_name, response_type
 from kafkastate.errors import RemoteProtocolError
-from tests._support.fuzzing import FUZZ, build_entity, check_one, fuzz_count, run_mutations
+from tests._support.fuzzing import (
+    FUZZ,
+    assert_well_typed,
+    build_entity,
+    check_one,
+    fuzz_count,
+    run_mutations,
+)
+from tests._support.peer import api_versions_response, parse_request, response_frame, split_frames
 
 API_KEYS = sorted(CLIENT_VERSIONS)
 SEEDS_PER_VERSION = 3
@@ -55,7 +64,9 @@ def decode_response(api_key: int, version: int, wire: bytes) -> Any:
         return None
     view = memoryview(payload)
     _cid, offset = decode_response_header(view, response_header_version(api_key, cls.__flexible__))
-    return decode_body(cls, view, offset)
+    entity = decode_body(cls, view, offset)
+    assert_well_typed(entity)
+    return entity
 
 
 def payloads(api_key: int, version: int) -> list[bytes]:
@@ -186,3 +197,78 @@ def test_frame_decoder_rejects_huge_and_negative_sizes_before_buffering() -> Non
         decoder.feed(struct.pack(">i", size))
         with pytest.raises(RemoteProtocolError, match="invalid frame size"):
             decoder.next_frame()
+
+
+# ------------------------------------------------------------------ through BrokerConnection
+
+
+def handshaking() -> tuple[BrokerConnection, int, int]:
+    conn = BrokerConnection(ConnectionConfig())
+    conn.connection_made(now=0.0)
+    (req,) = [parse_request(f) for f in split_frames(conn.data_to_send())]
+    return conn, req.correlation_id, req.version
+
+
+def test_connection_handshake_with_mutated_api_versions() -> None:
+    """The connection's own path for the first response (``_on_api_versions``: error code
+    peeked, KIP-511 v0 fallback, version table built): only KafkaErrors escape."""
+    _conn, cid, version = handshaking()
+    valid = response_frame(cid, api_versions_response(version))[4:]
+
+    def feed(payload: bytes) -> None:
+        conn, _cid, _version = handshaking()
+        conn.receive_data(frame(payload), now=1.0)
+        while conn.next_event() is not None:
+            pass
+
+    feed(valid)
+    run_mutations(feed, [valid], count=fuzz_count() // 4, seed="connection-api-versions")
+
+
+# ------------------------------------------------------------------ crashers found
+
+# Each one decoded to an entity with None in a field the schema does not let be null (a
+# -1 / compact 0 length): the caller's ``for k in response.api_keys`` then raised
+# TypeError out of receive_data. Found by test_mutated_responses once it checked the
+# decoded entities (assert_well_typed); the length guard now rejects them by field name.
+NULL_ARRAY_CRASHERS = [
+    (ApiKey.PRODUCE, range(3, 9), b"\x00\x00\x00\x07\xff\xff\xff\xffz\xaa6B", "responses"),
+    (
+        ApiKey.SASL_HANDSHAKE,
+        range(2),
+        b"\x00\x00\x00\x07\x00:\xff\xff\xff\xff\x00\x02_-\x00\x08_cacca8.cca.cca8.",
+        "mechanisms",
+    ),
+    (
+        ApiKey.API_VERSIONS,
+        range(3, 5),
+        b"\x00\x00\x00\x07\x00\x10\x00\x00\x00\x00\x01\x80\x00\x00\x00\x00\x00\x01\x00\x01\x00d"
+        b"\x8b\xde\x13\x04\x00,\x04\x11-0\xc3\xa9a0a\xc3\xa9\xc3\xa9\xc3\xa9.\xfb\xa4\xac\xde\n#"
+        b"\x87\xf7\xc6a\xf5\xc2|\xf5j_.\x00\x01\x80\x00\x00\x07ca\xad",
+        "api_keys",
+    ),
+    (ApiKey.LIST_OFFSETS, range(6, 12), b"\x00\x00\x00\x07\x00j9\x01\x00\x00\x00", "topics"),
+]
+
+
+@pytest.mark.parametrize(
+    ("api_key", "versions_", "data", "field"),
+    NULL_ARRAY_CRASHERS,
+    ids=[api_name(key) for key, *_ in NULL_ARRAY_CRASHERS],
+)
+def test_regression_null_array_in_non_nullable_field(
+    api_key: int, versions_: range, data: bytes, field: str
+) -> None:
+    for version in versions_:
+        with pytest.raises(RemoteProtocolError, match=f"array {field} is null but not nullable"):
+            decode_response(api_key, version, frame(data))
+
+
+def test_regression_api_versions_with_null_api_keys_closes_with_a_typed_error() -> None:
+    """The ApiVersions crasher above with error code 0, through the connection: it used
+    to raise TypeError from receive_data while building the version table."""
+    conn, cid, version = handshaking()
+    assert version >= 3
+    payload = cid.to_bytes(4, "big") + b"\x00\x00" + NULL_ARRAY_CRASHERS[2][2][6:]
+    with pytest.raises(RemoteProtocolError, match="api_keys"):
+        conn.receive_data(frame(payload), now=1.0)
