@@ -100,6 +100,12 @@ def check_one(decode: Callable[[bytes], object], data: bytes) -> None:
         raise AssertionError(f"{type(exc).__name__} on input {data!r}") from exc
 
 
+def check_each(data: bytes, *decoders: Callable[[bytes], object]) -> None:
+    """:func:`check_one` of ``data`` with every decoder."""
+    for decode in decoders:
+        check_one(decode, data)
+
+
 def corrupt_length(data: bytes, rng: random.Random) -> bytes:
     """Overwrite an aligned 1/2/4-byte field with a huge, negative or off-by-one value:
     the shape of a corrupt length or count field."""

@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 
 from kafkastate.core.sasl import OAuthBearerMechanism, ScramMechanism
 from kafkastate.errors import AuthenticationFailedError
-from tests._support.fuzzing import FUZZ, check_one, fuzz_count, run_mutations, time_bound
+from tests._support.fuzzing import (
+    FUZZ,
+    check_each,
+    check_one,
+    fuzz_count,
+    run_mutations,
+    time_bound,
+)
 
 NONCE = "rOprNGfwEbeRWgbNEkqO"
 SERVER_FIRST = (
@@ -90,9 +97,7 @@ def test_mutated_oauthbearer_status() -> None:
 @given(st.binary(max_size=200))
 @FUZZ
 def test_arbitrary_server_messages(data: bytes) -> None:
-    check_one(server_first, data)
-    check_one(server_final, data)
-    check_one(oauth_status, data)
+    check_each(data, server_first, server_final, oauth_status)
 
 
 @given(
