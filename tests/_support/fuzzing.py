@@ -74,12 +74,17 @@ def time_bound(seconds: float = PER_INPUT_SECONDS) -> Iterator[None]:
         raise InputTimeout(f"input ran past {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    # pytest-timeout arms the same timer: put its remainder back afterwards.
+    outer, interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    started = time.monotonic()
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer:
+            left = max(outer - (time.monotonic() - started), 0.001)
+            signal.setitimer(signal.ITIMER_REAL, left, interval)
 
 
 def _peak_rss() -> int:

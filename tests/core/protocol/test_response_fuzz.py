@@ -12,6 +12,7 @@ result or a KafkaError. ``nox -s fuzz`` raises the counts (docs/reliability.md).
 from __future__ import annotations
 
 import random
+import signal
 import struct
 from typing import Any
 
@@ -36,6 +37,7 @@ from tests._support.fuzzing import (
     check_one,
     fuzz_count,
     run_mutations,
+    time_bound,
 )
 from tests._support.peer import api_versions_response, parse_request, response_frame, split_frames
 
@@ -272,3 +274,30 @@ def test_regression_api_versions_with_null_api_keys_closes_with_a_typed_error() 
     payload = cid.to_bytes(4, "big") + b"\x00\x00" + NULL_ARRAY_CRASHERS[2][2][6:]
     with pytest.raises(RemoteProtocolError, match="api_keys"):
         conn.receive_data(frame(payload), now=1.0)
+
+
+# ------------------------------------------------------------------ the harness itself
+
+
+def test_harness_fails_on_a_hang_a_foreign_exception_and_keeps_the_outer_timer() -> None:
+    def hang(data: bytes) -> None:
+        while True:
+            pass
+
+    def foreign(data: bytes) -> None:
+        raise IndexError(data)
+
+    with pytest.raises(AssertionError, match="InputTimeout"), time_bound(0.05):
+        check_one(hang, b"")
+    with pytest.raises(AssertionError, match=r"IndexError on input b'\\x01'"):
+        check_one(foreign, b"\x01")
+    fired: list[int] = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(1))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with time_bound(5):
+            pass
+        assert 0 < signal.getitimer(signal.ITIMER_REAL)[0] <= 0.2
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
