@@ -187,8 +187,11 @@ def _entity_step(cls: type[Any]) -> _Step:
                 size, pos = read_uvarint(buf, pos, end)
                 field_end = need(pos, size, end, "tagged field")
                 known = tagged.get(tag)
-                if known is not None:
-                    known(buf, pos, field_end)
+                # kio reads a known tagged field without its declared size and goes on
+                # from where the value ends: a size that disagrees would make kio parse
+                # bytes this walk skipped. Unknown tags are skipped by size, as in kio.
+                if known is not None and known(buf, pos, field_end) != field_end:
+                    raise LengthError(f"tagged field {tag} does not fill its {size} bytes")
                 pos = field_end
         return pos
 

@@ -301,3 +301,19 @@ def test_harness_fails_on_a_hang_a_foreign_exception_and_keeps_the_outer_timer()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_regression_tagged_field_size_disagrees_with_its_value() -> None:
+    """Found by ``nox -s fuzz`` (100,000 inputs on ApiVersions): tag 2 of an ApiVersions v3
+    body declared 12 bytes but its value (an empty array) took 1. kio ignores the size of
+    a known tag, so it parsed the 11 bytes the length guard had skipped as more tags and
+    returned ``supported_features=None``; the guard now refuses the mismatch."""
+    data = (
+        b"\x00\x00\x00\x07\x00k\x03\x80\x00\x00\x01\x80\x00\x00\x00\x00\x00\x01\x00\x01\x00d"
+        b"\x8b\xde\x13\x04\x00,\x04\x11-0\xc3\xa9a0a\xc3\xa9\xc3\xa9\xc3\xa9._.\x00\x01\x80\x00"
+        b"\x00\x07ca-b0_\x00\x00\xff\xff\x00\x04_0-\x80\x00\x80\x00\x00\x01\x08\x00\x00\x00\x00"
+        b"\x00\x00\x00\x01\x02\x0c\x01\x00\x00\x00\xa9cb\x00\x00\xff\xff\x00\x03\x01\x01"
+    )
+    for version in (3, 4):
+        with pytest.raises(RemoteProtocolError, match="tagged field 2 does not fill its 12"):
+            decode_response(ApiKey.API_VERSIONS, version, frame(data))
