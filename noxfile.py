@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.options.default_venv_backend = "none"
@@ -157,3 +159,31 @@ def compat(session: nox.Session) -> None:
                 "KAFKASTATE_REQUIRE_BROKER": "1",
             },
         )
+
+
+FUZZ_TESTS = (
+    "tests/core/protocol/test_response_fuzz.py",
+    "tests/core/protocol/test_records_fuzz.py",
+    "tests/core/test_sasl_fuzz.py",
+    "tests/core/consumer/test_assignors_fuzz.py",
+)
+
+
+@nox.session(venv_backend="none")
+def fuzz(session: nox.Session) -> None:
+    """Every network decoder fuzzed at length: ``KAFKASTATE_FUZZ_EXAMPLES`` inputs per
+    decoder (default 1,000,000; hours on 2 cores). ``-- -k sasl`` picks decoders; each
+    mutation loop prints its input count and time (docs/reliability.md)."""
+    examples = os.environ.get("KAFKASTATE_FUZZ_EXAMPLES", "1000000")
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        *FUZZ_TESTS,
+        "-q",
+        "-s",
+        "-o",
+        "timeout=0",
+        *session.posargs,
+        env={"KAFKASTATE_FUZZ_EXAMPLES": examples, "KAFKASTATE_FUZZ_REPORT": "1"},
+    )

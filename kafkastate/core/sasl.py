@@ -67,7 +67,10 @@ MECHANISMS: Final = (
 
 # RFC 5802 §5.1: servers must use an iteration count >= 4096 for these hashes (RFC 7677).
 _MIN_SCRAM_ITERATIONS: Final = 4096
-_MAX_SCRAM_ITERATIONS: Final = 10_000_000
+# Kafka's ScramMechanism never stores more than 16384 (brokers refuse such credentials); a
+# larger count from a server is corrupt or hostile, and PBKDF2 runs on the event loop's
+# thread: 10,000,000 SHA-512 rounds would block it for half a minute.
+_MAX_SCRAM_ITERATIONS: Final = 16384
 
 
 class SaslMechanism(Protocol):

@@ -89,39 +89,51 @@ def _length(buf: memoryview, pos: int, end: int, flexible: bool, wide: bool) -> 
     return _int(buf, pos, end, 4 if wide else 2)
 
 
-def _sized(flexible: bool, wide: bool, what: str) -> _Step:
+def _null(n: int, nullable: bool, what: str) -> bool:
+    """Whether length ``n`` is a null; a null where the schema has none is malformed
+    (kio would hand the caller None in a field typed as never None)."""
+    if n >= 0:
+        return False
+    if not nullable:
+        raise LengthError(f"{what} is null but not nullable")
+    return True
+
+
+def _sized(flexible: bool, wide: bool, what: str, nullable: bool) -> _Step:
     def step(buf: memoryview, pos: int, end: int) -> int:
         n, pos = _length(buf, pos, end, flexible, wide)
-        return pos if n < 0 else need(pos, n, end, what)
+        return pos if _null(n, nullable, what) else need(pos, n, end, what)
 
     return step
 
 
-def _fixed(size: int) -> _Step:
+def _fixed(size: int, name: str) -> _Step:
+    what = f"field {name}"
+
     def step(buf: memoryview, pos: int, end: int) -> int:
-        return need(pos, size, end, "field")
+        return need(pos, size, end, what)
 
     return step
 
 
-def _scalar_step(kafka_type: str, flexible: bool) -> _Step:
+def _scalar_step(kafka_type: str, flexible: bool, name: str, nullable: bool) -> _Step:
     if kafka_type in _FIXED:
-        return _fixed(_FIXED[kafka_type])
+        return _fixed(_FIXED[kafka_type], name)
     if kafka_type == "string":
-        return _sized(flexible, False, "string")
+        return _sized(flexible, False, f"string {name}", nullable)
     if kafka_type in ("bytes", "records"):
-        return _sized(flexible, True, kafka_type)
+        return _sized(flexible, True, f"{kafka_type} {name}", nullable)
     raise LengthError(f"unknown kafka_type {kafka_type!r}")  # pragma: no cover - schema drift
 
 
-def _array(element: _Step, flexible: bool) -> _Step:
+def _array(element: _Step, flexible: bool, name: str, nullable: bool) -> _Step:
     def step(buf: memoryview, pos: int, end: int) -> int:
         n, pos = _length(buf, pos, end, flexible, True)
-        if n < 0:
+        if _null(n, nullable, f"array {name}"):
             return pos
         # Every element takes at least one byte, so a count above the remainder is a lie.
         if n > end - pos:
-            raise LengthError(f"array of {n} elements in {end - pos} bytes")
+            raise LengthError(f"array {name} of {n} elements in {end - pos} bytes")
         for _ in range(n):
             pos = element(buf, pos, end)
         return pos
@@ -139,16 +151,18 @@ def _nullable_struct(inner: _Step) -> _Step:
 
 def _field_step(field: dataclasses.Field[Any], flexible: bool, *, tagged: bool) -> _Step:
     kind = classify_field(field)
+    nullable = is_optional(field)
     if isinstance(kind, EntityTupleField):
-        return _array(_entity_step(kind.type_), flexible)
+        return _array(_entity_step(kind.type_), flexible, field.name, nullable)
     if isinstance(kind, EntityField):
         inner = _entity_step(kind.type_)
         # Tagged structs carry no presence marker: the tag's absence is the null.
         return _nullable_struct(inner) if is_optional(field) and not tagged else inner
-    scalar = _scalar_step(field.metadata["kafka_type"], flexible)
+    kafka_type = field.metadata["kafka_type"]
     if isinstance(kind, PrimitiveTupleField):
-        return _array(scalar, flexible)
-    return scalar
+        element = _scalar_step(kafka_type, flexible, f"{field.name}[]", False)
+        return _array(element, flexible, field.name, nullable)
+    return _scalar_step(kafka_type, flexible, field.name, nullable)
 
 
 @functools.cache
@@ -173,8 +187,11 @@ def _entity_step(cls: type[Any]) -> _Step:
                 size, pos = read_uvarint(buf, pos, end)
                 field_end = need(pos, size, end, "tagged field")
                 known = tagged.get(tag)
-                if known is not None:
-                    known(buf, pos, field_end)
+                # kio reads a known tagged field without its declared size and goes on
+                # from where the value ends: a size that disagrees would make kio parse
+                # bytes this walk skipped. Unknown tags are skipped by size, as in kio.
+                if known is not None and known(buf, pos, field_end) != field_end:
+                    raise LengthError(f"tagged field {tag} does not fill its {size} bytes")
                 pos = field_end
         return pos
 

@@ -30,6 +30,7 @@ from kafkastate.core.protocol.records import (
     iter_batches,
 )
 from kafkastate.errors import CorruptRecordError, UnsupportedCodecError
+from tests._support.fuzzing import time_bound
 from tests._support.mutation import mutate
 
 # Every test runs twice: on the pure-Python record codec, then on the C accelerator.
@@ -37,16 +38,25 @@ pytestmark = pytest.mark.usefixtures("implementation")
 
 ALLOWED = (CorruptRecordError, UnsupportedCodecError)
 TS = 1_700_000_000_000
-# KAFKASTATE_FUZZ_SCALE=N multiplies the work for a long local run.
+# KAFKASTATE_FUZZ_SCALE=N multiplies the work for a long local run; KAFKASTATE_FUZZ_EXAMPLES
+# (nox -s fuzz) sets the inputs per decoder, split over the seeds of each test.
 SCALE = int(os.environ.get("KAFKASTATE_FUZZ_SCALE", "1"))
-MUTATIONS = 150 * SCALE
+EXAMPLES = os.environ.get("KAFKASTATE_FUZZ_EXAMPLES")
+MUTATIONS = 150 * SCALE if EXAMPLES is None else max(150, int(EXAMPLES) // 16)
 FUZZ = settings(
-    max_examples=150 * SCALE, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=150 * SCALE if EXAMPLES is None else max(150, int(EXAMPLES) // 100),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 
 
 def consume(data: bytes, *, check_crcs: bool) -> None:
     """Decode everything a consumer would touch; let only the allowed errors through."""
+    with time_bound():
+        _consume(data, check_crcs=check_crcs)
+
+
+def _consume(data: bytes, *, check_crcs: bool) -> None:
     try:
         for batch in iter_batches(data, check_crcs=check_crcs, max_decompressed_size=1 << 20):
             repr(batch)
@@ -213,3 +223,57 @@ def test_hypothesis_chosen_edits(data: st.DataObject) -> None:
     if data.draw(st.booleans()):
         buf = buf[: data.draw(st.integers(0, len(buf)))]
     consume(bytes(buf), check_crcs=False)
+
+
+# ------------------------------------------------------------------ transaction markers
+
+
+def control_batch(key: bytes | None, value: bytes | None, codec: Compression) -> bytes:
+    """A transactional control batch whose one record has the given key and value."""
+    b = RecordBatchBuilder(
+        compression=codec,
+        producer_id=3,
+        producer_epoch=1,
+        is_transactional=True,
+        is_control=True,
+        base_offset=40,
+    )
+    b.append(TS, key, value, [])
+    return b.build()
+
+
+MARKER_KEYS = [struct.pack(">hh", 0, 0), struct.pack(">hh", 0, 1), struct.pack(">hh", 0, 7)]
+MARKER_VALUE = struct.pack(">hi", 0, 5)
+
+
+@pytest.mark.parametrize("codec", list(Compression), ids=lambda c: c.name)
+def test_mutated_control_records(codec: Compression) -> None:
+    """Transaction markers (KIP-98) whose key and value are mutated before the batch is
+    built, so the CRC is valid and the marker parser sees the damage."""
+    rng = random.Random(f"control-{codec.name}")
+    for i in range(MUTATIONS):
+        key = MARKER_KEYS[i % len(MARKER_KEYS)]
+        key = None if rng.random() < 0.05 else mutate(key, rng)
+        value = None if rng.random() < 0.05 else mutate(MARKER_VALUE, rng)
+        consume(control_batch(key, value, codec), check_crcs=True)
+
+
+def test_mutated_control_batch_records_section() -> None:
+    rng = random.Random("control-section")
+    marker = build_control_batch(
+        ControlRecordType.ABORT,
+        producer_id=3,
+        producer_epoch=1,
+        coordinator_epoch=5,
+        timestamp_ms=TS,
+    )
+    for _ in range(MUTATIONS):
+        consume(
+            rewrap_v2(marker, mutate(marker[61:], rng), rng.choice([0, 0, 1, -1])), check_crcs=True
+        )
+
+
+@given(st.binary(max_size=12), st.binary(max_size=12), st.sampled_from(list(Compression)))
+@FUZZ
+def test_arbitrary_control_record_key_and_value(key: bytes, value: bytes, codec: int) -> None:
+    consume(control_batch(key, value, Compression(codec)), check_crcs=True)
