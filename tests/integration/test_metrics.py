@@ -113,6 +113,15 @@ def _group() -> str:
     return f"metrics-{uuid.uuid4().hex[:8]}"
 
 
+async def _read(consumer: Any, count: int) -> None:
+    """getmany until ``count`` records came (a minute at most)."""
+    got = 0
+    with anyio.fail_after(60):
+        while got < count:
+            batch = await consumer.getmany(timeout_ms=1000)
+            got += sum(len(rs) for rs in batch.values())
+
+
 @pytest.mark.anyio
 async def test_anyio_faces(bootstrap: str, anyio_backend: str) -> None:
     topic = _topic(bootstrap)
@@ -127,11 +136,7 @@ async def test_anyio_faces(bootstrap: str, anyio_backend: str) -> None:
     async with open_consumer(
         topic, bootstrap_servers=bootstrap, group_id=_group(), auto_offset_reset="earliest"
     ) as consumer:
-        got = 0
-        with anyio.fail_after(60):
-            while got < N:
-                batch = await consumer.getmany(timeout_ms=1000)
-                got += sum(len(rs) for rs in batch.values())
+        await _read(consumer, N)
         await consumer.commit()
         check_consumer(consumer.metrics(), N)
         check_health(consumer.health(), "consumer")
@@ -157,11 +162,7 @@ async def test_aiokafka_faces(bootstrap: str, anyio_backend: str) -> None:
         topic, bootstrap_servers=bootstrap, group_id=_group(), auto_offset_reset="earliest"
     )
     async with consumer:
-        got = 0
-        with anyio.fail_after(60):
-            while got < N:
-                batch = await consumer.getmany(timeout_ms=1000)
-                got += sum(len(rs) for rs in batch.values())
+        await _read(consumer, N)
         await consumer.commit()
         check_consumer(consumer.metrics(), N)
         check_health(consumer.health(), "consumer")
