@@ -45,6 +45,7 @@ from kafkastate.core.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from kafkastate.core.admin.machine import AdminConfig
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.config import admin_config
 from kafkastate.errors import KafkaConnectionError, UnsupportedVersionError
@@ -645,15 +646,14 @@ def open_admin(
         {"bootstrap_servers": bootstrap_servers, **options},
         owner="open_admin",
     )
-    admin_config(resolved)
-    return running_admin(resolved)
+    return running_admin(resolved, admin_config(resolved))  # checked now
 
 
 @asynccontextmanager
-async def running_admin(options: Mapping[str, Any]) -> AsyncIterator[Admin]:
-    """An :class:`Admin` of resolved options, running for the ``async with`` block: it
-    waits for a bootstrap server first; leaving the block closes the connections."""
-    config = admin_config(options)
+async def running_admin(options: Mapping[str, Any], config: AdminConfig) -> AsyncIterator[Admin]:
+    """An :class:`Admin` of resolved options and their :class:`AdminConfig` (built once,
+    when the options were checked), running for the ``async with`` block: it waits for a
+    bootstrap server first; leaving the block closes the connections."""
     machine = AdminMachine(config, rng=random.SystemRandom())
     admin = Admin(machine)
     driver = AsyncDriver(

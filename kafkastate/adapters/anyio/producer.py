@@ -51,6 +51,7 @@ from kafkastate.core.producer.accumulator import (
 from kafkastate.core.producer.producer import (
     ProducerClosed,
     ProducerClosedError,
+    ProducerConfig,
     ProducerFailed,
     ProducerMachine,
     ProducerState,
@@ -961,13 +962,13 @@ def open_producer(
         {"bootstrap_servers": bootstrap_servers, **options},
         owner="open_producer",
     )
-    producer_config(resolved)  # every value the machines check, checked now
-    return running_producer(resolved)
+    # Every value the machines check, checked now; the machines get this config.
+    return running_producer(resolved, producer_config(resolved))
 
 
 @asynccontextmanager
 async def running_producer(
-    options: Mapping[str, Any], *, wait_for_cluster: bool = False
+    options: Mapping[str, Any], config: ProducerConfig, *, wait_for_cluster: bool = False
 ) -> AsyncIterator[Producer]:
     """A :class:`Producer` of resolved options (:func:`kafkastate.core.config.resolve`),
     running for the ``async with`` block: a transactional one is initialised first; a
@@ -975,10 +976,10 @@ async def running_producer(
 
     Args:
         options: resolved producer options.
+        config: their :class:`ProducerConfig` (built once, when the options were checked).
         wait_for_cluster: wait for a bootstrap server (``request_timeout_ms``) first, as
             aiokafka's ``start()`` does.
     """
-    config = producer_config(options)
     machine = ProducerMachine(config, rng=random.SystemRandom())
     producer = Producer(machine, max_block=options["max_block_ms"] / 1000)
     producer.tracing = tracing_of(options)

@@ -84,7 +84,7 @@ class AIOKafkaAdminClient(Lifecycle):
 
     def __init__(self, **options: Any) -> None:
         self._options = resolve("admin", "aiokafka", options, owner="AIOKafkaAdminClient")
-        admin_config(self._options)
+        self._config = admin_config(self._options)
         self._background: Background[Admin] = Background("AIOKafkaAdminClient")
         self._admin: Admin | None = None
 
@@ -108,7 +108,7 @@ class AIOKafkaAdminClient(Lifecycle):
     stop = close
 
     async def _run(self, ready: asyncio.Future[Admin], stopping: asyncio.Event) -> None:
-        async with running_admin(self._options) as admin:
+        async with running_admin(self._options, self._config) as admin:
             ready.set_result(admin)
             await stopping.wait()
 

@@ -29,6 +29,7 @@ from kafkastate.adapters.anyio.producer import (
 )
 from kafkastate.adapters.asyncio.background import Background, Lifecycle, deprecated_arguments
 from kafkastate.core.config import producer_config
+from kafkastate.core.producer.producer import ProducerConfig
 from kafkastate.errors import KafkaError, ProducerClosed
 from kafkastate.structs import ConsumerGroupMetadata
 
@@ -65,7 +66,7 @@ class AIOKafkaProducer(Lifecycle):
         deprecated_arguments("AIOKafkaProducer", loop, options)
         # Checked now, as aiokafka does, so a bad option fails before start().
         self._options = resolve("producer", "aiokafka", options, owner="AIOKafkaProducer")
-        producer_config(self._options)
+        self._config = producer_config(self._options)
         self._key_serializer = self._options["key_serializer"]
         self._value_serializer = self._options["value_serializer"]
         self._background: Background[Producer] = Background("AIOKafkaProducer")
@@ -87,7 +88,8 @@ class AIOKafkaProducer(Lifecycle):
             RuntimeError: already started.
         """
         # (the task holds no reference to self: an unclosed producer can be collected)
-        self._producer = await self._background.start(functools.partial(_run, self._options))
+        run = functools.partial(_run, self._options, self._config)
+        self._producer = await self._background.start(run)
         self._observed = self._producer
 
     async def stop(self) -> None:
@@ -340,10 +342,13 @@ def _settle(future: asyncio.Future[RecordMetadata], delivery: Delivery) -> None:
 
 
 async def _run(
-    options: dict[str, Any], ready: asyncio.Future[Producer], stopping: asyncio.Event
+    options: dict[str, Any],
+    config: ProducerConfig,
+    ready: asyncio.Future[Producer],
+    stopping: asyncio.Event,
 ) -> None:
     """The background task of a started :class:`AIOKafkaProducer`."""
-    async with running_producer(options, wait_for_cluster=True) as producer:
+    async with running_producer(options, config, wait_for_cluster=True) as producer:
         producer.unacknowledged_result_none = True  # acks=0: None, as aiokafka
         ready.set_result(producer)
         await stopping.wait()
