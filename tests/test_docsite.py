@@ -130,6 +130,8 @@ def test_reference_pages_have_the_public_names(site: pathlib.Path) -> None:
         text = (site / "reference" / page / "index.html").read_text()
         for name in names:
             assert name in text, (page, name)
+        # every reference page shows where its names are defined, with the source
+        assert "Source code in <code>kafkastate/" in text, page
 
 
 def test_plots_match_the_stored_results() -> None:
