@@ -69,7 +69,6 @@ from kafkastate.core.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from kafkastate.core.client import CloseRequested, ConnectRequested, TokenRequested
 from kafkastate.core.config import admin_config
 from kafkastate.core.report import Report, StatisticsReported
 from kafkastate.errors import ElectionNotNeededError, KafkaConnectionError
@@ -162,13 +161,9 @@ class KafkaAdminClient:
 
     def _events(self) -> None:
         while (event := self._machine.next_event()) is not None:
+            if self._loop.serve(event):
+                continue
             match event:
-                case ConnectRequested(node_id=node, host=host, port=port):
-                    self._loop.open(node, host, port)
-                case CloseRequested(node_id=node):
-                    self._loop.forget(node)
-                case TokenRequested():
-                    self._loop.fetch_token()
                 case AdminOperationCompleted(op_id=op):
                     self._done[op] = event
                 case StatisticsReported(stats=stats):

@@ -19,7 +19,6 @@ from typing import Any
 import attrs
 
 from kafkastate.adapters.blocking import SocketLoop
-from kafkastate.core.client import CloseRequested, ConnectRequested, TokenRequested
 from kafkastate.core.producer.accumulator import (
     FlushCompleted,
     FlushId,
@@ -166,13 +165,9 @@ class BlockingProducer:
     def _handle_events(self) -> None:
         m = self.machine
         while (event := m.next_event()) is not None:
+            if self._io.serve(event):
+                continue
             match event:
-                case ConnectRequested(node_id=node, host=host, port=port):
-                    self._io.open(node, host, port)
-                case CloseRequested(node_id=node):
-                    self._io.forget(node)
-                case TokenRequested():
-                    self._io.fetch_token()
                 case RecordsAcknowledged():
                     for rid, offset, _ts in event.results():
                         self.outcomes[rid] = (event.topic, event.partition, offset)

@@ -40,7 +40,7 @@ from kafkastate.adapters._common import (
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core import report
-from kafkastate.core.client import CloseRequested, ConnectRequested, TokenRequested
+from kafkastate.core.client import CloseRequested
 from kafkastate.core.config import (
     close_serializers,
     consumer_machine,
@@ -721,13 +721,9 @@ class KafkaConsumer:
         assert loop is not None
         machine = self._machine
         while (event := machine.next_event()) is not None:
+            if loop.serve(event):
+                continue
             match event:
-                case ConnectRequested(node_id=node, host=host, port=port):
-                    loop.open(node, host, port)
-                case CloseRequested(node_id=node):
-                    loop.forget(node)
-                case TokenRequested():
-                    loop.fetch_token()
                 case ListenerCallRequested():
                     self._calls.append(event)
                 case AutoCommitted(offsets=committed, error=error):

@@ -322,6 +322,21 @@ class SocketLoop:
             self._selector.unregister(sock)
             sock.close()
 
+    def serve(self, event: object) -> bool:
+        """Do what a connection event of the machine asks (:class:`ConnectRequested`,
+        :class:`CloseRequested`, :class:`TokenRequested`) and say True; False for any other
+        event, which the caller handles."""
+        match event:
+            case ConnectRequested(node_id=node, host=host, port=port):
+                self.open(node, host, port)
+            case CloseRequested(node_id=node):
+                self.forget(node)
+            case TokenRequested():
+                self.fetch_token()
+            case _:
+                return False
+        return True
+
     def flush(self) -> None:
         """Write everything the machine has queued."""
         for node, data in self._machine.data_to_send():
@@ -475,13 +490,9 @@ class BlockingClient:
 
     def _handle_events(self) -> None:
         while (event := self.client.next_event()) is not None:
+            if self._io.serve(event):
+                continue
             match event:
-                case ConnectRequested(node_id=node, host=host, port=port):
-                    self._io.open(node, host, port)
-                case CloseRequested(node_id=node):
-                    self._io.forget(node)
-                case TokenRequested():
-                    self._io.fetch_token()
                 case RequestCompleted(request_id=rid) | ClientRequestFailed(request_id=rid):
                     self._done[rid] = event
                 case MetadataUpdated():

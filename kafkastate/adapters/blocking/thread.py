@@ -36,10 +36,7 @@ from kafkastate.adapters._common import no_brokers_error, report_statistics
 from kafkastate.adapters.blocking import SocketLoop
 from kafkastate.core import report
 from kafkastate.core.client import (
-    CloseRequested,
-    ConnectRequested,
     MetadataUpdated,
-    TokenRequested,
 )
 from kafkastate.core.producer.accumulator import (
     BufferSpaceFreed,
@@ -574,13 +571,9 @@ class ProducerThread:
     def _handle_events(self) -> None:
         machine = self._machine
         while (event := machine.next_event()) is not None:
+            if self._loop.serve(event):
+                continue
             match event:
-                case ConnectRequested(node_id=node, host=host, port=port):
-                    self._loop.open(node, host, port)
-                case CloseRequested(node_id=node):
-                    self._loop.forget(node)
-                case TokenRequested():
-                    self._loop.fetch_token()
                 case RecordsAcknowledged(topic=topic, partition=partition):
                     for rid, offset, ts in event.results():
                         sink = self._sinks.pop(rid, None)
