@@ -209,6 +209,11 @@ class Broker(JvmProcess):
         return self._spec.ports.oauth
 
     @property
+    def sasl_ssl_port(self) -> int | None:
+        """The SASL_SSL listener port, if enabled."""
+        return self._spec.ports.sasl_ssl
+
+    @property
     def node_dir(self) -> Path:
         """This node's directory: configs, ``data/``, ``logs/``."""
         return self._node_dir
@@ -331,6 +336,7 @@ class Broker(JvmProcess):
             ("SASL_PLAINTEXT", self.sasl_port),
             ("SSL", self.ssl_port),
             ("OIDC", self.oauth_port),
+            ("SASL_SSL", self.sasl_ssl_port),
         ):
             if port is None:
                 continue
@@ -438,6 +444,7 @@ class _Options:
     kerberos: KerberosService | None = None
     ssl_client_auth: str = "none"
     ssl_hostnames: tuple[str, ...] = field(default=DEFAULT_HOSTNAMES)
+    sasl_ssl: bool = False
 
 
 class KafkaCluster:
@@ -454,6 +461,7 @@ class KafkaCluster:
         oauth_bootstrap: the OIDC-validated OAUTHBEARER listeners (``start(oauth=...)``),
             or ``None``.
         oauth: that listener's :class:`OAuthSpec`, or ``None``.
+        sasl_ssl_bootstrap: the SASL_SSL listeners (``start(sasl_ssl=True)``), or ``None``.
         sasl: the SASL users, or ``None`` without a SASL listener.
         ca_file: the CA certificate (PEM) that signed the SSL listener's certificate, or ``None``.
         tls: the SSL listener's TLS files (``tls.ca_file`` is :attr:`ca_file`), or ``None``.
@@ -484,6 +492,7 @@ class KafkaCluster:
         self.sasl_bootstrap = sasl_bootstrap
         self.ssl_bootstrap = ssl_bootstrap
         self.oauth_bootstrap: str | None = None
+        self.sasl_ssl_bootstrap: str | None = None
         self.oauth: OAuthSpec | None = None
         self.sasl = sasl
         self.ca_file = ca_file
@@ -525,6 +534,7 @@ class KafkaCluster:
         jvm_options: Sequence[str] = (),
         detached: bool = False,
         kerberos: KerberosService | None = None,
+        sasl_ssl: bool = False,
     ) -> KafkaCluster:
         """Start a local cluster of combined broker+controller JVMs and wait until it is ready.
 
@@ -557,6 +567,11 @@ class KafkaCluster:
             kerberos: also enable GSSAPI on the SASL_PLAINTEXT listener (implies ``sasl``),
                 with this service principal and keytab, from a realm such as
                 :class:`~kafkastate.testing.KerberosRealm` runs.
+            sasl_ssl: add a SASL_SSL listener (``sasl_ssl_bootstrap``; implies ``sasl`` and
+                ``ssl``): the SASL_PLAINTEXT listener's mechanisms and users -- GSSAPI too
+                with ``kerberos`` -- over TLS with the SSL listener's certificate (no client
+                certificate asked). Its OAUTHBEARER validates signed tokens against
+                ``oauth``'s JWKS when ``oauth`` is given, else unsecured ones.
 
         Returns:
             The ready cluster.
@@ -577,8 +592,9 @@ class KafkaCluster:
         options = _Options(
             kafka_version=version,
             brokers=brokers,
-            sasl=sasl or kerberos is not None,
-            ssl=ssl,
+            sasl=sasl or sasl_ssl or kerberos is not None,
+            ssl=ssl or sasl_ssl,
+            sasl_ssl=sasl_ssl,
             oauth=oauth,
             heap_mb=heap_mb or (768 if brokers == 1 else 512),
             fast_start=fast_start,
@@ -649,7 +665,9 @@ class KafkaCluster:
             tls = replace(tls, client_auth=options.ssl_client_auth)
         creds = SaslCredentials() if options.sasl else None
         with_oauth = options.oauth is not None
-        per_node = 2 + int(options.sasl) + int(options.ssl) + int(with_oauth)
+        per_node = (
+            2 + int(options.sasl) + int(options.ssl) + int(with_oauth) + int(options.sasl_ssl)
+        )
         ports = iter(free_ports(per_node * options.brokers + int(profile.zookeeper)))
         node_ports: dict[int, NodePorts] = {}
         for node_id in range(1, options.brokers + 1):
@@ -659,6 +677,7 @@ class KafkaCluster:
                 sasl=next(ports) if options.sasl else None,
                 ssl=next(ports) if options.ssl else None,
                 oauth=next(ports) if with_oauth else None,
+                sasl_ssl=next(ports) if options.sasl_ssl else None,
             )
         voters = {nid: p.controller for nid, p in node_ports.items()}
         cluster = cls(
@@ -691,6 +710,7 @@ class KafkaCluster:
                 kerberos=options.kerberos,
                 tls=tls,
                 oauth=options.oauth,
+                sasl_ssl=options.sasl_ssl,
                 overrides={
                     k: v.replace("{node_id}", str(node_id)) for k, v in options.overrides.items()
                 },
@@ -732,6 +752,7 @@ class KafkaCluster:
         self.sasl_bootstrap = join([b.sasl_port for b in self.brokers])
         self.ssl_bootstrap = join([b.ssl_port for b in self.brokers])
         self.oauth_bootstrap = join([b.oauth_port for b in self.brokers])
+        self.sasl_ssl_bootstrap = join([b.sasl_ssl_port for b in self.brokers])
 
     def _format_all(self, java: str, libs: Path, options: _Options) -> None:
         procs: list[tuple[Broker, Path, subprocess.Popen[bytes]]] = []
@@ -897,6 +918,7 @@ class KafkaCluster:
                 client_key=Path(keyfile),
                 client_key_password=env.get("KAFKASTATE_SSL_KEY_PASSWORD") or None,
             )
+        cluster.sasl_ssl_bootstrap = env.get("KAFKASTATE_SASL_SSL_BOOTSTRAP") or None
         return cluster
 
     @classmethod
@@ -1043,6 +1065,8 @@ class KafkaCluster:
                 out["KAFKASTATE_SSL_CERTFILE"] = str(tls.client_cert)
                 out["KAFKASTATE_SSL_KEYFILE"] = str(tls.client_key)
                 out["KAFKASTATE_SSL_KEY_PASSWORD"] = tls.client_key_password or ""
+        if self.sasl_ssl_bootstrap is not None:
+            out["KAFKASTATE_SASL_SSL_BOOTSTRAP"] = self.sasl_ssl_bootstrap
         return out
 
     def ssl_context(self, *, client_cert: bool = False) -> ssl.SSLContext:
@@ -1179,6 +1203,7 @@ class KafkaCluster:
                         "controller": b.controller_port,
                         "sasl": b.sasl_port,
                         "ssl": b.ssl_port,
+                        "sasl_ssl": b.sasl_ssl_port,
                     },
                 }
                 for b in self.brokers

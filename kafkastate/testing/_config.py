@@ -161,6 +161,7 @@ class NodePorts:
     sasl: int | None = None
     ssl: int | None = None
     oauth: int | None = None
+    sasl_ssl: int | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,10 @@ class NodeSpec:
             enables GSSAPI.
         tls: the TLS files, or ``None`` for no SSL listener.
         oauth: the OIDC-validated OAUTHBEARER listener, or ``None`` for none.
+        sasl_ssl: add a SASL_SSL listener: the SASL_PLAINTEXT listener's mechanisms and
+            users (and GSSAPI with ``kerberos``) over TLS with :attr:`tls`'s broker
+            certificate (no client certificates asked); its OAUTHBEARER validates signed
+            tokens against :attr:`oauth`'s JWKS when that is set, else unsecured ones.
         overrides: extra properties, applied last (they win).
         profile: the Kafka version's harness profile (default: a 4.x KRaft node).
         zookeeper_connect: ``host:port`` of ZooKeeper, for a ZooKeeper-mode profile.
@@ -192,6 +197,7 @@ class NodeSpec:
     kerberos: KerberosService | None = None
     tls: TlsFiles | None = None
     oauth: OAuthSpec | None = None
+    sasl_ssl: bool = False
     overrides: Mapping[str, str] = field(default_factory=dict)
     profile: BrokerProfile = field(default_factory=lambda: profile_for("4.0.0"))
     zookeeper_connect: str | None = None
@@ -258,6 +264,9 @@ _OAUTH_JAAS = (
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
     'unsecuredLoginStringClaim_sub="broker";'
 )
+_OAUTH_VALIDATED_JAAS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+)
 OAUTHBEARER_MECHANISM = "OAUTHBEARER"
 
 
@@ -314,6 +323,11 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
             raise ValueError("an OAuth listener given but no OAuth port")
         listeners["OIDC"] = node.ports.oauth
         protocol_map["OIDC"] = "SASL_PLAINTEXT"
+    if node.sasl_ssl:
+        if node.ports.sasl_ssl is None or node.sasl is None or node.tls is None:
+            raise ValueError("a SASL_SSL listener needs its port, SASL users and TLS files")
+        listeners["SASL_SSL"] = node.ports.sasl_ssl
+        protocol_map["SASL_SSL"] = "SASL_SSL"
     listener_list = ",".join(f"{name}://{HOST}:{port}" for name, port in listeners.items())
     advertised = ",".join(
         f"{name}://{HOST}:{port}"
@@ -364,25 +378,17 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
         enabled = list(node.sasl.mechanisms)
         if node.sasl.oauthbearer:
             enabled.append(OAUTHBEARER_MECHANISM)
-            props["listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"] = _OAUTH_JAAS
-        props["sasl.enabled.mechanisms"] = ",".join(enabled)
-        props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = _jaas_plain(node.sasl)
-        for mech in SCRAM_MECHANISMS:
-            props[f"listener.name.sasl_plaintext.{mech.lower()}.sasl.jaas.config"] = _SCRAM_JAAS
         if node.kerberos is not None:
-            krb = node.kerberos
-            props["sasl.enabled.mechanisms"] += ",GSSAPI"
-            props["sasl.kerberos.service.name"] = krb.service_name
-            props["listener.name.sasl_plaintext.gssapi.sasl.jaas.config"] = (
-                "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
-                f'storeKey=true keyTab="{krb.keytab}" principal="{krb.principal}";'
-            )
+            enabled.append("GSSAPI")
+            props["sasl.kerberos.service.name"] = node.kerberos.service_name
+        props["sasl.enabled.mechanisms"] = ",".join(enabled)
+        props.update(_sasl_listener_properties("sasl_plaintext", node, None))
+        if node.sasl_ssl:
+            props.update(_sasl_listener_properties("sasl_ssl", node, node.oauth))
     if node.oauth is not None:
         prefix = "listener.name.oidc."
         props[prefix + "sasl.enabled.mechanisms"] = OAUTHBEARER_MECHANISM
-        props[prefix + "oauthbearer.sasl.jaas.config"] = (
-            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
-        )
+        props[prefix + "oauthbearer.sasl.jaas.config"] = _OAUTH_VALIDATED_JAAS
         props[prefix + "oauthbearer.sasl.server.callback.handler.class"] = OAUTH_VALIDATOR
         props["sasl.oauthbearer.jwks.endpoint.url"] = node.oauth.jwks_url
         if node.oauth.audience is not None:
@@ -390,23 +396,59 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
         if node.oauth.issuer is not None:
             props["sasl.oauthbearer.expected.issuer"] = node.oauth.issuer
     if node.tls is not None:
-        prefix = "listener.name.ssl."
-        tls = node.tls
-        if tls.keystore is None or tls.truststore is None:
-            raise ValueError("the SSL listener needs a keystore and a truststore")
-        props[prefix + "ssl.keystore.type"] = tls.keystore_type
-        props[prefix + "ssl.keystore.location"] = str(tls.keystore)
-        if tls.keystore_password is not None:
-            props[prefix + "ssl.keystore.password"] = tls.keystore_password
-            props[prefix + "ssl.key.password"] = tls.keystore_password
-        props[prefix + "ssl.truststore.type"] = tls.truststore_type
-        props[prefix + "ssl.truststore.location"] = str(tls.truststore)
-        if tls.truststore_password is not None:
-            props[prefix + "ssl.truststore.password"] = tls.truststore_password
-        if tls.client_auth not in CLIENT_AUTH:
+        if node.tls.client_auth not in CLIENT_AUTH:
             raise ValueError(f"client_auth must be one of {', '.join(CLIENT_AUTH)}")
-        props[prefix + "ssl.client.auth"] = tls.client_auth
+        props.update(_tls_listener_properties("ssl", node.tls, node.tls.client_auth))
+        if node.sasl_ssl:
+            # SASL authenticates the client; no certificate is asked on this listener
+            props.update(_tls_listener_properties("sasl_ssl", node.tls, "none"))
     props.update(node.overrides)
+    return props
+
+
+def _sasl_listener_properties(
+    listener: str, node: NodeSpec, oauth: OAuthSpec | None
+) -> dict[str, str]:
+    """The per-listener JAAS settings of a SASL listener (``listener`` in lower case):
+    PLAIN and SCRAM users, OAUTHBEARER (validated against ``oauth``'s JWKS if given, else
+    Kafka's unsecured validator) and GSSAPI with the node's Kerberos service."""
+    assert node.sasl is not None
+    prefix = f"listener.name.{listener}."
+    props = {prefix + "plain.sasl.jaas.config": _jaas_plain(node.sasl)}
+    for mech in SCRAM_MECHANISMS:
+        props[f"{prefix}{mech.lower()}.sasl.jaas.config"] = _SCRAM_JAAS
+    if node.sasl.oauthbearer:
+        if oauth is None:
+            props[prefix + "oauthbearer.sasl.jaas.config"] = _OAUTH_JAAS
+        else:
+            props[prefix + "oauthbearer.sasl.jaas.config"] = _OAUTH_VALIDATED_JAAS
+            props[prefix + "oauthbearer.sasl.server.callback.handler.class"] = OAUTH_VALIDATOR
+    if node.kerberos is not None:
+        krb = node.kerberos
+        props[prefix + "gssapi.sasl.jaas.config"] = (
+            "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
+            f'storeKey=true keyTab="{krb.keytab}" principal="{krb.principal}";'
+        )
+    return props
+
+
+def _tls_listener_properties(listener: str, tls: TlsFiles, client_auth: str) -> dict[str, str]:
+    """The key and trust stores of a TLS listener (``listener`` in lower case)."""
+    if tls.keystore is None or tls.truststore is None:
+        raise ValueError("a TLS listener needs a keystore and a truststore")
+    prefix = f"listener.name.{listener}."
+    props = {
+        prefix + "ssl.keystore.type": tls.keystore_type,
+        prefix + "ssl.keystore.location": str(tls.keystore),
+    }
+    if tls.keystore_password is not None:
+        props[prefix + "ssl.keystore.password"] = tls.keystore_password
+        props[prefix + "ssl.key.password"] = tls.keystore_password
+    props[prefix + "ssl.truststore.type"] = tls.truststore_type
+    props[prefix + "ssl.truststore.location"] = str(tls.truststore)
+    if tls.truststore_password is not None:
+        props[prefix + "ssl.truststore.password"] = tls.truststore_password
+    props[prefix + "ssl.client.auth"] = client_auth
     return props
 
 

@@ -2,7 +2,8 @@
 
 ::
 
-    python -m kafkastate.testing.broker up [--kafka-version V] [--brokers N] [--sasl] [--ssl]
+    python -m kafkastate.testing.broker up [--kafka-version V] [--brokers N]
+        [--sasl] [--ssl] [--sasl-ssl]
     python -m kafkastate.testing.broker status
     python -m kafkastate.testing.broker down
 
@@ -101,6 +102,8 @@ def _cmd_up(args: argparse.Namespace, run_dir: Path) -> int:
         "sasl": args.sasl,
         "ssl": args.ssl,
     }
+    if args.sasl_ssl:  # only when asked: the state of an older `up` still compares equal
+        options["sasl_ssl"] = True
     with _run_dir_lock(run_dir):
         loaded = _load(run_dir)
         if loaded is not None:
@@ -125,6 +128,7 @@ def _cmd_up(args: argparse.Namespace, run_dir: Path) -> int:
                 args.brokers,
                 sasl=args.sasl,
                 ssl=args.ssl,
+                sasl_ssl=args.sasl_ssl,
                 workdir=workdir,
                 timeout=args.timeout,
                 detached=True,
@@ -202,6 +206,11 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--brokers", type=int, default=1, help="number of nodes (default 1)")
     up.add_argument("--sasl", action="store_true", help="add a SASL_PLAINTEXT listener")
     up.add_argument("--ssl", action="store_true", help="add an SSL listener (self-signed CA)")
+    up.add_argument(
+        "--sasl-ssl",
+        action="store_true",
+        help="add a SASL_SSL listener (every SASL mechanism over TLS; implies --sasl --ssl)",
+    )
     up.add_argument("--timeout", type=float, default=None, help="readiness timeout, seconds")
     down = sub.add_parser("down", help="stop the cluster `up` started and delete its files")
     down.add_argument("--timeout", type=float, default=20.0, help="seconds before SIGKILL")

@@ -29,6 +29,7 @@ import time
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
+from dataclasses import replace as dc_replace
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,7 @@ from kafkastate.testing._config import (
     FAST_START_FLAGS,
     NodePorts,
     NodeSpec,
+    OAuthSpec,
     TlsFiles,
     free_ports,
     jvm_command,
@@ -364,6 +366,55 @@ def test_gssapi_listener_logs_in_from_the_keytab() -> None:
     assert (
         "GSSAPI" not in server_properties(_spec(sasl=SaslCredentials()))["sasl.enabled.mechanisms"]
     )
+
+
+def test_sasl_ssl_listener_has_every_mechanism_over_tls() -> None:
+    service = KerberosService(
+        krb5_conf=Path("/realm/krb5.conf"),
+        keytab=Path("/realm/kafka_localhost.keytab"),
+        principal="kafka/localhost@KAFKASTATE.TEST",
+    )
+    tls = TlsFiles(
+        ca_file=Path("/t/ca.pem"),
+        keystore=Path("/t/ks.pem"),
+        truststore=Path("/t/ca.pem"),
+        client_auth="required",
+    )
+    spec = NodeSpec(
+        node_id=1,
+        ports=NodePorts(18001, 19001, sasl=17001, ssl=16001, oauth=14001, sasl_ssl=15001),
+        data_dir=Path("/data/node-1"),
+        voters={1: 19001},
+        sasl=SaslCredentials(),
+        kerberos=service,
+        tls=tls,
+        oauth=OAuthSpec("http://127.0.0.1:1/jwks"),
+        sasl_ssl=True,
+    )
+    props = server_properties(spec)
+    assert "SASL_SSL://127.0.0.1:15001" in props["listeners"]
+    assert "SASL_SSL://127.0.0.1:15001" in props["advertised.listeners"]
+    assert "SASL_SSL:SASL_SSL" in props["listener.security.protocol.map"]
+    prefix = "listener.name.sasl_ssl."
+    for key in ("plain", "scram-sha-256", "scram-sha-512", "gssapi"):
+        assert (
+            props[f"{prefix}{key}.sasl.jaas.config"]
+            == (props[f"listener.name.sasl_plaintext.{key}.sasl.jaas.config"])
+        )
+    # OAUTHBEARER over SASL_SSL validates signed tokens (the JWKS); SASL_PLAINTEXT's does not
+    assert props[prefix + "oauthbearer.sasl.server.callback.handler.class"].endswith(
+        "OAuthBearerValidatorCallbackHandler"
+    )
+    assert "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class" not in (
+        props
+    )
+    assert props[prefix + "ssl.keystore.location"] == "/t/ks.pem"
+    assert props[prefix + "ssl.client.auth"] == "none"  # SASL authenticates the client
+    assert props["listener.name.ssl.ssl.client.auth"] == "required"
+    unvalidated = server_properties(dc_replace(spec, oauth=None))
+    assert prefix + "oauthbearer.sasl.server.callback.handler.class" not in unvalidated
+    with pytest.raises(ValueError, match="SASL_SSL"):
+        server_properties(dc_replace(spec, tls=None))
 
 
 def test_ssl_listener_pem_and_pkcs12_variants() -> None:

@@ -1,0 +1,309 @@
+"""Every SASL mechanism over TLS (SASL_SSL) against a real broker, on every runtime.
+
+One broker for the module, started with ``sasl_ssl=True``: its SASL_SSL listener takes PLAIN,
+SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (tokens from a real OIDC token endpoint,
+:class:`~kafkastate.testing.OIDCServer`, validated against its JWKS) and GSSAPI (a real MIT
+KDC, :class:`~kafkastate.testing.KerberosRealm`). Its certificate names only ``127.0.0.1``,
+so a bootstrap of ``localhost:PORT`` fails hostname verification unless it is turned off.
+
+Without the Kerberos programs or the gssapi package the GSSAPI cases skip, naming what is
+missing; the other mechanisms still run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import kafkastate.anyio
+import kafkastate.trio
+from kafkastate.asyncio import AIOKafkaConsumer, AIOKafkaProducer, create_ssl_context
+from kafkastate.errors import SslAuthenticationError
+from kafkastate.oauth import OIDCTokenProvider
+from kafkastate.structs import TopicPartition
+from kafkastate.sync import KafkaConsumer, KafkaProducer
+from kafkastate.testing import KafkaCluster, KerberosRealm, OIDCServer, PrerequisiteError
+from kafkastate.testing._tls import make_tls_files
+from kafkastate.testing.pytest_plugin import unavailable
+from tests.conformance.runtimes import new_topic
+
+pytestmark = pytest.mark.integration
+
+CLIENT_ID = "sasl-ssl-client"
+CLIENT_SECRET = "sasl-ssl-client-secret"
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
+
+
+@pytest.fixture(scope="module")
+def idp() -> Iterator[OIDCServer]:
+    with OIDCServer({CLIENT_ID: CLIENT_SECRET}, audience="kafka") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def realm(request: pytest.FixtureRequest) -> KerberosRealm | str:
+    """The KDC of tests/conftest.py, or why there is none (only GSSAPI needs it)."""
+    try:
+        found: KerberosRealm = request.getfixturevalue("kerberos_realm")
+    except pytest.skip.Exception as exc:
+        return str(exc)
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster(idp: OIDCServer, realm: KerberosRealm | str) -> Iterator[KafkaCluster]:
+    kerberos = None if isinstance(realm, str) else realm.broker_service("localhost")
+    try:
+        started = KafkaCluster.start(
+            sasl_ssl=True, oauth=idp.spec(), kerberos=kerberos, ssl_hostnames=("127.0.0.1",)
+        )
+    except PrerequisiteError as exc:
+        unavailable(exc)
+    with started:
+        yield started
+
+
+@pytest.fixture
+def options(
+    request: pytest.FixtureRequest, cluster: KafkaCluster, idp: OIDCServer, realm: Any
+) -> dict[str, Any]:
+    """The client options (kafka-python's names) for the test's ``mechanism`` over SASL_SSL."""
+    mechanism: str = request.getfixturevalue("mechanism")
+    assert cluster.ca_file is not None and cluster.sasl is not None
+    base: dict[str, Any] = {
+        "security_protocol": "SASL_SSL",
+        "ssl_cafile": str(cluster.ca_file),
+        "sasl_mechanism": mechanism,
+    }
+    if mechanism == "OAUTHBEARER":
+        provider = OIDCTokenProvider(idp.token_url, CLIENT_ID, CLIENT_SECRET, scope="kafka")
+        return {**base, "sasl_oauth_token_provider": provider}
+    if mechanism == "GSSAPI":
+        if isinstance(realm, str):
+            pytest.skip(realm)
+        request.getfixturevalue("kerberos_client")  # a ticket, KRB5_CONFIG, KRB5CCNAME
+        return {**base, "sasl_kerberos_domain_name": "localhost"}
+    return {
+        **base,
+        "sasl_plain_username": cluster.sasl.username,
+        "sasl_plain_password": cluster.sasl.password,
+    }
+
+
+def _bootstrap(cluster: KafkaCluster) -> str:
+    assert cluster.sasl_ssl_bootstrap is not None
+    return cluster.sasl_ssl_bootstrap
+
+
+def _by_name(cluster: KafkaCluster) -> str:
+    """The SASL_SSL listener as ``localhost:PORT``: a name the certificate does not carry."""
+    return _bootstrap(cluster).replace("127.0.0.1", "localhost")
+
+
+def _blocking_round_trip(bootstrap: str, topic: str, values: list[bytes], **opts: Any) -> None:
+    with KafkaProducer(bootstrap_servers=bootstrap, **opts) as producer:
+        for value in values:
+            producer.send(topic, value).get(timeout=30)
+    with KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", **opts) as c:
+        c.assign([TopicPartition(topic, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(values) and time.monotonic() < deadline:
+            for records in c.poll(timeout_ms=1000).values():
+                got.extend(r.value for r in records)
+    assert got == values
+
+
+async def _anyio_round_trip(
+    face: Any, bootstrap: str, topic: str, values: list[bytes], **opts: Any
+) -> None:
+    """Produce and read back with ``open_producer``/``open_consumer`` of ``face``
+    (kafkastate.anyio or kafkastate.trio)."""
+    with anyio.fail_after(60):
+        async with face.open_producer(bootstrap, **opts) as producer:
+            for value in values:
+                await producer.send(topic, value)
+        async with face.open_consumer(
+            bootstrap_servers=bootstrap, auto_offset_reset="earliest", **opts
+        ) as consumer:
+            consumer.assign([TopicPartition(topic, 0)])
+            got = [(await consumer.getone()).value for _ in values]
+    assert got == values
+
+
+# -- every mechanism on every runtime ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_blocking(cluster: KafkaCluster, mechanism: str, options: dict[str, Any]) -> None:
+    values = [f"{mechanism}-{i}".encode() for i in range(3)]
+    _blocking_round_trip(_bootstrap(cluster), new_topic(cluster.bootstrap), values, **options)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+async def test_anyio_face(
+    cluster: KafkaCluster, mechanism: str, options: dict[str, Any], anyio_backend: str
+) -> None:
+    values = [f"{anyio_backend}-{mechanism}-{i}".encode() for i in range(3)]
+    topic = new_topic(cluster.bootstrap)
+    await _anyio_round_trip(kafkastate.anyio, _bootstrap(cluster), topic, values, **options)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+async def test_trio_face(
+    cluster: KafkaCluster, mechanism: str, options: dict[str, Any], anyio_backend: str
+) -> None:
+    values = [f"trio-{mechanism}".encode()]
+    topic = new_topic(cluster.bootstrap)
+    await _anyio_round_trip(kafkastate.trio, _bootstrap(cluster), topic, values, **options)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+async def test_aiokafka_faces(
+    cluster: KafkaCluster, mechanism: str, options: dict[str, Any], anyio_backend: str
+) -> None:
+    """aiokafka's spelling: the CA as an ``ssl_context`` from ``create_ssl_context``."""
+    opts = dict(options)
+    opts["ssl_context"] = create_ssl_context(cafile=opts.pop("ssl_cafile"))
+    topic = new_topic(cluster.bootstrap)
+    with anyio.fail_after(60):
+        producer = AIOKafkaProducer(bootstrap_servers=_bootstrap(cluster), **opts)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, mechanism.encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            topic, bootstrap_servers=_bootstrap(cluster), auto_offset_reset="earliest", **opts
+        )
+        await consumer.start()
+        try:
+            record = await consumer.getone()
+        finally:
+            await consumer.stop()
+    assert record.value == mechanism.encode()
+
+
+# -- hostname verification, untrusted CA -------------------------------------------------------
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256"])
+def test_blocking_hostname_verification(
+    cluster: KafkaCluster, mechanism: str, options: dict[str, Any]
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(SslAuthenticationError, match="does not name the host"):
+        KafkaProducer(bootstrap_servers=_by_name(cluster), **options)
+    assert time.monotonic() - started < 5
+    topic = new_topic(cluster.bootstrap)
+    unchecked = {**options, "ssl_check_hostname": False}
+    _blocking_round_trip(_by_name(cluster), topic, [b"name not checked"], **unchecked)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mechanism", ["PLAIN"])
+async def test_anyio_hostname_verification(
+    cluster: KafkaCluster, mechanism: str, options: dict[str, Any], anyio_backend: str
+) -> None:
+    topic = new_topic(cluster.bootstrap)
+    with anyio.fail_after(5), pytest.raises(SslAuthenticationError, match="does not name"):
+        async with kafkastate.anyio.open_producer(_by_name(cluster), **options) as producer:
+            await producer.send(topic, b"never")
+    unchecked = {**options, "ssl_check_hostname": False}
+    await _anyio_round_trip(kafkastate.anyio, _by_name(cluster), topic, [b"ok"], **unchecked)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512"])
+async def test_aiokafka_hostname_verification(
+    cluster: KafkaCluster, mechanism: str, options: dict[str, Any], anyio_backend: str
+) -> None:
+    """aiokafka's way: ``check_hostname`` of the context."""
+    cafile = options["ssl_cafile"]
+    opts = {k: v for k, v in options.items() if k != "ssl_cafile"}
+    checked = AIOKafkaProducer(
+        bootstrap_servers=_by_name(cluster), ssl_context=create_ssl_context(cafile=cafile), **opts
+    )
+    try:
+        with anyio.fail_after(5), pytest.raises(SslAuthenticationError, match="does not name"):
+            await checked.start()
+    finally:
+        await checked.stop()
+    unchecked = AIOKafkaProducer(
+        bootstrap_servers=_by_name(cluster),
+        ssl_context=create_ssl_context(cafile=cafile, check_hostname=False),
+        **opts,
+    )
+    await unchecked.start()
+    try:
+        await unchecked.send_and_wait(new_topic(cluster.bootstrap), b"name not checked")
+    finally:
+        await unchecked.stop()
+
+
+@pytest.fixture(scope="module")
+def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA that did not sign the broker's certificate."""
+    return make_tls_files(tmp_path_factory.mktemp("other-ca")).ca_file
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "OAUTHBEARER"])
+def test_blocking_wrong_ca_is_refused(
+    cluster: KafkaCluster, mechanism: str, options: dict[str, Any], other_ca: Path
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(SslAuthenticationError, match="ssl_cafile"):
+        KafkaProducer(
+            bootstrap_servers=_bootstrap(cluster), **{**options, "ssl_cafile": str(other_ca)}
+        )
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256"])
+async def test_anyio_wrong_ca_is_refused(
+    cluster: KafkaCluster,
+    mechanism: str,
+    options: dict[str, Any],
+    other_ca: Path,
+    anyio_backend: str,
+) -> None:
+    topic = new_topic(cluster.bootstrap)
+    wrong = {**options, "ssl_cafile": str(other_ca)}
+    with anyio.fail_after(5), pytest.raises(SslAuthenticationError, match="ssl_cafile"):
+        async with kafkastate.anyio.open_producer(_bootstrap(cluster), **wrong) as producer:
+            await producer.send(topic, b"never")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("mechanism", ["PLAIN"])
+async def test_aiokafka_wrong_ca_is_refused(
+    cluster: KafkaCluster,
+    mechanism: str,
+    options: dict[str, Any],
+    other_ca: Path,
+    anyio_backend: str,
+) -> None:
+    opts = {k: v for k, v in options.items() if k != "ssl_cafile"}
+    producer = AIOKafkaProducer(
+        bootstrap_servers=_bootstrap(cluster),
+        ssl_context=create_ssl_context(cafile=str(other_ca)),
+        **opts,
+    )
+    try:
+        with anyio.fail_after(5), pytest.raises(SslAuthenticationError):
+            await producer.start()
+    finally:
+        await producer.stop()
