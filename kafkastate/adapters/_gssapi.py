@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import gssapi
 from gssapi.raw.misc import GSSError
 
-from kafkastate.errors import AuthenticationFailedError
+from kafkastate.errors import AuthenticationFailedError, KafkaConfigurationError
 
 __all__ = ["GssapiSecurityContext"]
 
@@ -34,23 +34,38 @@ def _failing_closed(what: str) -> Iterator[None]:
 
 
 class GssapiSecurityContext:
-    """One Kerberos initiator context for a host-based service name, the shape of
-    :class:`kafkastate.core.sasl.GssapiContext`.
+    """One Kerberos initiator context for the broker's Kerberos name, the shape of
+    :class:`kafkastate.core.sasl.GssapiContext` (its factory is the class itself).
 
     Args:
-        service: ``"service@host"``, e.g. ``"kafka@broker1.example.com"``.
+        name: ``"service@host"``, e.g. ``"kafka@broker1.example.com"``; with
+            ``principal``, ``"kafka/broker1.example.com@REALM"``; or a ``gssapi.Name``.
+        principal: ``name`` is a Kerberos principal name, not a host-based service.
 
     Raises:
         AuthenticationFailedError: the name cannot be imported.
+        KafkaConfigurationError: ``name`` is neither a str nor a ``gssapi.Name``.
     """
 
-    def __init__(self, service: str) -> None:
-        self._service = service
-        with _failing_closed(f"GSSAPI: cannot name the service {service!r}"):
-            name = gssapi.Name(service, name_type=gssapi.NameType.hostbased_service)
+    def __init__(self, name: str | gssapi.Name, /, *, principal: bool = False) -> None:
+        self._service = str(name)
+        with _failing_closed(f"GSSAPI: cannot name the service {self._service!r}"):
+            if isinstance(name, gssapi.Name):
+                target = name
+            elif isinstance(name, str):
+                kind = (
+                    gssapi.NameType.kerberos_principal
+                    if principal
+                    else gssapi.NameType.hostbased_service
+                )
+                target = gssapi.Name(name, name_type=kind)
+            else:
+                raise KafkaConfigurationError(
+                    f"sasl_kerberos_name must be a str or a gssapi.Name, got {name!r}"
+                )
             flags = gssapi.RequirementFlag.mutual_authentication | gssapi.RequirementFlag.integrity
             self._context = gssapi.SecurityContext(
-                name=name, usage="initiate", mech=gssapi.MechType.kerberos, flags=flags
+                name=target, usage="initiate", mech=gssapi.MechType.kerberos, flags=flags
             )
 
     def __repr__(self) -> str:

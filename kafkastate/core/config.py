@@ -225,6 +225,19 @@ def _token_provider(name: str, value: Any) -> Any:
     return value
 
 
+@_kind("str")
+def _kerberos_name(name: str, value: Any) -> Any:
+    # a gssapi.Name is the user's own object: the core cannot import gssapi to check it
+    if value is None or (isinstance(value, str) and value):
+        return value
+    if type(value).__module__.split(".")[0] == "gssapi":
+        return value
+    raise KafkaConfigurationError(
+        f"{name} must be a non-empty str ('kafka@broker.example.com', or a principal "
+        f"'kafka/broker.example.com@REALM') or a gssapi.Name, got {value!r}"
+    )
+
+
 def _tracing(name: str, value: Any) -> Any:
     if isinstance(value, bool) or callable(getattr(value, "get_tracer", None)):
         return value
@@ -402,6 +415,10 @@ _TABLE: Final = (
     Option("sasl_kerberos_domain_name", "", _CPA, _text, None,
            "GSSAPI: the host part of the brokers' service principal (default: each "
            "broker's host name)."),
+    Option("sasl_kerberos_name", "", _CPA, _kerberos_name, None,
+           "GSSAPI: the brokers' Kerberos name, overriding sasl_kerberos_service_name and "
+           "sasl_kerberos_domain_name: 'service@host' (a host-based service), a principal "
+           "'service/host@REALM', or a gssapi.Name used as it is."),
     Option("api_version", "", _CPA, _anything, None,
            "Versions are always negotiated; kafka-python's hint (a tuple or '0.11.0') "
            "refuses features the version lacks and skips the constructor's wait."),
@@ -600,7 +617,6 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
             "metric_reporters",
             "metric_group_prefix",
             "selector",
-            "sasl_kerberos_name",
             "proxy_url",
             "socks5_proxy",
             "kafka_client",
@@ -1166,6 +1182,7 @@ def client_config(options: Mapping[str, Any]) -> ClientConfig:
                 sasl_oauth_token_provider=options["sasl_oauth_token_provider"] is not None,
                 sasl_kerberos_service_name=options["sasl_kerberos_service_name"],
                 sasl_kerberos_domain_name=options["sasl_kerberos_domain_name"],
+                sasl_kerberos_name=options["sasl_kerberos_name"],
                 sasl_gssapi=options.get("_sasl_gssapi"),
                 sasl_aws_msk_iam=options.get("_sasl_aws_msk_iam"),
                 max_frame_size=DEFAULT_MAX_FRAME_SIZE if limit is None else limit,

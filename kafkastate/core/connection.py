@@ -227,6 +227,10 @@ class ConnectionConfig:
     sasl_kerberos_domain_name: str | None = None
     """GSSAPI: the host part of the brokers' service principal (default: each broker's
     own host name, as kafka-python's ``sasl_kerberos_domain_name``)."""
+    sasl_kerberos_name: object | None = None
+    """GSSAPI: the brokers' Kerberos name, overriding the two above (kafka-python's
+    ``sasl_kerberos_name``): ``"service@host"``, a principal ``"service/host@REALM"``, or
+    a ``gssapi.Name`` handed to the context factory as it is."""
     sasl_gssapi: GssapiContextFactory | None = attrs.field(default=None, eq=False)
     """GSSAPI: makes the Kerberos security contexts (kafkastate[gssapi] provides one)."""
     sasl_aws_msk_iam: AwsMskIamSigner | None = attrs.field(default=None, eq=False, repr=False)
@@ -870,6 +874,7 @@ class BrokerConnection:
                     host=self._host,
                     kerberos_service_name=config.sasl_kerberos_service_name,
                     kerberos_domain_name=config.sasl_kerberos_domain_name,
+                    kerberos_name=config.sasl_kerberos_name,
                     gssapi=config.sasl_gssapi,
                     aws_msk_iam=config.sasl_aws_msk_iam,
                 )

@@ -37,7 +37,7 @@ import json
 import random
 import unicodedata
 from collections.abc import Callable, Mapping
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from kafkastate.errors import AuthenticationFailedError, KafkaConfigurationError
 
@@ -52,6 +52,7 @@ __all__ = [
     "PlainMechanism",
     "SaslMechanism",
     "ScramMechanism",
+    "kerberos_target",
     "make_mechanism",
 ]
 
@@ -306,9 +307,44 @@ class GssapiContext(Protocol):
         ...
 
 
-GssapiContextFactory = Callable[[str], GssapiContext]
-"""Makes a fresh context for a host-based service name ``"service@host"`` (RFC 2743
-section 4.1, GSS_C_NT_HOSTBASED_SERVICE), e.g. ``"kafka@broker1.example.com"``."""
+class GssapiContextFactory(Protocol):
+    """Makes a fresh :class:`GssapiContext` for the broker's Kerberos name."""
+
+    def __call__(self, name: Any, /, *, principal: bool = False) -> GssapiContext:
+        """Args:
+        name: a host-based service name ``"service@host"`` (RFC 2743 section 4.1,
+            GSS_C_NT_HOSTBASED_SERVICE), e.g. ``"kafka@broker1.example.com"``; with
+            ``principal``, a Kerberos principal name ``"kafka/broker1.example.com@REALM"``
+            (GSS_KRB5_NT_PRINCIPAL_NAME); or a name object of the GSS-API library the
+            user made (kafka-python's ``sasl_kerberos_name=gssapi.Name(...)``), used as it
+            is."""
+        ...
+
+
+def kerberos_target(
+    service_name: str, host: str | None, name: object | None
+) -> tuple[object, bool] | None:
+    """Which Kerberos name a GSSAPI client asks a service ticket for.
+
+    Args:
+        service_name: ``sasl_kerberos_service_name``.
+        host: the service host: ``sasl_kerberos_domain_name``, else the broker's host.
+        name: ``sasl_kerberos_name``, which overrides both when given.
+
+    Returns:
+        ``(name, principal)`` for :class:`GssapiContextFactory`, or None when no host
+        is known.
+    """
+    if isinstance(name, str):
+        # kafka-python's text form is a host-based service; a "/" only appears in a
+        # principal name (service/host@REALM), which Java clients' users know better
+        return name, "/" in name
+    if name is not None:
+        return name, False
+    if not host:
+        return None
+    return f"{service_name}@{host}", False
+
 
 AwsMskIamSigner = Callable[[str], bytes]
 """Writes the AWS_MSK_IAM initial message for a broker host: the JSON object of SigV4
@@ -434,6 +470,7 @@ def make_mechanism(
     host: str | None = None,
     kerberos_service_name: str = "kafka",
     kerberos_domain_name: str | None = None,
+    kerberos_name: object | None = None,
     gssapi: GssapiContextFactory | None = None,
     aws_msk_iam: AwsMskIamSigner | None = None,
 ) -> SaslMechanism:
@@ -445,6 +482,8 @@ def make_mechanism(
             service.name``).
         kerberos_domain_name: GSSAPI: the host part of the broker's service principal
             instead of ``host`` (kafka-python's ``sasl_kerberos_domain_name``).
+        kerberos_name: GSSAPI: the broker's whole Kerberos name, overriding the two
+            above (kafka-python's ``sasl_kerberos_name``; see :func:`kerberos_target`).
         gssapi: GSSAPI: makes the Kerberos security context.
         aws_msk_iam: AWS_MSK_IAM: writes the signed message.
 
@@ -468,13 +507,16 @@ def make_mechanism(
             raise KafkaConfigurationError("sasl_mechanism='OAUTHBEARER' needs a token")
         return OAuthBearerMechanism(oauth_token, oauth_extensions)
     if mechanism == "GSSAPI":
-        service_host = kerberos_domain_name or host
-        if gssapi is None or not service_host:
+        target = kerberos_target(kerberos_service_name, kerberos_domain_name or host, kerberos_name)
+        if gssapi is None or target is None:
             raise KafkaConfigurationError(
                 "sasl_mechanism='GSSAPI' needs a Kerberos context factory "
                 "(pip install 'kafkastate[gssapi]') and the broker's host name"
             )
-        return GssapiMechanism(gssapi(f"{kerberos_service_name}@{service_host}"))
+        target_name, principal = target
+        if principal:
+            return GssapiMechanism(gssapi(target_name, principal=True))
+        return GssapiMechanism(gssapi(target_name))
     if mechanism == "AWS_MSK_IAM":
         if aws_msk_iam is None or not host:
             raise KafkaConfigurationError(

@@ -22,7 +22,12 @@ from kafkastate.core.connection import (
     ConnectionConfig,
     ConnectionReady,
 )
-from kafkastate.core.sasl import AwsMskIamMechanism, GssapiMechanism, make_mechanism
+from kafkastate.core.sasl import (
+    AwsMskIamMechanism,
+    GssapiMechanism,
+    kerberos_target,
+    make_mechanism,
+)
 from kafkastate.errors import AuthenticationFailedError, KafkaConfigurationError
 from tests._support.peer import response, response_frame
 from tests.core.test_connection import _auth_response, api_versions_response, drain, sent
@@ -127,6 +132,54 @@ def test_gssapi_service_name_is_service_at_host(domain: str | None, expected: st
     assert made == [expected]
 
 
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("kafka@other.example", ("kafka@other.example", False)),  # kafka-python's text form
+        ("kafka/other.example@REALM", ("kafka/other.example@REALM", True)),  # a principal
+        ("svc", ("svc", False)),
+    ],
+)
+def test_gssapi_kerberos_name_overrides_service_and_domain(
+    name: str, expected: tuple[str, bool]
+) -> None:
+    made: list[tuple[str, bool]] = []
+
+    def factory(target: str, *, principal: bool = False) -> ScriptedContext:
+        made.append((target, principal))
+        return ScriptedContext(target)
+
+    make_mechanism(
+        "GSSAPI",
+        host="broker1.example",
+        kerberos_service_name="ignored",
+        kerberos_domain_name="ignored.example",
+        kerberos_name=name,
+        gssapi=factory,
+    ).first_message()
+    assert made == [expected]
+
+
+def test_gssapi_kerberos_name_object_is_passed_as_it_is() -> None:
+    class Name:  # stands in for a gssapi.Name: the core never looks inside
+        pass
+
+    given = Name()
+    assert kerberos_target("kafka", "broker1.example", given) == (given, False)
+    assert kerberos_target("kafka", None, None) is None  # no host, no override
+
+
+@pytest.mark.parametrize("bad", ["", 3, b"kafka@host"])
+def test_sasl_kerberos_name_option_is_checked(bad: object) -> None:
+    with pytest.raises(KafkaConfigurationError, match="sasl_kerberos_name"):
+        resolve(
+            "producer",
+            "kafka-python",
+            {"bootstrap_servers": "b:1", "sasl_kerberos_name": bad},
+            owner="KafkaProducer",
+        )
+
+
 def test_gssapi_needs_a_context_factory() -> None:
     with pytest.raises(KafkaConfigurationError, match=r"kafkastate\[gssapi\]"):
         ConnectionConfig(sasl_mechanism="GSSAPI")
@@ -196,6 +249,9 @@ def test_gssapi_options_reach_the_connection() -> None:
         "kdc.example",
     )
     assert conn.sasl_gssapi is ScriptedContext
+    assert conn.sasl_kerberos_name is None
+    options["sasl_kerberos_name"] = "kafka/kdc.example@REALM"
+    assert client_config(options).connection.sasl_kerberos_name == "kafka/kdc.example@REALM"
 
 
 # ------------------------------------------------------------------------ AWS_MSK_IAM

@@ -207,3 +207,61 @@ async def test_async_refusal_is_typed_and_fast(
     with anyio.fail_after(5), pytest.raises(AuthenticationFailedError, match="Kerberos"):
         async with open_producer(gssapi_cluster.sasl_bootstrap or "", **GSSAPI) as producer:
             await producer.send(topic, b"never")
+
+
+def _kerberos_names(realm: KerberosRealm) -> list[Any]:
+    """kafka-python's ``sasl_kerberos_name`` forms for the broker's ``kafka/localhost``."""
+    import gssapi  # noqa: PLC0415 - the fixtures skip without it
+
+    return [
+        "kafka@localhost",  # a host-based service, kafka-python's text form
+        realm.principal("kafka/localhost"),  # a principal: kafka/localhost@KAFKASTATE.TEST
+        gssapi.Name("kafka@localhost", name_type=gssapi.NameType.hostbased_service),
+    ]
+
+
+@pytest.mark.parametrize("form", ["service", "principal", "gssapi.Name"])
+def test_kerberos_name_overrides_service_and_domain(
+    gssapi_cluster: KafkaCluster, kerberos_client: KerberosRealm, form: str
+) -> None:
+    """``sasl_kerberos_name`` alone names the broker: the service and domain given beside
+    it (which name no principal of the realm) are not used."""
+    name = _kerberos_names(kerberos_client)[["service", "principal", "gssapi.Name"].index(form)]
+    bootstrap, topic = _listener_and_topic(gssapi_cluster)
+    options = {
+        **GSSAPI,
+        "sasl_kerberos_service_name": "nosuchservice",
+        "sasl_kerberos_domain_name": "otherhost",
+        "sasl_kerberos_name": name,
+    }
+    with KafkaProducer(bootstrap_servers=bootstrap, **options) as producer:
+        producer.send(topic, form.encode()).get(timeout=30)
+
+
+def test_a_wrong_kerberos_name_is_refused(
+    gssapi_cluster: KafkaCluster, kerberos_client: KerberosRealm
+) -> None:
+    """A name the KDC does not know fails, though service and domain would have worked."""
+    started = time.monotonic()
+    with pytest.raises(AuthenticationFailedError, match="not found"):
+        KafkaProducer(
+            bootstrap_servers=gssapi_cluster.sasl_bootstrap,
+            **GSSAPI,
+            sasl_kerberos_name=kerberos_client.principal("kafka/otherhost"),
+        )
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.anyio
+async def test_async_kerberos_name(
+    gssapi_cluster: KafkaCluster, kerberos_client: KerberosRealm, anyio_backend: str
+) -> None:
+    bootstrap, topic = _listener_and_topic(gssapi_cluster)
+    options = {
+        **GSSAPI,
+        "sasl_kerberos_domain_name": "otherhost",
+        "sasl_kerberos_name": kerberos_client.principal("kafka/localhost"),
+    }
+    with anyio.fail_after(30):
+        async with open_producer(bootstrap, **options) as producer:
+            await producer.send(topic, anyio_backend.encode())
