@@ -743,6 +743,9 @@ def resolve(role: str, flavour: str, given: Mapping[str, Any], *, owner: str) ->
         )
     for name, value in out.items():
         out[name] = OPTIONS[name].check(name, value)
+    for name in SECRET_OPTIONS:  # masked wherever the dict is shown (a traceback's locals)
+        if isinstance(out.get(name), str):
+            out[name] = Secret(out[name])
     user_set = frozenset(_BY_PROP.get(key, key) for key in given)
     _settle_tls(out, flavour, user_set)
     _settle_client(out, flavour)

@@ -10,11 +10,14 @@ integration tests use this one.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import random
 import select
 import selectors
 import socket
 import ssl
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -251,12 +254,24 @@ class IOMachine(Protocol):
     def token_failed(self, error: BaseException, *, now: float) -> None: ...
 
 
+_TOKEN_ANSWER = "token"
+"""The selector key of the socket a token worker wakes the loop with."""
+
+TokenAnswer = tuple[str, Mapping[str, str] | None] | Exception
+"""A token worker's outcome: the provider's token and extensions, or what it raised."""
+
+
 class SocketLoop:
     """The sockets of one core machine: one selector, one socket per node.
 
     The machine decides; this only opens what it asks for (:meth:`open`), closes
     (:meth:`forget`), writes what it has (:meth:`flush`) and, in :meth:`poll`, waits for
     readable sockets or the machine's deadline and feeds the results back.
+
+    The token provider (a user's code, maybe an HTTP call to an identity provider) runs
+    on a worker thread (:meth:`fetch_token`), so that a slow one stalls only the
+    connections waiting for its token: the loop keeps serving the others, and the
+    worker's answer reaches the machine on the loop's thread, through the selector.
 
     Args:
         machine: a Client, a ProducerMachine... anything with the Client's IO surface.
@@ -286,6 +301,10 @@ class SocketLoop:
         self._has_waker = waker is not None
         if waker is not None:
             self._selector.register(waker, selectors.EVENT_READ, data=None)
+        self._token_answers: collections.deque[TokenAnswer] = collections.deque()
+        self._tokens_pending = 0  # workers started, answers not fed yet
+        self._token_r: socket.socket | None = None
+        self._token_w: socket.socket | None = None
 
     def open(self, node: NodeId, host: str, port: int) -> None:
         """Connect a socket for ``node`` and report the outcome to the machine."""
@@ -305,14 +324,45 @@ class SocketLoop:
         self._machine.connection_made(node, now=time.monotonic())
 
     def fetch_token(self) -> None:
-        """On TokenRequested: call the token provider (blocking) and report its answer or
-        its exception to the machine."""
+        """On TokenRequested: call the token provider on a worker thread; its answer (or
+        exception) reaches the machine from :meth:`feed`, on the loop's thread. (The core
+        bounds the wait with ``request_timeout`` and asks again after it.)"""
+        if self._token_w is None:
+            self._token_r, self._token_w = socket.socketpair()
+            self._token_r.setblocking(False)
+            self._selector.register(self._token_r, selectors.EVENT_READ, data=_TOKEN_ANSWER)
+        self._tokens_pending += 1
+        worker = threading.Thread(
+            target=self._ask_provider,
+            args=(self._token_w,),
+            name="kafkastate token provider",
+            daemon=True,
+        )
+        worker.start()
+
+    def _ask_provider(self, wake: socket.socket) -> None:
+        answer: TokenAnswer
         try:
-            token, extensions = fetch_token_blocking(self._token_provider)
+            answer = fetch_token_blocking(self._token_provider)
         except Exception as exc:
-            self._machine.token_failed(exc, now=time.monotonic())
-            return
-        self._machine.token_received(token, now=time.monotonic(), extensions=extensions)
+            answer = exc
+        self._token_answers.append(answer)
+        with contextlib.suppress(OSError):  # closed meanwhile: nobody waits any more
+            wake.send(b"\0")
+
+    def _feed_token_answers(self) -> None:
+        if self._token_r is not None:
+            with contextlib.suppress(OSError):
+                while self._token_r.recv(4096):
+                    pass
+        while self._token_answers:
+            answer = self._token_answers.popleft()
+            self._tokens_pending -= 1
+            if isinstance(answer, Exception):
+                self._machine.token_failed(answer, now=time.monotonic())
+            else:
+                token, extensions = answer
+                self._machine.token_received(token, now=time.monotonic(), extensions=extensions)
 
     def forget(self, node: NodeId) -> None:
         """Close ``node``'s socket, if any (the machine asked, or it broke)."""
@@ -355,7 +405,7 @@ class SocketLoop:
         wakes = [t for t in (self._machine.get_timer(), deadline) if t is not None]
         self.feed(self.select(min(wakes) if wakes else None))
 
-    def select(self, until: float | None) -> list[int | None]:
+    def select(self, until: float | None) -> list[int | str | None]:
         """Wait, touching no machine state, until a socket or the waker is readable or
         ``until`` (a ``time.monotonic()`` deadline; None: no limit) passes.
 
@@ -365,19 +415,22 @@ class SocketLoop:
             The readable nodes (None for the waker), for :meth:`feed`.
         """
         wait = None if until is None else max(0.0, until - time.monotonic())
-        if not self._socks and not self._has_waker:
+        if not self._socks and not self._has_waker and not self._tokens_pending:
             time.sleep(0.05 if wait is None else min(wait, 0.05))
             return []
         return [key.data for key, _mask in self._selector.select(wait)]
 
-    def feed(self, ready: list[int | None]) -> None:
-        """Read the sockets :meth:`select` found readable, give the machine what arrived,
-        then run its timers."""
+    def feed(self, ready: list[int | str | None]) -> None:
+        """Read the sockets :meth:`select` found readable, give the machine what arrived
+        (token workers' answers too), then run its timers."""
         machine = self._machine
         for data_key in ready:
             if data_key is None:
                 continue  # the waker: its owner drains it
-            node = NodeId(data_key)
+            if data_key == _TOKEN_ANSWER:
+                self._feed_token_answers()
+                continue
+            node = NodeId(int(data_key))
             sock = self._socks.get(node)
             if sock is None:
                 continue
@@ -397,10 +450,14 @@ class SocketLoop:
         machine.handle_timer(now=time.monotonic())
 
     def close(self) -> None:
-        """Close every socket and the selector."""
+        """Close every socket and the selector (a token worker still running finds its
+        socket closed and drops its answer)."""
         for sock in self._socks.values():
             sock.close()
         self._socks.clear()
+        for end in (self._token_r, self._token_w):
+            if end is not None:
+                end.close()
         self._selector.close()
 
 
