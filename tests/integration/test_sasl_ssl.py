@@ -120,6 +120,19 @@ def _by_name(cluster: KafkaCluster) -> str:
     return _bootstrap(cluster).replace("127.0.0.1", "localhost")
 
 
+def _aiokafka_spelling(
+    options: dict[str, Any], *, cafile: str | None = None, check_hostname: bool = True
+) -> dict[str, Any]:
+    """``options`` in aiokafka's spelling: the CA (``cafile``, else ``ssl_cafile``) as an
+    ``ssl_context`` from ``create_ssl_context``."""
+    opts = dict(options)
+    trusted = opts.pop("ssl_cafile")
+    opts["ssl_context"] = create_ssl_context(
+        cafile=cafile or trusted, check_hostname=check_hostname
+    )
+    return opts
+
+
 def _blocking_round_trip(bootstrap: str, topic: str, values: list[bytes], **opts: Any) -> None:
     with KafkaProducer(bootstrap_servers=bootstrap, **opts) as producer:
         for value in values:
@@ -161,24 +174,23 @@ def test_blocking(cluster: KafkaCluster, mechanism: str, options: dict[str, Any]
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("face", "anyio_backend"),
+    [
+        pytest.param(kafkastate.anyio, "asyncio", id="anyio-asyncio"),
+        pytest.param(kafkastate.anyio, "trio", id="anyio-trio"),
+        pytest.param(kafkastate.trio, "trio", id="trio"),
+    ],
+)
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-async def test_anyio_face(
-    cluster: KafkaCluster, mechanism: str, options: dict[str, Any], anyio_backend: str
+async def test_async_faces(
+    cluster: KafkaCluster, mechanism: str, options: dict[str, Any], face: Any, anyio_backend: str
 ) -> None:
-    values = [f"{anyio_backend}-{mechanism}-{i}".encode() for i in range(3)]
+    """``open_producer``/``open_consumer`` of kafkastate.anyio (on asyncio and trio) and of
+    kafkastate.trio."""
+    values = [f"{face.__name__}-{anyio_backend}-{mechanism}-{i}".encode() for i in range(3)]
     topic = new_topic(cluster.bootstrap)
-    await _anyio_round_trip(kafkastate.anyio, _bootstrap(cluster), topic, values, **options)
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["trio"])
-@pytest.mark.parametrize("mechanism", MECHANISMS)
-async def test_trio_face(
-    cluster: KafkaCluster, mechanism: str, options: dict[str, Any], anyio_backend: str
-) -> None:
-    values = [f"trio-{mechanism}".encode()]
-    topic = new_topic(cluster.bootstrap)
-    await _anyio_round_trip(kafkastate.trio, _bootstrap(cluster), topic, values, **options)
+    await _anyio_round_trip(face, _bootstrap(cluster), topic, values, **options)
 
 
 @pytest.mark.anyio
@@ -188,8 +200,7 @@ async def test_aiokafka_faces(
     cluster: KafkaCluster, mechanism: str, options: dict[str, Any], anyio_backend: str
 ) -> None:
     """aiokafka's spelling: the CA as an ``ssl_context`` from ``create_ssl_context``."""
-    opts = dict(options)
-    opts["ssl_context"] = create_ssl_context(cafile=opts.pop("ssl_cafile"))
+    opts = _aiokafka_spelling(options)
     topic = new_topic(cluster.bootstrap)
     with anyio.fail_after(60):
         producer = AIOKafkaProducer(bootstrap_servers=_bootstrap(cluster), **opts)
@@ -245,20 +256,14 @@ async def test_aiokafka_hostname_verification(
     cluster: KafkaCluster, mechanism: str, options: dict[str, Any], anyio_backend: str
 ) -> None:
     """aiokafka's way: ``check_hostname`` of the context."""
-    cafile = options["ssl_cafile"]
-    opts = {k: v for k, v in options.items() if k != "ssl_cafile"}
-    checked = AIOKafkaProducer(
-        bootstrap_servers=_by_name(cluster), ssl_context=create_ssl_context(cafile=cafile), **opts
-    )
+    checked = AIOKafkaProducer(bootstrap_servers=_by_name(cluster), **_aiokafka_spelling(options))
     try:
         with anyio.fail_after(5), pytest.raises(SslAuthenticationError, match="does not name"):
             await checked.start()
     finally:
         await checked.stop()
     unchecked = AIOKafkaProducer(
-        bootstrap_servers=_by_name(cluster),
-        ssl_context=create_ssl_context(cafile=cafile, check_hostname=False),
-        **opts,
+        bootstrap_servers=_by_name(cluster), **_aiokafka_spelling(options, check_hostname=False)
     )
     await unchecked.start()
     try:
@@ -286,42 +291,34 @@ def test_blocking_wrong_ca_is_refused(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("spelling", "anyio_backend"),
+    [("anyio", "asyncio"), ("anyio", "trio"), ("aiokafka", "asyncio")],
+)
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256"])
-async def test_anyio_wrong_ca_is_refused(
+async def test_async_wrong_ca_is_refused(  # noqa: PLR0917 - fixtures and parameters
     cluster: KafkaCluster,
     mechanism: str,
     options: dict[str, Any],
     other_ca: Path,
+    spelling: str,
     anyio_backend: str,
 ) -> None:
     topic = new_topic(cluster.bootstrap)
-    wrong = {**options, "ssl_cafile": str(other_ca)}
-    with anyio.fail_after(5), pytest.raises(SslAuthenticationError, match="ssl_cafile"):
-        async with kafkastate.anyio.open_producer(_bootstrap(cluster), **wrong) as producer:
-            await producer.send(topic, b"never")
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-@pytest.mark.parametrize("mechanism", ["PLAIN"])
-async def test_aiokafka_wrong_ca_is_refused(
-    cluster: KafkaCluster,
-    mechanism: str,
-    options: dict[str, Any],
-    other_ca: Path,
-    anyio_backend: str,
-) -> None:
-    opts = {k: v for k, v in options.items() if k != "ssl_cafile"}
-    producer = AIOKafkaProducer(
-        bootstrap_servers=_bootstrap(cluster),
-        ssl_context=create_ssl_context(cafile=str(other_ca)),
-        **opts,
-    )
-    try:
-        with anyio.fail_after(5), pytest.raises(SslAuthenticationError):
-            await producer.start()
-    finally:
-        await producer.stop()
+    with anyio.fail_after(5), pytest.raises(SslAuthenticationError):
+        if spelling == "aiokafka":
+            producer = AIOKafkaProducer(
+                bootstrap_servers=_bootstrap(cluster),
+                **_aiokafka_spelling(options, cafile=str(other_ca)),
+            )
+            try:
+                await producer.start()
+            finally:
+                await producer.stop()
+        else:
+            wrong = {**options, "ssl_cafile": str(other_ca)}
+            async with kafkastate.anyio.open_producer(_bootstrap(cluster), **wrong) as producer:
+                await producer.send(topic, b"never")
 
 
 # -- a slow token provider does not stall the blocking clients' IO -----------------------------
