@@ -123,12 +123,16 @@ def _by_name(cluster: KafkaCluster) -> str:
 def _aiokafka_spelling(
     options: dict[str, Any], *, cafile: str | None = None, check_hostname: bool = True
 ) -> dict[str, Any]:
-    """``options`` in aiokafka's spelling: the CA (``cafile``, else ``ssl_cafile``) as an
-    ``ssl_context`` from ``create_ssl_context``."""
+    """``options`` in aiokafka's spelling: the CA (``cafile``, else ``ssl_cafile``) and a
+    client certificate, if any, as an ``ssl_context`` from ``create_ssl_context``."""
     opts = dict(options)
     trusted = opts.pop("ssl_cafile")
     opts["ssl_context"] = create_ssl_context(
-        cafile=cafile or trusted, check_hostname=check_hostname
+        cafile=cafile or trusted,
+        certfile=opts.pop("ssl_certfile", None),
+        keyfile=opts.pop("ssl_keyfile", None),
+        password=opts.pop("ssl_password", None),
+        check_hostname=check_hostname,
     )
     return opts
 
@@ -523,6 +527,12 @@ async def test_no_secret_in_async_logs_reprs_or_metrics(  # noqa: PLR0917 - fixt
         ) as consumer:
             consumer.assign([TopicPartition(topic, 0)])
             found.show(await consumer.getone(), consumer, consumer.metrics(), consumer.health())
+        if anyio_backend == "asyncio":  # aiokafka's faces
+            async with AIOKafkaProducer(
+                bootstrap_servers=bootstrap, **_aiokafka_spelling(opts)
+            ) as aio:
+                await aio.send_and_wait(topic, b"secret-free")
+                found.show(aio, aio.metrics(), aio.health())
         wrong = f"wrong-{uuid.uuid4().hex}"
         if mechanism in PASSWORD_MECHANISMS:
             found.secrets.append(wrong)
