@@ -602,8 +602,6 @@ def test_null_header_value_round_trip(kafka_cluster: Any, adapter: str) -> None:
     if adapter == "sync":
         # kafkastate.sync.KafkaProducer.send takes only (str, bytes) headers, as
         # kafka-python's does: a None header value is refused, nothing is sent.
-        from kafkastate.sync import KafkaProducer
-
         producer = KafkaProducer(bootstrap_servers=bootstrap)
         try:
             with pytest.raises(TypeError, match="header"):
