@@ -330,6 +330,15 @@ class Session:
         )
         return self._send(step, client, request)
 
+    def _identity(
+        self, client: str, generation: int | None, member_id: str | None
+    ) -> tuple[int, str]:
+        """The generation and member id a request carries: the client's, unless given."""
+        return (
+            self.generation.get(client, -1) if generation is None else generation,
+            self.ids.get(client, "") if member_id is None else member_id,
+        )
+
     def heartbeat(
         self,
         step: str,
@@ -340,11 +349,12 @@ class Session:
         member_id: str | None = None,
     ) -> Any | None:
         """Heartbeat at the client's generation (or ``generation``)."""
+        gen, member = self._identity(client, generation, member_id)
         request = build(
             self._cls(ApiKey.HEARTBEAT),
             group_id=self.group,
-            generation_id=self.generation.get(client, -1) if generation is None else generation,
-            member_id=self.ids.get(client, "") if member_id is None else member_id,
+            generation_id=gen,
+            member_id=member,
             group_instance_id=instance,
         )
         return self._send(step, client, request)
@@ -361,7 +371,7 @@ class Session:
     ) -> Any | None:
         """OffsetCommit of partition 0 at the client's generation (or ``generation``)."""
         cls = self._cls(ApiKey.OFFSET_COMMIT)
-        gen = self.generation.get(client, -1) if generation is None else generation
+        gen, member = self._identity(client, generation, member_id)
         part = build(
             nested_type(cls, "OffsetCommitRequestPartition"),
             partition_index=0,
@@ -381,7 +391,7 @@ class Session:
             group_id=self.group,
             generation_id_or_member_epoch=gen,
             generation_id=gen,
-            member_id=self.ids.get(client, "") if member_id is None else member_id,
+            member_id=member,
             group_instance_id=instance,
             retention_time=datetime.timedelta(milliseconds=-1),
             topics=(topic,),
