@@ -69,7 +69,7 @@ PARKED: Final = "parked"
 SESSION_TIMEOUT: Final = 6.0
 """The members' ``session.timeout.ms``: the broker's smallest (``group.min.session.timeout.ms``)."""
 REBALANCE_TIMEOUT: Final = 20.0
-GRACE: Final = 1.0
+GRACE: Final = 2.0
 """Seconds a real broker gets to answer before a request counts as parked."""
 PATIENCE: Final = 15.0
 """Seconds a real broker gets to answer a request that must be answered."""
