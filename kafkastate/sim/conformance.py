@@ -15,12 +15,13 @@ a bug in the model (or a Kafka version it does not model).
 
 Normalisation (:func:`normalise`): member ids and producer ids become ``m1``, ``m2``, ...
 and ``p1``, ... in order of first appearance (the broker makes them up), throttle times and
-error messages are dropped, assignments are decoded into partition lists. A request that is
+error messages are dropped, assignments and subscriptions are decoded, member lists are
+sorted (the broker keeps members in a hash map, so its order is arbitrary). A request that is
 not answered within the driver's grace period is recorded as ``"parked"`` (a JoinGroup
 waiting for the other members, a follower's SyncGroup waiting for the leader's); the scenario
-collects its answer later with :meth:`Session.collect`. CONCURRENT_TRANSACTIONS is retried
-(as a client does) and not recorded, since how often a broker answers it depends on how fast
-its markers are written.
+collects its answer later with :meth:`Session.collect`. CONCURRENT_TRANSACTIONS (and a
+coordinator still loading) is retried, as a client does, and not recorded: how often a
+broker answers it depends on how fast its markers are written.
 
 Scenarios keep to what a single broker shows deterministically: a dynamic member's join
 and leave, session expiry (timeouts with a wide margin on both sides), static members'
@@ -62,6 +63,7 @@ __all__ = [
     "SimDriver",
     "normalise",
     "run_scenario",
+    "served_versions",
 ]
 
 PARKED: Final = "parked"
@@ -69,6 +71,7 @@ PARKED: Final = "parked"
 SESSION_TIMEOUT: Final = 6.0
 """The members' ``session.timeout.ms``: the broker's smallest (``group.min.session.timeout.ms``)."""
 REBALANCE_TIMEOUT: Final = 20.0
+"""The members' ``max.poll.interval.ms`` (JoinGroup's rebalance timeout)."""
 GRACE: Final = 2.0
 """Seconds a real broker gets to answer before a request counts as parked."""
 PATIENCE: Final = 15.0
