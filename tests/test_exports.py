@@ -54,6 +54,7 @@ PUBLIC_MODULES = [
     "kafkastate.core.protocol.compression",
     "kafkastate.adapters.blocking",
     "kafkastate.testing",
+    "kafkastate.sim.api",
     "kafkastate.spark",
 ]
 

@@ -15,6 +15,11 @@
 * :mod:`kafkastate.sim.planted` -- the planted bugs of the self-test (one per invariant).
 * :mod:`kafkastate.sim.shrink` -- shrinking a failing tape (``run SEED --shrink``).
 * :mod:`kafkastate.sim.coverage` -- which machine transitions and faults a sweep reached.
+* :mod:`kafkastate.sim.api` -- :class:`~kafkastate.sim.api.KafkaSim`: your application's
+  listener and processing in the simulation over many seeds, failures replayed (the pytest
+  plugin's ``kafka_sim`` fixture).
+* :mod:`kafkastate.sim.conformance` -- scripted scenarios that run against the broker
+  model and a real broker (tests/sim/test_sim_conformance.py).
 * ``python -m kafkastate.sim run|sweep|replay [--workload txn]`` -- the command line;
   docs/simulation.md has the invariant table, shrinking and the coverage report.
 """

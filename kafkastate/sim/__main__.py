@@ -2,7 +2,7 @@
 
     python -m kafkastate.sim run SEED [--workload group|txn] [--planted BUG] [--no-defence]
                                       [--trace FILE] [--shrink [--max-runs N]]
-    python -m kafkastate.sim sweep [--seeds N] [--start S] [--workload group|txn]
+    python -m kafkastate.sim sweep [--seeds N] [--start S] [--jobs N] [--workload group|txn]
                                    [--planted BUG] [--no-defence] [--shrink] [--coverage]
     python -m kafkastate.sim replay RUN.json [--trace FILE]
 
@@ -19,6 +19,8 @@ event for event and checks the trace hash is the one recorded.
 fails with the same invariant, prints how far the fault schedule and the event count
 shrank, and writes it as ``sim-failure-SEED-shrunk.json`` (replay it like any other);
 ``sweep --shrink`` does that for the first failing seed of each invariant.
+``sweep --jobs N`` runs the seeds in N worker processes (a seed's run is whole in one
+process, so it is the same run as with one job; results are reported in seed order).
 ``sweep --coverage`` reports which transitions of each machine and which fault kinds the
 sweep reached (:mod:`kafkastate.sim.coverage`).
 """
@@ -26,11 +28,14 @@ sweep reached (:mod:`kafkastate.sim.coverage`).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import json
+import multiprocessing
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,22 +79,25 @@ def _run(sim: Sim | TxnSim) -> InvariantViolation | None:
     return None
 
 
+def _recording(
+    seed: int | None, sim: Sim | TxnSim, failure: InvariantViolation | None
+) -> dict[str, Any]:
+    """What a replay file holds: the seed, the options, the tape, the trace hash."""
+    return {
+        "seed": seed,
+        "workload": "txn" if isinstance(sim, TxnSim) else "group",
+        "config": attrs.asdict(sim.config),
+        "tape": sim.entropy.tape,
+        "trace_hash": sim.trace_hash(),
+        "invariant": None if failure is None else failure.invariant,
+        "message": None if failure is None else str(failure),
+    }
+
+
 def _record(
     path: Path, seed: int | None, sim: Sim | TxnSim, failure: InvariantViolation | None
 ) -> None:
-    path.write_text(
-        json.dumps(
-            {
-                "seed": seed,
-                "workload": "txn" if isinstance(sim, TxnSim) else "group",
-                "config": attrs.asdict(sim.config),
-                "tape": sim.entropy.tape,
-                "trace_hash": sim.trace_hash(),
-                "invariant": None if failure is None else failure.invariant,
-                "message": None if failure is None else str(failure),
-            }
-        )
-    )
+    path.write_text(json.dumps(_recording(seed, sim, failure)))
 
 
 def _shrink(args: argparse.Namespace, seed: int, tape: list[int], invariant: str) -> Path:
@@ -148,33 +156,90 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0 if same and (failure is None) == (saved["invariant"] is None) else 1
 
 
+@attrs.frozen
+class _SeedJob:
+    """One seed of a sweep, as a worker process gets it."""
+
+    seed: int
+    workload: str
+    planted: str | None
+    defence: bool
+    coverage: bool
+
+
+@attrs.frozen
+class _SeedResult:
+    """What a worker sends back: the failure (with its replay file) and the coverage."""
+
+    seed: int
+    invariant: str | None
+    recording: dict[str, Any] | None
+    transitions: Counter[tuple[str, str, str]]
+    faults: Counter[str]
+
+
+def _sweep_seed(job: _SeedJob) -> _SeedResult:
+    """Run one seed (in this process or a worker), with its own coverage counter."""
+    coverage = Coverage(())
+    with coverage if job.coverage else contextlib.nullcontext():
+        sim = _make(SeededEntropy(job.seed), job.workload, job.planted, job.defence)
+        failure = _run(sim)
+    if job.coverage:
+        coverage.add_run(sim)
+    return _SeedResult(
+        seed=job.seed,
+        invariant=None if failure is None else failure.invariant,
+        recording=None if failure is None else _recording(job.seed, sim, failure),
+        transitions=coverage.transitions,
+        faults=coverage.faults,
+    )
+
+
+def _results(args: argparse.Namespace, jobs: list[_SeedJob]) -> Iterator[_SeedResult]:
+    """The seeds' results in seed order, from ``--jobs`` worker processes (or this one)."""
+    if args.jobs <= 1:
+        yield from map(_sweep_seed, jobs)
+        return
+    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
+        yield from pool.map(
+            _sweep_seed, jobs, chunksize=max(1, min(8, len(jobs) // (4 * args.jobs)))
+        )
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
+    _make(SeededEntropy(0), args.workload, args.planted, True)  # refuse a wrong --planted now
     found: Counter[str] = Counter()
     first: dict[str, tuple[int, list[int]]] = {}
     started = time.monotonic()
     width = 40
     coverage = Coverage(TXN_FAULTS if args.workload == "txn" else FAULTS)
-    with coverage if args.coverage else contextlib.nullcontext():
-        for i, seed in enumerate(range(args.start, args.start + args.seeds)):
-            entropy = SeededEntropy(seed)
-            sim = _make(entropy, args.workload, args.planted, not args.no_defence)
-            failure = _run(sim)
-            coverage.add_run(sim)
-            if failure is not None:
-                found[failure.invariant] += 1
-                first.setdefault(failure.invariant, (seed, list(entropy.tape)))
-                _record(Path(f"sim-failure-{seed}.json"), seed, sim, failure)
-            done = (i + 1) * width // args.seeds
-            sys.stderr.write(
-                f"\r[{'#' * done}{'.' * (width - done)}] {i + 1}/{args.seeds} seeds, "
-                f"{sum(found.values())} failing, {time.monotonic() - started:.0f} s"
-            )
+    jobs = [
+        _SeedJob(seed, args.workload, args.planted, not args.no_defence, args.coverage)
+        for seed in range(args.start, args.start + args.seeds)
+    ]
+    for i, result in enumerate(_results(args, jobs)):
+        coverage.merge(result.transitions, result.faults)
+        if result.recording is not None and result.invariant is not None:
+            found[result.invariant] += 1
+            first.setdefault(result.invariant, (result.seed, list(result.recording["tape"])))
+            Path(f"sim-failure-{result.seed}.json").write_text(json.dumps(result.recording))
+        done = (i + 1) * width // args.seeds
+        sys.stderr.write(
+            f"\r[{'#' * done}{'.' * (width - done)}] {i + 1}/{args.seeds} seeds, "
+            f"{sum(found.values())} failing, {time.monotonic() - started:.0f} s"
+        )
+    elapsed = time.monotonic() - started
     sys.stderr.write("\n")
     print(f"{'invariant':<10} {'runs':>6} {'first seed':>11}")
     for invariant, count in sorted(found.items()):
         print(f"{invariant:<10} {count:>6} {first[invariant][0]:>11}")
     if not found:
         print(f"all {args.seeds} seeds passed")
+    print(
+        f"{args.seeds} seeds in {elapsed:.1f} s ({60 * args.seeds / elapsed:.0f} seeds/min, "
+        f"{args.jobs} job{'s' if args.jobs > 1 else ''})"
+    )
     if args.coverage:
         print(coverage.report())
     if args.shrink:
@@ -194,6 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     sweep = sub.add_parser("sweep", help="run many seeds, summarise the failures")
     sweep.add_argument("--seeds", type=int, default=200)
     sweep.add_argument("--start", type=int, default=0)
+    sweep.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes (each seed runs whole in one; results stay in seed order)",
+    )
     sweep.add_argument(
         "--coverage",
         action="store_true",

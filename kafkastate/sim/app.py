@@ -3,8 +3,9 @@
 Each consumer host runs a :class:`~kafkastate.core.consumer.consumer.ConsumerMachine` (its
 policy included: the auto-commit before a revocation and the rebalance sequence around the
 listener are the machine's) and a small application: it polls, "processes" each batch for a
-drawn time, commits what it processed, and runs the listener calls the machine asks for
-(taking ``revoke_ms`` over a revocation), keeping the books the invariants read.
+drawn time (handing it to the user's ``process`` first, when a test gives an application),
+commits what it processed, and runs the listener calls the machine asks for (taking
+``revoke_ms`` over a revocation), keeping the books the invariants read.
 """
 
 from __future__ import annotations
@@ -143,6 +144,20 @@ class GroupApp(HostDriver[_GroupHost]):
                 "LISTENER", f"{host.name}: {call.callback} raised {exc!r}", at=self.now
             ) from exc
 
+    def _user_process(self, host: _GroupHost, tp: tuple[str, int], records: list[Any]) -> None:
+        """The application's own processing of a polled batch (its ``process``, if any)."""
+        process = getattr(host.listener, "process", None)
+        if process is None:
+            return
+        try:
+            process(TopicPartition(*tp), list(records))
+        except AssertionError as exc:
+            raise InvariantViolation("USER", f"{host.name}: {exc}", at=self.now) from exc
+        except Exception as exc:
+            raise InvariantViolation(
+                "APP", f"{host.name}: process({tp}) raised {exc!r}", at=self.now
+            ) from exc
+
     def _on_revoked(self, name: str, incarnation: int) -> None:
         host = self._live(name, incarnation)
         if host is not None:
@@ -186,6 +201,7 @@ class GroupApp(HostDriver[_GroupHost]):
                 self.consumed[tp].add(record.offset)
                 took += 1
             app.processed[tp] = records[-1].offset + 1
+            self._user_process(host, tp, records)
         periodic = not self.config.commit_on_revoke  # else the auto-commit's timer does it
         if took or (periodic and app.processed and self.now >= app.next_commit):
             # after each batch, and every 2 s anyway

@@ -149,6 +149,17 @@ class SimGroup:
         self.transitions.append((self.state, to))
         self.state = to
 
+    def validate_member(self, member_id: str, instance: str | None) -> int:
+        """``ClassicGroup.validateMember``: a request naming an instance id is checked
+        against the member id that instance has now (an older one is fenced); one without
+        is checked only for a known member id."""
+        if instance is not None:
+            current = self.static.get(instance)
+            if current is None:
+                return _UNKNOWN_MEMBER_ID
+            return _NONE if current == member_id else _FENCED_INSTANCE_ID
+        return _NONE if member_id in self.members else _UNKNOWN_MEMBER_ID
+
     def rebalance_timeout(self) -> float:
         return max((m.rebalance_timeout for m in self.members.values()), default=0.0)
 
@@ -381,13 +392,18 @@ class ClassicCoordinator:
         if group.leader == old_id:
             group.leader = new_id
         member.heartbeat_deadline = now + member.session_timeout
-        if group.state is GroupState.STABLE and protocols == old.protocols:
-            # No rebalance: the current generation's answer (a static leader skips
+        if group.state is GroupState.STABLE and self._select_protocol(group) == group.protocol_name:
+            # No rebalance while the group's protocol stays the one selected (its metadata
+            # may change: updateStaticMemberThenRebalanceOrCompleteJoin compares only the
+            # selected protocol): the current generation's answer (a static leader skips
             # assigning, v9+).
             self._join_reply(group, member, token, version, skip_assignment=group.leader == new_id)
             return
         member.join_token, member.join_version = token, version
-        self._prepare_rebalance(group, now)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group, now)
+        else:
+            self._prepare_rebalance(group, now)
 
     def _add_member(
         self, group: SimGroup, member: SimMember, token: Hashable, version: int, now: float
@@ -412,17 +428,13 @@ class ClassicCoordinator:
         protocols: tuple[tuple[str, bytes], ...],
         now: float,
     ) -> None:
-        member = group.members.get(member_id)
-        if member is None or group.state is GroupState.EMPTY:
-            self._join_reply(
-                group, None, token, version, code=_UNKNOWN_MEMBER_ID, member_id=member_id
-            )
+        code = group.validate_member(member_id, instance)
+        if code == _NONE and group.state is GroupState.EMPTY:
+            code = _UNKNOWN_MEMBER_ID
+        if code != _NONE:
+            self._join_reply(group, None, token, version, code=code, member_id=member_id)
             return
-        if member.instance_id != instance:
-            self._join_reply(
-                group, None, token, version, code=_FENCED_INSTANCE_ID, member_id=member_id
-            )
-            return
+        member = group.members[member_id]
         changed = protocols != member.protocols
         member.protocols = protocols
         if group.state is GroupState.PREPARING_REBALANCE:
@@ -509,14 +521,16 @@ class ClassicCoordinator:
 
     def _sync(self, token: Hashable, version: int, req: Any, now: float) -> None:
         group = self.groups.get(req.group_id)
-        member = None if group is None else group.members.get(req.member_id)
-
-        if group is None or member is None:
-            self._sync_error(token, version, _UNKNOWN_MEMBER_ID)
+        code = (
+            _UNKNOWN_MEMBER_ID
+            if group is None
+            else group.validate_member(req.member_id, getattr(req, "group_instance_id", None))
+        )
+        if code != _NONE:
+            self._sync_error(token, version, code)
             return
-        if member.instance_id != getattr(req, "group_instance_id", None):
-            self._sync_error(token, version, _FENCED_INSTANCE_ID)
-            return
+        assert group is not None
+        member = group.members[req.member_id]
         if req.generation_id != group.generation:
             self._sync_error(token, version, _ILLEGAL_GENERATION)
             return
@@ -567,14 +581,17 @@ class ClassicCoordinator:
 
     def _heartbeat(self, token: Hashable, version: int, req: Any, now: float) -> None:
         group = self.groups.get(req.group_id)
-        member = None if group is None else group.members.get(req.member_id)
-        if group is None or member is None or group.state is GroupState.EMPTY:
+        instance = getattr(req, "group_instance_id", None)
+        if group is None:
             code = _UNKNOWN_MEMBER_ID
-        elif member.instance_id != getattr(req, "group_instance_id", None):
-            code = _FENCED_INSTANCE_ID
+        elif (code := group.validate_member(req.member_id, instance)) != _NONE:
+            pass
         elif req.generation_id != group.generation:
             code = _ILLEGAL_GENERATION
+        elif group.state is GroupState.EMPTY:
+            code = _UNKNOWN_MEMBER_ID
         else:
+            member = group.members[req.member_id]
             member.heartbeat_deadline = now + member.session_timeout
             preparing = group.state is GroupState.PREPARING_REBALANCE
             code = _REBALANCE_IN_PROGRESS if preparing else _NONE
@@ -601,10 +618,10 @@ class ClassicCoordinator:
             if group is not None and code == _NONE:
                 if member_id in group.pending:
                     del group.pending[member_id]
-                elif member_id in group.members:
-                    self._remove(group, member_id, now)
                 else:
-                    code = _UNKNOWN_MEMBER_ID
+                    code = group.validate_member(member_id, instance)
+                    if code == _NONE:
+                        self._remove(group, member_id, now)
             answers.append((ident.member_id, instance, code))
         cls = response_type(ApiKey.LEAVE_GROUP, version)
         try:
@@ -654,11 +671,9 @@ class ClassicCoordinator:
         if generation < 0 and group.state is GroupState.EMPTY:
             return _NONE
         if generation >= 0 or member_id or instance is not None:
-            member = group.members.get(member_id)
-            if member is None:
-                return _UNKNOWN_MEMBER_ID
-            if member.instance_id != instance:
-                return _FENCED_INSTANCE_ID
+            code = group.validate_member(member_id, instance)
+            if code != _NONE:
+                return code
             if generation != group.generation:
                 return _ILLEGAL_GENERATION
         elif group.state is not GroupState.EMPTY:

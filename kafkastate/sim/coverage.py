@@ -69,6 +69,13 @@ class Coverage:
             for before, after in itertools.pairwise(states):
                 self.transitions[(_TXN_COORDINATOR, before, after)] += 1
 
+    def merge(self, transitions: Counter[tuple[str, str, str]], faults: Counter[str]) -> None:
+        """Add one run's counts (made by another :class:`Coverage`, perhaps in a worker
+        process)."""
+        self.runs += 1
+        self.transitions.update(transitions)
+        self.faults.update(faults)
+
     def tables(self) -> dict[str, list[tuple[str, str]]]:
         """Every machine's transitions as its table allows them: ``machine -> [(from,
         to)]`` (the core's registered tables, then the simulated coordinators')."""

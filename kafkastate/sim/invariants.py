@@ -133,12 +133,12 @@ class GroupInvariants(GroupApp):
                 seen[tp] = name
         for host in self.hosts.values():
             member = host.machine.member
-            if (
+            if (  # cheapest tests first: this runs for every host after every event
                 host.alive
-                and isinstance(member, GroupMember)
-                and member.config.rebalance_protocol is RebalanceProtocol.EAGER
-                and "join" in member.requests_in_flight
                 and host.app.owned
+                and isinstance(member, GroupMember)
+                and "join" in member.requests_in_flight
+                and member.config.rebalance_protocol is RebalanceProtocol.EAGER
             ):
                 raise InvariantViolation(
                     "G4",

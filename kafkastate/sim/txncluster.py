@@ -689,6 +689,14 @@ class TxnCluster(SimCluster):
             self._prepare_end(meta, commit=False, now=now)
             return self._txn_answer(key, version, _CONCURRENT, producer_id=-1, producer_epoch=-1)
         meta.timeout = timeout
+        if given_pid >= 0 and given_epoch == meta.last_epoch != meta.epoch:
+            # KIP-588: the producer the coordinator fenced (a timeout abort) or a retry of
+            # a bump that took effect gets the current epoch, not another bump
+            # (TransactionMetadata.prepareIncrementProducerEpoch)
+            self.accepted.append(("init", tid, self.request_tag))
+            return self._txn_answer(
+                key, version, _NONE, producer_id=meta.pid, producer_epoch=meta.epoch
+            )
         meta.last_epoch = -1
         self._set_epoch(meta, meta.epoch + 1)
         self.accepted.append(("init", tid, self.request_tag))

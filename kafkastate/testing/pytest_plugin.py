@@ -9,6 +9,10 @@ Fixtures:
   CLI prints) makes it use an existing cluster instead.
 * ``kafka_cluster3`` — three brokers, started the first time a test asks for it;
   ``KAFKASTATE_BOOTSTRAP3`` makes it use an existing cluster.
+* ``kafka_sim`` — a :class:`kafkastate.sim.api.KafkaSim`: runs your application (rebalance
+  listener, processing) in simulated consumer groups under faults, seed after seed, no
+  broker needed; ``--kafka-sim-seeds N`` sets how many seeds (default 20),
+  ``--kafka-sim-seed S`` runs only seed S (to replay a failure).
 * ``kafka_bootstrap_env`` — function-scoped: exports ``kafka_cluster``'s ``KAFKASTATE_*``
   variables (``KAFKASTATE_BOOTSTRAP``…) into ``os.environ`` for one test.
 
@@ -23,14 +27,17 @@ from __future__ import annotations
 import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
 from ._cluster import KafkaCluster
 from ._errors import PrerequisiteError
 
-__all__ = ["kafka_bootstrap_env", "kafka_cluster", "kafka_cluster3", "unavailable"]
+if TYPE_CHECKING:
+    from kafkastate.sim.api import KafkaSim
+
+__all__ = ["kafka_bootstrap_env", "kafka_cluster", "kafka_cluster3", "kafka_sim", "unavailable"]
 
 _FIXTURES = ("kafka_cluster", "kafka_cluster3")
 
@@ -50,6 +57,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="Apache Kafka version for the kafka_cluster fixtures "
         "(default $KAFKASTATE_KAFKA_VERSION or the harness default)",
+    )
+    group.addoption(
+        "--kafka-sim-seeds",
+        type=int,
+        default=None,
+        help="how many seeds the kafka_sim fixture's sweeps run (default 20)",
+    )
+    group.addoption(
+        "--kafka-sim-seed",
+        type=int,
+        default=None,
+        help="run only this seed in the kafka_sim fixture's sweeps (replay a failure)",
     )
     group.addoption(
         "--kafka-keep",
@@ -220,3 +239,19 @@ def pytest_terminal_summary(
         terminalreporter.write_line(f"{cluster!r}: run dir {cluster.workdir}")
         for line in _log_lines(cluster):
             terminalreporter.write_line("  " + line)
+
+
+@pytest.fixture
+def kafka_sim(request: pytest.FixtureRequest) -> KafkaSim:
+    """A :class:`~kafkastate.sim.api.KafkaSim` (docs/simulation.md, "Your code in the
+    simulation"): ``kafka_sim.check(app=..., check=..., reset=...)`` sweeps the seeds and
+    fails with the seed and how to replay it.
+
+    Returns:
+        The simulator's user API, with the seeds the command line asks for.
+    """
+    from kafkastate.sim.api import DEFAULT_SEEDS, KafkaSim  # noqa: PLC0415 (no sim unless used)
+
+    one = request.config.getoption("--kafka-sim-seed")
+    count = request.config.getoption("--kafka-sim-seeds") or DEFAULT_SEEDS
+    return KafkaSim(seeds=[one] if one is not None else range(count))

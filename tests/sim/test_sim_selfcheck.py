@@ -246,3 +246,25 @@ def test_sweep_shrinks_the_first_failure_of_each_invariant(
     out = capsys.readouterr().out
     assert "shrinking seed 0 (C1)" in out and "shrunk C1 in " in out
     assert json.loads((tmp_path / "sim-failure-0-shrunk.json").read_text())["invariant"] == "C1"
+
+
+def test_sweep_over_worker_processes_is_the_same_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --jobs runs each seed whole in one worker: the same runs (trace hashes, tapes,
+    # coverage) as one process, reported in seed order
+    results = {}
+    for jobs in ("1", "2"):
+        (tmp_path / jobs).mkdir()
+        monkeypatch.chdir(tmp_path / jobs)
+        argv = ["sweep", "--seeds", "3", "--planted", "consumer_skips_records", "--coverage"]
+        assert sim_main([*argv, "--jobs", jobs]) == 1
+        out = capsys.readouterr().out
+        assert "3 seeds in " in out and f"{jobs} job" in out
+        files = sorted((tmp_path / jobs).glob("sim-failure-*.json"))
+        assert files
+        results[jobs] = (
+            [line for line in out.splitlines() if " seeds in " not in line],
+            {f.name: json.loads(f.read_text()) for f in files},
+        )
+    assert results["1"] == results["2"]

@@ -1,0 +1,233 @@
+"""Your application's code in the simulation, over many seeds: :class:`KafkaSim`.
+
+Theory of operation
+-------------------
+A *seed* picks a whole run of the group world (:class:`~kafkastate.sim.world.Sim`): brokers,
+partitions, members, assignor, timeouts and which faults strike when. Your application
+enters it as a factory ``app(member_name)`` called each time a member starts (again after a
+crash); the object it returns is that member's application:
+
+* ``on_partitions_assigned(partitions)``, ``on_partitions_revoked(partitions)`` and
+  optionally ``on_partitions_lost(partitions)`` -- your rebalance listener, run when the
+  member's consumer machine asks for it (sets of ``TopicPartition``);
+* optionally ``process(partition, records)`` -- your processing of each polled batch
+  (records with ``offset``, ``key``, ``value``, ``timestamp``, ``headers``); the member
+  commits what it processed after each batch, as an at-least-once loop does.
+
+``check(sim)`` is your invariant, called after every event; an AssertionError (there, or
+in ``process``) fails the run as invariant ``USER``, any other exception from ``process``
+as ``APP``, from the listener as ``LISTENER``; the simulator's own invariants (G3, C1...)
+are checked too. ``reset()`` runs before each seed: clear the state your application keeps
+outside the objects (a store, a dict).
+
+:meth:`KafkaSim.sweep` runs seed after seed and returns the first failure as a
+:class:`SimFailure`; :meth:`KafkaSim.replay` runs it again, event for event (same seed, same
+options, same code: the same trace hash); :meth:`KafkaSim.check` raises
+:class:`SimFailed`, an AssertionError whose message names the seed and how to replay it --
+what a test wants. The pytest plugin's ``kafka_sim`` fixture is a :class:`KafkaSim` whose
+seeds come from ``--kafka-sim-seeds N`` (default 20) or ``--kafka-sim-seed S`` (replay one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from kafkastate.sim.entropy import SeededEntropy
+from kafkastate.sim.scheduler import InvariantViolation
+from kafkastate.sim.world import Sim, SimConfig
+
+__all__ = ["DEFAULT_SEEDS", "KafkaSim", "SimFailed", "SimFailure"]
+
+DEFAULT_SEEDS = 20
+"""How many seeds a sweep runs unless told."""
+
+App = Callable[[str], Any]
+Check = Callable[[Sim], None]
+
+
+@attrs.frozen
+class SimFailure:
+    """A failing seed: enough to run it again."""
+
+    seed: int
+    """The seed."""
+    invariant: str
+    """The id of the invariant that failed (``USER`` for yours)."""
+    message: str
+    """The failure, with the virtual time."""
+    overrides: Mapping[str, Any]
+    """The :class:`~kafkastate.sim.world.SimConfig` fields the sweep fixed."""
+    trace_hash: str
+    """The run's trace hash (a replay must give the same)."""
+    trace: tuple[str, ...] = attrs.field(repr=False, eq=False)
+    """The run's trace, one line per event (the last lines lead to the failure)."""
+
+    def describe(self) -> str:
+        """The failure, its last trace lines, and how to replay it."""
+        tail = "\n".join(f"    {line}" for line in self.trace[-12:])
+        fixed = "".join(f", {k}={v!r}" for k, v in self.overrides.items())
+        return (
+            f"seed {self.seed} failed: {self.message}\n"
+            f"  last events:\n{tail}\n"
+            f"  replay: kafka_sim.run({self.seed}, app=..., check=...{fixed}) "
+            f"or pytest --kafka-sim-seed {self.seed}"
+        )
+
+
+class SimFailed(AssertionError):
+    """:meth:`KafkaSim.check` found a failing seed (``failure``)."""
+
+    def __init__(self, failure: SimFailure) -> None:
+        super().__init__(failure.describe())
+        self.failure = failure
+
+
+class KafkaSim:
+    """Runs your application in simulated consumer groups, seed after seed.
+
+    Args:
+        seeds: the seeds a sweep runs (default ``range(20)``).
+        overrides: :class:`~kafkastate.sim.world.SimConfig` fields to fix in every run
+            instead of drawing them (``faults=("pause",)``, ``members=3``...).
+    """
+
+    def __init__(self, *, seeds: Iterable[int] | None = None, **overrides: Any) -> None:
+        self.seeds = tuple(range(DEFAULT_SEEDS) if seeds is None else seeds)
+        self.overrides = overrides
+        _check_fields(overrides)
+
+    def run(
+        self,
+        seed: int,
+        *,
+        app: App | None = None,
+        check: Check | None = None,
+        reset: Callable[[], None] | None = None,
+        **overrides: Any,
+    ) -> Sim:
+        """Run one seed to its end.
+
+        Args:
+            seed: the run.
+            app: your application factory (see the module docstring).
+            check: your invariant.
+            reset: clears your application's outside state first.
+            overrides: more SimConfig fields to fix (over the constructor's).
+
+        Returns:
+            The finished run (``trace``, ``consumed``, ``live_owners()``...).
+
+        Raises:
+            InvariantViolation: the first invariant that failed.
+        """
+        sim = self._sim(seed, app, check, reset, {**self.overrides, **overrides})
+        sim.run()
+        return sim
+
+    def sweep(
+        self,
+        *,
+        app: App | None = None,
+        check: Check | None = None,
+        reset: Callable[[], None] | None = None,
+        seeds: Iterable[int] | None = None,
+        **overrides: Any,
+    ) -> SimFailure | None:
+        """Run every seed until one fails.
+
+        Returns:
+            The first failure, or None if every seed passed.
+        """
+        fixed = {**self.overrides, **overrides}
+        for seed in self.seeds if seeds is None else seeds:
+            failure = self._attempt(seed, app, check, reset, fixed)
+            if failure is not None:
+                return failure
+        return None
+
+    def check(
+        self,
+        *,
+        app: App | None = None,
+        check: Check | None = None,
+        reset: Callable[[], None] | None = None,
+        seeds: Iterable[int] | None = None,
+        **overrides: Any,
+    ) -> None:
+        """:meth:`sweep`, as an assertion.
+
+        Raises:
+            SimFailed: a seed failed; the message says which, why, and how to replay it.
+        """
+        failure = self.sweep(app=app, check=check, reset=reset, seeds=seeds, **overrides)
+        if failure is not None:
+            raise SimFailed(failure)
+
+    def replay(
+        self,
+        failure: SimFailure,
+        *,
+        app: App | None = None,
+        check: Check | None = None,
+        reset: Callable[[], None] | None = None,
+    ) -> SimFailure:
+        """Run a failure's seed again with the same options.
+
+        Returns:
+            The failure it gave again (its ``trace_hash`` equals the original's when the
+            code and the application are the same).
+
+        Raises:
+            AssertionError: the seed passes now.
+        """
+        again = self._attempt(failure.seed, app, check, reset, dict(failure.overrides))
+        if again is None:
+            raise AssertionError(f"seed {failure.seed} passes now")
+        return again
+
+    @staticmethod
+    def _sim(
+        seed: int,
+        app: App | None,
+        check: Check | None,
+        reset: Callable[[], None] | None,
+        fixed: dict[str, Any],
+    ) -> Sim:
+        _check_fields(fixed)
+        if reset is not None:
+            reset()
+        entropy = SeededEntropy(seed)
+        config = attrs.evolve(SimConfig.draw(entropy), **fixed)
+        return Sim(entropy, config, listener=app, check=check)
+
+    def _attempt(
+        self,
+        seed: int,
+        app: App | None,
+        check: Check | None,
+        reset: Callable[[], None] | None,
+        fixed: dict[str, Any],
+    ) -> SimFailure | None:
+        sim = self._sim(seed, app, check, reset, fixed)
+        try:
+            sim.run()
+        except InvariantViolation as exc:
+            return SimFailure(
+                seed=seed,
+                invariant=exc.invariant,
+                message=str(exc),
+                overrides=dict(fixed),
+                trace_hash=sim.trace_hash(),
+                trace=tuple(sim.trace),
+            )
+        return None
+
+
+def _check_fields(overrides: Mapping[str, Any]) -> None:
+    known = {field.name for field in attrs.fields(SimConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise TypeError(f"not SimConfig fields: {', '.join(unknown)}; known: {sorted(known)}")

@@ -1,0 +1,666 @@
+"""Conformance scenarios: the same scripted conversation against the simulator's broker
+model and against a real broker (DST.md A3.9).
+
+Theory of operation
+-------------------
+A *scenario* is a function of a :class:`Session`: it sends hand-built group and transaction
+requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, InitProducerId,
+AddPartitionsToTxn, EndTxn) in the name of a few clients, lets time pass, and records each
+answer under a step label. The session talks to a :class:`Driver`: :class:`SimDriver` hands
+the requests to the simulated cluster (:class:`~kafkastate.sim.txncluster.TxnCluster` with
+its :class:`~kafkastate.sim.coordinator.ClassicCoordinator`) in virtual time; the test suite's
+real driver sends them over kafkastate's blocking connections to a broker the harness
+started, and sleeps for real. The two recordings, normalised, must be equal; a difference is
+a bug in the model (or a Kafka version it does not model).
+
+Normalisation (:func:`normalise`): member ids and producer ids become ``m1``, ``m2``, ...
+and ``p1``, ... in order of first appearance (the broker makes them up), throttle times and
+error messages are dropped, assignments and subscriptions are decoded, member lists are
+sorted (the broker keeps members in a hash map, so its order is arbitrary). A request that is
+not answered within the driver's grace period is recorded as ``"parked"`` (a JoinGroup
+waiting for the other members, a follower's SyncGroup waiting for the leader's); the scenario
+collects its answer later with :meth:`Session.collect`. CONCURRENT_TRANSACTIONS (and a
+coordinator still loading) is retried, as a client does, and not recorded: how often a
+broker answers it depends on how fast its markers are written.
+
+Scenarios keep to what a single broker shows deterministically: a dynamic member's join
+and leave, session expiry (timeouts with a wide margin on both sides), static members'
+restart and replacement (KIP-345), a cooperative two-round rebalance, commits with a stale
+generation and during CompletingRebalance, and transaction fencing, abort and timeout.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, Final, Protocol
+
+from kafkastate.core.consumer.assignors import (
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from kafkastate.core.protocol.requests import build, nested_type
+from kafkastate.core.protocol.versions import ApiKey, request_type
+from kafkastate.sim.cluster import Request
+from kafkastate.sim.coordinator import ClassicCoordinator
+from kafkastate.sim.txncluster import (
+    ADD_PARTITIONS_TO_TXN,
+    END_TXN,
+    TXN_SERVED_VERSIONS,
+    TxnCluster,
+)
+from kafkastate.structs import TopicPartition
+
+__all__ = [
+    "PARKED",
+    "SCENARIOS",
+    "Driver",
+    "Session",
+    "SimDriver",
+    "normalise",
+    "run_scenario",
+    "served_versions",
+]
+
+PARKED: Final = "parked"
+"""What a request not answered within the grace period is recorded as."""
+SESSION_TIMEOUT: Final = 6.0
+"""The members' ``session.timeout.ms``: the broker's smallest (``group.min.session.timeout.ms``)."""
+REBALANCE_TIMEOUT: Final = 20.0
+"""The members' ``max.poll.interval.ms`` (JoinGroup's rebalance timeout)."""
+GRACE: Final = 2.0
+"""Seconds a real broker gets to answer before a request counts as parked."""
+PATIENCE: Final = 15.0
+"""Seconds a real broker gets to answer a request that must be answered."""
+_RETRIED: Final = frozenset({14, 15, 51})
+"""COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE (a broker that just started),
+CONCURRENT_TRANSACTIONS (a transaction still completing): a client retries them."""
+_DROPPED: Final = frozenset({"throttle_time", "error_message"})
+_MEMBER_FIELDS: Final = frozenset({"member_id", "leader"})
+
+
+class Driver(Protocol):
+    """Where a session's requests go: the simulated cluster or a real broker."""
+
+    def submit(self, client: str, request: Any) -> Hashable:
+        """Send ``request`` for ``client``; returns a ticket for its answer."""
+        ...
+
+    def answer(self, ticket: Hashable, *, wait: float) -> Any | None:
+        """The answer to ``ticket`` if it came within ``wait`` seconds (a real broker's
+        grace period; the model answers at once or not until something happens), else
+        None."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Let ``seconds`` pass (virtual or real)."""
+        ...
+
+
+class SimDriver:
+    """The simulated single-broker cluster, in virtual time.
+
+    Args:
+        topics: topics to create, name -> partitions.
+    """
+
+    def __init__(self, topics: Mapping[str, int]) -> None:
+        self.cluster = TxnCluster(1, ClassicCoordinator(), txn_node=1)
+        for name, partitions in topics.items():
+            self.cluster.create_topic(name, partitions)
+        self.now = 0.0
+        self._answers: dict[Hashable, Any] = {}
+        self._tickets = 0
+
+    def submit(self, client: str, request: Any) -> Hashable:
+        self._tickets += 1
+        token = (client, self._tickets)
+        api_key, version = int(request.__api_key__), int(request.__version__)
+        parsed = Request(api_key, version, self._tickets, request)
+        for answer in self.cluster.handle(1, token, parsed, self.now):
+            self._answers[token] = answer
+        self._settle()
+        return token
+
+    def answer(self, ticket: Hashable, *, wait: float) -> Any | None:
+        del wait
+        return self._answers.pop(ticket, None)
+
+    def sleep(self, seconds: float) -> None:
+        until = self.now + seconds
+        while True:
+            due = [
+                t
+                for t in (self.cluster.coordinator.get_timer(), self.cluster.txn_timer())
+                if t is not None and t <= until
+            ]
+            if not due:
+                break
+            self.now = max(self.now, min(due))
+            self.cluster.coordinator.handle_timer(now=self.now)
+            self.cluster.handle_txn_timer(now=self.now)
+            self._settle()
+        self.now = until
+
+    def _settle(self) -> None:
+        """Answers of parked requests; markers written and answered at once."""
+        for reply in self.cluster.coordinator.take_replies():
+            self._answers[reply.token] = reply.response
+        while self.cluster.markers_out:
+            marker = self.cluster.markers_out.pop(0)
+            answer = self.cluster.write_markers(marker.dst, marker.frame()[4:])
+            self.cluster.markers_answered(answer[4:])
+
+
+def normalise(value: Any, names: dict[str, str]) -> Any:
+    """A response (or part of one) as plain data with made-up ids replaced by symbols
+    (``names`` maps each id seen so far to its symbol and grows)."""
+    if isinstance(value, tuple | list):
+        items = [normalise(v, names) for v in value]
+        if items and all(isinstance(v, dict) and "member_id" in v for v in items):
+            items.sort(key=lambda v: str(v["member_id"]))  # the broker's order is a hash's
+        return items
+    fields = getattr(value, "__dataclass_fields__", None)
+    if fields is None:
+        if isinstance(value, datetime.timedelta):
+            return int(value.total_seconds() * 1000)
+        if isinstance(value, bytes):
+            return value.hex()
+        return value if value is None or isinstance(value, str | bool) else int(value)
+    out: dict[str, Any] = {}
+    for field in fields:
+        if field in _DROPPED or field.startswith("_"):
+            continue
+        item = getattr(value, field)
+        if field in _MEMBER_FIELDS and item:
+            out[field] = _symbol(names, "m", str(item))
+        elif field == "producer_id" and int(item) >= 0:
+            out[field] = _symbol(names, "p", str(int(item)))
+        elif field == "assignment":
+            got = decode_assignment(bytes(item)).partitions if item else ()
+            out[field] = sorted([topic, p] for topic, p in got)
+        elif field == "metadata":
+            sub = decode_subscription(bytes(item))
+            out[field] = {
+                "topics": list(sub.topics),
+                "owned": sorted([topic, p] for topic, p in sub.owned_partitions),
+                "user_data": None if sub.user_data is None else bytes(sub.user_data).hex(),
+            }
+        else:
+            out[field] = normalise(item, names)
+    return out
+
+
+def _symbol(names: dict[str, str], prefix: str, raw: str) -> str:
+    if raw not in names:
+        names[raw] = f"{prefix}{sum(1 for s in names.values() if s.startswith(prefix)) + 1}"
+    return names[raw]
+
+
+class Session:
+    """One scenario's conversation: requests by client name, answers recorded by step.
+
+    Args:
+        driver: where the requests go.
+        versions: the version to speak per API key.
+        group: the group id.
+        topic: a topic with four partitions, for assignments, commits and transactions.
+    """
+
+    def __init__(
+        self, driver: Driver, versions: Mapping[int, int], *, group: str, topic: str
+    ) -> None:
+        self.driver = driver
+        self.versions = versions
+        self.group = group
+        self.topic = topic
+        self.ids: dict[str, str] = {}
+        """client -> its member id (the last one the coordinator gave it)."""
+        self.generation: dict[str, int] = {}
+        self.producers: dict[str, tuple[int, int]] = {}
+        """client -> (producer id, epoch)."""
+        self.steps: dict[str, Any] = {}
+        self._names: dict[str, str] = {}
+        self._parked: dict[str, tuple[str, Hashable, int]] = {}
+
+    # -- plumbing
+
+    def _cls(self, api_key: int) -> type[Any]:
+        return request_type(api_key, self.versions[api_key])
+
+    def _send(self, step: str, client: str, request: Any) -> Any | None:
+        ticket = self.driver.submit(client, request)
+        answer = self.driver.answer(ticket, wait=GRACE)
+        if answer is None:
+            self._parked[step] = (client, ticket, int(request.__api_key__))
+            self.steps[step] = PARKED
+            return None
+        return self._record(step, client, answer)
+
+    def _record(self, step: str, client: str, answer: Any) -> Any:
+        if hasattr(answer, "generation_id") and hasattr(answer, "leader"):  # JoinGroup
+            if answer.member_id:
+                self.ids[client] = str(answer.member_id)
+            if int(answer.error_code) == 0:
+                self.generation[client] = int(answer.generation_id)
+        self.steps[step] = normalise(answer, self._names)
+        return answer
+
+    def collect(self, step: str) -> Any:
+        """Record the answer of a request that was parked at ``step`` (as ``step + " ->"``)."""
+        if step not in self._parked:
+            return None  # answered at once (where the other side parked it: a difference)
+        client, ticket, _api = self._parked.pop(step)
+        answer = self.driver.answer(ticket, wait=PATIENCE)
+        if answer is None:
+            self.steps[f"{step} ->"] = "still parked"
+            return None
+        return self._record(f"{step} ->", client, answer)
+
+    def sleep(self, seconds: float) -> None:
+        """Let time pass (no step recorded)."""
+        self.driver.sleep(seconds)
+
+    # -- group requests
+
+    def join(
+        self,
+        step: str,
+        client: str,
+        *,
+        instance: str | None = None,
+        new: bool = False,
+        protocol: str = "range",
+        owned: tuple[int, ...] = (),
+        user_data: bytes | None = None,
+    ) -> Any | None:
+        """JoinGroup with the client's member id (``new``: without one), subscribed to the
+        topic, owning partitions ``owned`` of it."""
+        cls = self._cls(ApiKey.JOIN_GROUP)
+        subscription = Subscription(
+            topics=(self.topic,),
+            user_data=user_data,
+            owned_partitions=tuple(TopicPartition(self.topic, p) for p in owned),
+        )
+        proto = build(
+            nested_type(cls, "JoinGroupRequestProtocol"),
+            name=protocol,
+            metadata=encode_subscription(subscription),
+        )
+        request = build(
+            cls,
+            group_id=self.group,
+            session_timeout=datetime.timedelta(seconds=SESSION_TIMEOUT),
+            rebalance_timeout=datetime.timedelta(seconds=REBALANCE_TIMEOUT),
+            member_id="" if new else self.ids.get(client, ""),
+            group_instance_id=instance,
+            protocol_type="consumer",
+            protocols=(proto,),
+            reason=None,
+        )
+        return self._send(step, client, request)
+
+    def sync(
+        self,
+        step: str,
+        client: str,
+        *,
+        plan: Mapping[str, tuple[int, ...]] | None = None,
+        instance: str | None = None,
+        generation: int | None = None,
+        protocol: str = "range",
+    ) -> Any | None:
+        """SyncGroup (the leader's carries ``plan``: client -> partitions)."""
+        cls = self._cls(ApiKey.SYNC_GROUP)
+        entry = nested_type(cls, "SyncGroupRequestAssignment")
+        assignments = tuple(
+            build(entry, member_id=self.ids[c], assignment=self._assignment(ps))
+            for c, ps in (plan or {}).items()
+        )
+        request = build(
+            cls,
+            group_id=self.group,
+            generation_id=self.generation[client] if generation is None else generation,
+            member_id=self.ids[client],
+            group_instance_id=instance,
+            protocol_type="consumer",
+            protocol_name=protocol,
+            assignments=assignments,
+        )
+        return self._send(step, client, request)
+
+    def _identity(
+        self, client: str, generation: int | None, member_id: str | None
+    ) -> tuple[int, str]:
+        """The generation and member id a request carries: the client's, unless given."""
+        return (
+            self.generation.get(client, -1) if generation is None else generation,
+            self.ids.get(client, "") if member_id is None else member_id,
+        )
+
+    def heartbeat(
+        self,
+        step: str,
+        client: str,
+        *,
+        instance: str | None = None,
+        generation: int | None = None,
+        member_id: str | None = None,
+    ) -> Any | None:
+        """Heartbeat at the client's generation (or ``generation``)."""
+        gen, member = self._identity(client, generation, member_id)
+        request = build(
+            self._cls(ApiKey.HEARTBEAT),
+            group_id=self.group,
+            generation_id=gen,
+            member_id=member,
+            group_instance_id=instance,
+        )
+        return self._send(step, client, request)
+
+    def commit(
+        self,
+        step: str,
+        client: str,
+        *,
+        generation: int | None = None,
+        instance: str | None = None,
+        member_id: str | None = None,
+        offset: int = 5,
+    ) -> Any | None:
+        """OffsetCommit of partition 0 at the client's generation (or ``generation``)."""
+        cls = self._cls(ApiKey.OFFSET_COMMIT)
+        gen, member = self._identity(client, generation, member_id)
+        part = build(
+            nested_type(cls, "OffsetCommitRequestPartition"),
+            partition_index=0,
+            committed_offset=offset,
+            committed_leader_epoch=-1,
+            committed_metadata="",
+            commit_timestamp=-1,
+        )
+        topic = build(
+            nested_type(cls, "OffsetCommitRequestTopic"),
+            name=self.topic,
+            topic_id=None,
+            partitions=(part,),
+        )
+        request = build(
+            cls,
+            group_id=self.group,
+            generation_id_or_member_epoch=gen,
+            generation_id=gen,
+            member_id=member,
+            group_instance_id=instance,
+            retention_time=datetime.timedelta(milliseconds=-1),
+            topics=(topic,),
+        )
+        return self._send(step, client, request)
+
+    def leave(self, step: str, client: str, *, instance: str | None = None) -> Any | None:
+        """LeaveGroup of the client's member."""
+        cls = self._cls(ApiKey.LEAVE_GROUP)
+        identity = build(
+            nested_type(cls, "MemberIdentity"),
+            member_id=self.ids.get(client, ""),
+            group_instance_id=instance,
+            reason=None,
+        )
+        return self._send(step, client, build(cls, group_id=self.group, members=(identity,)))
+
+    def _assignment(self, partitions: tuple[int, ...]) -> bytes:
+        return encode_assignment(Assignment(partitions=tuple((self.topic, p) for p in partitions)))
+
+    # -- transaction requests
+
+    def _txn(self, step: str, client: str, request: Any, code: Callable[[Any], int]) -> Any:
+        """Send, retrying what a client retries (:data:`_RETRIED`)."""
+        for _attempt in range(50):
+            ticket = self.driver.submit(client, request)
+            answer = self.driver.answer(ticket, wait=PATIENCE)
+            if answer is None:
+                self.steps[step] = PARKED
+                return None
+            if code(answer) not in _RETRIED:
+                return self._record(step, client, answer)
+            self.driver.sleep(0.1)
+        self.steps[step] = f"{code(answer)} forever"
+        return None
+
+    def init_producer(
+        self, step: str, client: str, *, tid: str, timeout: float = 60.0, own: bool = False
+    ) -> Any | None:
+        """InitProducerId for ``tid`` (``own``: with the client's producer id and epoch,
+        KIP-360)."""
+        pid, epoch = self.producers.get(client, (-1, -1)) if own else (-1, -1)
+        request = build(
+            self._cls(ApiKey.INIT_PRODUCER_ID),
+            transactional_id=tid,
+            transaction_timeout=datetime.timedelta(seconds=timeout),
+            producer_id=pid,
+            producer_epoch=epoch,
+            enable2_pc=False,
+            keep_prepared_txn=False,
+        )
+        answer = self._txn(step, client, request, lambda a: int(a.error_code))
+        if answer is not None and int(answer.error_code) == 0:
+            self.producers[client] = (int(answer.producer_id), int(answer.producer_epoch))
+        return answer
+
+    def add_partitions(self, step: str, client: str, *, tid: str) -> Any | None:
+        """AddPartitionsToTxn of partitions 0 and 1."""
+        cls = self._cls(ADD_PARTITIONS_TO_TXN)
+        pid, epoch = self.producers.get(client, (-1, -1))
+        topic = build(
+            nested_type(cls, "AddPartitionsToTxnTopic"), name=self.topic, partitions=(0, 1)
+        )
+        request = build(
+            cls,
+            transactions=(),
+            v3_and_below_transactional_id=tid,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=(topic,),
+        )
+
+        def code(answer: Any) -> int:
+            return max(
+                int(p.partition_error_code)
+                for t in answer.results_by_topic_v3_and_below
+                for p in t.results_by_partition
+            )
+
+        return self._txn(step, client, request, code)
+
+    def end_txn(self, step: str, client: str, *, tid: str, commit: bool) -> Any | None:
+        """EndTxn (commit or abort) with the client's producer id and epoch."""
+        pid, epoch = self.producers.get(client, (-1, -1))
+        request = build(
+            self._cls(END_TXN),
+            transactional_id=tid,
+            producer_id=pid,
+            producer_epoch=epoch,
+            committed=commit,
+        )
+        return self._txn(step, client, request, lambda a: int(a.error_code))
+
+
+# -- the scenarios ----------------------------------------------------------------------------
+
+
+def join_and_leave(s: Session) -> None:
+    """Two dynamic members through two generations (KIP-394 rejoin), a parked JoinGroup
+    and SyncGroup, commits at the current and a stale generation, a leave."""
+    s.join("A join (no id)", "A")
+    s.join("A join", "A")
+    s.sync("A sync 1", "A", plan={"A": (0, 1, 2, 3)})
+    s.heartbeat("A heartbeat 1", "A")
+    s.commit("A commit 1", "A")
+    s.join("B join (no id)", "B")
+    s.join("B join", "B")  # parked until A rejoins
+    s.heartbeat("A heartbeat while B waits", "A")
+    s.commit("A commit while B waits", "A")
+    s.join("A rejoin", "A")
+    s.collect("B join")
+    s.commit("A commit, old generation", "A", generation=1)
+    s.commit("A commit while completing", "A")
+    s.sync("B sync 2", "B")  # parked until the leader's SyncGroup
+    s.sync("A sync 2", "A", plan={"A": (0, 1), "B": (2, 3)})
+    s.collect("B sync 2")
+    s.sync("B sync again in Stable", "B")
+    s.commit("A commit 2", "A")
+    s.heartbeat("B heartbeat 2", "B")
+    s.leave("B leaves", "B")
+    s.heartbeat("A heartbeat after B left", "A")
+    s.heartbeat("B heartbeat after leaving", "B")
+    s.commit("B commit after leaving", "B")
+    s.join("A rejoin alone", "A")
+    s.commit("unknown member commits", "C", generation=2, member_id="nobody")
+    s.commit("generation -1 commit, group not empty", "C", generation=-1, member_id="")
+
+
+def session_expiry(s: Session) -> None:
+    """B stops heartbeating: its session ends, A is told to rebalance, B is gone."""
+    s.join("A join (no id)", "A")
+    s.join("A join", "A")
+    s.sync("A sync 1", "A", plan={"A": (0, 1, 2, 3)})
+    s.join("B join (no id)", "B")
+    s.join("B join", "B")
+    s.join("A rejoin", "A")
+    s.collect("B join")
+    s.sync("B sync", "B")
+    s.sync("A sync 2", "A", plan={"A": (0, 1), "B": (2, 3)})
+    s.collect("B sync")
+    for i in range(2):  # A keeps its session; B's ends about 6 s after its last request
+        s.sleep(SESSION_TIMEOUT / 2 - 0.5)
+        s.heartbeat(f"A heartbeat +{i + 1}", "A")
+    s.sleep(SESSION_TIMEOUT / 2 - 0.5)  # 7.5 s: B's session ended 1.5 s ago
+    s.heartbeat("A heartbeat after B expired", "A")
+    s.heartbeat("B heartbeat after expiry", "B")
+    s.commit("B commit after expiry", "B")
+    s.join("A rejoin alone", "A")
+    s.sync("A sync 3", "A", plan={"A": (0, 1, 2, 3)})
+    s.commit("A commit 3", "A")
+
+
+def static_members(s: Session) -> None:
+    """KIP-345: a static member restarts (a new process, same group.instance.id) and
+    replaces its old member id without a rebalance; the old id is fenced; a changed
+    protocol rebalances; a static member leaving by instance id."""
+    s.join("A join", "A", instance="ia")
+    s.sync("A sync 1", "A", instance="ia", plan={"A": (0, 1, 2, 3)})
+    s.join("B join", "B", instance="ib")
+    s.heartbeat("A heartbeat while B waits", "A", instance="ia")
+    s.join("A rejoin", "A", instance="ia")
+    s.collect("B join")
+    s.sync("B sync", "B", instance="ib")
+    s.sync("A sync 2", "A", instance="ia", plan={"A": (0, 1), "B": (2, 3)})
+    s.collect("B sync")
+    old_a = s.ids["A"]
+    s.join("A restarts (same instance, no id)", "A2", instance="ia")
+    s.sync("A2 sync", "A2", instance="ia")
+    s.heartbeat("old A heartbeat", "A", instance="ia", member_id=old_a)
+    s.commit("old A commit", "A", instance="ia", member_id=old_a)
+    s.sync("old A sync", "A", instance="ia")
+    s.heartbeat("A2 heartbeat", "A2", instance="ia")
+    s.heartbeat("B heartbeat (no rebalance)", "B", instance="ib")
+    s.heartbeat("A2 heartbeat without its instance id", "A2")
+    s.join("B restarts with new metadata", "B2", instance="ib", user_data=b"changed")
+    s.heartbeat("A2 heartbeat after B's restart", "A2", instance="ia")
+    s.heartbeat("old B heartbeat", "B", instance="ib")
+    s.leave("A2 leaves", "A2", instance="ia")
+    s.collect("B restarts with new metadata")
+    s.heartbeat("B2 heartbeat after A2 left", "B2", instance="ib")
+    s.join("B2 rejoin", "B2", instance="ib", user_data=b"changed")
+
+
+def cooperative(s: Session) -> None:
+    """A cooperative (incremental) two-round rebalance: A gives up partitions 2 and 3 in
+    the first round, B gets them in the second."""
+    coop = "cooperative-sticky"
+    s.join("A join (no id)", "A", protocol=coop)
+    s.join("A join", "A", protocol=coop)
+    s.sync("A sync 1", "A", protocol=coop, plan={"A": (0, 1, 2, 3)})
+    s.join("B join (no id)", "B", protocol=coop)
+    s.join("B join", "B", protocol=coop)
+    s.heartbeat("A heartbeat while B waits", "A")
+    s.join("A rejoin owning 0-3", "A", protocol=coop, owned=(0, 1, 2, 3))
+    s.collect("B join")
+    s.sync("B sync round 1", "B", protocol=coop)
+    s.sync("A sync round 1", "A", protocol=coop, plan={"A": (0, 1), "B": ()})
+    s.collect("B sync round 1")
+    s.commit("A commits a revoked partition at generation 2", "A")
+    s.join("A rejoin after revoking", "A", protocol=coop, owned=(0, 1))
+    s.heartbeat("B heartbeat round 2", "B")
+    s.commit("B commit while preparing", "B")
+    s.join("B rejoin", "B", protocol=coop)
+    s.collect("A rejoin after revoking")
+    s.commit("B commit while completing", "B")
+    s.commit("A commit, old generation", "A", generation=2)
+    s.sync("B sync round 2", "B", protocol=coop)
+    s.sync("A sync round 2", "A", protocol=coop, plan={"A": (0, 1), "B": (2, 3)})
+    s.collect("B sync round 2")
+    s.commit("B commit 3", "B")
+
+
+def transactions(s: Session) -> None:
+    """Transaction fence, abort, a second end and timeout at the transaction coordinator."""
+    s.init_producer("T1 init", "T1", tid="tx-a")
+    s.add_partitions("T1 add", "T1", tid="tx-a")
+    s.end_txn("T1 abort", "T1", tid="tx-a", commit=False)
+    s.end_txn("T1 abort again (a retry)", "T1", tid="tx-a", commit=False)
+    s.end_txn("T1 commit after abort", "T1", tid="tx-a", commit=True)
+    s.add_partitions("T1 add, next transaction", "T1", tid="tx-a")
+    s.end_txn("T1 commit", "T1", tid="tx-a", commit=True)
+    s.add_partitions("T1 add, third transaction", "T1", tid="tx-a")
+    s.init_producer("T1' init (fences T1)", "T1'", tid="tx-a")
+    s.add_partitions("fenced T1 add", "T1", tid="tx-a")
+    s.end_txn("fenced T1 commit", "T1", tid="tx-a", commit=True)
+    s.end_txn("T1' commit without partitions", "T1'", tid="tx-a", commit=True)
+    s.init_producer("T2 init, 1 s timeout", "T2", tid="tx-b", timeout=1.0)
+    s.add_partitions("T2 add", "T2", tid="tx-b")
+    s.sleep(4.0)  # the coordinator aborts it (and bumps the epoch)
+    s.end_txn("T2 commit after its timeout", "T2", tid="tx-b", commit=True)
+    s.init_producer("T2 init again (KIP-360)", "T2", tid="tx-b", own=True, timeout=1.0)
+
+
+SCENARIOS: Final[dict[str, Callable[[Session], None]]] = {
+    "join_and_leave": join_and_leave,
+    "session_expiry": session_expiry,
+    "static_members": static_members,
+    "cooperative": cooperative,
+    "transactions": transactions,
+}
+"""Every scenario, by name."""
+
+
+def served_versions(broker: Mapping[int, int] | None = None) -> dict[int, int]:
+    """The versions a session speaks: the model's highest, capped by a broker's."""
+    keys = (
+        ApiKey.JOIN_GROUP,
+        ApiKey.SYNC_GROUP,
+        ApiKey.HEARTBEAT,
+        ApiKey.LEAVE_GROUP,
+        ApiKey.OFFSET_COMMIT,
+        ApiKey.INIT_PRODUCER_ID,
+        ADD_PARTITIONS_TO_TXN,
+        END_TXN,
+    )
+    out = {}
+    for key in keys:
+        high = TXN_SERVED_VERSIONS[key][1]
+        out[key] = high if broker is None else min(high, broker[key])
+    return out
+
+
+def run_scenario(
+    name: str, driver: Driver, versions: Mapping[int, int], *, group: str, topic: str
+) -> dict[str, Any]:
+    """Run scenario ``name`` against ``driver``; the normalised answers by step."""
+    session = Session(driver, versions, group=group, topic=topic)
+    SCENARIOS[name](session)
+    return session.steps
