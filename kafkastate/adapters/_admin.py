@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from kafkastate.core.admin import (
+from kafkastate.admin import (
     ClusterDescription,
     ConfigResourceType,
     FeatureMetadata,

@@ -45,13 +45,10 @@ from kafkastate.adapters._admin import feature_updates as as_feature_updates
 from kafkastate.adapters._common import no_brokers_error, report_statistics, resolve, tls_context
 from kafkastate.adapters.anyio.admin import raise_unsupported
 from kafkastate.adapters.blocking.io import SocketLoop
-from kafkastate.core import report
-from kafkastate.core.admin import (
+from kafkastate.admin import (
     ACL,
     AbortTransactionSpec,
     ACLFilter,
-    AdminMachine,
-    AdminOperationCompleted,
     ClientQuotaAlteration,
     ClientQuotaFilterComponent,
     ClusterDescription,
@@ -61,7 +58,6 @@ from kafkastate.core.admin import (
     NewPartitions,
     NewTopic,
     OffsetSpec,
-    OpId,
     PartitionProducerState,
     QuotaEntity,
     TransactionDescription,
@@ -69,6 +65,8 @@ from kafkastate.core.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from kafkastate.core import report
+from kafkastate.core.admin import AdminMachine, AdminOperationCompleted, OpId
 from kafkastate.core.client import CloseRequested, ConnectRequested, TokenRequested
 from kafkastate.core.config import admin_config
 from kafkastate.core.report import Report, StatisticsReported
