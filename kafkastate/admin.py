@@ -23,6 +23,7 @@ from kafkastate.core.admin.acls import (
     ResourcePatternFilter,
     ResourceType,
 )
+from kafkastate.core.admin.brokers import QuorumDescription, QuorumReplica
 from kafkastate.core.admin.quotas import (
     ClientQuotaAlteration,
     ClientQuotaFilterComponent,
@@ -82,6 +83,8 @@ __all__ = [
     "PartitionReassignment",
     "ProducerIdAndEpoch",
     "ProducerState",
+    "QuorumDescription",
+    "QuorumReplica",
     "QuotaEntity",
     "ReplicaInfo",
     "ScramCredentialInfo",

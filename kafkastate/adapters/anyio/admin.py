@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from kafkastate.adapters._admin import one_group, only
+from kafkastate.adapters._admin import one_group, only, raise_first, resource_type
 from kafkastate.adapters._common import resolve, tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.adapters.anyio.observe import Observed
@@ -29,6 +29,7 @@ from kafkastate.admin import (
     ClientQuotaFilterComponent,
     ClusterDescription,
     ConfigResource,
+    ConfigResourceType,
     ElectionType,
     FeatureMetadata,
     FeatureUpdate,
@@ -37,7 +38,9 @@ from kafkastate.admin import (
     NewTopic,
     OffsetSpec,
     PartitionReassignment,
+    QuorumDescription,
     QuotaEntity,
+    TopicDescription,
     TopicPartitionsPage,
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
@@ -46,7 +49,7 @@ from kafkastate.core.admin import AdminMachine, AdminOperationCompleted, OpId
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.config import admin_config
 from kafkastate.errors import KafkaConnectionError, UnsupportedVersionError
-from kafkastate.structs import OffsetAndMetadata, TopicPartition
+from kafkastate.structs import OffsetAndMetadata, TopicPartition, TopicPartitionReplica
 
 __all__ = ["Admin", "AdminCalls", "open_admin", "running_admin"]
 
@@ -227,6 +230,69 @@ class AdminCalls:
         return one_group(
             await self._call(m.remove_group_members, group_id, members, timeout=timeout)
         )
+
+    # ------------------------------------------------------- brokers and the quorum
+
+    async def describe_metadata_quorum(self, *, timeout: float | None = None) -> QuorumDescription:
+        """The KRaft metadata quorum: its leader, voters and observers.
+
+        Raises:
+            KafkaError: the broker's or the quorum's error.
+        """
+        m = self._ops()
+        result: QuorumDescription = only(
+            await self._call(m.describe_metadata_quorum, timeout=timeout)
+        )
+        return result
+
+    async def alter_replica_log_dirs(
+        self, assignments: Mapping[Any, str], *, timeout: float | None = None
+    ) -> dict[TopicPartitionReplica, Any]:
+        """Move replicas to other log directories of their brokers
+        (TopicPartitionReplica or ``(topic, partition, broker id)`` -> absolute path).
+        Returns: replica -> None or KafkaError."""
+        m = self._ops()
+        return await self._call(m.alter_replica_log_dirs, assignments, timeout=timeout)
+
+    async def api_versions(
+        self, broker_ids: Iterable[int] | None = None, *, timeout: float | None = None
+    ) -> dict[int, Any]:
+        """The API versions every broker (or those given) supports. Returns: broker id
+        -> {API key: (min, max)} or KafkaError."""
+        return await self._call(self._ops().api_versions, broker_ids, timeout=timeout)
+
+    async def list_config_resources(
+        self,
+        resource_types: Iterable[ConfigResourceType | str | int] = (),
+        *,
+        timeout: float | None = None,
+    ) -> list[tuple[ConfigResourceType | int, str]]:
+        """The config resources the cluster knows, of ``resource_types`` (none: all;
+        Kafka 4.1+, KIP-1142), as ``(ConfigResourceType, name)``.
+
+        Raises:
+            KafkaError: the broker's error.
+        """
+        m = self._ops()
+        listed = only(await self._call(m.list_config_resources, resource_types, timeout=timeout))
+        return [(resource_type(kind), name) for kind, name in listed]
+
+    async def wait_for_topics(
+        self, names: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, TopicDescription]:
+        """Wait until each topic is known with a leader for every partition (what a
+        created topic needs before it is used).
+
+        Returns:
+            name -> TopicDescription.
+
+        Raises:
+            KafkaTimeoutError: a topic still not ready at the deadline (it says what it
+                lacked); or another error of a topic.
+        """
+        results = await self._call(self._ops().wait_for_topics, names, timeout=timeout)
+        raise_first(results)
+        return results
 
 
 class Admin(Observed, AdminCalls):
