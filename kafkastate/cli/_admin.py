@@ -301,10 +301,18 @@ def configs_alter(
 
 
 @click.command(context_settings=CONTEXT)
+@click.option("--features", is_flag=True, help="Show the feature levels instead.")
+@click.option("--quorum", is_flag=True, help="Show the KRaft metadata quorum instead.")
 @json_option
 @cluster_options
-def cluster(conn: Connection, as_json: bool) -> None:
-    """The cluster's id, its controller and its brokers."""
+def cluster(conn: Connection, features: bool, quorum: bool, as_json: bool) -> None:
+    """The cluster's id, its controller and its brokers; or its finalized and supported
+    feature levels (--features), or its metadata quorum (--quorum)."""
+    if features or quorum:
+        from kafkastate.cli import _operate  # noqa: PLC0415 -- it builds on this module
+
+        (_operate.cluster_features if features else _operate.cluster_quorum)(conn, as_json)
+        return
     with admin_client(conn) as admin:
         described = admin.describe_cluster()
     out = Output(as_json=as_json)

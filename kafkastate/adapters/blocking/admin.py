@@ -886,18 +886,9 @@ class KafkaAdminClient:
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
         group_coordinator_id: int | None = None,
     ) -> dict[TopicPartition, type[KafkaError]]:
-        """Set a group's committed offsets (its consumers must have left).
-
-        Returns:
-            TopicPartition -> its error class (NoError: done).
-
-        Raises:
-            KafkaError: what the coordinator said of the group.
-        """
-        m = self._machine
-        return error_classes(
-            one_group(self._run(m.alter_consumer_group_offsets, group_id, offsets))
-        )
+        """:meth:`alter_consumer_group_offsets` in kafka-python 3.0's shape: TopicPartition
+        -> its error class (NoError: done)."""
+        return error_classes(self.alter_consumer_group_offsets(group_id, offsets))
 
     def delete_group_offsets(
         self,
@@ -905,18 +896,9 @@ class KafkaAdminClient:
         partitions: Iterable[TopicPartition],
         group_coordinator_id: int | None = None,
     ) -> dict[TopicPartition, type[KafkaError]]:
-        """Forget a group's committed offsets of ``partitions`` (KIP-496).
-
-        Returns:
-            TopicPartition -> its error class (NoError: done).
-
-        Raises:
-            KafkaError: what the coordinator said of the group.
-        """
-        m = self._machine
-        return error_classes(
-            one_group(self._run(m.delete_consumer_group_offsets, group_id, partitions))
-        )
+        """:meth:`delete_consumer_group_offsets` in kafka-python 3.0's shape:
+        TopicPartition -> its error class (NoError: done)."""
+        return error_classes(self.delete_consumer_group_offsets(group_id, partitions))
 
     # ------------------------------------------------- brokers, quorum, readiness
 
@@ -1058,9 +1040,7 @@ class KafkaAdminClient:
             before = committed.get(tp)
             metadata = before.metadata if before is not None and before.offset >= 0 else ""
             to_commit[tp] = OffsetAndMetadata(new, metadata, -1)
-        errors = error_classes(
-            one_group(self._run(m.alter_consumer_group_offsets, group_id, to_commit))
-        )
+        errors = self.alter_group_offsets(group_id, to_commit)
         return {tp: {"error": errors[tp], "offset": o.offset} for tp, o in to_commit.items()}
 
     def find_hanging_transactions(
