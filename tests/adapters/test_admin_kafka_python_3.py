@@ -183,8 +183,15 @@ def test_find_hanging_transactions(kafka_cluster: Any) -> None:
             producer.init_transactions()
             producer.begin_transaction()
             producer.send(topic, b"open", partition=0).get(timeout=15)
-            hanging = admin.find_hanging_transactions(max_transaction_timeout_ms=0)
-            (mine,) = [h for h in hanging if h["transactional_id"] == tid]
+            deadline = time.monotonic() + 15
+            while True:  # the coordinator lists it once it has the partition
+                hanging = admin.find_hanging_transactions(max_transaction_timeout_ms=0)
+                found = [h for h in hanging if h["transactional_id"] == tid]
+                if found:
+                    break
+                assert time.monotonic() < deadline, hanging
+                time.sleep(0.1)
+            (mine,) = found
             assert mine["state"] == "Ongoing" and mine["age_ms"] >= 0
             assert mine["topic_partitions"] == [TopicPartition(topic, 0)]
             # younger than the default threshold (15 min): not hanging
