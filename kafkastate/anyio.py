@@ -9,6 +9,7 @@ core's (:mod:`kafkastate.core`); options are resolved by :mod:`kafkastate.core.c
 
 from __future__ import annotations
 
+from kafkastate import admin as _admin
 from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.adapters.anyio.admin import Admin, open_admin
 from kafkastate.adapters.anyio.consumer import Consumer, open_consumer
@@ -20,53 +21,19 @@ from kafkastate.adapters.anyio.producer import (
     RecordMetadata,
     open_producer,
 )
-from kafkastate.core.admin import (
-    AbortTransactionSpec,
-    AlterConfigOp,
-    ClientQuotaAlteration,
-    ClientQuotaFilterComponent,
-    ConfigResource,
-    ConfigResourceType,
-    ElectionType,
-    FeatureUpdate,
-    FeatureUpdateType,
-    MemberToRemove,
-    NewPartitions,
-    NewTopic,
-    OffsetSpec,
-    QuotaMatchType,
-    ScramMechanism,
-    UserScramCredentialDeletion,
-    UserScramCredentialUpsertion,
-)
+from kafkastate.admin import *  # noqa: F403
 
 __all__ = [
-    "AbortTransactionSpec",
     "Admin",
-    "AlterConfigOp",
     "BatchBuilder",
     "BatchRecord",
-    "ClientQuotaAlteration",
-    "ClientQuotaFilterComponent",
-    "ConfigResource",
-    "ConfigResourceType",
     "Consumer",
     "ConsumerRebalanceListener",
     "Delivery",
-    "ElectionType",
-    "FeatureUpdate",
-    "FeatureUpdateType",
-    "MemberToRemove",
-    "NewPartitions",
-    "NewTopic",
-    "OffsetSpec",
     "Producer",
-    "QuotaMatchType",
     "RecordMetadata",
-    "ScramMechanism",
-    "UserScramCredentialDeletion",
-    "UserScramCredentialUpsertion",
     "open_admin",
     "open_consumer",
     "open_producer",
 ]
+__all__ += _admin.__all__  # the admin values (kafkastate.admin)

@@ -11,6 +11,7 @@ implementations live in :mod:`kafkastate.adapters.asyncio` and
 
 from __future__ import annotations
 
+from kafkastate import admin as _admin
 from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.adapters.anyio.admin import Admin, open_admin
 from kafkastate.adapters.anyio.consumer import Consumer, open_consumer
@@ -24,35 +25,7 @@ from kafkastate.adapters.anyio.producer import (
 from kafkastate.adapters.asyncio.admin import AIOKafkaAdminClient
 from kafkastate.adapters.asyncio.consumer import AIOKafkaConsumer
 from kafkastate.adapters.asyncio.producer import AIOKafkaProducer
-from kafkastate.core.admin import (
-    ACL,
-    AbortTransactionSpec,
-    ACLFilter,
-    ACLOperation,
-    ACLPermissionType,
-    ACLResourcePatternType,
-    AlterConfigOp,
-    AlterConfigOpType,
-    ClientQuotaAlteration,
-    ClientQuotaFilterComponent,
-    ConfigResource,
-    ConfigResourceType,
-    ElectionType,
-    FeatureUpdate,
-    FeatureUpdateType,
-    MemberToRemove,
-    NewPartitions,
-    NewTopic,
-    OffsetSpec,
-    QuotaMatchType,
-    RecordsToDelete,
-    ResourcePattern,
-    ResourcePatternFilter,
-    ResourceType,
-    ScramMechanism,
-    UserScramCredentialDeletion,
-    UserScramCredentialUpsertion,
-)
+from kafkastate.admin import *  # noqa: F403
 from kafkastate.errors import ConsumerStoppedError, IllegalOperation
 from kafkastate.helpers import create_ssl_context
 from kafkastate.structs import (
@@ -64,52 +37,26 @@ from kafkastate.structs import (
 )
 
 __all__ = [
-    "ACL",
-    "ACLFilter",
-    "ACLOperation",
-    "ACLPermissionType",
-    "ACLResourcePatternType",
     "AIOKafkaAdminClient",
     "AIOKafkaConsumer",
     "AIOKafkaProducer",
-    "AbortTransactionSpec",
     "Admin",
-    "AlterConfigOp",
-    "AlterConfigOpType",
     "BatchBuilder",
-    "ClientQuotaAlteration",
-    "ClientQuotaFilterComponent",
-    "ConfigResource",
-    "ConfigResourceType",
     "Consumer",
     "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ConsumerStoppedError",
     "Delivery",
-    "ElectionType",
-    "FeatureUpdate",
-    "FeatureUpdateType",
     "IllegalOperation",
-    "MemberToRemove",
-    "NewPartitions",
-    "NewTopic",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
-    "OffsetSpec",
     "Producer",
-    "QuotaMatchType",
     "RecordMetadata",
-    "RecordsToDelete",
-    "ResourcePattern",
-    "ResourcePatternFilter",
-    "ResourceType",
-    "ScramMechanism",
     "TopicPartition",
-    "UserScramCredentialDeletion",
-    "UserScramCredentialUpsertion",
     "create_ssl_context",
     "open_admin",
     "open_consumer",
     "open_producer",
 ]
+__all__ += _admin.__all__  # the admin values (kafkastate.admin)

@@ -13,6 +13,7 @@ kafka-python's other modules have theirs under the same names: :mod:`kafkastate.
 
 from __future__ import annotations
 
+from kafkastate import admin as _admin
 from kafkastate.abc import AsyncConsumerRebalanceListener, ConsumerRebalanceListener
 from kafkastate.adapters.blocking.admin import KafkaAdminClient
 from kafkastate.adapters.blocking.consumer import KafkaConsumer
@@ -21,35 +22,7 @@ from kafkastate.adapters.blocking.producer import (
     KafkaProducer,
     RecordMetadata,
 )
-from kafkastate.core.admin import (
-    ACL,
-    AbortTransactionSpec,
-    ACLFilter,
-    ACLOperation,
-    ACLPermissionType,
-    ACLResourcePatternType,
-    AlterConfigOp,
-    AlterConfigOpType,
-    ClientQuotaAlteration,
-    ClientQuotaFilterComponent,
-    ConfigResource,
-    ConfigResourceType,
-    ElectionType,
-    FeatureUpdate,
-    FeatureUpdateType,
-    MemberToRemove,
-    NewPartitions,
-    NewTopic,
-    OffsetSpec,
-    QuotaMatchType,
-    RecordsToDelete,
-    ResourcePattern,
-    ResourcePatternFilter,
-    ResourceType,
-    ScramMechanism,
-    UserScramCredentialDeletion,
-    UserScramCredentialUpsertion,
-)
+from kafkastate.admin import *  # noqa: F403
 from kafkastate.serializer import DefaultSerializer, Deserializer, JsonSerializer, Serializer
 from kafkastate.structs import (
     ConsumerGroupMetadata,
@@ -60,47 +33,21 @@ from kafkastate.structs import (
 )
 
 __all__ = [
-    "ACL",
-    "ACLFilter",
-    "ACLOperation",
-    "ACLPermissionType",
-    "ACLResourcePatternType",
-    "AbortTransactionSpec",
-    "AlterConfigOp",
-    "AlterConfigOpType",
     "AsyncConsumerRebalanceListener",
-    "ClientQuotaAlteration",
-    "ClientQuotaFilterComponent",
-    "ConfigResource",
-    "ConfigResourceType",
     "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "DefaultSerializer",
     "Deserializer",
-    "ElectionType",
-    "FeatureUpdate",
-    "FeatureUpdateType",
     "FutureRecordMetadata",
     "JsonSerializer",
     "KafkaAdminClient",
     "KafkaConsumer",
     "KafkaProducer",
-    "MemberToRemove",
-    "NewPartitions",
-    "NewTopic",
     "OffsetAndMetadata",
-    "OffsetSpec",
-    "QuotaMatchType",
     "RecordMetadata",
-    "RecordsToDelete",
-    "ResourcePattern",
-    "ResourcePatternFilter",
-    "ResourceType",
-    "ScramMechanism",
     "Serializer",
     "TopicPartition",
     "TopicPartitionReplica",
-    "UserScramCredentialDeletion",
-    "UserScramCredentialUpsertion",
 ]
+__all__ += _admin.__all__  # the admin values (kafkastate.admin)

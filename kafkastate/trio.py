@@ -1,10 +1,10 @@
 """kafkastate for trio users.
 
 :func:`open_producer` here *is* :func:`kafkastate.anyio.open_producer` (and likewise
-:func:`open_consumer`, :func:`open_admin`): the async adapter
-(:mod:`kafkastate.adapters.anyio`), which runs natively on trio (trio's clock, cancellation and
-``trio.Cancelled``, its ``MockClock`` included). It is re-exported so trio code reads
-naturally::
+:func:`open_consumer`, :func:`open_admin` and every other name of :mod:`kafkastate.anyio`):
+the async adapter (:mod:`kafkastate.adapters.anyio`), which runs natively on trio (trio's
+clock, cancellation and ``trio.Cancelled``, its ``MockClock`` included). It is re-exported
+so trio code reads naturally::
 
     import trio
     from kafkastate.trio import open_producer
@@ -18,55 +18,9 @@ naturally::
 
 from __future__ import annotations
 
-from kafkastate.abc import ConsumerRebalanceListener
-from kafkastate.adapters.anyio.admin import Admin, open_admin
-from kafkastate.adapters.anyio.consumer import Consumer, open_consumer
-from kafkastate.adapters.anyio.producer import Delivery, Producer, RecordMetadata, open_producer
-from kafkastate.core.admin import (
-    AbortTransactionSpec,
-    AlterConfigOp,
-    ClientQuotaAlteration,
-    ClientQuotaFilterComponent,
-    ConfigResource,
-    ConfigResourceType,
-    ElectionType,
-    FeatureUpdate,
-    FeatureUpdateType,
-    MemberToRemove,
-    NewPartitions,
-    NewTopic,
-    OffsetSpec,
-    QuotaMatchType,
-    ScramMechanism,
-    UserScramCredentialDeletion,
-    UserScramCredentialUpsertion,
-)
-
-__all__ = [
-    "AbortTransactionSpec",
-    "Admin",
-    "AlterConfigOp",
-    "ClientQuotaAlteration",
-    "ClientQuotaFilterComponent",
-    "ConfigResource",
-    "ConfigResourceType",
-    "Consumer",
-    "ConsumerRebalanceListener",
-    "Delivery",
-    "ElectionType",
-    "FeatureUpdate",
-    "FeatureUpdateType",
-    "MemberToRemove",
-    "NewPartitions",
-    "NewTopic",
-    "OffsetSpec",
-    "Producer",
-    "QuotaMatchType",
-    "RecordMetadata",
-    "ScramMechanism",
-    "UserScramCredentialDeletion",
-    "UserScramCredentialUpsertion",
-    "open_admin",
-    "open_consumer",
-    "open_producer",
-]
+# The same objects as kafkastate.anyio, under the same names. The admin values are also
+# star-imported from their own module: type checkers do not follow the anyio face's
+# ``__all__ +=`` into them.
+from kafkastate.admin import *  # noqa: F403
+from kafkastate.anyio import *  # noqa: F403
+from kafkastate.anyio import __all__  # noqa: F401

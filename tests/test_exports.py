@@ -21,6 +21,7 @@ PUBLIC_MODULES = [
     "kafkastate.core.metadata",
     "kafkastate.core.producer",
     "kafkastate.core.admin",
+    "kafkastate.admin",
     "kafkastate.adapters.anyio.admin",
     "kafkastate.core.producer.partitioner",
     "kafkastate.core.producer.accumulator",

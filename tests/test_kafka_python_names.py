@@ -170,3 +170,44 @@ def test_the_migration_page_names_every_option_and_method(cls_name: str) -> None
     methods = [n for n, v in vars(cls).items() if not n.startswith("_") and callable(v)]
     missing = [n for n in [*cls.DEFAULT_CONFIG, *methods] if n not in named]
     assert missing == [], f"docs/migrating-from-kafka-python.md does not mention {missing}"
+
+
+# ------------------------------------------------------------ the admin client
+
+# kafka-python 3.0's KafkaAdminClient methods kafkastate's differs on, on purpose
+# (docs/migrating-from-kafka-python.md, "Admin client"): none is missing.
+DIFFERENCES: dict[str, str] = {
+    "api_versions": "API keys are ints, not kafka-python's ApiKey enum",
+    "get_broker_version_data": "a dict (broker id, API ranges), not a BrokerVersionData",
+}
+
+# (method, parameter) of kafka-python 3.0 that kafkastate does not take, on purpose
+PARAMETER_DIFFERENCES: dict[tuple[str, str], str] = {
+    # kafkastate describes every config (kafka-python 3.0 filters to "modified" ones by
+    # default): a caller filters on ConfigEntry.source
+    ("describe_configs", "config_filter"): "every config is described",
+    # kafka-python checks config names with a DescribeConfigs first; the broker refuses
+    # an unknown name itself (InvalidConfigurationError for that resource)
+    ("alter_configs", "raise_on_unknown"): "the broker checks the names",
+}
+
+
+def test_every_kafka_python_3_admin_method_exists() -> None:
+    """Each public method of kafka-python 3.0's ``KafkaAdminClient`` exists on
+    kafkastate's and takes kafka-python's parameters by the same names (the return shapes
+    are tested against the broker in tests/adapters/test_admin_kafka_python_3.py)."""
+    from kafkastate.sync import KafkaAdminClient  # noqa: PLC0415
+
+    theirs = kafka.admin.KafkaAdminClient
+    names = sorted(n for n in dir(theirs) if not n.startswith("_") and callable(getattr(theirs, n)))
+    missing = [n for n in names if not callable(getattr(KafkaAdminClient, n, None))]
+    assert missing == []
+    assert set(DIFFERENCES) <= set(names)
+    # each takes kafka-python's parameters, by the same names
+    absent = set()
+    for n in names:
+        ours = inspect.signature(getattr(KafkaAdminClient, n)).parameters
+        absent |= {
+            (n, p) for p in inspect.signature(getattr(theirs, n)).parameters if p not in ours
+        }
+    assert absent == {k for k in PARAMETER_DIFFERENCES if k[0] != "reset_configs"}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from kafkastate.core.admin import (
+from kafkastate.admin import (
     ClusterDescription,
     ConfigResourceType,
     FeatureMetadata,
@@ -17,11 +17,12 @@ from kafkastate.core.admin import (
     ListedOffset,
     MemberDescription,
     PartitionReassignment,
+    QuorumDescription,
     RecordsToDelete,
     TopicDescription,
     TopicPartitionsPage,
 )
-from kafkastate.errors import KafkaError
+from kafkastate.errors import KafkaError, NoError
 from kafkastate.structs import OffsetAndTimestamp, TopicPartition
 
 __all__ = [
@@ -30,6 +31,11 @@ __all__ = [
     "before_offsets",
     "cluster_dict",
     "code_of",
+    "common_versions",
+    "error_classes",
+    "group_dict",
+    "listing_dicts",
+    "quorum_dict",
     "config_dicts",
     "feature_updates",
     "features_dict",
@@ -37,6 +43,7 @@ __all__ = [
     "page_dict",
     "partitions_of",
     "reassignment_dicts",
+    "resource_type",
     "scram_dicts",
     "group_information",
     "group_tuples",
@@ -75,6 +82,14 @@ class GroupInformation(NamedTuple):
 def seconds(timeout_ms: float | None) -> float | None:
     """A face's ``timeout_ms`` as the machine's seconds (None: the default)."""
     return None if timeout_ms is None else timeout_ms / 1000
+
+
+def resource_type(code: int) -> ConfigResourceType | int:
+    """A config resource type code as ConfigResourceType (the code itself if unknown)."""
+    try:
+        return ConfigResourceType(code)
+    except ValueError:
+        return code
 
 
 def code_of(value: Any) -> int:
@@ -327,3 +342,120 @@ def page_dict(page: TopicPartitionsPage) -> dict[str, Any]:
 
 
 _NO_OPERATIONS = -(2**31)  # "not asked for" in the protocol
+
+
+# ------------------------------------------------------------- kafka-python 3.0's shapes
+
+
+def error_classes(results: Mapping[Any, Any]) -> dict[Any, type[KafkaError]]:
+    """Each resource's error class, NoError where it succeeded (kafka-python 3.0's shape of
+    ``alter_group_offsets``, ``delete_group_offsets``, ``alter_replica_log_dirs``)."""
+    return {k: type(v) if isinstance(v, KafkaError) else NoError for k, v in results.items()}
+
+
+def listing_dicts(listed: Mapping[int, Any]) -> list[dict[str, Any]]:
+    """kafka-python 3.0's ``list_groups`` shape: one dict per group per broker.
+
+    Raises:
+        KafkaError: a broker's error.
+    """
+    raise_first(listed)
+    return [
+        {
+            "group_id": g.group_id,
+            "protocol_type": g.protocol_type,
+            "group_state": g.state,
+            "group_type": g.group_type,
+        }
+        for groups in listed.values()
+        for g in groups
+    ]
+
+
+def group_dict(group: Any) -> dict[str, Any]:
+    """kafka-python 3.0's ``describe_groups`` entry: the group (or its error) as a dict,
+    the members' subscriptions and assignments decoded."""
+    if isinstance(group, KafkaError):
+        return {"error": str(group), "members": []}
+    return {
+        "error": None,
+        "group_id": group.group_id,
+        "group_state": group.state,
+        "protocol_type": group.protocol_type,
+        "protocol_data": group.protocol,
+        "group_type": group.group_type,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_metadata": m.subscription,
+                "member_assignment": m.assignment,
+            }
+            for m in group.members
+        ],
+        "authorized_operations": None,
+    }
+
+
+def quorum_dict(quorum: QuorumDescription) -> dict[str, Any]:
+    """kafka-python 3.0's ``describe_metadata_quorum`` shape (the DescribeQuorum
+    response's)."""
+
+    def replicas(rs: Any) -> list[dict[str, Any]]:
+        return [
+            {
+                "replica_id": r.replica_id,
+                "log_end_offset": r.log_end_offset,
+                "last_fetch_timestamp": r.last_fetch_timestamp,
+                "last_caught_up_timestamp": r.last_caught_up_timestamp,
+            }
+            for r in rs
+        ]
+
+    return {
+        "topics": [
+            {
+                "topic_name": "__cluster_metadata",
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "leader_id": quorum.leader_id,
+                        "leader_epoch": quorum.leader_epoch,
+                        "high_watermark": quorum.high_watermark,
+                        "current_voters": replicas(quorum.voters),
+                        "observers": replicas(quorum.observers),
+                        "error": None,
+                    }
+                ],
+            }
+        ],
+        "nodes": [
+            {
+                "node_id": node,
+                "listeners": [{"name": n, "host": h, "port": p} for n, h, p in endpoints],
+            }
+            for node, endpoints in quorum.nodes.items()
+        ],
+    }
+
+
+def common_versions(per_broker: Mapping[int, Any]) -> dict[int, tuple[int, int]]:
+    """The API versions every broker supports (the overlap of their ranges).
+
+    Raises:
+        KafkaError: a broker's error.
+    """
+    raise_first(per_broker)
+    common: dict[int, tuple[int, int]] | None = None
+    for ranges in per_broker.values():
+        if common is None:
+            common = dict(ranges)
+            continue
+        common = {
+            key: (max(lo, ranges[key][0]), min(hi, ranges[key][1]))
+            for key, (lo, hi) in common.items()
+            if key in ranges and max(lo, ranges[key][0]) <= min(hi, ranges[key][1])
+        }
+    return common or {}

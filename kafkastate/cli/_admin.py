@@ -15,6 +15,7 @@ import click
 from kafkastate.cli._app import CONTEXT, CommandError, cluster_options, refusal
 from kafkastate.cli._options import Connection
 from kafkastate.cli._output import Output
+from kafkastate.core.admin.types import reset_offset
 from kafkastate.core.consumer.assignors import Assignment
 from kafkastate.errors import KafkaError
 from kafkastate.structs import OffsetAndMetadata, TopicPartition
@@ -300,10 +301,18 @@ def configs_alter(
 
 
 @click.command(context_settings=CONTEXT)
+@click.option("--features", is_flag=True, help="Show the feature levels instead.")
+@click.option("--quorum", is_flag=True, help="Show the KRaft metadata quorum instead.")
 @json_option
 @cluster_options
-def cluster(conn: Connection, as_json: bool) -> None:
-    """The cluster's id, its controller and its brokers."""
+def cluster(conn: Connection, features: bool, quorum: bool, as_json: bool) -> None:
+    """The cluster's id, its controller and its brokers; or its finalized and supported
+    feature levels (--features), or its metadata quorum (--quorum)."""
+    if features or quorum:
+        from kafkastate.cli import _operate  # noqa: PLC0415 -- it builds on this module
+
+        (_operate.cluster_features if features else _operate.cluster_quorum)(conn, as_json)
+        return
     with admin_client(conn) as admin:
         described = admin.describe_cluster()
     out = Output(as_json=as_json)
@@ -460,14 +469,14 @@ def groups_reset_offsets(
         latest = _latest(admin, tps)
         if timestamp is not None:
             found = admin.list_offsets(dict.fromkeys(tps, timestamp))
-            new = {tp: latest[tp] if o.offset < 0 else o.offset for tp, o in found.items()}
+            new = {tp: reset_offset(o.offset, earliest[tp], latest[tp]) for tp, o in found.items()}
         elif target == "earliest":
             new = earliest
         elif target == "latest":
             new = latest
         else:
             assert to_offset is not None
-            new = {tp: min(max(to_offset, earliest[tp]), latest[tp]) for tp in tps}
+            new = {tp: reset_offset(to_offset, earliest[tp], latest[tp]) for tp in tps}
         if not dry_run:
             errors = admin.alter_consumer_group_offsets(
                 group, {tp: OffsetAndMetadata(new[tp], "", -1) for tp in tps}

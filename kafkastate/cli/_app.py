@@ -98,13 +98,17 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from kafkastate.cli import _admin, _broker, _records  # noqa: PLC0415 -- after cli exists
+    from kafkastate.cli import _admin, _broker, _operate, _records  # noqa: PLC0415 -- after cli
 
     cli.add_command(_records.produce)
     cli.add_command(_records.consume)
     for group in (_admin.topics, _admin.groups, _admin.configs, _admin.acls):
         cli.add_command(group)
     cli.add_command(_admin.cluster)
+    for command in (_operate.quotas, _operate.users, _operate.reassignments):
+        cli.add_command(command)
+    cli.add_command(_operate.elect_leaders)
+    cli.add_command(_operate.transactions)
     cli.add_command(_broker.broker)
 
 

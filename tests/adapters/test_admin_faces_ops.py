@@ -17,6 +17,12 @@ import pytest
 from kafka import KafkaAdminClient as Witness  # kafka-python: an independent client
 from kafka.errors import KafkaError as WitnessError
 
+from kafkastate.admin import (
+    FeatureMetadata,
+    TopicDescription,
+    TopicPartitionsPage,
+    TransactionListing,
+)
 from kafkastate.asyncio import (
     AbortTransactionSpec,
     AIOKafkaAdminClient,
@@ -31,12 +37,6 @@ from kafkastate.asyncio import (
     QuotaMatchType,
     ScramMechanism,
     UserScramCredentialUpsertion,
-)
-from kafkastate.core.admin import (
-    FeatureMetadata,
-    TopicDescription,
-    TopicPartitionsPage,
-    TransactionListing,
 )
 from kafkastate.errors import (
     ElectionNotNeededError,

@@ -15,8 +15,7 @@ import anyio
 import pytest
 from kafka import KafkaAdminClient as Witness  # kafka-python: an independent client
 
-from kafkastate.anyio import open_admin, open_consumer, open_producer
-from kafkastate.core.admin import (
+from kafkastate.admin import (
     ACL,
     ACLFilter,
     ACLOperation,
@@ -34,6 +33,7 @@ from kafkastate.core.admin import (
     ResourcePatternFilter,
     ResourceType,
 )
+from kafkastate.anyio import open_admin, open_consumer, open_producer
 from kafkastate.errors import (
     GroupIdNotFoundError,
     InvalidPartitionsError,

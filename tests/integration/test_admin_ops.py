@@ -18,8 +18,7 @@ import anyio
 import pytest
 from kafka import KafkaProducer as WitnessProducer  # kafka-python: an independent client
 
-from kafkastate.anyio import open_admin, open_consumer, open_producer
-from kafkastate.core.admin import (
+from kafkastate.admin import (
     AbortTransactionSpec,
     ClientQuotaAlteration,
     ClientQuotaFilterComponent,
@@ -39,6 +38,7 @@ from kafkastate.core.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from kafkastate.anyio import open_admin, open_consumer, open_producer
 from kafkastate.errors import (
     GroupIdNotFoundError,
     KafkaError,

@@ -15,8 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from kafkastate.anyio import open_admin, open_producer
-from kafkastate.core.admin import (
+from kafkastate.admin import (
     AlterConfigOp,
     AlterConfigOpType,
     ConfigResource,
@@ -25,6 +24,7 @@ from kafkastate.core.admin import (
     NewTopic,
     PartitionReassignment,
 )
+from kafkastate.anyio import open_admin, open_producer
 from kafkastate.errors import ElectionNotNeededError, KafkaError
 from kafkastate.structs import TopicPartition
 

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from kafkastate.core.admin import AdminOperationCompleted, NewTopic, OffsetSpec
+from kafkastate.admin import NewTopic, OffsetSpec
+from kafkastate.core.admin import AdminOperationCompleted
 from kafkastate.structs import TopicPartition
 from tests._support.peer import ScriptedCluster, Sent
 from tests.core.admin.test_admin_machine import (

@@ -17,20 +17,19 @@ from typing import Any
 
 import anyio
 
-from kafkastate.adapters._admin import one_group, only
+from kafkastate.adapters._admin import one_group, only, raise_first, resource_type
 from kafkastate.adapters._common import resolve, tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.adapters.anyio.observe import Observed
-from kafkastate.core.admin import (
+from kafkastate.admin import (
     ACL,
     AbortTransactionSpec,
     ACLFilter,
-    AdminMachine,
-    AdminOperationCompleted,
     ClientQuotaAlteration,
     ClientQuotaFilterComponent,
     ClusterDescription,
     ConfigResource,
+    ConfigResourceType,
     ElectionType,
     FeatureMetadata,
     FeatureUpdate,
@@ -38,20 +37,22 @@ from kafkastate.core.admin import (
     NewPartitions,
     NewTopic,
     OffsetSpec,
-    OpId,
     PartitionReassignment,
+    QuorumDescription,
     QuotaEntity,
+    TopicDescription,
     TopicPartitionsPage,
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from kafkastate.core.admin import AdminMachine, AdminOperationCompleted, OpId
 from kafkastate.core.admin.machine import AdminConfig
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.config import admin_config
 from kafkastate.errors import KafkaConnectionError, UnsupportedVersionError
-from kafkastate.structs import OffsetAndMetadata, TopicPartition
+from kafkastate.structs import OffsetAndMetadata, TopicPartition, TopicPartitionReplica
 
-__all__ = ["Admin", "open_admin", "running_admin"]
+__all__ = ["Admin", "AdminCalls", "open_admin", "running_admin"]
 
 
 def raise_unsupported(results: Mapping[Any, Any]) -> None:
@@ -62,7 +63,240 @@ def raise_unsupported(results: Mapping[Any, Any]) -> None:
             raise value
 
 
-class Admin(Observed):
+class AdminCalls:
+    """The admin operations whose signature and result the async faces share (:class:`Admin`
+    and aiokafka's ``AIOKafkaAdminClient``): written once, each one command to the
+    :class:`AdminMachine` through ``_call``. A face gives ``_ops`` (its machine) and
+    ``_call`` (run one command, wait for its results)."""
+
+    def _ops(self) -> AdminMachine:
+        raise NotImplementedError
+
+    async def _call(
+        self, command: Callable[..., OpId], *args: Any, **kwargs: Any
+    ) -> dict[Any, Any]:
+        raise NotImplementedError
+
+    async def describe_acls(
+        self, acl_filter: ACLFilter, *, timeout: float | None = None
+    ) -> list[ACL]:
+        """The ACLs matching a filter.
+
+        Raises:
+            KafkaError: the broker's error (SecurityDisabledError without an authorizer).
+        """
+        m = self._ops()
+        return list(only(await self._call(m.describe_acls, acl_filter, timeout=timeout)))
+
+    async def create_acls(
+        self, acls: Iterable[ACL], *, timeout: float | None = None
+    ) -> dict[ACL, Any]:
+        """Create ACLs. Returns: ACL -> None or KafkaError."""
+        return await self._call(self._ops().create_acls, acls, timeout=timeout)
+
+    async def describe_client_quotas(
+        self,
+        components: Iterable[ClientQuotaFilterComponent] = (),
+        strict: bool = False,
+        *,
+        timeout: float | None = None,
+    ) -> dict[QuotaEntity, dict[str, float]]:
+        """Client quotas matching a filter (no components: all). Returns: entity (sorted
+        ``(type, name)`` pairs) -> {quota name: value}.
+
+        Raises:
+            KafkaError: the broker's error.
+        """
+        m = self._ops()
+        result: dict[QuotaEntity, dict[str, float]] = only(
+            await self._call(m.describe_client_quotas, components, strict=strict, timeout=timeout)
+        )
+        return result
+
+    async def alter_client_quotas(
+        self,
+        alterations: Iterable[ClientQuotaAlteration],
+        validate_only: bool = False,
+        *,
+        timeout: float | None = None,
+    ) -> dict[QuotaEntity, Any]:
+        """Set or remove client quotas. Returns: entity -> None or KafkaError."""
+        m = self._ops()
+        return await self._call(
+            m.alter_client_quotas, alterations, validate_only=validate_only, timeout=timeout
+        )
+
+    async def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """SCRAM credentials of ``users`` (None: every user that has one). Returns: user
+        -> tuple of ScramCredentialInfo, or KafkaError (ResourceNotFoundError: none).
+
+        Raises:
+            KafkaError: the broker's error for the request as a whole.
+        """
+        m = self._ops()
+        results = await self._call(m.describe_user_scram_credentials, users, timeout=timeout)
+        return dict(only(results)) if users is None else results
+
+    async def alter_user_scram_credentials(
+        self,
+        alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion],
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Add, replace or delete SCRAM credentials. Returns: user -> None or KafkaError."""
+        m = self._ops()
+        return await self._call(m.alter_user_scram_credentials, alterations, timeout=timeout)
+
+    async def describe_features(self, *, timeout: float | None = None) -> FeatureMetadata:
+        """Finalized (cluster-wide) and supported (by the broker asked) feature levels.
+
+        Raises:
+            KafkaError: the broker's error.
+        """
+        result: FeatureMetadata = only(
+            await self._call(self._ops().describe_features, timeout=timeout)
+        )
+        return result
+
+    async def list_transactions(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        state_filters: Iterable[str] = (),
+        producer_id_filters: Iterable[int] = (),
+        duration_filter_ms: int | None = None,
+        transactional_id_pattern: str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[int, Any]:
+        """Transactions every broker (or those given) coordinates. Returns: broker id ->
+        [TransactionListing] or KafkaError."""
+        return await self._call(
+            self._ops().list_transactions,
+            broker_ids,
+            state_filters=state_filters,
+            producer_id_filters=producer_id_filters,
+            duration_filter_ms=duration_filter_ms,
+            transactional_id_pattern=transactional_id_pattern,
+            timeout=timeout,
+        )
+
+    async def describe_transactions(
+        self, transactional_ids: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Transactions at their coordinators. Returns: id -> TransactionDescription or
+        KafkaError."""
+        m = self._ops()
+        return await self._call(m.describe_transactions, transactional_ids, timeout=timeout)
+
+    async def describe_producers(
+        self, partitions: Iterable[TopicPartition], *, timeout: float | None = None
+    ) -> dict[TopicPartition, Any]:
+        """Active producers of partitions (at their leaders). Returns: partition ->
+        PartitionProducerState or KafkaError."""
+        return await self._call(self._ops().describe_producers, partitions, timeout=timeout)
+
+    async def abort_transaction(
+        self, spec: AbortTransactionSpec, *, timeout: float | None = None
+    ) -> None:
+        """Abort a hanging transaction on one partition (an abort marker at its leader).
+
+        Raises:
+            KafkaError: the leader's refusal.
+        """
+        only(await self._call(self._ops().abort_transaction, spec, timeout=timeout))
+
+    async def fence_producers(
+        self, transactional_ids: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Fence the producers of transactional ids. Returns: id -> ProducerIdAndEpoch or
+        KafkaError."""
+        return await self._call(self._ops().fence_producers, transactional_ids, timeout=timeout)
+
+    async def remove_group_members(
+        self,
+        group_id: str,
+        members: Iterable[MemberToRemove] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[MemberToRemove, Any]:
+        """Remove members (None: every member) from a classic group. Returns: member ->
+        None or KafkaError.
+
+        Raises:
+            KafkaError: the group's error.
+        """
+        m = self._ops()
+        return one_group(
+            await self._call(m.remove_group_members, group_id, members, timeout=timeout)
+        )
+
+    # ------------------------------------------------------- brokers and the quorum
+
+    async def describe_metadata_quorum(self, *, timeout: float | None = None) -> QuorumDescription:
+        """The KRaft metadata quorum: its leader, voters and observers.
+
+        Raises:
+            KafkaError: the broker's or the quorum's error.
+        """
+        m = self._ops()
+        result: QuorumDescription = only(
+            await self._call(m.describe_metadata_quorum, timeout=timeout)
+        )
+        return result
+
+    async def alter_replica_log_dirs(
+        self, assignments: Mapping[Any, str], *, timeout: float | None = None
+    ) -> dict[TopicPartitionReplica, Any]:
+        """Move replicas to other log directories of their brokers
+        (TopicPartitionReplica or ``(topic, partition, broker id)`` -> absolute path).
+        Returns: replica -> None or KafkaError."""
+        m = self._ops()
+        return await self._call(m.alter_replica_log_dirs, assignments, timeout=timeout)
+
+    async def api_versions(
+        self, broker_ids: Iterable[int] | None = None, *, timeout: float | None = None
+    ) -> dict[int, Any]:
+        """The API versions every broker (or those given) supports. Returns: broker id
+        -> {API key: (min, max)} or KafkaError."""
+        return await self._call(self._ops().api_versions, broker_ids, timeout=timeout)
+
+    async def list_config_resources(
+        self,
+        resource_types: Iterable[ConfigResourceType | str | int] = (),
+        *,
+        timeout: float | None = None,
+    ) -> list[tuple[ConfigResourceType | int, str]]:
+        """The config resources the cluster knows, of ``resource_types`` (none: all;
+        Kafka 4.1+, KIP-1142), as ``(ConfigResourceType, name)``.
+
+        Raises:
+            KafkaError: the broker's error.
+        """
+        m = self._ops()
+        listed = only(await self._call(m.list_config_resources, resource_types, timeout=timeout))
+        return [(resource_type(kind), name) for kind, name in listed]
+
+    async def wait_for_topics(
+        self, names: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, TopicDescription]:
+        """Wait until each topic is known with a leader for every partition (what a
+        created topic needs before it is used).
+
+        Returns:
+            name -> TopicDescription.
+
+        Raises:
+            KafkaTimeoutError: a topic still not ready at the deadline (it says what it
+                lacked); or another error of a topic.
+        """
+        results = await self._call(self._ops().wait_for_topics, names, timeout=timeout)
+        raise_first(results)
+        return results
+
+
+class Admin(Observed, AdminCalls):
     """Admin operations on a running :class:`AdminMachine` (made by :func:`open_admin`).
 
     Each method returns a dict with one entry per resource: the value, or the
@@ -108,6 +342,9 @@ class Admin(Observed):
         await wait_for_cluster(
             self._running(), self._machine.client, lambda: self._changed, timeout
         )
+
+    def _ops(self) -> AdminMachine:
+        return self._machine
 
     def _running(self) -> AsyncDriver:
         if self._driver is None:
@@ -362,23 +599,7 @@ class Admin(Observed):
         return await self._call(m.describe_log_dirs, broker_ids, partitions, timeout=timeout)
 
     # ---------------------------------------------------------------------- ACLs
-
-    async def describe_acls(
-        self, acl_filter: ACLFilter, *, timeout: float | None = None
-    ) -> list[ACL]:
-        """The ACLs matching a filter.
-
-        Raises:
-            KafkaError: the broker's error (SecurityDisabledError without an authorizer).
-        """
-        m = self._machine
-        return list(only(await self._call(m.describe_acls, acl_filter, timeout=timeout)))
-
-    async def create_acls(
-        self, acls: Iterable[ACL], *, timeout: float | None = None
-    ) -> dict[ACL, Any]:
-        """Create ACLs. Returns: ACL -> None or KafkaError."""
-        return await self._call(self._machine.create_acls, acls, timeout=timeout)
+    # (describe_acls, create_acls: AdminCalls)
 
     async def delete_acls(
         self, filters: Iterable[ACLFilter], *, timeout: float | None = None
@@ -387,62 +608,8 @@ class Admin(Observed):
         KafkaError."""
         return await self._call(self._machine.delete_acls, filters, timeout=timeout)
 
-    # ------------------------------------------------ quotas and SCRAM credentials
-
-    async def describe_client_quotas(
-        self,
-        components: Iterable[ClientQuotaFilterComponent] = (),
-        *,
-        strict: bool = False,
-        timeout: float | None = None,
-    ) -> dict[QuotaEntity, dict[str, float]]:
-        """Client quotas matching a filter (no components: all). Returns: entity (sorted
-        ``(type, name)`` pairs) -> {quota name: value}.
-
-        Raises:
-            KafkaError: the broker's error.
-        """
-        m = self._machine
-        result: dict[QuotaEntity, dict[str, float]] = only(
-            await self._call(m.describe_client_quotas, components, strict=strict, timeout=timeout)
-        )
-        return result
-
-    async def alter_client_quotas(
-        self,
-        alterations: Iterable[ClientQuotaAlteration],
-        *,
-        validate_only: bool = False,
-        timeout: float | None = None,
-    ) -> dict[QuotaEntity, Any]:
-        """Set or remove client quotas. Returns: entity -> None or KafkaError."""
-        m = self._machine
-        return await self._call(
-            m.alter_client_quotas, alterations, validate_only=validate_only, timeout=timeout
-        )
-
-    async def describe_user_scram_credentials(
-        self, users: Iterable[str] | None = None, *, timeout: float | None = None
-    ) -> dict[str, Any]:
-        """SCRAM credentials of ``users`` (None: every user that has one). Returns: user
-        -> tuple of ScramCredentialInfo, or KafkaError (ResourceNotFoundError: none).
-
-        Raises:
-            KafkaError: the broker's error for the request as a whole.
-        """
-        m = self._machine
-        results = await self._call(m.describe_user_scram_credentials, users, timeout=timeout)
-        return dict(only(results)) if users is None else results
-
-    async def alter_user_scram_credentials(
-        self,
-        alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion],
-        *,
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        """Add, replace or delete SCRAM credentials. Returns: user -> None or KafkaError."""
-        m = self._machine
-        return await self._call(m.alter_user_scram_credentials, alterations, timeout=timeout)
+    # (quotas, SCRAM credentials, describe_features, transactions, remove_group_members:
+    # AdminCalls)
 
     # -------------------------------------------------------- replicas and leaders
 
@@ -521,17 +688,6 @@ class Admin(Observed):
         )
         return result
 
-    async def describe_features(self, *, timeout: float | None = None) -> FeatureMetadata:
-        """Finalized (cluster-wide) and supported (by the broker asked) feature levels.
-
-        Raises:
-            KafkaError: the broker's error.
-        """
-        result: FeatureMetadata = only(
-            await self._call(self._machine.describe_features, timeout=timeout)
-        )
-        return result
-
     async def update_features(
         self,
         updates: Mapping[str, FeatureUpdate | int],
@@ -543,80 +699,6 @@ class Admin(Observed):
         m = self._machine
         return await self._call(
             m.update_features, updates, validate_only=validate_only, timeout=timeout
-        )
-
-    # ----------------------------------------------------------------- transactions
-
-    async def list_transactions(
-        self,
-        broker_ids: Iterable[int] | None = None,
-        *,
-        state_filters: Iterable[str] = (),
-        producer_id_filters: Iterable[int] = (),
-        duration_filter_ms: int | None = None,
-        transactional_id_pattern: str | None = None,
-        timeout: float | None = None,
-    ) -> dict[int, Any]:
-        """Transactions every broker (or those given) coordinates. Returns: broker id ->
-        [TransactionListing] or KafkaError."""
-        return await self._call(
-            self._machine.list_transactions,
-            broker_ids,
-            state_filters=state_filters,
-            producer_id_filters=producer_id_filters,
-            duration_filter_ms=duration_filter_ms,
-            transactional_id_pattern=transactional_id_pattern,
-            timeout=timeout,
-        )
-
-    async def describe_transactions(
-        self, transactional_ids: Iterable[str], *, timeout: float | None = None
-    ) -> dict[str, Any]:
-        """Transactions at their coordinators. Returns: id -> TransactionDescription or
-        KafkaError."""
-        m = self._machine
-        return await self._call(m.describe_transactions, transactional_ids, timeout=timeout)
-
-    async def describe_producers(
-        self, partitions: Iterable[TopicPartition], *, timeout: float | None = None
-    ) -> dict[TopicPartition, Any]:
-        """Active producers of partitions (at their leaders). Returns: partition ->
-        PartitionProducerState or KafkaError."""
-        return await self._call(self._machine.describe_producers, partitions, timeout=timeout)
-
-    async def abort_transaction(
-        self, spec: AbortTransactionSpec, *, timeout: float | None = None
-    ) -> None:
-        """Abort a hanging transaction on one partition (an abort marker at its leader).
-
-        Raises:
-            KafkaError: the leader's refusal.
-        """
-        only(await self._call(self._machine.abort_transaction, spec, timeout=timeout))
-
-    async def fence_producers(
-        self, transactional_ids: Iterable[str], *, timeout: float | None = None
-    ) -> dict[str, Any]:
-        """Fence the producers of transactional ids. Returns: id -> ProducerIdAndEpoch or
-        KafkaError."""
-        return await self._call(self._machine.fence_producers, transactional_ids, timeout=timeout)
-
-    async def remove_group_members(
-        self,
-        group_id: str,
-        members: Iterable[MemberToRemove] | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> dict[MemberToRemove, Any]:
-        """Remove members (None: every member) from a classic group. Returns: member ->
-        None or KafkaError.
-
-        Raises:
-            KafkaError: the group's error.
-        """
-        m = self._machine
-        return one_group(
-            await self._call(m.remove_group_members, group_id, members, timeout=timeout)
         )
 
 

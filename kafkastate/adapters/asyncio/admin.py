@@ -19,7 +19,7 @@ and followed when it moves.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kafkastate.adapters._admin import (
@@ -32,29 +32,21 @@ from kafkastate.adapters._admin import (
     topic_dicts,
 )
 from kafkastate.adapters._common import resolve
-from kafkastate.adapters.anyio.admin import Admin, running_admin
+from kafkastate.adapters.anyio.admin import Admin, AdminCalls, running_admin
 from kafkastate.adapters.asyncio.background import Background, Lifecycle
-from kafkastate.core.admin import (
-    ACL,
-    AbortTransactionSpec,
+from kafkastate.admin import (
     ACLFilter,
-    ClientQuotaAlteration,
-    ClientQuotaFilterComponent,
     ConfigResource,
     ElectionType,
-    FeatureMetadata,
     FeatureUpdate,
     GroupDescription,
-    MemberToRemove,
     NewPartitions,
     NewTopic,
     OffsetSpec,
     PartitionReassignment,
-    QuotaEntity,
     TopicPartitionsPage,
-    UserScramCredentialDeletion,
-    UserScramCredentialUpsertion,
 )
+from kafkastate.core.admin import AdminMachine, OpId
 from kafkastate.core.config import admin_config
 from kafkastate.errors import KafkaConnectionError
 from kafkastate.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
@@ -62,7 +54,7 @@ from kafkastate.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicParti
 __all__ = ["AIOKafkaAdminClient"]
 
 
-class AIOKafkaAdminClient(Lifecycle):
+class AIOKafkaAdminClient(Lifecycle, AdminCalls):
     """An asyncio admin client with aiokafka's interface, and the rest of the admin
     operations (``incremental_alter_configs``, ``delete_consumer_groups``,
     ``alter_consumer_group_offsets``, ``delete_consumer_group_offsets``, ``list_offsets``,
@@ -116,6 +108,14 @@ class AIOKafkaAdminClient(Lifecycle):
         if self._admin is None:
             raise KafkaConnectionError("AIOKafkaAdminClient is not started")
         return self._admin
+
+    def _ops(self) -> AdminMachine:
+        return self._running().machine
+
+    async def _call(
+        self, command: Callable[..., OpId], *args: Any, **kwargs: Any
+    ) -> dict[Any, Any]:
+        return await self._running()._call(command, *args, **kwargs)
 
     # -------------------------------------------------------------------- topics
 
@@ -307,54 +307,14 @@ class AIOKafkaAdminClient(Lifecycle):
         return await self._running().describe_log_dirs(brokers, topic_partitions)
 
     # ---------------------------------------------------------------------- ACLs
-
-    async def describe_acls(self, acl_filter: ACLFilter) -> list[ACL]:
-        """The ACLs matching a filter.
-
-        Raises:
-            KafkaError: the broker's (SecurityDisabledError without an authorizer).
-        """
-        return await self._running().describe_acls(acl_filter)
-
-    async def create_acls(self, acls: Iterable[ACL]) -> dict[ACL, Any]:
-        """Create ACLs. Returns: ACL -> None or KafkaError."""
-        return await self._running().create_acls(acls)
+    # describe_acls and create_acls are AdminCalls' (aiokafka's signatures)
 
     async def delete_acls(self, acl_filters: Iterable[ACLFilter]) -> dict[ACLFilter, Any]:
         """Delete ACLs. Returns: filter -> [ACL deleted] or KafkaError."""
         return await self._running().delete_acls(acl_filters)
 
-    # ------------------------------------------------ quotas and SCRAM credentials
-
-    async def describe_client_quotas(
-        self, components: Iterable[ClientQuotaFilterComponent] = (), strict: bool = False
-    ) -> dict[QuotaEntity, dict[str, float]]:
-        """Client quotas matching a filter. Returns: entity -> {quota name: value}.
-
-        Raises:
-            KafkaError: the broker's error.
-        """
-        return await self._running().describe_client_quotas(components, strict=strict)
-
-    async def alter_client_quotas(
-        self, alterations: Iterable[ClientQuotaAlteration], validate_only: bool = False
-    ) -> dict[QuotaEntity, Any]:
-        """Set or remove client quotas. Returns: entity -> None or KafkaError."""
-        running = self._running()
-        return await running.alter_client_quotas(alterations, validate_only=validate_only)
-
-    async def describe_user_scram_credentials(
-        self, users: Iterable[str] | None = None
-    ) -> dict[str, Any]:
-        """SCRAM credentials (None: every user's). Returns: user -> tuple of
-        ScramCredentialInfo or KafkaError."""
-        return await self._running().describe_user_scram_credentials(users)
-
-    async def alter_user_scram_credentials(
-        self, alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion]
-    ) -> dict[str, Any]:
-        """Add, replace or delete SCRAM credentials. Returns: user -> None or KafkaError."""
-        return await self._running().alter_user_scram_credentials(alterations)
+    # quotas, SCRAM credentials, describe_features, transactions and remove_group_members are
+    # AdminCalls' too (the anyio Admin's, taking its ``timeout`` keyword as well)
 
     # -------------------------------------------------------- replicas and leaders
 
@@ -410,10 +370,6 @@ class AIOKafkaAdminClient(Lifecycle):
             topics, partition_limit=response_partition_limit, cursor=cursor, one_page=one_page
         )
 
-    async def describe_features(self) -> FeatureMetadata:
-        """Finalized and supported feature levels."""
-        return await self._running().describe_features()
-
     async def update_features(
         self,
         feature_updates: Mapping[str, FeatureUpdate | int],
@@ -424,59 +380,3 @@ class AIOKafkaAdminClient(Lifecycle):
         return await self._running().update_features(
             feature_updates, validate_only=validate_only, timeout=seconds(timeout_ms)
         )
-
-    # ----------------------------------------------------------------- transactions
-
-    async def list_transactions(
-        self,
-        broker_ids: Iterable[int] | None = None,
-        state_filters: Iterable[str] = (),
-        producer_id_filters: Iterable[int] = (),
-        duration_filter_ms: int | None = None,
-        transactional_id_pattern: str | None = None,
-    ) -> dict[int, Any]:
-        """Transactions each broker coordinates. Returns: broker id ->
-        [TransactionListing] or KafkaError."""
-        return await self._running().list_transactions(
-            broker_ids,
-            state_filters=state_filters,
-            producer_id_filters=producer_id_filters,
-            duration_filter_ms=duration_filter_ms,
-            transactional_id_pattern=transactional_id_pattern,
-        )
-
-    async def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, Any]:
-        """Transactions at their coordinators. Returns: id -> TransactionDescription or
-        KafkaError."""
-        return await self._running().describe_transactions(transactional_ids)
-
-    async def describe_producers(
-        self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, Any]:
-        """Active producers of partitions. Returns: partition -> PartitionProducerState
-        or KafkaError."""
-        return await self._running().describe_producers(partitions)
-
-    async def abort_transaction(self, spec: AbortTransactionSpec) -> None:
-        """Abort a hanging transaction on one partition.
-
-        Raises:
-            KafkaError: the leader's refusal.
-        """
-        await self._running().abort_transaction(spec)
-
-    async def fence_producers(self, transactional_ids: Iterable[str]) -> dict[str, Any]:
-        """Fence the producers of transactional ids. Returns: id -> ProducerIdAndEpoch or
-        KafkaError."""
-        return await self._running().fence_producers(transactional_ids)
-
-    async def remove_group_members(
-        self, group_id: str, members: Iterable[MemberToRemove] | None = None
-    ) -> dict[MemberToRemove, Any]:
-        """Remove members (None: all) from a classic group. Returns: member -> None or
-        KafkaError.
-
-        Raises:
-            KafkaError: the group's error.
-        """
-        return await self._running().remove_group_members(group_id, members)

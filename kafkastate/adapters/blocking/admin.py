@@ -25,18 +25,24 @@ from kafkastate.adapters._admin import (
     before_offsets,
     cluster_dict,
     code_of,
+    common_versions,
     config_dicts,
+    error_classes,
     features_dict,
+    group_dict,
     group_information,
     group_tuples,
+    listing_dicts,
     messages,
     offsets_and_timestamps,
     one_group,
     only,
     page_dict,
     partitions_of,
+    quorum_dict,
     raise_first,
     reassignment_dicts,
+    resource_type,
     scram_dicts,
     seconds,
     topic_dicts,
@@ -45,23 +51,20 @@ from kafkastate.adapters._admin import feature_updates as as_feature_updates
 from kafkastate.adapters._common import no_brokers_error, report_statistics, resolve, tls_context
 from kafkastate.adapters.anyio.admin import raise_unsupported
 from kafkastate.adapters.blocking.io import SocketLoop
-from kafkastate.core import report
-from kafkastate.core.admin import (
+from kafkastate.admin import (
     ACL,
     AbortTransactionSpec,
     ACLFilter,
-    AdminMachine,
-    AdminOperationCompleted,
     ClientQuotaAlteration,
     ClientQuotaFilterComponent,
     ClusterDescription,
     ConfigResource,
+    ConfigResourceType,
     ElectionType,
     MemberToRemove,
     NewPartitions,
     NewTopic,
     OffsetSpec,
-    OpId,
     PartitionProducerState,
     QuotaEntity,
     TransactionDescription,
@@ -69,10 +72,24 @@ from kafkastate.core.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from kafkastate.core import report
+from kafkastate.core.admin import AdminMachine, AdminOperationCompleted, OpId
+from kafkastate.core.admin.transactions import hanging_transactions
+from kafkastate.core.admin.types import reset_offset
 from kafkastate.core.config import admin_config
 from kafkastate.core.report import Report, StatisticsReported
-from kafkastate.errors import ElectionNotNeededError, KafkaConnectionError
-from kafkastate.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kafkastate.errors import (
+    ElectionNotNeededError,
+    KafkaConfigurationError,
+    KafkaConnectionError,
+    KafkaError,
+)
+from kafkastate.structs import (
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+    TopicPartitionReplica,
+)
 
 __all__ = ["KafkaAdminClient"]
 
@@ -186,8 +203,10 @@ class KafkaAdminClient:
         timeout_ms: int | None = None,
         validate_only: bool = False,
         raise_errors: bool = True,
+        wait_for_metadata: bool = False,
     ) -> dict[str, Any]:
-        """Create topics.
+        """Create topics; with ``wait_for_metadata``, then wait until the ones created have
+        a leader for every partition (:meth:`wait_for_topics`, within ``timeout_ms``).
 
         Returns:
             ``{"topics": [{"name", "topic_id", "error_code", "error_message",
@@ -195,13 +214,19 @@ class KafkaAdminClient:
 
         Raises:
             KafkaError: the first topic's error (``raise_errors``).
+            KafkaConfigurationError: ``wait_for_metadata`` with ``validate_only``.
         """
+        if validate_only and wait_for_metadata:
+            raise KafkaConfigurationError("validate_only and wait_for_metadata exclude each other")
         m = self._machine
         results = self._run(
             m.create_topics, new_topics, timeout=seconds(timeout_ms), validate_only=validate_only
         )
         if raise_errors:
             raise_first(results)
+        created = [name for name, r in results.items() if not isinstance(r, KafkaError)]
+        if wait_for_metadata and created:
+            raise_first(self._run(m.wait_for_topics, created, timeout=seconds(timeout_ms)))
         return {
             "topics": [
                 {
@@ -769,6 +794,286 @@ class KafkaAdminClient:
             KafkaError: the group's error.
         """
         return one_group(self._run(self._machine.remove_group_members, group_id, members))
+
+    # ------------------------------------------------------ kafka-python 3.0's groups
+
+    def list_groups(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        states_filter: Iterable[str] | None = None,
+        types_filter: Iterable[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every group every broker (or those given) coordinates, of the states
+        (``"Stable"``, ``"Empty"``...; Kafka 2.6+) and types (``"classic"``,
+        ``"consumer"``; Kafka 4.0+) given.
+
+        Returns:
+            ``[{"group_id", "protocol_type", "group_state", "group_type"}]``.
+
+        Raises:
+            KafkaError: a broker's error.
+        """
+        results = self._run(
+            self._machine.list_consumer_groups,
+            broker_ids,
+            states_filter=states_filter or (),
+            types_filter=types_filter or (),
+        )
+        return listing_dicts(results)
+
+    def describe_groups(
+        self,
+        group_ids: Iterable[str],
+        group_coordinator_id: int | None = None,
+        include_authorized_operations: bool = False,
+    ) -> dict[str, dict[str, Any]]:
+        """Describe classic and KIP-848 groups.
+
+        Returns:
+            group id -> ``{"error": None or its message, "group_id", "group_state",
+            "protocol_type", "protocol_data", "group_type", "members": [{"member_id",
+            "group_instance_id", "client_id", "client_host", "member_metadata",
+            "member_assignment"}], "authorized_operations"}``; the member metadata and
+            assignment decoded (Subscription, Assignment).
+        """
+        results = self._run(self._machine.describe_consumer_groups, group_ids)
+        return {group_id: group_dict(g) for group_id, g in results.items()}
+
+    def list_group_offsets(
+        self, group_specs: Mapping[str, Iterable[TopicPartition] | None] | Iterable[str] | str
+    ) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
+        """Committed offsets of groups: ``{group id: partitions or None (all)}``, or
+        group ids (all of each group's).
+
+        Returns:
+            group id -> TopicPartition -> OffsetAndMetadata.
+
+        Raises:
+            KafkaError: a group's or a partition's error.
+        """
+        specs: Mapping[str, Iterable[TopicPartition] | None]
+        if isinstance(group_specs, str):
+            specs = {group_specs: None}
+        elif isinstance(group_specs, Mapping):
+            specs = group_specs
+        else:
+            specs = dict.fromkeys(group_specs)
+        m = self._machine
+        return {
+            group_id: one_group(self._run(m.list_consumer_group_offsets, group_id, partitions))
+            for group_id, partitions in specs.items()
+        }
+
+    def delete_groups(
+        self, group_ids: Iterable[str], group_coordinator_id: int | None = None
+    ) -> dict[str, str]:
+        """Delete empty groups.
+
+        Returns:
+            group id -> ``"OK"``, or the name of its error class.
+        """
+        results = self._run(self._machine.delete_consumer_groups, group_ids)
+        return {g: "OK" if r is None else type(r).__name__ for g, r in results.items()}
+
+    def alter_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_coordinator_id: int | None = None,
+    ) -> dict[TopicPartition, type[KafkaError]]:
+        """:meth:`alter_consumer_group_offsets` in kafka-python 3.0's shape: TopicPartition
+        -> its error class (NoError: done)."""
+        return error_classes(self.alter_consumer_group_offsets(group_id, offsets))
+
+    def delete_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition],
+        group_coordinator_id: int | None = None,
+    ) -> dict[TopicPartition, type[KafkaError]]:
+        """:meth:`delete_consumer_group_offsets` in kafka-python 3.0's shape:
+        TopicPartition -> its error class (NoError: done)."""
+        return error_classes(self.delete_consumer_group_offsets(group_id, partitions))
+
+    # ------------------------------------------------- brokers, quorum, readiness
+
+    def describe_metadata_quorum(self) -> dict[str, Any]:
+        """The KRaft metadata quorum (``__cluster_metadata`` partition 0): its leader,
+        epoch, high watermark, voters and observers, and the controllers' endpoints
+        (Kafka 3.8+).
+
+        Returns:
+            The DescribeQuorum response's shape: ``{"topics": [{"topic_name",
+            "partitions": [{"partition_index", "leader_id", "leader_epoch",
+            "high_watermark", "current_voters", "observers", "error"}]}], "nodes"}``.
+
+        Raises:
+            KafkaError: the broker's or the quorum's error.
+        """
+        return quorum_dict(only(self._run(self._machine.describe_metadata_quorum)))
+
+    def alter_replica_log_dirs(
+        self, replica_assignments: Mapping[Any, str]
+    ) -> dict[TopicPartitionReplica, type[KafkaError]]:
+        """Move replicas to other log directories of their brokers
+        (TopicPartitionReplica or ``(topic, partition, broker id)`` -> absolute path).
+
+        Returns:
+            TopicPartitionReplica -> its error class (NoError: done).
+        """
+        m = self._machine
+        return error_classes(self._run(m.alter_replica_log_dirs, replica_assignments))
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        """The API versions every broker supports: API key -> ``(min, max)``.
+
+        Raises:
+            KafkaError: a broker's error.
+        """
+        return common_versions(self._run(self._machine.api_versions))
+
+    def get_broker_version_data(self, broker_id: int) -> dict[str, Any]:
+        """What one broker said of itself in ApiVersions.
+
+        Returns:
+            ``{"broker_id", "api_versions": {API key: (min, max)}}``.
+
+        Raises:
+            KafkaError: the broker's error (or no such broker).
+        """
+        versions = only(self._run(self._machine.api_versions, [broker_id]))
+        return {"broker_id": broker_id, "api_versions": versions}
+
+    def list_config_resources(
+        self, resource_types: Iterable[ConfigResourceType | str | int] | None = None
+    ) -> dict[str, list[str]]:
+        """The config resources the cluster knows (Kafka 4.1+ for every type, KIP-1142),
+        of ``resource_types`` (ConfigResourceType, its name or code; None: all).
+
+        Returns:
+            resource type name (``"topic"``, ``"group"``...) -> resource names.
+
+        Raises:
+            KafkaError: the broker's error.
+        """
+        m = self._machine
+        listed = only(self._run(m.list_config_resources, resource_types or ()))
+        out: dict[str, list[str]] = {}
+        for kind, name in listed:
+            label = resource_type(kind)
+            key = label.name.lower() if isinstance(label, ConfigResourceType) else str(label)
+            out.setdefault(key, []).append(name)
+        return out
+
+    def reset_configs(
+        self,
+        config_resources: Iterable[ConfigResource],
+        validate_only: bool = False,
+        raise_on_unknown: bool = True,
+        incremental: bool | None = None,
+    ) -> dict[Any, Any]:
+        """Reset configs to their defaults: each resource's ``configs`` names the keys
+        (a dict's values are ignored); an IncrementalAlterConfigs DELETE of each.
+
+        Returns:
+            ``(ConfigResourceType, name) -> None``.
+
+        Raises:
+            KafkaError: the first resource's error.
+        """
+        deletions = [
+            ConfigResource(r.resource_type, r.name, dict.fromkeys(r.configs or ()))
+            for r in config_resources
+        ]
+        return self.alter_configs(deletions, validate_only=validate_only, incremental=True)
+
+    def wait_for_topics(self, topic_names: Iterable[str], timeout_ms: int = 10000) -> None:
+        """Wait until each topic is known with a leader for every partition (a created
+        topic's metadata lags its creation).
+
+        Raises:
+            KafkaTimeoutError: a topic still not ready after ``timeout_ms`` (it says what
+                it lacked).
+        """
+        names = list(topic_names)
+        if names:
+            m = self._machine
+            raise_first(self._run(m.wait_for_topics, names, timeout=timeout_ms / 1000))
+
+    def reset_group_offsets(
+        self,
+        group_id: str,
+        offset_specs: Mapping[TopicPartition, OffsetSpec | int],
+        group_coordinator_id: int | None = None,
+    ) -> dict[TopicPartition, dict[str, Any]]:
+        """Move a group's committed offsets (its consumers must have left): to an
+        OffsetSpec (EARLIEST, LATEST, MAX_TIMESTAMP, resolved by ListOffsets) or an
+        explicit offset (an int), kept inside each log's ``[earliest, latest]``; the
+        committed metadata is kept.
+
+        Returns:
+            TopicPartition -> ``{"error": its error class (NoError: done), "offset": the
+            offset committed}``.
+
+        Raises:
+            KafkaError: the group's error, or a partition's ListOffsets error.
+        """
+        if not offset_specs:
+            return {}
+        tps = [TopicPartition(*tp) for tp in offset_specs]
+        m = self._machine
+        committed = one_group(self._run(m.list_consumer_group_offsets, group_id, tps))
+        earliest = self.list_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST))
+        latest = self.list_offsets(dict.fromkeys(tps, OffsetSpec.LATEST))
+        specs = {tp: s for tp, s in offset_specs.items() if isinstance(s, OffsetSpec)}
+        resolved = self.list_offsets(specs) if specs else {}
+        to_commit = {}
+        for tp, spec in offset_specs.items():
+            tp = TopicPartition(*tp)
+            target = resolved[tp].offset if tp in resolved else int(spec)
+            new = reset_offset(target, earliest[tp].offset, latest[tp].offset)
+            before = committed.get(tp)
+            metadata = before.metadata if before is not None and before.offset >= 0 else ""
+            to_commit[tp] = OffsetAndMetadata(new, metadata, -1)
+        errors = self.alter_group_offsets(group_id, to_commit)
+        return {tp: {"error": errors[tp], "offset": o.offset} for tp, o in to_commit.items()}
+
+    def find_hanging_transactions(
+        self, broker_ids: Iterable[int] | None = None, max_transaction_timeout_ms: int = 900000
+    ) -> list[dict[str, Any]]:
+        """Open transactions older than ``max_transaction_timeout_ms`` (default 15 min,
+        the broker's default ``transaction.max.timeout.ms``), by their start time at the
+        coordinator and this machine's clock: what ``kafka-transactions.sh
+        find-hanging`` reports.
+
+        Returns:
+            ``[{"transactional_id", "producer_id", "producer_epoch", "state", "age_ms",
+            "coordinator_id", "topic_partitions"}]``, oldest first.
+
+        Raises:
+            KafkaError: a broker's ListTransactions error.
+        """
+        listed = self.list_transactions(broker_ids)
+        ids = sorted({t.transactional_id for ts in listed.values() for t in ts})
+        if not ids:
+            return []
+        described = self._run(self._machine.describe_transactions, ids)
+        found = {tid: d for tid, d in described.items() if not isinstance(d, KafkaError)}
+        now_ms = int(time.time() * 1000)  # the coordinator's start times are wall-clock ms
+        return [
+            {
+                "transactional_id": tid,
+                "producer_id": d.producer_id,
+                "producer_epoch": d.producer_epoch,
+                "state": d.state,
+                "age_ms": age,
+                "coordinator_id": d.coordinator_id,
+                "topic_partitions": sorted(d.topic_partitions),
+            }
+            for tid, d, age in hanging_transactions(
+                found, now_ms=now_ms, threshold_ms=max_transaction_timeout_ms
+            )
+        ]
 
 
 def _errors(results: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -1,16 +1,10 @@
-"""The sans-IO admin client: :class:`AdminMachine` and the values its commands take and
-its results hold (request routing and per-resource results; see ``machine.py``)."""
+"""The sans-IO admin client: :class:`AdminMachine` (request routing and per-resource
+results; see ``machine.py``).
 
-from kafkastate.core.admin.acls import (
-    ACL,
-    ACLFilter,
-    ACLOperation,
-    ACLPermissionType,
-    ACLResourcePatternType,
-    ResourcePattern,
-    ResourcePatternFilter,
-    ResourceType,
-)
+The values its commands take and its results hold live in this package's modules
+(``types``, ``acls``, ``quotas``, ``replicas``, ``transactions``); their one public list is
+:mod:`kafkastate.admin`, which every face re-exports."""
+
 from kafkastate.core.admin.machine import (
     AdminConfig,
     AdminEvent,
@@ -18,109 +12,5 @@ from kafkastate.core.admin.machine import (
     AdminOperationCompleted,
     OpId,
 )
-from kafkastate.core.admin.quotas import (
-    ClientQuotaAlteration,
-    ClientQuotaFilterComponent,
-    QuotaEntity,
-    QuotaMatchType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialDeletion,
-    UserScramCredentialUpsertion,
-)
-from kafkastate.core.admin.replicas import (
-    ElectionType,
-    FeatureMetadata,
-    FeatureUpdate,
-    FeatureUpdateType,
-    PartitionReassignment,
-    TopicPartitionsPage,
-)
-from kafkastate.core.admin.transactions import (
-    AbortTransactionSpec,
-    PartitionProducerState,
-    ProducerIdAndEpoch,
-    ProducerState,
-    TransactionDescription,
-    TransactionListing,
-)
-from kafkastate.core.admin.types import (
-    AlterConfigOp,
-    AlterConfigOpType,
-    BrokerDescription,
-    ClusterDescription,
-    ConfigEntry,
-    ConfigResource,
-    ConfigResourceType,
-    CreatedTopic,
-    GroupDescription,
-    GroupListing,
-    ListedOffset,
-    LogDirDescription,
-    MemberDescription,
-    MemberToRemove,
-    NewPartitions,
-    NewTopic,
-    OffsetSpec,
-    PartitionDescription,
-    RecordsToDelete,
-    ReplicaInfo,
-    TopicDescription,
-)
 
-__all__ = [
-    "ACL",
-    "ACLFilter",
-    "ACLOperation",
-    "ACLPermissionType",
-    "ACLResourcePatternType",
-    "AbortTransactionSpec",
-    "AdminConfig",
-    "AdminEvent",
-    "AdminMachine",
-    "AdminOperationCompleted",
-    "AlterConfigOp",
-    "AlterConfigOpType",
-    "BrokerDescription",
-    "ClientQuotaAlteration",
-    "ClientQuotaFilterComponent",
-    "ClusterDescription",
-    "ConfigEntry",
-    "ConfigResource",
-    "ConfigResourceType",
-    "CreatedTopic",
-    "ElectionType",
-    "FeatureMetadata",
-    "FeatureUpdate",
-    "FeatureUpdateType",
-    "GroupDescription",
-    "GroupListing",
-    "ListedOffset",
-    "LogDirDescription",
-    "MemberDescription",
-    "MemberToRemove",
-    "NewPartitions",
-    "NewTopic",
-    "OffsetSpec",
-    "OpId",
-    "PartitionDescription",
-    "PartitionProducerState",
-    "PartitionReassignment",
-    "ProducerIdAndEpoch",
-    "ProducerState",
-    "QuotaEntity",
-    "QuotaMatchType",
-    "RecordsToDelete",
-    "ReplicaInfo",
-    "ResourcePattern",
-    "ResourcePatternFilter",
-    "ResourceType",
-    "ScramCredentialInfo",
-    "ScramMechanism",
-    "TopicDescription",
-    "TopicPartitionsPage",
-    "TransactionDescription",
-    "TransactionListing",
-    "UserScramCredentialDeletion",
-    "UserScramCredentialUpsertion",
-]
+__all__ = ["AdminConfig", "AdminEvent", "AdminMachine", "AdminOperationCompleted", "OpId"]

@@ -44,7 +44,7 @@ from typing import Any, Final, NewType
 import attrs
 
 from kafkastate.core import report
-from kafkastate.core.admin import acls, quotas, replicas
+from kafkastate.core.admin import acls, brokers, quotas, replicas
 from kafkastate.core.admin import operations as ops
 from kafkastate.core.admin import transactions as txn
 from kafkastate.core.admin.types import (
@@ -53,6 +53,7 @@ from kafkastate.core.admin.types import (
     NewPartitions,
     NewTopic,
     OffsetSpec,
+    resource_type_of,
 )
 from kafkastate.core.client import (
     Client,
@@ -300,11 +301,16 @@ class AdminMachine(ClientDriven):
         *,
         now: float,
         timeout: float | None = None,
+        states_filter: Iterable[str] = (),
+        types_filter: Iterable[str] = (),
     ) -> OpId:
-        """ListGroups on every broker (or those given); results by broker id: a list of
-        :class:`GroupListing`."""
+        """ListGroups on every broker (or those given), of the groups in ``states_filter``
+        (protocol names: ``"Stable"``, ``"Empty"``...; KIP-518) and ``types_filter``
+        (``"classic"``, ``"consumer"``...; KIP-848) when given; results by broker id: a
+        list of :class:`GroupListing`."""
         ids = None if broker_ids is None else list(broker_ids)
-        return self._start(ops.ListGroups(ids), now, timeout)
+        spec = ops.ListGroups(ids, [str(s) for s in states_filter], [str(t) for t in types_filter])
+        return self._start(spec, now, timeout)
 
     def describe_consumer_groups(
         self, group_ids: Iterable[str], *, now: float, timeout: float | None = None
@@ -362,6 +368,9 @@ class AdminMachine(ClientDriven):
             meta = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
             if isinstance(meta.offset, bool) or not isinstance(meta.offset, int) or meta.offset < 0:
                 raise KafkaConfigurationError(f"offset for {tp} must be an int >= 0")
+            if meta.leader_epoch is None or meta.metadata is None:  # kafka-python's "unknown"
+                epoch = -1 if meta.leader_epoch is None else meta.leader_epoch
+                meta = OffsetAndMetadata(meta.offset, meta.metadata or "", epoch)
             clean[TopicPartition(*tp)] = meta
         return self._start(ops.AlterGroupOffsets(group_id, clean), now, timeout)
 
@@ -671,6 +680,55 @@ class AdminMachine(ClientDriven):
                 if not isinstance(m, MemberToRemove):
                     raise KafkaConfigurationError(f"not a MemberToRemove: {m!r}")
         return self._start(ops.RemoveGroupMembers(group_id, listed), now, timeout)
+
+    # ------------------------------------------------------- brokers and the quorum
+
+    def describe_metadata_quorum(self, *, now: float, timeout: float | None = None) -> OpId:
+        """The KRaft metadata quorum (its leader, voters, observers); the result under
+        None: QuorumDescription."""
+        return self._start(brokers.DescribeQuorum(), now, timeout)
+
+    def alter_replica_log_dirs(
+        self, assignments: Mapping[Any, str], *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """Move replicas to other log directories of their brokers
+        (TopicPartitionReplica or ``(topic, partition, broker id)`` -> absolute path);
+        results by TopicPartitionReplica: None or its KafkaError."""
+        spec = brokers.AlterReplicaLogDirs(brokers.replica_keys(assignments))
+        return self._start(spec, now, timeout)
+
+    def api_versions(
+        self, broker_ids: Iterable[int] | None = None, *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """ApiVersions at every broker (or those given); results by broker id: API key
+        -> ``(min, max)`` version the broker supports."""
+        ids = None if broker_ids is None else [int(b) for b in broker_ids]
+        return self._start(brokers.BrokerApiVersions(ids), now, timeout)
+
+    def list_config_resources(
+        self,
+        resource_types: Iterable[Any] = (),
+        *,
+        now: float,
+        timeout: float | None = None,
+    ) -> OpId:
+        """The config resources the cluster knows (of ``resource_types``: each a
+        ConfigResourceType, its code or name; none: every type); the result under None:
+        ``[(type code, name)]``.
+
+        Raises:
+            KafkaConfigurationError: an unknown resource type.
+        """
+        spec = brokers.ListConfigResources([int(resource_type_of(t)) for t in resource_types])
+        return self._start(spec, now, timeout)
+
+    def wait_for_topics(
+        self, names: Iterable[str], *, now: float, timeout: float | None = None
+    ) -> OpId:
+        """Ask for topics' metadata until each is known with a leader for every
+        partition; results by name: TopicDescription, or KafkaTimeoutError naming what it
+        still lacked at the deadline."""
+        return self._start(brokers.WaitForTopics(_unique(names, "topic")), now, timeout)
 
     def close(self) -> None:
         """Close the connections; unfinished operations end with KafkaConnectionError."""

@@ -516,9 +516,28 @@ class ListGroups(PerBroker):
     """ListGroups on every broker (or the ones given), one key per broker id."""
 
     name: ClassVar[str] = "list_consumer_groups"
+    states: Sequence[str] = ()
+    types: Sequence[str] = ()
 
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
-        return build(versions.request_type(LIST_GROUPS), states_filter=(), types_filter=())
+        # a filter needs the version that carries it (v4: states, KIP-518; v5: types)
+        version = versions.version_for(LIST_GROUPS)
+        for wanted, needs, what in ((self.states, 4, "states"), (self.types, 5, "types")):
+            if wanted:
+                version = max(
+                    version,
+                    versions.require(
+                        LIST_GROUPS,
+                        feature=f"list_consumer_groups filtered by {what}",
+                        remedy="filter the groups listed without one",
+                        min_version=needs,
+                    ),
+                )
+        return build(
+            request_type(LIST_GROUPS, version),
+            states_filter=tuple(self.states),
+            types_filter=tuple(self.types),
+        )
 
     def parse(self, response: Any, keys: Sequence[Any]) -> dict[Any, Any]:
         error = _error(response.error_code, None, broker=keys[0])

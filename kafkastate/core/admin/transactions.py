@@ -14,7 +14,7 @@ read_committed consumer's last stable offset moves past it.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 import attrs
@@ -353,3 +353,24 @@ class FenceProducers(_PerTransactionalId):
                 producer_id=int(response.producer_id), producer_epoch=int(response.producer_epoch)
             )
         }
+
+
+FINISHED_STATES: Final = frozenset({"Empty", "CompleteCommit", "CompleteAbort", "Dead"})
+"""Transaction states with nothing left open (the others may hang)."""
+
+
+def hanging_transactions(
+    descriptions: Mapping[str, TransactionDescription], *, now_ms: int, threshold_ms: int
+) -> list[tuple[str, TransactionDescription, int]]:
+    """The open transactions that started ``threshold_ms`` or more before ``now_ms``
+    (``kafka-transactions.sh find-hanging``'s rule: older than the longest allowed
+    transaction timeout), as ``(transactional id, description, age in ms)``, oldest
+    first. A description whose start time is unknown (< 0) is left out."""
+    out = []
+    for tid, d in descriptions.items():
+        if d.state in FINISHED_STATES or d.transaction_start_time_ms < 0:
+            continue
+        age = now_ms - d.transaction_start_time_ms
+        if age >= threshold_ms:
+            out.append((tid, d, age))
+    return sorted(out, key=lambda item: -item[2])

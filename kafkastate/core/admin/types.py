@@ -51,6 +51,8 @@ class ConfigResourceType(enum.IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
 
 
 class AlterConfigOpType(enum.IntEnum):
@@ -71,7 +73,12 @@ class OffsetSpec(enum.IntEnum):
     MAX_TIMESTAMP = -3  # the record with the largest timestamp (KIP-734)
 
 
-def _resource_type(value: Any) -> ConfigResourceType:
+def resource_type_of(value: Any) -> ConfigResourceType:
+    """A ConfigResourceType from itself, its code or its name (``"topic"``...).
+
+    Raises:
+        KafkaConfigurationError: none of these.
+    """
     if isinstance(value, ConfigResourceType):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
@@ -105,7 +112,7 @@ class ConfigResource:
             :class:`AlterConfigOp`.
     """
 
-    resource_type: ConfigResourceType = attrs.field(converter=_resource_type)
+    resource_type: ConfigResourceType = attrs.field(converter=resource_type_of)
     """The kind of resource."""
     name: str = attrs.field(converter=str)
     """Its name (a broker's id as text)."""
@@ -342,3 +349,13 @@ class LogDirDescription:
     """The volume's size (-1 if the broker did not say)."""
     usable_bytes: int
     """The volume's free space (-1 if the broker did not say)."""
+
+
+def reset_offset(target: int, earliest: int, latest: int) -> int:
+    """Where a group's offset reset lands: ``target`` (an offset, or what ListOffsets
+    answered for a spec or a timestamp) inside the log's ``[earliest, latest]``; no
+    answer (< 0, a timestamp after the last record) or past the end is the end, as
+    ``kafka-consumer-groups.sh --reset-offsets`` does."""
+    if target < 0 or target > latest:
+        return latest
+    return max(target, earliest)

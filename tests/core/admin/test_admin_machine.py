@@ -12,15 +12,12 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from kafkastate.core.admin import (
+from kafkastate.admin import (
     ACL,
     ACLFilter,
     ACLOperation,
     ACLPermissionType,
     ACLResourcePatternType,
-    AdminConfig,
-    AdminMachine,
-    AdminOperationCompleted,
     ConfigResource,
     ConfigResourceType,
     CreatedTopic,
@@ -32,6 +29,7 @@ from kafkastate.core.admin import (
     ResourcePatternFilter,
     ResourceType,
 )
+from kafkastate.core.admin import AdminConfig, AdminMachine, AdminOperationCompleted
 from kafkastate.core.client import ClientConfig
 from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.consumer.assignors import Assignment, encode_assignment

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from kafkastate.core.admin import (
+from kafkastate.admin import (
     AbortTransactionSpec,
     ClientQuotaAlteration,
     ElectionType,
