@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
@@ -70,6 +70,7 @@ class AIOKafkaProducer(Lifecycle):
         self._value_serializer = self._options["value_serializer"]
         self._background: Background[Producer] = Background("AIOKafkaProducer")
         self._producer: Producer | None = None
+        self._new_future: Callable[[], asyncio.Future[Any]] = _no_loop
         self._stopped = False
 
     def __del__(self, _warn: Any = warnings.warn) -> None:
@@ -87,6 +88,8 @@ class AIOKafkaProducer(Lifecycle):
             RuntimeError: already started.
         """
         # (the task holds no reference to self: an unclosed producer can be collected)
+        # the loop's own method, bound once: a future per send is on the hot path
+        self._new_future = asyncio.get_running_loop().create_future
         self._producer = await self._background.start(functools.partial(_run, self._options))
         self._observed = self._producer
 
@@ -129,10 +132,21 @@ class AIOKafkaProducer(Lifecycle):
             KafkaError: the record was refused for good.
             RuntimeError: the producer is not started.
         """
-        future, moved = self._append(topic, value, key, partition, timestamp_ms, headers, True)
+        # (inlined: a call per layer is the cost of the hot path; send_nowait is the same
+        # without the await)
+        producer = self._producer
+        if producer is None:
+            producer = self._running()  # raises
+        if self._key_serializer is not None:
+            key = self._key_serializer(key)
+        if self._value_serializer is not None:
+            value = self._value_serializer(value)
+        future: asyncio.Future[RecordMetadata | None] = self._new_future()
+        _, moved = producer._append_now(
+            topic, value, key, partition, timestamp_ms, headers or (), future
+        )
         if moved:  # let the pump run, or wait in the machine for metadata or buffer memory
-            assert self._producer is not None
-            await self._producer._appended(moved)
+            await producer._appended(moved)
         return future
 
     def send_nowait(  # noqa: PLR0917 -- send()'s positional signature
@@ -173,20 +187,6 @@ class AIOKafkaProducer(Lifecycle):
             KafkaError: the record was refused for good.
             RuntimeError: the producer is not started.
         """
-        return self._append(topic, value, key, partition, timestamp_ms, headers, False)[0]
-
-    def _append(  # noqa: PLR0917 -- internal, positional for speed
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        partition: int | None,
-        timestamp_ms: int | None,
-        headers: Sequence[tuple[str, bytes | None]] | None,
-        block: bool,
-    ) -> tuple[asyncio.Future[RecordMetadata | None], bool | Any]:
-        """Serialize and append once, without waiting: the record's future, and what the
-        producer's ``_append_now`` said moved."""
         producer = self._producer
         if producer is None:
             producer = self._running()  # raises
@@ -194,11 +194,11 @@ class AIOKafkaProducer(Lifecycle):
             key = self._key_serializer(key)
         if self._value_serializer is not None:
             value = self._value_serializer(value)
-        future: asyncio.Future[RecordMetadata | None] = asyncio.get_running_loop().create_future()
-        _, moved = producer._append_now(
-            topic, value, key, partition, timestamp_ms, headers or (), future, block
+        future: asyncio.Future[RecordMetadata | None] = self._new_future()
+        producer._append_now(
+            topic, value, key, partition, timestamp_ms, headers or (), future, False
         )
-        return future, moved
+        return future
 
     async def send_and_wait(  # noqa: PLR0917 -- aiokafka's positional signature
         self,
@@ -384,6 +384,10 @@ class _Transaction:
     ) -> bool | None:
         assert self._cm is not None
         return await self._cm.__aexit__(exc_type, exc, tb)
+
+
+def _no_loop() -> asyncio.Future[Any]:
+    raise RuntimeError("AIOKafkaProducer is not started: call `await start()` first")
 
 
 def _settle(future: asyncio.Future[RecordMetadata], delivery: Delivery) -> None:

@@ -1172,8 +1172,7 @@ class Accumulator:
         builder = batch._builder
         if builder is None:  # pragma: no cover - an accepting batch has its builder
             return None
-        builder.append(timestamp_ms, None, value)
-        size = builder.size_in_bytes()
+        size = builder.append_value(timestamp_ms, value)
         grown = size - batch._size
         batch._size = size
         next_id = self._next_record
