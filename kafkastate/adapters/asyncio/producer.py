@@ -132,21 +132,9 @@ class AIOKafkaProducer(Lifecycle):
             KafkaError: the record was refused for good.
             RuntimeError: the producer is not started.
         """
-        # (inlined: a call per layer is the cost of the hot path; send_nowait is the same
-        # without the await)
-        producer = self._producer
-        if producer is None:
-            producer = self._running()  # raises
-        if self._key_serializer is not None:
-            key = self._key_serializer(key)
-        if self._value_serializer is not None:
-            value = self._value_serializer(value)
-        future: asyncio.Future[RecordMetadata | None] = self._new_future()
-        _, moved = producer._append_now(
-            topic, value, key, partition, timestamp_ms, headers or (), future
-        )
+        future, moved = self._append(topic, value, key, partition, timestamp_ms, headers, True)
         if moved:  # let the pump run, or wait in the machine for metadata or buffer memory
-            await producer._appended(moved)
+            await moved[0]._appended(moved[1])
         return future
 
     def send_nowait(  # noqa: PLR0917 -- send()'s positional signature
@@ -187,6 +175,21 @@ class AIOKafkaProducer(Lifecycle):
             KafkaError: the record was refused for good.
             RuntimeError: the producer is not started.
         """
+        return self._append(topic, value, key, partition, timestamp_ms, headers, False)[0]
+
+    def _append(  # noqa: PLR0917 -- internal, positional for speed
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp_ms: int | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        block: bool,
+    ) -> tuple[asyncio.Future[RecordMetadata | None], tuple[Producer, Any] | None]:
+        """Serialize and append once, without waiting: the record's future, and -- if the
+        producer's ``_append_now`` says something moved -- the producer and what moved, for
+        ``send`` to await (``send_nowait`` awaits nothing)."""
         producer = self._producer
         if producer is None:
             producer = self._running()  # raises
@@ -195,10 +198,10 @@ class AIOKafkaProducer(Lifecycle):
         if self._value_serializer is not None:
             value = self._value_serializer(value)
         future: asyncio.Future[RecordMetadata | None] = self._new_future()
-        producer._append_now(
-            topic, value, key, partition, timestamp_ms, headers or (), future, False
+        _, moved = producer._append_now(
+            topic, value, key, partition, timestamp_ms, headers or (), future, block
         )
-        return future
+        return future, (producer, moved) if moved else None
 
     async def send_and_wait(  # noqa: PLR0917 -- aiokafka's positional signature
         self,
