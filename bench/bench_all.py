@@ -57,7 +57,7 @@ from bench_producer import (  # noqa: E402
     versions,
 )
 
-from tools.svg_diagrams import bar_chart_svg  # noqa: E402
+from tools.gen_plots import perf_charts  # noqa: E402
 
 PRODUCE_CLIENTS = ("ks-asyncio", "ks-asyncio-nowait", "aiokafka", "confluent")
 PRODUCE_CELLS = (
@@ -71,16 +71,6 @@ PRODUCE_CELLS = (
 CONSUME_CLIENTS = ("ks-asyncio", "ks-getone", "ks-iter", "ks-committed", "aiokafka", "confluent")
 CONSUME_CELLS = ("100B-p1-none", "1KiB-p1-none")
 JAVA = "java"  # the client name of Kafka's perf tools in the results
-COLOURS = {
-    "ks-asyncio": "#1f6feb",
-    "ks-asyncio-nowait": "#8250df",
-    "ks-getone": "#58a6ff",
-    "ks-iter": "#0a3069",
-    "ks-committed": "#8250df",
-    "aiokafka": "#d97706",
-    "confluent": "#16a34a",
-    JAVA: "#6b7280",
-}
 LABELS = {**CLIENTS, JAVA: "Kafka Java perf tool"}
 CONSUMER_RECORDS = {100: (1_000_000, 100_000), 1024: (200_000, 20_000)}
 
@@ -169,7 +159,10 @@ def java_consume(broker: Broker, classpath: str, size: int, records: int) -> flo
         lines = [line for line in out.splitlines() if line.strip()]
         header = [h.strip() for h in lines[0].split(",")]
         values = [v.strip() for v in lines[-1].split(",")]
-        return float(values[header.index("nMsg.sec")])
+        # fetch.nMsg.sec leaves out the group join and the first metadata round trips;
+        # older tools have only nMsg.sec
+        column = "fetch.nMsg.sec" if "fetch.nMsg.sec" in header else "nMsg.sec"
+        return float(values[header.index(column)])
     finally:
         broker.delete_topic(topic)
 
@@ -225,28 +218,6 @@ def table(rows: list[dict[str, Any]], kind: str, clients: tuple[str, ...]) -> li
             ]
         out.append("| " + " | ".join(line) + " |")
     return out
-
-
-def chart(
-    rows: list[dict[str, Any]], kind: str, clients: tuple[str, ...], path: pathlib.Path
-) -> None:
-    cells = list(dict.fromkeys(r["cell"] for r in rows if r["kind"] == kind))
-    if not cells:
-        return
-    rate = {(r["cell"], r["client"]): r["rate"] for r in rows if r["kind"] == kind}
-    series = [(LABELS[c], [rate.get((cell, c)) for cell in cells]) for c in (*clients, JAVA)]
-    svg = bar_chart_svg(
-        f"{kind.capitalize()} throughput",
-        cells,
-        series,
-        unit="records/s, higher is better",
-        footer=f"one local broker, ./ks bench, {datetime.date.today().isoformat()}",
-        colours=[COLOURS[c] for c in (*clients, JAVA)],
-        bar_labels=True,
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(svg)
-    print(f"chart: {path}")
 
 
 def machine() -> str:
@@ -375,8 +346,10 @@ def main() -> None:
     (out / "latest.md").write_text("\n".join(lines) + "\n")
     print("\n" + "\n".join(lines))
     plots = pathlib.Path(args.plots)
-    chart(rows, "producer", PRODUCE_CLIENTS, plots / "perf-producer.svg")
-    chart(rows, "consumer", CONSUME_CLIENTS, plots / "perf-consumer.svg")
+    plots.mkdir(parents=True, exist_ok=True)
+    for name, svg in perf_charts({**meta, "rows": rows}).items():
+        (plots / name).write_text(svg)
+        print(f"chart: {plots / name}")
     print(f"\nresults: {out}/latest.{{json,csv,md}}; total {time.monotonic() - began:,.0f} s")
 
 
