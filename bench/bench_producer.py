@@ -1,14 +1,18 @@
 """End-to-end producer benchmark against a real broker: kafkastate vs aiokafka, confluent-kafka
 and kafka-python, side by side in one run.
 
-Six producers send the same records to the same local broker: kafkastate on asyncio
+Seven producers send the same records to the same local broker: kafkastate on asyncio
 (``kafkastate.asyncio.AIOKafkaProducer``: ``await send()`` in a loop, then ``flush()``), on
 trio (``kafkastate.trio.open_producer``: ``await producer.enqueue()`` in a loop, then
 ``flush()``) and blocking (``kafkastate.sync.KafkaProducer``: ``send()`` in a loop, then
 ``flush()``), aiokafka's ``AIOKafkaProducer``, confluent-kafka's ``Producer`` (``produce()``
 then ``poll(0)``, ``poll()`` and retry on ``BufferError``, then ``flush()``) and kafka-python's
-``KafkaProducer``. The matrix: 100 B and 1 KiB values (null keys, JSON-like, compressible
-2-4x), 1 and 8 partitions, acks=1 and acks=all, no compression and lz4.
+``KafkaProducer``, and kafkastate's fire-and-forget ``send_nowait()``
+on asyncio (``ks-asyncio-nowait``: no await per record, a yield every 256 records, ``await
+send()`` on ``BufferError``). The matrix: 100 B and 1 KiB values (null keys, JSON-like,
+compressible 2-4x), 1 and 8 partitions, acks=1 and acks=all, no compression and lz4; plus
+10 KiB values and keyed records (1,024 distinct keys) on 8 partitions, the cells
+``./ks bench`` (``bench_all.py``) runs. ``--json PATH`` also writes every result.
 
 Every client and cell runs in a fresh subprocess (``--worker``) against a fresh topic; the
 parent creates the topic, runs the worker, checks the topic's end offsets (every record
