@@ -41,6 +41,15 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def bench(session: nox.Session) -> None:
+    """Every comparison of docs/performance.md in one run on one broker the harness starts
+    (produce awaited and fire-and-forget, consume getmany/getone/async for/read_committed,
+    against aiokafka, confluent-kafka and Kafka's Java perf tools): tables, JSON and CSV in
+    bench/results/, charts in docs/plots/perf-*.svg (``-- --quick`` for a smoke run)."""
+    session.run("python", "bench/bench_all.py", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def bench_records(session: nox.Session) -> None:
     """Core-only record-batch encode/decode benchmark against aiokafka's codec."""
     session.run("python", "bench/bench_records.py", *session.posargs)
 

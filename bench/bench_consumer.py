@@ -82,6 +82,17 @@ from bench_producer import (  # noqa: E402
 SIZES = (100, 1024)
 PARTITIONS = (1, 8)
 COMPRESSIONS = ("none", "lz4")
+CONSUMER_CLIENTS = (
+    "ks-asyncio",
+    "ks-getone",
+    "ks-iter",
+    "ks-committed",
+    "ks-trio",
+    "ks-sync",
+    "aiokafka",
+    "confluent",
+    "kafka-python",
+)
 MAX_RECORDS = 500  # per getmany / poll / consume call, every client
 POLL_TIMEOUT_MS = 1000  # the wait when nothing is there
 STALL_S = 60.0  # a worker with no new record for this long gives up
@@ -197,6 +208,65 @@ async def _run_aio(cls: Any, job: Job) -> Tally:
         return tally
     finally:
         await consumer.stop()
+
+
+def _ks_read(job: Job, read: Callable[[Any, Tally], Any], **options: Any) -> Tally:
+    """kafkastate's ``AIOKafkaConsumer`` (``FROM_START`` plus ``options``) read to the end
+    of the job by ``await read(consumer, tally)``."""
+    import asyncio
+
+    from kafkastate.asyncio import AIOKafkaConsumer
+
+    async def main() -> Tally:
+        tally = Tally(job, time.perf_counter())
+        consumer = AIOKafkaConsumer(
+            job.topic, bootstrap_servers=job.bootstrap, **FROM_START, **options
+        )
+        await consumer.start()
+        try:
+            await read(consumer, tally)
+            return tally
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(main())
+
+
+def run_ks_getone(job: Job) -> Tally:
+    """kafkastate's ``await getone()`` per record (the issue's goal: within 2x of getmany)."""
+
+    async def read(consumer: Any, tally: Tally) -> None:
+        getone, got = consumer.getone, tally.got
+        while not tally.done:
+            record = await getone()
+            got(1, len(record.value))
+
+    return _ks_read(job, read)
+
+
+def run_ks_iter(job: Job) -> Tally:
+    """kafkastate's ``async for record in consumer``."""
+
+    async def read(consumer: Any, tally: Tally) -> None:
+        got = tally.got
+        async for record in consumer:
+            got(1, len(record.value))
+            if tally.done:
+                break
+
+    return _ks_read(job, read)
+
+
+def run_ks_committed(job: Job) -> Tally:
+    """kafkastate's getmany with ``isolation_level="read_committed"`` (the issue's goal:
+    within 10 % of read_uncommitted on a topic without transactions)."""
+
+    async def read(consumer: Any, tally: Tally) -> None:
+        getmany, take = consumer.getmany, tally.take
+        while not tally.done:
+            take(await getmany(timeout_ms=POLL_TIMEOUT_MS, max_records=MAX_RECORDS))
+
+    return _ks_read(job, read, isolation_level="read_committed")
 
 
 def run_ks_trio(job: Job) -> Tally:
@@ -419,7 +489,7 @@ def run_cell(
 def main() -> None:
     records_help = "records per 100 B cell (1 KiB cells: a fifth)"
     svg = "docs/bench-consumer.svg"
-    parser = make_parser(__doc__, "100B-p1-none, 1KiB-p8-lz4", records_help, svg)
+    parser = make_parser(__doc__, "100B-p1-none, 1KiB-p8-lz4", records_help, svg, CONSUMER_CLIENTS)
     parser.add_argument("--partitions", type=int, help=argparse.SUPPRESS)
 
     def work(args: argparse.Namespace) -> None:

@@ -1,14 +1,18 @@
 """End-to-end producer benchmark against a real broker: kafkastate vs aiokafka, confluent-kafka
 and kafka-python, side by side in one run.
 
-Six producers send the same records to the same local broker: kafkastate on asyncio
+Seven producers send the same records to the same local broker: kafkastate on asyncio
 (``kafkastate.asyncio.AIOKafkaProducer``: ``await send()`` in a loop, then ``flush()``), on
 trio (``kafkastate.trio.open_producer``: ``await producer.enqueue()`` in a loop, then
 ``flush()``) and blocking (``kafkastate.sync.KafkaProducer``: ``send()`` in a loop, then
 ``flush()``), aiokafka's ``AIOKafkaProducer``, confluent-kafka's ``Producer`` (``produce()``
 then ``poll(0)``, ``poll()`` and retry on ``BufferError``, then ``flush()``) and kafka-python's
-``KafkaProducer``. The matrix: 100 B and 1 KiB values (null keys, JSON-like, compressible
-2-4x), 1 and 8 partitions, acks=1 and acks=all, no compression and lz4.
+``KafkaProducer``, and kafkastate's fire-and-forget ``send_nowait()``
+on asyncio (``ks-asyncio-nowait``: no await per record, a yield every 256 records, ``await
+send()`` on ``BufferError``). The matrix: 100 B and 1 KiB values (null keys, JSON-like,
+compressible 2-4x), 1 and 8 partitions, acks=1 and acks=all, no compression and lz4; plus
+10 KiB values and keyed records (1,024 distinct keys) on 8 partitions, the cells
+``./ks bench`` (``bench_all.py``) runs. ``--json PATH`` also writes every result.
 
 Every client and cell runs in a fresh subprocess (``--worker``) against a fresh topic; the
 parent creates the topic, runs the worker, checks the topic's end offsets (every record
@@ -68,13 +72,35 @@ if importlib.util.find_spec("kafkastate") is None:  # a checkout without an inst
 # --clients name -> label in the tables.
 CLIENTS = {
     "ks-asyncio": "kafkastate asyncio",
+    "ks-asyncio-nowait": "kafkastate asyncio send_nowait",
     "ks-trio": "kafkastate trio",
     "ks-sync": "kafkastate sync",
     "aiokafka": "aiokafka",
     "confluent": "confluent-kafka",
     "kafka-python": "kafka-python",
+    # bench_consumer.py's own (each module runs the clients it has a run_<client> for)
+    "ks-getone": "kafkastate asyncio getone",
+    "ks-iter": "kafkastate asyncio async for",
+    "ks-committed": "kafkastate asyncio read_committed",
 }
-KAFKASTATE = ("ks-asyncio", "ks-trio", "ks-sync")
+PRODUCER_CLIENTS = (
+    "ks-asyncio",
+    "ks-asyncio-nowait",
+    "ks-trio",
+    "ks-sync",
+    "aiokafka",
+    "confluent",
+    "kafka-python",
+)
+KAFKASTATE = (
+    "ks-asyncio",
+    "ks-asyncio-nowait",
+    "ks-trio",
+    "ks-sync",
+    "ks-getone",
+    "ks-iter",
+    "ks-committed",
+)
 SIZES = (100, 1024)
 PARTITIONS = (1, 8)
 ACKS = ("1", "all")
@@ -83,8 +109,8 @@ LINGER_MS = 5
 BATCH_SIZE = 16384
 # Records per cell: (full, --quick); kafka-python is capped (it is the slowest by far and
 # records/s is a rate): its own (full, --quick) counts.
-RECORDS = {100: (1_000_000, 100_000), 1024: (200_000, 20_000)}
-KAFKA_PYTHON_RECORDS = {100: (200_000, 100_000), 1024: (50_000, 20_000)}
+RECORDS = {100: (1_000_000, 100_000), 1024: (200_000, 20_000), 10240: (50_000, 5_000)}
+KAFKA_PYTHON_RECORDS = {100: (200_000, 100_000), 1024: (50_000, 20_000), 10240: (20_000, 5_000)}
 QUICK_CELLS = (
     "100B-p1-acks1-none",
     "100B-p1-acks1-lz4",
@@ -95,6 +121,10 @@ QUICK_CELLS = (
 CHART_CELLS = ("100B-p1-acks1-none", "100B-p1-acks1-lz4")
 CHART_COLORS = {
     "ks-asyncio": "#1f6feb",
+    "ks-asyncio-nowait": "#8250df",
+    "ks-getone": "#58a6ff",
+    "ks-iter": "#0a3069",
+    "ks-committed": "#8250df",
     "ks-trio": "#58a6ff",
     "ks-sync": "#0a3069",
     "aiokafka": "#d97706",
@@ -140,13 +170,13 @@ class BaseCell:
         return "", ""
 
     @property
-    def name(self) -> str:  # 100B-p1-none, 1KiB-p8-acksall-lz4
-        size = "1KiB" if self.size == 1024 else f"{self.size}B"
+    def name(self) -> str:  # 100B-p1-none, 1KiB-p8-acksall-lz4, 10KiB-p1-acks1-keyed-none
+        size = f"{self.size // 1024}KiB" if self.size % 1024 == 0 else f"{self.size}B"
         return f"{size}-p{self.partitions}{self._more()[0]}-{self.compression}"
 
     @property
     def title(self) -> str:
-        size = "1 KiB" if self.size == 1024 else f"{self.size} B"
+        size = f"{self.size // 1024} KiB" if self.size % 1024 == 0 else f"{self.size} B"
         parts = "1 partition" if self.partitions == 1 else f"{self.partitions} partitions"
         return f"{size} values, {parts}{self._more()[1]}, compression {self.compression}"
 
@@ -154,8 +184,11 @@ class BaseCell:
 @dataclass(frozen=True)
 class Cell(BaseCell):
     acks: str
+    keyed: bool = False  # a key per record (8 bytes, 1,024 distinct: murmur2 partitioning)
 
     def _more(self) -> tuple[str, str]:
+        if self.keyed:
+            return f"-acks{self.acks}-keyed", f", acks={self.acks}, keyed"
         return f"-acks{self.acks}", f", acks={self.acks}"
 
     @property
@@ -165,6 +198,10 @@ class Cell(BaseCell):
 
 ALL_CELLS = [
     Cell(s, p, c, a) for s, p, a, c in itertools.product(SIZES, PARTITIONS, ACKS, COMPRESSIONS)
+] + [
+    # 10 KiB values, and keyed records of every size (``./ks bench``'s matrix)
+    Cell(10240, 1, "none", "1"),
+    *(Cell(s, 8, "none", "1", keyed=True) for s in (100, 1024, 10240)),
 ]
 
 
@@ -206,6 +243,15 @@ def make_values(n: int, size: int) -> list[bytes]:
             text += b'"%s", %d, ' % (rng.choice(WORDS), rng.randrange(10**4))
         values.append(text[: size - 2] + b"]}")
     return values
+
+
+KEYS = [b"key-%04d" % i for i in range(POOL)]
+NO_KEYS: list[bytes | None] = [None] * POOL
+
+
+def keys_for(job: Job) -> list[Any]:
+    """The key of record i is ``keys[i % POOL]``: None, or 1,024 distinct 8-byte keys."""
+    return KEYS if job.keyed else NO_KEYS
 
 
 class Samples:
@@ -252,6 +298,7 @@ class Job:
     acks: str
     compression: str
     sample_every: int
+    keyed: bool = False
 
     @property
     def idempotent(self) -> bool:
@@ -278,8 +325,9 @@ def run_aiokafka(job: Job, values: list[bytes], samples: Samples) -> float:
     return asyncio.run(_run_aio(AIOKafkaProducer, job, values, samples))
 
 
-async def _run_aio(cls: Any, job: Job, values: list[bytes], samples: Samples) -> float:
-    producer = cls(
+def _aio_producer(cls: Any, job: Job) -> Any:
+    """An aiokafka-style producer (aiokafka's, or kafkastate's) with the job's settings."""
+    return cls(
         bootstrap_servers=job.bootstrap,
         acks=1 if job.acks == "1" else "all",
         enable_idempotence=job.idempotent,
@@ -287,23 +335,63 @@ async def _run_aio(cls: Any, job: Job, values: list[bytes], samples: Samples) ->
         max_batch_size=BATCH_SIZE,
         compression_type=job.codec,
     )
+
+
+async def _run_aio(cls: Any, job: Job, values: list[bytes], samples: Samples) -> float:
+    producer = _aio_producer(cls, job)
     await producer.start()
     try:
         await producer.send_and_wait(job.topic, values[0])  # warm-up
         topic, every, send, sampled = job.topic, job.sample_every, producer.send, samples.future
-        clock = time.perf_counter
+        clock, keys = time.perf_counter, keys_for(job)
         start = clock()
         for i in range(job.records):
             if i % every == 0:
                 t0 = clock()
-                future = await send(topic, values[i % POOL])
+                future = await send(topic, values[i % POOL], keys[i % POOL])
                 future.add_done_callback(lambda f, t0=t0: sampled(t0, f))
             else:
-                await send(topic, values[i % POOL])
+                await send(topic, values[i % POOL], keys[i % POOL])
         await producer.flush()
         return clock() - start
     finally:
         await producer.stop()
+
+
+def run_ks_asyncio_nowait(job: Job, values: list[bytes], samples: Samples) -> float:
+    """kafkastate's fire-and-forget ``send_nowait()`` (confluent's ``produce()``): no await
+    per record; the loop yields every 256 records (confluent's ``poll(0)``) and, when the
+    buffer is full (BufferError), awaits ``send()``, which waits for room."""
+    import asyncio
+
+    from kafkastate.asyncio import AIOKafkaProducer
+
+    async def main() -> float:
+        producer = _aio_producer(AIOKafkaProducer, job)
+        await producer.start()
+        try:
+            await producer.send_and_wait(job.topic, values[0])  # warm-up
+            topic, every, sampled = job.topic, job.sample_every, samples.future
+            nowait, send, pause = producer.send_nowait, producer.send, asyncio.sleep
+            clock, keys = time.perf_counter, keys_for(job)
+            start = clock()
+            for i in range(job.records):
+                value, key = values[i % POOL], keys[i % POOL]
+                t0 = clock() if i % every == 0 else 0.0
+                try:
+                    future = nowait(topic, value, key)
+                except BufferError:
+                    future = await send(topic, value, key)
+                if t0:
+                    future.add_done_callback(lambda f, t0=t0: sampled(t0, f))
+                if i & 255 == 255:
+                    await pause(0)
+            await producer.flush()
+            return clock() - start
+        finally:
+            await producer.stop()
+
+    return asyncio.run(main())
 
 
 def run_ks_trio(job: Job, values: list[bytes], samples: Samples) -> float:
@@ -327,15 +415,15 @@ def run_ks_trio(job: Job, values: list[bytes], samples: Samples) -> float:
                 producer.enqueue,
                 samples.delivery,
             )
-            clock = time.perf_counter
+            clock, keys = time.perf_counter, keys_for(job)
             start = clock()
             for i in range(job.records):
                 if i % every == 0:
                     t0 = clock()
-                    delivery = await enqueue(topic, values[i % POOL])
+                    delivery = await enqueue(topic, values[i % POOL], keys[i % POOL])
                     delivery.add_done_callback(lambda d, t0=t0: sampled(t0, d))
                 else:
-                    await enqueue(topic, values[i % POOL])
+                    await enqueue(topic, values[i % POOL], keys[i % POOL])
             await producer.flush()
             return clock() - start
 
@@ -367,14 +455,16 @@ def _run_threaded(cls: Any, job: Job, values: list[bytes], samples: Samples) -> 
         producer.send(job.topic, values[0]).get(timeout=60)  # warm-up
         topic, every, send = job.topic, job.sample_every, producer.send
         ok, failed = samples.callback, samples.errback
-        clock = time.perf_counter
+        clock, keys = time.perf_counter, keys_for(job)
         start = clock()
         for i in range(job.records):
             if i % every == 0:
                 t0 = clock()
-                send(topic, values[i % POOL]).add_callback(ok, t0).add_errback(failed, t0)
+                send(topic, values[i % POOL], keys[i % POOL]).add_callback(ok, t0).add_errback(
+                    failed, t0
+                )
             else:
-                send(topic, values[i % POOL])
+                send(topic, values[i % POOL], keys[i % POOL])
         producer.flush()
         return clock() - start
     finally:
@@ -401,23 +491,23 @@ def run_confluent(job: Job, values: list[bytes], samples: Samples) -> float:
         raise KafkaException(warm[0] if warm else "warm-up record not delivered in 60 s")
     topic, every, produce, poll = job.topic, job.sample_every, producer.produce, producer.poll
     sampled = samples.confluent
-    clock = time.perf_counter
+    clock, keys = time.perf_counter, keys_for(job)
     start = clock()
     for i in range(job.records):
-        value = values[i % POOL]
+        value, key = values[i % POOL], keys[i % POOL]
         if i % every == 0:
             t0 = clock()
             callback = lambda err, msg, t0=t0: sampled(t0, err, msg)  # noqa: E731
             while True:
                 try:
-                    produce(topic, value, on_delivery=callback)
+                    produce(topic, value, key, on_delivery=callback)
                     break
                 except BufferError:
                     poll(0.005)
         else:
             while True:
                 try:
-                    produce(topic, value)
+                    produce(topic, value, key)
                     break
                 except BufferError:
                     poll(0.005)
@@ -432,7 +522,11 @@ def run_confluent(job: Job, values: list[bytes], samples: Samples) -> float:
 def runners(namespace: dict[str, Any]) -> dict[str, Callable[..., Any]]:
     """Client -> its ``run_<client>`` function (``-`` as ``_``) in ``namespace``, a module's
     ``globals()``."""
-    return {client: namespace["run_" + client.replace("-", "_")] for client in CLIENTS}
+    return {
+        client: namespace[name]
+        for client in CLIENTS
+        if (name := "run_" + client.replace("-", "_")) in namespace
+    }
 
 
 RUNNERS: dict[str, Callable[[Job, list[bytes], Samples], float]] = runners(globals())
@@ -507,8 +601,13 @@ def prepare_worker(client: str, with_hypothesis: bool) -> None:
         # trio.testing, whenever it is installed: ~20 MB of RSS and 0.2 s of import
         # that a production install (no dev extra) does not have.
         sys.modules["hypothesis"] = None  # type: ignore[assignment]
+    ks_asyncio = ["asyncio", "kafkastate.asyncio"]
     modules = {
-        "ks-asyncio": ["asyncio", "kafkastate.asyncio"],
+        "ks-asyncio": ks_asyncio,
+        "ks-asyncio-nowait": ks_asyncio,
+        "ks-getone": ks_asyncio,
+        "ks-iter": ks_asyncio,
+        "ks-committed": ks_asyncio,
         "ks-trio": ["trio", "kafkastate.trio"],
         "ks-sync": ["kafkastate.sync"],
         "aiokafka": ["asyncio", "aiokafka"],
@@ -630,6 +729,7 @@ def run_worker(
             cell.compression,
             "--sample-every",
             args.sample_every,
+            *(["--keyed"] if cell.keyed else []),
         ],
         args,
     )
@@ -773,6 +873,37 @@ def print_summary(
         print(f"| {cell.name} | " + " | ".join(out) + " |")
 
 
+def write_json(
+    path: pathlib.Path,
+    kind: str,
+    cells: Sequence[_Named],
+    table: dict[str, dict[str, _ResultT]],
+) -> None:
+    """Every result of the run (what ``bench/bench_all.py`` gathers): one row per cell and
+    client, the dataclass's fields plus records/s; failed runs have ``rate`` null."""
+    rows = []
+    for cell in cells:
+        for r in table.get(cell.name, {}).values():
+            fields = dataclasses.asdict(r)  # type: ignore[call-overload]
+            ok = math.isfinite(r.elapsed)
+            rows.append(
+                {
+                    "kind": kind.lower(),
+                    "cell": cell.name,
+                    **{k: v for k, v in dataclasses.asdict(cell).items()},  # type: ignore[call-overload]
+                    **{
+                        k: (v if not isinstance(v, float) or math.isfinite(v) else None)
+                        for k, v in fields.items()
+                    },
+                    "rate": r.rate if ok else None,
+                }
+            )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        json.dumps({"kind": kind.lower(), "versions": versions(), "rows": rows}, indent=1)
+    )
+
+
 def write_svg(
     path: pathlib.Path,
     table: dict[str, dict[str, _ResultT]],
@@ -823,15 +954,15 @@ def versions() -> str:
 
 
 def make_parser(
-    doc: str, cell_examples: str, records_help: str, svg: str
+    doc: str, cell_examples: str, records_help: str, svg: str, clients: Sequence[str]
 ) -> argparse.ArgumentParser:
     """The options both end-to-end benchmarks take (and the hidden worker-mode ones)."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few records, a subset of cells")
     parser.add_argument(
         "--clients",
-        default=",".join(CLIENTS),
-        help=f"comma-separated subset of: {', '.join(CLIENTS)}",
+        default=",".join(clients),
+        help=f"comma-separated subset of: {', '.join(clients)}",
     )
     parser.add_argument(
         "--cells",
@@ -843,6 +974,9 @@ def make_parser(
     parser.add_argument("--records", type=int, default=None, help=records_help)
     parser.add_argument("--bootstrap", default=None, help="HOST:PORT of a running broker")
     parser.add_argument("--svg", default=svg, help="chart path")
+    parser.add_argument(
+        "--json", default=None, help="also write every result to this JSON file (./ks bench)"
+    )
     parser.add_argument(
         "--worker-timeout", type=float, default=None, help="seconds (default 120 + N/5000)"
     )
@@ -918,6 +1052,8 @@ def run_benchmark(
         print_summary(selected, table, clients)
     finally:
         broker.stop()
+        if args.json:
+            write_json(pathlib.Path(args.json), kind, selected, table)
     svg = pathlib.Path(args.svg)
     if write_svg(
         svg, table, clients, chart_cells=chart.cells, title=chart.title, footer=chart.footer
@@ -958,11 +1094,13 @@ def main() -> None:
         "100B-p1-acks1-none, 1KiB-p8-acksall-lz4",
         "records per 100 B cell (1 KiB cells: a fifth); kafka-python stays capped",
         "docs/bench-producer.svg",
+        PRODUCER_CLIENTS,
     )
     parser.add_argument("--sample-every", type=int, default=100, help="latency sampling")
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--acks", help=argparse.SUPPRESS)
     parser.add_argument("--compression", help=argparse.SUPPRESS)
+    parser.add_argument("--keyed", action="store_true", help=argparse.SUPPRESS)
 
     def work(args: argparse.Namespace) -> None:
         a = args
@@ -976,6 +1114,7 @@ def main() -> None:
                 a.acks,
                 a.compression,
                 a.sample_every,
+                a.keyed,
             )
         )
 

@@ -75,6 +75,7 @@ __all__ = [
     "AuthenticationFailedError",
     "AuthorizationError",
     "BrokerResponseError",
+    "BufferFullError",
     "Cancelled",
     "CorrelationIdError",
     "CorruptRecordException",
@@ -295,6 +296,30 @@ class RecordTooLargeError(KafkaError):
 class NoBrokersAvailable(KafkaConnectionError, KafkaTimeoutError):
     """No bootstrap server answered in time: kafka-python 2's name; aiokafka raises a
     KafkaConnectionError and kafka-python 3 a KafkaTimeoutError, and this is both."""
+
+
+class BufferFullError(KafkaError, BufferError):
+    """``buffer.memory`` has no room for this record now; nothing was appended.
+
+    Retriable: wait for room (the core's ``BufferSpaceFreed`` event, or an awaited send that
+    waits for it up to ``max.block.ms``) and append again.
+    Also a builtin ``BufferError``, the exception confluent-kafka's ``produce()`` raises
+    when its queue is full, so code written for it catches this one too.
+    """
+
+    retriable = True
+
+    def __init__(self, *, needed: int, available: int, buffer_memory: int) -> None:
+        super().__init__(
+            f"buffer.memory is full: the record needs up to {needed} bytes, {available} of "
+            f"{buffer_memory} are free"
+        )
+        self.needed = needed
+        """Bytes the append would have reserved (an upper bound)."""
+        self.available = available
+        """Bytes free when it was refused."""
+        self.buffer_memory = buffer_memory
+        """The configured limit."""
 
 
 class ProducerClosedError(KafkaError):

@@ -1,4 +1,5 @@
-"""Draw docs/plots/*.svg from the benchmark results stored in docs/benchmarks.md.
+"""Draw docs/plots/*.svg from the benchmark results stored in docs/benchmarks.md and in
+bench/results/latest.json (``./ks bench``'s last recorded run: the perf-*.svg charts).
 
 The benchmarks (bench/) print their results as markdown tables, and docs/benchmarks.md keeps
 the tables of the runs it reports: those tables are the stored results. This reads them
@@ -12,9 +13,11 @@ Run: python tools/gen_plots.py            (writes docs/plots/)
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: tools/ is on the path, not the root
@@ -23,7 +26,19 @@ if str(ROOT) not in sys.path:  # run as a script: tools/ is on the path, not the
 from tools.svg_diagrams import bar_chart_svg  # noqa: E402
 
 RESULTS = ROOT / "docs" / "benchmarks.md"
+PERF_RESULTS = ROOT / "bench" / "results" / "latest.json"
 OUT = ROOT / "docs" / "plots"
+PERF_CLIENTS = {
+    # client -> (label, colour), in the charts' order; the Java perf tools last
+    "ks-asyncio": ("kafkastate asyncio", "#1f6feb"),
+    "ks-asyncio-nowait": ("kafkastate asyncio send_nowait", "#8250df"),
+    "ks-getone": ("kafkastate asyncio getone", "#58a6ff"),
+    "ks-iter": ("kafkastate asyncio async for", "#0a3069"),
+    "ks-committed": ("kafkastate asyncio read_committed", "#bf8700"),
+    "aiokafka": ("aiokafka", "#d97706"),
+    "confluent": ("confluent-kafka", "#16a34a"),
+    "java": ("Kafka Java perf tool", "#6b7280"),
+}
 
 
 class MissingTable(LookupError):
@@ -114,12 +129,39 @@ def charts(text: str) -> dict[str, str]:
     return out
 
 
+def perf_charts(results: dict[str, Any]) -> dict[str, str]:
+    """``perf-producer.svg`` and ``perf-consumer.svg``: records/s per cell and client of a
+    ``bench/bench_all.py`` run (its ``latest.json``)."""
+    out = {}
+    for kind in ("producer", "consumer"):
+        rows = [r for r in results["rows"] if r["kind"] == kind]
+        cells = list(dict.fromkeys(r["cell"] for r in rows))
+        if not cells:
+            continue
+        present = {r["client"] for r in rows}
+        clients = [c for c in PERF_CLIENTS if c in present]
+        rate = {(r["cell"], r["client"]): r["rate"] for r in rows}
+        out[f"perf-{kind}.svg"] = bar_chart_svg(
+            f"{kind.capitalize()} throughput",
+            cells,
+            [(PERF_CLIENTS[c][0], [rate.get((cell, c)) for cell in cells]) for c in clients],
+            unit="records/s, higher is better",
+            footer=f"./ks bench, {results['date']}, one local broker; docs/performance.md",
+            colours=[PERF_CLIENTS[c][1] for c in clients],
+            bar_labels=True,
+        )
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare, write nothing")
     args = parser.parse_args(argv)
     stale = []
-    for name, svg in charts(RESULTS.read_text()).items():
+    drawn = charts(RESULTS.read_text())
+    if PERF_RESULTS.exists():
+        drawn.update(perf_charts(json.loads(PERF_RESULTS.read_text())))
+    for name, svg in drawn.items():
         path = OUT / name
         if args.check:
             if not path.exists() or path.read_text() != svg:

@@ -16,6 +16,9 @@ Two ways to send:
 * ``delivery = await producer.enqueue(...)`` only waits until the record is appended
   (metadata, buffer room) and returns a :class:`Delivery`; ``await delivery`` later.
   This is how to have many records in flight from one task.
+* ``delivery = producer.send_nowait(...)`` awaits nothing (fire and forget): a record that
+  does not fit ``buffer_memory`` now is refused with ``BufferFullError`` (the core's rule
+  for a caller that cannot wait, ``ProducerMachine.send(block=False)``).
 
 Cancelling a wait never withdraws an appended record: it is still delivered (or fails)
 and :meth:`Producer.flush` still waits for it.
@@ -453,6 +456,50 @@ class Producer(Observed):
             await self._appended(moved)  # a new batch, or a wait for metadata or memory
         return cast(Delivery, delivery)
 
+    def send_nowait(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Headers = (),
+    ) -> Delivery:
+        """Append a record without awaiting anything (fire and forget, as
+        confluent-kafka's ``produce()``); ``await`` or ``add_done_callback`` on the returned
+        :class:`Delivery` for its outcome, whose guarantees are :meth:`send`'s.
+
+        Nothing is sent while the calling task keeps the event loop: yield now and then
+        (``await anyio.sleep(0)``, any await -- confluent's ``poll(0)``) so the producer's
+        task writes batches and resolves deliveries. A record whose topic metadata is
+        pending is held by the producer (its Delivery fails with ``KafkaTimeoutError``
+        after ``max_block_ms`` if the metadata never names it).
+
+        Args:
+            topic: the topic.
+            value: the serialized value, or None (a tombstone).
+            key: the serialized key, or None.
+            partition: an explicit partition, or None for the default partitioner.
+            timestamp_ms: create time in ms since the epoch; None for now.
+            headers: ``(key, value)`` pairs.
+
+        Returns:
+            The record's :class:`Delivery`.
+
+        Raises:
+            BufferFullError: ``buffer_memory`` has no room now, or awaited sends wait for
+                it (a builtin ``BufferError`` too, as confluent-kafka raises; retriable):
+                nothing was appended. Yield and try again, or ``await`` :meth:`enqueue`,
+                which waits for room up to ``max_block_ms``.
+            KafkaError: the record was refused for good (too large, producer closed or
+                failed...).
+        """
+        delivery, _ = self._append_now(
+            topic, value, key, partition, timestamp_ms, headers, None, False
+        )
+        return cast(Delivery, delivery)
+
     async def _appended(self, moved: bool | _Admission) -> None:
         """After :meth:`_append_now` said something moved: let the pump run, or wait for
         the machine to admit a record that waits for metadata or buffer memory.
@@ -493,9 +540,12 @@ class Producer(Observed):
         timestamp_ms: int | None,
         headers: Headers,
         sink: _Sink | None,
+        block: bool = True,
     ) -> tuple[_Sink, bool | _Admission]:
         """Append once, without waiting; ``sink`` (None: a new :class:`Delivery`) gets the
-        outcome.
+        outcome. ``block`` False: the caller will not wait (``send_nowait``), so the machine
+        refuses a record that would wait for buffer memory, and one it holds for metadata
+        gets no :class:`_Admission` (its sink gets the outcome).
 
         Returns:
             The sink, and whether a batch opened or filled up -- then the caller should let
@@ -513,15 +563,21 @@ class Producer(Observed):
         steps = machine.steps
         if self.tracing is not None:
             headers = self.tracing.send(topic, partition, key, headers)
-        rid = machine.send(
-            topic,
-            value=value,
-            key=key,
-            partition=partition,
-            timestamp_ms=time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms,
-            headers=headers,
-            now=driver.now(),
-        )
+        try:
+            rid = machine.send(
+                topic,
+                value=value,
+                key=key,
+                partition=partition,
+                timestamp_ms=time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms,
+                headers=headers,
+                now=driver.now(),
+                block=block,
+            )
+        except KafkaError:
+            if machine.steps != steps:  # a refusal for buffer memory: batches to send
+                driver.wake()
+            raise
         if sink is None:
             sink = Delivery(rid)
         self._deliveries[rid] = sink  # before any await: acks=0 completes at once
@@ -530,7 +586,7 @@ class Producer(Observed):
             # while this task goes on appending. Appending to a batch with room changes
             # nothing the pump would act on, so it does not cost a wake-up.
             driver.wake()
-            if machine.is_waiting(rid):
+            if block and machine.is_waiting(rid):
                 admission = self._admissions[rid] = _Admission((rid,))
                 return sink, admission
             return sink, True

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
@@ -71,6 +71,7 @@ class AIOKafkaProducer(Lifecycle):
         self._value_serializer = self._options["value_serializer"]
         self._background: Background[Producer] = Background("AIOKafkaProducer")
         self._producer: Producer | None = None
+        self._new_future: Callable[[], asyncio.Future[Any]] = _no_loop
         self._stopped = False
 
     def __del__(self, _warn: Any = warnings.warn) -> None:
@@ -88,6 +89,8 @@ class AIOKafkaProducer(Lifecycle):
             RuntimeError: already started.
         """
         # (the task holds no reference to self: an unclosed producer can be collected)
+        # the loop's own method, bound once: a future per send is on the hot path
+        self._new_future = asyncio.get_running_loop().create_future
         run = functools.partial(_run, self._options, self._config)
         self._producer = await self._background.start(run)
         self._observed = self._producer
@@ -131,6 +134,64 @@ class AIOKafkaProducer(Lifecycle):
             KafkaError: the record was refused for good.
             RuntimeError: the producer is not started.
         """
+        future, moved = self._append(topic, value, key, partition, timestamp_ms, headers, True)
+        if moved:  # let the pump run, or wait in the machine for metadata or buffer memory
+            await moved[0]._appended(moved[1])
+        return future
+
+    def send_nowait(  # noqa: PLR0917 -- send()'s positional signature
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+    ) -> asyncio.Future[RecordMetadata | None]:
+        """Append a record (serialized first) without awaiting anything: fire and forget,
+        as confluent-kafka's ``produce()`` (kafkastate's addition; aiokafka has none).
+
+        The same delivery guarantees as :meth:`send`. Call it from the event loop's
+        thread, and yield to the loop now and then (``await asyncio.sleep(0)`` or any
+        await -- confluent's ``poll(0)``): the producer's task writes the batches and
+        resolves the futures only then. A record whose topic metadata is pending is held by
+        the producer (its future fails with ``KafkaTimeoutError`` after ``max_block_ms``).
+
+        Args:
+            topic: the topic.
+            value: the value (passed through ``value_serializer`` if set).
+            key: the key (passed through ``key_serializer`` if set).
+            partition: an explicit partition, or None for the default partitioner.
+            timestamp_ms: create time in ms since the epoch; None for now.
+            headers: ``(key, value)`` pairs.
+
+        Returns:
+            A future resolving to the :class:`RecordMetadata` (None with ``acks=0``), or
+            failing with the record's error.
+
+        Raises:
+            BufferFullError: ``buffer_memory`` has no room now, or awaited sends wait for it
+                (a builtin ``BufferError`` too, as confluent-kafka raises; retriable):
+                nothing was appended. Yield and try again, or ``await`` :meth:`send`, which
+                waits for room up to ``max_block_ms``.
+            KafkaError: the record was refused for good.
+            RuntimeError: the producer is not started.
+        """
+        return self._append(topic, value, key, partition, timestamp_ms, headers, False)[0]
+
+    def _append(  # noqa: PLR0917 -- internal, positional for speed
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp_ms: int | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        block: bool,
+    ) -> tuple[asyncio.Future[RecordMetadata | None], tuple[Producer, Any] | None]:
+        """Serialize and append once, without waiting: the record's future, and -- if the
+        producer's ``_append_now`` says something moved -- the producer and what moved, for
+        ``send`` to await (``send_nowait`` awaits nothing)."""
         producer = self._producer
         if producer is None:
             producer = self._running()  # raises
@@ -138,13 +199,11 @@ class AIOKafkaProducer(Lifecycle):
             key = self._key_serializer(key)
         if self._value_serializer is not None:
             value = self._value_serializer(value)
-        future: asyncio.Future[RecordMetadata | None] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[RecordMetadata | None] = self._new_future()
         _, moved = producer._append_now(
-            topic, value, key, partition, timestamp_ms, headers or (), future
+            topic, value, key, partition, timestamp_ms, headers or (), future, block
         )
-        if moved:  # let the pump run, or wait in the machine for metadata or buffer memory
-            await producer._appended(moved)
-        return future
+        return future, (producer, moved) if moved else None
 
     async def send_and_wait(  # noqa: PLR0917 -- aiokafka's positional signature
         self,
@@ -330,6 +389,10 @@ class _Transaction:
     ) -> bool | None:
         assert self._cm is not None
         return await self._cm.__aexit__(exc_type, exc, tb)
+
+
+def _no_loop() -> asyncio.Future[Any]:
+    raise RuntimeError("AIOKafkaProducer is not started: call `await start()` first")
 
 
 def _settle(future: asyncio.Future[RecordMetadata], delivery: Delivery) -> None:

@@ -408,6 +408,59 @@ class KafkaProducer:
             KafkaConfigurationError: neither key nor value, or a negative partition.
             KafkaError: another refusal (the producer failed fatally...).
         """
+        return self._send(topic, value, key, headers, partition, timestamp_ms, True)
+
+    def send_nowait(  # noqa: PLR0917 -- send()'s positional signature
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: list[tuple[str, bytes]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> FutureRecordMetadata:
+        """Publish a record without ever blocking (fire and forget, as confluent-kafka's
+        ``produce()``; kafkastate's addition): :meth:`send` with the same delivery
+        guarantees, except that a record that does not fit ``buffer_memory`` now is refused
+        at once instead of waiting up to ``max_block_ms``. A record whose topic metadata is
+        pending is queued; its future fails with ``KafkaTimeoutError`` after
+        ``max_block_ms`` if the metadata never names it. There is no ``poll()`` to call:
+        the IO thread sends and runs callbacks by itself.
+
+        Args:
+            topic: the topic.
+            value: the value (bytes, or anything ``value_serializer`` takes); None is a
+                tombstone and needs a key.
+            key: the key (bytes, or anything ``key_serializer`` takes), or None.
+            headers: a list of ``(str, bytes)`` pairs.
+            partition: an explicit partition, or None for the partitioner's choice.
+            timestamp_ms: create time in ms since the epoch; default now.
+
+        Returns:
+            A future resolving to the record's :class:`RecordMetadata`.
+
+        Raises:
+            BufferFullError: ``buffer_memory`` has no room now, or blocked sends wait for
+                it (a builtin ``BufferError`` too, as confluent-kafka raises; retriable):
+                nothing was appended. Try again later, or call :meth:`send`, which waits.
+            MessageTooLargeError: the record exceeds ``max_request_size``.
+            IllegalStateError: the producer is closed.
+            TypeError: a bad topic, header or serialized type.
+            KafkaConfigurationError: neither key nor value, or a negative partition.
+            KafkaError: another refusal (the producer failed fatally...).
+        """
+        return self._send(topic, value, key, headers, partition, timestamp_ms, False)
+
+    def _send(  # noqa: PLR0917 -- internal, positional for speed
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: list[tuple[str, bytes]] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        block: bool,
+    ) -> FutureRecordMetadata:
         io = self._io
         if self._closed or io is None:
             raise IllegalStateError("KafkaProducer already closed")
@@ -446,6 +499,7 @@ class KafkaProducer:
             partition=partition,
             timestamp_ms=timestamp_ms,
             sink=future,
+            block=block,
         )
         return future
 

@@ -233,14 +233,18 @@ class ProducerThread:
         partition: int | None,
         timestamp_ms: int,
         sink: RecordSink,
+        block: bool = True,
     ) -> None:
         """Append a record; if the machine keeps it waiting for metadata or buffer memory,
         wait until it is admitted (up to the machine's ``max_block``).
 
         From the IO thread (a callback) nothing can wait: a record the machine keeps
         waiting gets its outcome through its sink (KafkaTimeoutError after ``max_block``).
+        ``block`` False (``send_nowait``): nothing waits either, and the machine refuses a
+        record that would wait for buffer memory (BufferFullError).
 
         Raises:
+            BufferFullError: ``block`` False and no room in ``buffer_memory`` now.
             KafkaTimeoutError: ``max_block`` passed while the record waited.
             IllegalStateError: the producer is closed.
             KafkaError: the machine refused the record (MessageTooLargeError...).
@@ -250,7 +254,7 @@ class ProducerThread:
             if not self._accepting or self._finished or self._close is not None:
                 raise IllegalStateError("KafkaProducer already closed")
             woke = self._append_now(
-                topic, value, key, headers, partition, timestamp_ms, sink, inline
+                topic, value, key, headers, partition, timestamp_ms, sink, inline, block
             )
         if not isinstance(woke, _Send):
             if woke:
@@ -258,8 +262,10 @@ class ProducerThread:
                 # loop keeps it and records pile up until buffer_memory is full.
                 time.sleep(0)
             return
-        if woke.reply is None:
-            return  # a callback cannot wait; the sink gets the outcome
+        if woke.reply is None:  # a callback or send_nowait: the sink gets the outcome
+            if not inline:
+                self._wake()  # the IO thread asks for the metadata it waits for
+            return
         self._wake()
         woke.reply.wait(None)  # the machine's max_block ends the wait
         if woke.reply.error is not None:
@@ -275,6 +281,7 @@ class ProducerThread:
         timestamp_ms: int,
         sink: RecordSink,
         inline: bool,
+        block: bool,
     ) -> bool | _Send:
         """Append under the lock; the record's :class:`_Send` if the machine keeps it
         waiting for metadata or buffer memory, else whether the IO thread was woken.
@@ -293,14 +300,18 @@ class ProducerThread:
                 timestamp_ms=timestamp_ms,
                 headers=headers,
                 now=time.monotonic(),
+                block=block,
             )
         except KafkaError:
             self._counts["refused"] += 1
+            if machine.steps != steps and not inline:  # a refusal for buffer memory
+                self._wake()  # batches to send
             raise
         self._sinks[rid] = sink  # before any event: acks=0 completes once admitted
         if machine.steps != steps:
             if machine.is_waiting(rid):
-                cmd = self._blocked[rid] = _Send(sink=sink, reply=None if inline else Reply())
+                waits = block and not inline
+                cmd = self._blocked[rid] = _Send(sink=sink, reply=Reply() if waits else None)
                 return cmd
             if not inline:
                 self._wake()

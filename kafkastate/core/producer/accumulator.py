@@ -76,6 +76,7 @@ from kafkastate.core.protocol.records import (
 )
 from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
+    BufferFullError,
     IllegalStateError,
     KafkaArgumentTypeError,
     KafkaConfigurationError,
@@ -210,30 +211,6 @@ class AccumulatorConfig:
                 )
             if self.compression is not Compression.NONE:
                 compress(self.compression, b"x", level=self.compression_level)  # raises if bad
-
-
-# ---------------------------------------------------------------------------------- errors
-
-
-class BufferFullError(KafkaError):
-    """``buffer.memory`` has no room for this record now; nothing was appended.
-
-    Retriable: wait for :class:`BufferSpaceFreed` and append again, up to ``max.block.ms``.
-    """
-
-    retriable = True
-
-    def __init__(self, *, needed: int, available: int, buffer_memory: int) -> None:
-        super().__init__(
-            f"buffer.memory is full: the record needs up to {needed} bytes, {available} of "
-            f"{buffer_memory} are free"
-        )
-        self.needed = needed
-        """Bytes the append would have reserved (an upper bound)."""
-        self.available = available
-        """Bytes free when it was refused."""
-        self.buffer_memory = buffer_memory
-        """The configured limit."""
 
 
 # ---------------------------------------------------------------------------------- events
@@ -936,6 +913,7 @@ class Accumulator:
         now: float,
         sticky: bool = False,
         reserved: RecordId | None = None,
+        block: bool = True,
     ) -> RecordId:
         """Add one record to its partition's open batch (opening one if needed).
 
@@ -953,6 +931,9 @@ class Accumulator:
                 to the partitioner.
             reserved: the id the record got when it was held for metadata (:meth:`hold`);
                 None gives it a new one.
+            block: False for a caller that cannot wait (a fire-and-forget send): a record
+                that would wait for buffer memory is refused with :class:`BufferFullError`
+                even when ``config.max_block`` is set.
 
         Buffer memory: a record that does not fit now, or that comes while other sends
         wait (nothing overtakes them), is refused with :class:`BufferFullError` -- unless
@@ -966,8 +947,8 @@ class Accumulator:
             :class:`RecordsFailed`.
 
         Raises:
-            BufferFullError: no room in ``buffer.memory`` now and ``config.max_block`` is
-                None; nothing was appended.
+            BufferFullError: no room in ``buffer.memory`` now (or sends wait for it) and
+                ``config.max_block`` is None or ``block`` False; nothing was appended.
             MessageTooLargeError: the record alone exceeds ``max.request.size`` or
                 ``buffer.memory``.
             KafkaConfigurationError: an argument has the wrong type or range.
@@ -1004,7 +985,16 @@ class Accumulator:
         rec: _Rec = (timestamp_ms, key, value, hdrs)
         if self._waiting:  # strict FIFO: nothing overtakes a waiting send
             return self._refuse(
-                topic, partition, sticky, rec, upper, alone, upper, now, reserved=reserved
+                topic,
+                partition,
+                sticky,
+                rec,
+                upper,
+                alone,
+                upper,
+                now,
+                reserved=reserved,
+                block=block,
             )
         tp = (topic, partition)
         dq = self._queues.get(tp)
@@ -1020,7 +1010,16 @@ class Accumulator:
         needed = upper if fits else alone
         if self._used + needed > cfg.buffer_memory:
             return self._refuse(
-                topic, partition, sticky, rec, upper, alone, needed, now, reserved=reserved
+                topic,
+                partition,
+                sticky,
+                rec,
+                upper,
+                alone,
+                needed,
+                now,
+                reserved=reserved,
+                block=block,
             )
         if reserved is not None:  # counted when it was held
             self._place(topic, partition, dq, last, fits, rec, reserved, now, sticky)
@@ -1091,13 +1090,14 @@ class Accumulator:
         batch: ProducerBatch | None = None,
         *,
         reserved: RecordId | None = None,
+        block: bool = True,
     ) -> RecordId:
         """No room in ``buffer.memory`` (or sends wait): raise BufferFullError, or with
-        ``max_block`` set, queue the send in the FIFO and return its (first) id
-        (``reserved``: the id it was held under, counted already)."""
+        ``max_block`` set and ``block``, queue the send in the FIFO and return its (first)
+        id (``reserved``: the id it was held under, counted already)."""
         cfg = self.config
         self._blocked = True  # Java: the pool is exhausted -> everything becomes sendable
-        if cfg.max_block is None:
+        if cfg.max_block is None or not block:
             raise BufferFullError(
                 needed=needed,
                 available=cfg.buffer_memory - self._used,
@@ -1172,8 +1172,7 @@ class Accumulator:
         builder = batch._builder
         if builder is None:  # pragma: no cover - an accepting batch has its builder
             return None
-        builder.append(timestamp_ms, None, value)
-        size = builder.size_in_bytes()
+        size = builder.append_value(timestamp_ms, value)
         grown = size - batch._size
         batch._size = size
         next_id = self._next_record

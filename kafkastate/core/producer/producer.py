@@ -114,6 +114,7 @@ from kafkastate.core.producer.accumulator import (
     Accumulator,
     AccumulatorConfig,
     BatchState,
+    BufferFullError,
     BufferSpaceFreed,
     FlushCompleted,
     FlushId,
@@ -553,6 +554,7 @@ class ProducerMachine(ClientDriven):
         timestamp_ms: int,
         headers: Sequence[tuple[str, bytes | bytearray | memoryview | None]] = (),
         now: float,
+        block: bool = True,
     ) -> RecordId:
         """Append one record; it is sent when its batch is ready.
 
@@ -564,6 +566,13 @@ class ProducerMachine(ClientDriven):
             timestamp_ms: create time, ms since the epoch.
             headers: ``(key, value)`` pairs.
             now: the driver's clock.
+            block: False for a caller that cannot wait (a fire-and-forget ``send_nowait``,
+                confluent-kafka's ``produce()``): a record that does not fit
+                ``buffer.memory`` now, or that comes while earlier sends wait for it, is
+                refused with ``BufferFullError`` (a builtin ``BufferError`` too) instead of
+                waiting; one whose topic metadata is pending is still held (Java's
+                ``waitOnMetadata``), so its outcome, or its ``KafkaTimeoutError`` at
+                ``max_block``, comes as events like any other record's.
 
         Waiting: with ``max_block`` set (``config.accumulator.max_block``), a record whose
         topic (or explicit partition) is not in the metadata yet, or that does not fit
@@ -583,8 +592,8 @@ class ProducerMachine(ClientDriven):
                 (retriable: wait for MetadataUpdated, then send again).
             UnknownTopicOrPartitionError: the explicit partition is not in the metadata
                 and no ``max_block`` (retriable while the topic may still grow).
-            BufferFullError: no room in ``buffer.memory`` now and no ``max_block``
-                (retriable: wait for BufferSpaceFreed).
+            BufferFullError: no room in ``buffer.memory`` now and no ``max_block``, or
+                ``block`` False (retriable: wait for BufferSpaceFreed).
             MessageTooLargeError: the record can never fit a request.
             PartitionerError, KafkaConfigurationError: bad partitioner result or argument.
             LocalProtocolError: the producer is closing or closed.
@@ -650,16 +659,24 @@ class ProducerMachine(ClientDriven):
                 raise
             # a retriable topic error, or an explicit partition the topic does not have yet
             return self._hold(topic, [(timestamp_ms, key, value, headers)], partition, exc, now)
-        rid = acc.append(
-            topic,
-            chosen,
-            timestamp_ms=timestamp_ms,
-            key=key,
-            value=value,
-            headers=headers,
-            now=now,
-            sticky=sticky,
-        )
+        try:
+            rid = acc.append(
+                topic,
+                chosen,
+                timestamp_ms=timestamp_ms,
+                key=key,
+                value=value,
+                headers=headers,
+                now=now,
+                sticky=sticky,
+                block=block,
+            )
+        except BufferFullError:
+            # The pool is exhausted: every batch is sendable now, lingering or not (Java's
+            # RecordAccumulator). Step, so the refusal's caller -- who waits for room --
+            # does not wait for a linger too (drivers see ``steps`` move).
+            self._step(now, expire_waiting=False)
+            raise
         if txn is not None and not acc.is_waiting(rid) and txn.add_partition(topic, chosen):
             # New to the transaction: AddPartitionsToTxn before any batch of it (KIP-98).
             # (A record that waits for memory adds its partition when admitted.)

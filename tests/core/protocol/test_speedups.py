@@ -808,3 +808,32 @@ def test_consumer_tuples_refuse_what_is_not_records() -> None:
     bad = Record(0, TS, TimestampType.CREATE_TIME, None, None, [("h", b"")])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="headers must be a tuple"):
         consumer_records(_Consumer, [bad], "t", 0, 0)
+
+
+@needs_c
+def test_append_value_is_append_then_size_in_bytes() -> None:
+    """The producer's hot path (``append_value``) builds what ``append`` + ``size_in_bytes``
+    build, byte for byte, with either codec -- deltas of every width, a value of every
+    varint length, and a timestamp before the batch's base."""
+    values = [b"", b"v", b"x" * 63, b"y" * 64, b"z" * 300]
+    stamps = [TS, TS + 1, TS - 5, TS + 2**31, TS]
+
+    def built(hot: bool) -> tuple[bytes, list[int]]:
+        builder = RecordBatchBuilder()
+        sizes = []
+        for ts, value in zip(stamps, values, strict=True):
+            if hot:
+                sizes.append(builder.append_value(ts, value))
+            else:
+                builder.append(ts, None, value)
+                sizes.append(builder.size_in_bytes())
+        return builder.build(), sizes
+
+    for c in (False, True):
+        with codec(c):
+            assert built(True) == built(False)
+    with codec(True), pytest.raises(KafkaConfigurationError):
+        builder = RecordBatchBuilder()
+        builder.append_value(TS, b"first")
+        builder.append_value(1.5, b"float")  # type: ignore[arg-type]
+    assert builder.record_count == 1  # the refused record left nothing behind

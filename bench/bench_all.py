@@ -1,0 +1,357 @@
+"""Every comparison of docs/performance.md in one run, on one broker: ``./ks bench``.
+
+Against one broker (started here with ``kafkastate.testing.KafkaCluster``, benchmark JIT
+settings, or ``--bootstrap``):
+
+1. produce (``bench_producer.py``): kafkastate's awaited ``await send()`` loop and its
+   fire-and-forget ``send_nowait()``, aiokafka and confluent-kafka; 100 B, 1 KiB and 10 KiB
+   values, unkeyed on 1 partition and keyed on 8, acks=1, ``linger.ms=5``;
+2. consume (``bench_consumer.py``): kafkastate's ``getmany``, ``getone``, ``async for`` and
+   ``getmany`` with ``read_committed``, aiokafka's ``getmany`` and confluent-kafka's
+   ``consume(500)``; 100 B and 1 KiB values, 1 partition;
+3. the ceiling: Kafka's own ``kafka-producer-perf-test`` and ``kafka-consumer-perf-test``
+   (``org.apache.kafka.tools.ProducerPerformance`` / ``ConsumerPerformance``, the
+   ``kafka-tools`` jar fetched with Maven next to the harness's jars) with the same settings.
+
+Clients run in fresh subprocesses, the order rotated run by run (``--repeat``; the best run
+counts), so their ratios come from the same minutes of the same machine. Written to
+``--out`` (``bench/results``): ``latest.json`` (every row, with date, machine and versions),
+``latest.csv``, ``latest.md`` (the tables of docs/performance.md: records/s and the ratios to
+aiokafka, confluent-kafka and the Java tools), and the charts ``docs/plots/perf-*.svg``.
+
+    python bench/bench_all.py --quick        # a few minutes: fewer records, one run each
+    python bench/bench_all.py --repeat 3     # the figures of docs/performance.md
+"""
+
+# ruff: noqa: PLC0415 -- the harness is imported only when a broker is started here
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import pathlib
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+HERE = pathlib.Path(__file__).resolve()
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(ROOT))
+
+from bench_producer import (  # noqa: E402
+    BATCH_SIZE,
+    CLIENTS,
+    LINGER_MS,
+    RECORDS,
+    Broker,
+    versions,
+)
+
+from tools.gen_plots import perf_charts  # noqa: E402
+
+PRODUCE_CLIENTS = ("ks-asyncio", "ks-asyncio-nowait", "aiokafka", "confluent")
+PRODUCE_CELLS = (
+    "100B-p1-acks1-none",
+    "1KiB-p1-acks1-none",
+    "10KiB-p1-acks1-none",
+    "100B-p8-acks1-keyed-none",
+    "1KiB-p8-acks1-keyed-none",
+    "10KiB-p8-acks1-keyed-none",
+)
+CONSUME_CLIENTS = ("ks-asyncio", "ks-getone", "ks-iter", "ks-committed", "aiokafka", "confluent")
+CONSUME_CELLS = ("100B-p1-none", "1KiB-p1-none")
+JAVA = "java"  # the client name of Kafka's perf tools in the results
+LABELS = {**CLIENTS, JAVA: "Kafka Java perf tool"}
+CONSUMER_RECORDS = {100: (1_000_000, 100_000), 1024: (200_000, 20_000)}
+
+
+# ---------------------------------------------------------------------------------------------
+# the Java perf tools
+
+
+def java_classpath(kafka_version: str) -> str | None:
+    """The broker's jars plus ``kafka-tools`` (fetched once with Maven into the harness's
+    cache root); None, with the reason on stderr, where Java or Maven is missing."""
+    from kafkastate.testing._maven import cache_root, fetch_kafka_libs
+
+    java, mvn = shutil.which("java"), shutil.which("mvn")
+    if java is None:
+        print("no java on PATH: the Java perf tools are left out", file=sys.stderr)
+        return None
+    libs = fetch_kafka_libs(kafka_version)
+    tools = cache_root() / f"perf-tools-{kafka_version}"
+    jar = tools / f"kafka-tools-{kafka_version}.jar"
+    if not jar.exists():
+        if mvn is None:
+            print("no mvn on PATH to fetch kafka-tools: Java tools left out", file=sys.stderr)
+            return None
+        tools.mkdir(parents=True, exist_ok=True)
+        artifact = f"org.apache.kafka:kafka-tools:{kafka_version}"
+        subprocess.run(
+            [
+                mvn,
+                "-q",
+                "-B",
+                "dependency:copy",
+                f"-Dartifact={artifact}",
+                f"-DoutputDirectory={tools}",
+            ],
+            check=True,
+            timeout=900,
+            stdout=subprocess.DEVNULL,
+        )
+    return f"{libs}/*{os.pathsep}{jar}"
+
+
+def _java(classpath: str, main: str, args: list[str], timeout: float) -> str:
+    argv = ["java", "-Xmx512m", "-cp", classpath, main, *args]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{main} exit {proc.returncode}: {proc.stderr[-800:]}")
+    return proc.stdout
+
+
+def _perf_produce(broker: Broker, classpath: str, topic: str, size: int, records: int) -> str:
+    """kafka-producer-perf-test: ``records`` values of ``size`` bytes to ``topic`` with the
+    Python clients' settings; its output."""
+    props = [f"bootstrap.servers={broker.bootstrap}", "acks=1", f"linger.ms={LINGER_MS}"]
+    props.append(f"batch.size={BATCH_SIZE}")
+    args = ["--topic", topic, "--num-records", str(records), "--record-size", str(size)]
+    args += ["--throughput", "-1", "--producer-props", *props]
+    return _java(classpath, "org.apache.kafka.tools.ProducerPerformance", args, timeout=600)
+
+
+def java_produce(broker: Broker, classpath: str, size: int, records: int) -> float:
+    """kafka-producer-perf-test: records/s (its own figure, first send to the last ack).
+    ProducerPerformance has no key option: keyed cells get the unkeyed figure."""
+    topic = f"bench-java-{size}-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 1)
+    try:
+        out = _perf_produce(broker, classpath, topic, size, records)
+        final = [line for line in out.splitlines() if "records sent" in line][-1]
+        found = re.search(r"([\d.]+) records/sec", final)
+        if found is None:
+            raise RuntimeError(f"no records/sec in {final!r}")
+        return float(found.group(1))
+    finally:
+        broker.delete_topic(topic)
+
+
+def java_consume(broker: Broker, classpath: str, size: int, records: int) -> float:
+    """kafka-consumer-perf-test on a topic that ProducerPerformance fills: records/s."""
+    topic = f"bench-java-c-{size}-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 1)
+    try:
+        _perf_produce(broker, classpath, topic, size, records)
+        args = ["--bootstrap-server", broker.bootstrap, "--topic", topic]
+        args += ["--num-records", str(records), "--timeout", "60000"]
+        out = _java(classpath, "org.apache.kafka.tools.ConsumerPerformance", args, timeout=600)
+        lines = [line for line in out.splitlines() if line.strip()]
+        header = [h.strip() for h in lines[0].split(",")]
+        values = [v.strip() for v in lines[-1].split(",")]
+        # fetch.nMsg.sec leaves out the group join and the first metadata round trips;
+        # older tools have only nMsg.sec
+        column = "fetch.nMsg.sec" if "fetch.nMsg.sec" in header else "nMsg.sec"
+        return float(values[header.index(column)])
+    finally:
+        broker.delete_topic(topic)
+
+
+# ---------------------------------------------------------------------------------------------
+# running the Python benchmarks
+
+
+def run_script(script: str, extra: list[str], json_path: pathlib.Path) -> list[dict[str, Any]]:
+    """Run one of the end-to-end benchmarks (its tables go to our stdout); its rows."""
+    argv = [sys.executable, str(HERE.parent / script), *extra, "--json", str(json_path)]
+    print(f"\n$ {' '.join(argv[1:])}", flush=True)
+    subprocess.run(argv, check=False)
+    if not json_path.exists():
+        return []
+    rows: list[dict[str, Any]] = json.loads(json_path.read_text())["rows"]
+    return rows
+
+
+def size_of(cell: str) -> int:
+    head = cell.split("-", 1)[0]
+    return int(head[:-3]) * 1024 if head.endswith("KiB") else int(head[:-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return "—" if a is None or b is None or not b else f"{a / b:.2f}"
+
+
+def table(rows: list[dict[str, Any]], kind: str, clients: tuple[str, ...]) -> list[str]:
+    """Markdown: one line per cell, records/s per client, then kafkastate's ratios."""
+    cells = list(dict.fromkeys(r["cell"] for r in rows if r["kind"] == kind))
+    rate = {(r["cell"], r["client"]): r["rate"] for r in rows if r["kind"] == kind}
+    ks = [c for c in clients if c.startswith("ks-")]
+    heads = ["cell", *(LABELS[c] for c in clients), LABELS[JAVA]]
+    for c in ks:
+        heads += [f"{LABELS[c]} / aiokafka", "/ confluent", "/ Java"]
+    out = ["| " + " | ".join(heads) + " |", "|---|" + "---:|" * (len(heads) - 1)]
+    for cell in cells:
+        line = [f"`{cell}`"]
+        for c in (*clients, JAVA):
+            v = rate.get((cell, c))
+            line.append("—" if v is None else f"{v:,.0f}")
+        for c in ks:
+            mine = rate.get((cell, c))
+            line += [
+                ratio(mine, rate.get((cell, "aiokafka"))),
+                ratio(mine, rate.get((cell, "confluent"))),
+                ratio(mine, rate.get((cell, JAVA))),
+            ]
+        out.append("| " + " | ".join(line) + " |")
+    return out
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
+    return f"{os.cpu_count()} CPUs ({cpu}), load average {load:.1f} at the start"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer records, a smoke run")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per client and cell; best")
+    parser.add_argument("--bootstrap", default=None, help="HOST:PORT of a running broker")
+    parser.add_argument("--out", default=str(HERE.parent / "results"), help="results directory")
+    parser.add_argument("--plots", default=str(ROOT / "docs" / "plots"), help="chart directory")
+    parser.add_argument("--no-java", action="store_true", help="leave Kafka's perf tools out")
+    args = parser.parse_args()
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    where = machine()
+    broker = Broker(args.bootstrap)
+    rows: list[dict[str, Any]] = []
+    try:
+        common = ["--bootstrap", broker.bootstrap, "--repeat", str(args.repeat)]
+        common += ["--quick"] if args.quick else []
+        rows += run_script(
+            "bench_producer.py",
+            [
+                *common,
+                "--clients",
+                ",".join(PRODUCE_CLIENTS),
+                "--cells",
+                ",".join(PRODUCE_CELLS),
+                "--svg",
+                str(out / "bench-producer.svg"),
+            ],
+            out / "producer.json",
+        )
+        rows += run_script(
+            "bench_consumer.py",
+            [
+                *common,
+                "--clients",
+                ",".join(CONSUME_CLIENTS),
+                "--cells",
+                ",".join(CONSUME_CELLS),
+                "--svg",
+                str(out / "bench-consumer.svg"),
+            ],
+            out / "consumer.json",
+        )
+        kafka_version = getattr(broker.cluster, "kafka_version", None)
+        if kafka_version is None:
+            from kafkastate.testing._cluster import default_kafka_version
+
+            kafka_version = default_kafka_version()
+        classpath = None if args.no_java else java_classpath(kafka_version)
+        if classpath is not None:
+            by_size: dict[int, float] = {}  # the tool has no keys: one figure per size
+            for cell in PRODUCE_CELLS:
+                size = size_of(cell)
+                n = RECORDS[size][1 if args.quick else 0]
+                if size not in by_size:
+                    by_size[size] = max(
+                        java_produce(broker, classpath, size, n) for _ in range(args.repeat)
+                    )
+                best = by_size[size]
+                rows.append({"kind": "producer", "cell": cell, "client": JAVA, "rate": best})
+                print(f"java producer {cell}: {best:,.0f} records/s", flush=True)
+            for cell in CONSUME_CELLS:
+                size = size_of(cell)
+                n = CONSUMER_RECORDS[size][1 if args.quick else 0]
+                best = max(java_consume(broker, classpath, size, n) for _ in range(args.repeat))
+                rows.append({"kind": "consumer", "cell": cell, "client": JAVA, "rate": best})
+                print(f"java consumer {cell}: {best:,.0f} records/s", flush=True)
+    finally:
+        broker.stop()
+    meta = {
+        "date": started,
+        "machine": where,
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "versions": versions(),
+        "kafka": str(kafka_version),
+        "quick": args.quick,
+        "repeat": args.repeat,
+        "settings": f"linger.ms={LINGER_MS}, batch.size={BATCH_SIZE}, acks=1",
+    }
+    (out / "latest.json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
+    with open(out / "latest.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["kind", "cell", "client", "records_per_s", "cpu_us_per_record"])
+        for r in rows:
+            cpu = r.get("cpu")
+            per = None if cpu is None or not r.get("records") else cpu / r["records"] * 1e6
+            writer.writerow(
+                [
+                    r["kind"],
+                    r["cell"],
+                    r["client"],
+                    r["rate"],
+                    None if per is None else f"{per:.2f}",
+                ]
+            )
+    lines = [
+        f"Run of {started}: {where}; {meta['python']}; Apache Kafka {kafka_version} (one local "
+        f"broker); {meta['versions']}; {meta['settings']}; best of {args.repeat}"
+        + (" (--quick)" if args.quick else "")
+        + ".",
+        "",
+        "### Produce (records/s)",
+        "",
+        *table(rows, "producer", PRODUCE_CLIENTS),
+        "",
+        "### Consume (records/s)",
+        "",
+        *table(rows, "consumer", CONSUME_CLIENTS),
+    ]
+    (out / "latest.md").write_text("\n".join(lines) + "\n")
+    print("\n" + "\n".join(lines))
+    plots = pathlib.Path(args.plots)
+    plots.mkdir(parents=True, exist_ok=True)
+    for name, svg in perf_charts({**meta, "rows": rows}).items():
+        (plots / name).write_text(svg)
+        print(f"chart: {plots / name}")
+    print(f"\nresults: {out}/latest.{{json,csv,md}}; total {time.monotonic() - began:,.0f} s")
+
+
+if __name__ == "__main__":
+    main()
