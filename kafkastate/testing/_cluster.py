@@ -209,6 +209,12 @@ class Broker(JvmProcess):
         return self._spec.ports.oauth
 
     @property
+    def proxied_port(self) -> int | None:
+        """The ``PROXIED`` client listener's own port (what a fault proxy forwards to), or
+        ``None`` (``KafkaCluster.start(proxy_ports=...)``)."""
+        return self._spec.ports.proxied
+
+    @property
     def node_dir(self) -> Path:
         """This node's directory: configs, ``data/``, ``logs/``."""
         return self._node_dir
@@ -438,6 +444,7 @@ class _Options:
     kerberos: KerberosService | None = None
     ssl_client_auth: str = "none"
     ssl_hostnames: tuple[str, ...] = field(default=DEFAULT_HOSTNAMES)
+    proxy_ports: dict[int, int] = field(default_factory=dict)
 
 
 class KafkaCluster:
@@ -454,6 +461,8 @@ class KafkaCluster:
         oauth_bootstrap: the OIDC-validated OAUTHBEARER listeners (``start(oauth=...)``),
             or ``None``.
         oauth: that listener's :class:`OAuthSpec`, or ``None``.
+        proxied_bootstrap: the fault proxy's ports of the ``PROXIED`` listeners
+            (``start(proxy_ports=...)``), or ``None``.
         sasl: the SASL users, or ``None`` without a SASL listener.
         ca_file: the CA certificate (PEM) that signed the SSL listener's certificate, or ``None``.
         tls: the SSL listener's TLS files (``tls.ca_file`` is :attr:`ca_file`), or ``None``.
@@ -484,6 +493,7 @@ class KafkaCluster:
         self.sasl_bootstrap = sasl_bootstrap
         self.ssl_bootstrap = ssl_bootstrap
         self.oauth_bootstrap: str | None = None
+        self.proxied_bootstrap: str | None = None
         self.oauth: OAuthSpec | None = None
         self.sasl = sasl
         self.ca_file = ca_file
@@ -525,6 +535,7 @@ class KafkaCluster:
         jvm_options: Sequence[str] = (),
         detached: bool = False,
         kerberos: KerberosService | None = None,
+        proxy_ports: Mapping[int, int] | None = None,
     ) -> KafkaCluster:
         """Start a local cluster of combined broker+controller JVMs and wait until it is ready.
 
@@ -557,6 +568,12 @@ class KafkaCluster:
             kerberos: also enable GSSAPI on the SASL_PLAINTEXT listener (implies ``sasl``),
                 with this service principal and keytab, from a realm such as
                 :class:`~kafkastate.testing.KerberosRealm` runs.
+            proxy_ports: node id -> the port a fault proxy listens on for that node (every
+                node): each node gets a client listener ``PROXIED`` (PLAINTEXT) on a port of
+                its own (``broker.proxied_port``), advertised at ``127.0.0.1:<proxy port>``,
+                so clients bootstrapped at :attr:`proxied_bootstrap` reach every broker
+                through the proxy. The proxy, forwarding each proxy port to the node's
+                ``proxied_port``, is the caller's to run (``kafkastate.testing.chaos``).
 
         Returns:
             The ready cluster.
@@ -572,6 +589,10 @@ class KafkaCluster:
         if ssl_client_auth not in CLIENT_AUTH:
             raise HarnessError(
                 f"ssl_client_auth must be one of {', '.join(CLIENT_AUTH)}, got {ssl_client_auth!r}"
+            )
+        if proxy_ports is not None and set(proxy_ports) != set(range(1, brokers + 1)):
+            raise HarnessError(
+                f"proxy_ports must name every node 1..{brokers}, got {sorted(proxy_ports)}"
             )
         krb5 = [f"-Djava.security.krb5.conf={kerberos.krb5_conf}"] if kerberos else []
         options = _Options(
@@ -592,6 +613,7 @@ class KafkaCluster:
             ssl_client_auth=ssl_client_auth,
             ssl_hostnames=tuple(ssl_hostnames),
             kerberos=kerberos,
+            proxy_ports=dict(proxy_ports or {}),
         )
         java = find_java()
         libs = fetch_kafka_libs(version)
@@ -649,7 +671,8 @@ class KafkaCluster:
             tls = replace(tls, client_auth=options.ssl_client_auth)
         creds = SaslCredentials() if options.sasl else None
         with_oauth = options.oauth is not None
-        per_node = 2 + int(options.sasl) + int(options.ssl) + int(with_oauth)
+        proxied = bool(options.proxy_ports)
+        per_node = 2 + int(options.sasl) + int(options.ssl) + int(with_oauth) + int(proxied)
         ports = iter(free_ports(per_node * options.brokers + int(profile.zookeeper)))
         node_ports: dict[int, NodePorts] = {}
         for node_id in range(1, options.brokers + 1):
@@ -659,6 +682,8 @@ class KafkaCluster:
                 sasl=next(ports) if options.sasl else None,
                 ssl=next(ports) if options.ssl else None,
                 oauth=next(ports) if with_oauth else None,
+                proxied=next(ports) if proxied else None,
+                proxied_advertised=options.proxy_ports.get(node_id),
             )
         voters = {nid: p.controller for nid, p in node_ports.items()}
         cluster = cls(
@@ -732,6 +757,7 @@ class KafkaCluster:
         self.sasl_bootstrap = join([b.sasl_port for b in self.brokers])
         self.ssl_bootstrap = join([b.ssl_port for b in self.brokers])
         self.oauth_bootstrap = join([b.oauth_port for b in self.brokers])
+        self.proxied_bootstrap = join([b._spec.ports.proxied_advertised for b in self.brokers])
 
     def _format_all(self, java: str, libs: Path, options: _Options) -> None:
         procs: list[tuple[Broker, Path, subprocess.Popen[bytes]]] = []
@@ -1179,6 +1205,8 @@ class KafkaCluster:
                         "controller": b.controller_port,
                         "sasl": b.sasl_port,
                         "ssl": b.ssl_port,
+                        "proxied": b.proxied_port,
+                        "proxied_advertised": b._spec.ports.proxied_advertised,
                     },
                 }
                 for b in self.brokers

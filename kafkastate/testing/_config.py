@@ -154,13 +154,20 @@ class TlsFiles:
 
 @dataclass(frozen=True)
 class NodePorts:
-    """The loopback ports one node listens on (``None``: listener not enabled)."""
+    """The loopback ports one node listens on (``None``: listener not enabled).
+
+    ``proxied`` is the port of the ``PROXIED`` listener (PLAINTEXT, for clients only), which
+    the node advertises at ``proxied_advertised``: the port a fault proxy listens on and
+    forwards to ``proxied`` (the chaos runner's Toxiproxy).
+    """
 
     plaintext: int
     controller: int
     sasl: int | None = None
     ssl: int | None = None
     oauth: int | None = None
+    proxied: int | None = None
+    proxied_advertised: int | None = None
 
 
 @dataclass(frozen=True)
@@ -314,10 +321,17 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
             raise ValueError("an OAuth listener given but no OAuth port")
         listeners["OIDC"] = node.ports.oauth
         protocol_map["OIDC"] = "SASL_PLAINTEXT"
+    advertised_ports = dict(listeners)
+    if node.ports.proxied is not None:
+        if node.ports.proxied_advertised is None:
+            raise ValueError("a PROXIED listener needs the proxy's port to advertise")
+        listeners["PROXIED"] = node.ports.proxied
+        advertised_ports["PROXIED"] = node.ports.proxied_advertised
+        protocol_map["PROXIED"] = "PLAINTEXT"
     listener_list = ",".join(f"{name}://{HOST}:{port}" for name, port in listeners.items())
     advertised = ",".join(
         f"{name}://{HOST}:{port}"
-        for name, port in listeners.items()
+        for name, port in advertised_ports.items()
         if name != "CONTROLLER" or profile.standalone_quorum
     )
 

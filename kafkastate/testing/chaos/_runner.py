@@ -1,0 +1,291 @@
+"""One chaos run: cluster + proxy up, workloads and faults together, heal, check, report."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .._cluster import KafkaCluster
+from .._config import free_ports
+from ._checker import CHECK_NAMES, CheckResult, check_produce, read_topic
+from ._faults import FAULT_KINDS, FaultInjector, make_schedule, proxy_name
+from ._toxiproxy import Toxiproxy, ensure_toxiproxy
+
+__all__ = ["RUNTIMES", "ChaosOptions", "ChaosReport", "run_chaos"]
+
+RUNTIMES = ("asyncio", "trio", "blocking")
+BROKERS = 3
+PARTITIONS = 6
+
+
+@dataclass(frozen=True)
+class ChaosOptions:
+    """What one run does.
+
+    Attributes:
+        seed: the fault schedule's seed (with the options, the reproducer).
+        records: records per runtime.
+        keys: keys per runtime.
+        duration: seconds the producers are paced over; the faults fall in this window.
+        faults: how many faults.
+        runtimes: which kafkastate runtimes run a workload (one process each).
+        out: the directory for ack logs, the schedule, broker logs and the report.
+        kafka_version: the broker version (default: the harness's).
+        kinds: the fault kinds to draw from.
+    """
+
+    seed: int
+    records: int = 20_000
+    keys: int = 500
+    duration: float = 60.0
+    faults: int = 5
+    runtimes: Sequence[str] = RUNTIMES
+    out: Path = field(default_factory=lambda: Path("chaos-run"))
+    kafka_version: str | None = None
+    kinds: Sequence[str] = FAULT_KINDS
+
+    def command(self) -> str:
+        """The command line that replays this run's schedule."""
+        return (
+            f"python -m kafkastate.testing.chaos --seed {self.seed} --records {self.records}"
+            f" --keys {self.keys} --duration {self.duration:g} --faults {self.faults}"
+            f" --runtimes {','.join(self.runtimes)}"
+        )
+
+
+@dataclass
+class ChaosReport:
+    """A run's outcome.
+
+    Attributes:
+        options: what ran.
+        results: one checker result per workload.
+        timeline: the faults as applied (``Applied`` rows as dicts).
+        fault_errors: faults that could not be applied or healed.
+        workload_errors: workloads that exited with an error (their output tail).
+        elapsed: seconds the run took.
+    """
+
+    options: ChaosOptions
+    results: list[CheckResult]
+    timeline: list[dict[str, object]]
+    fault_errors: list[str]
+    workload_errors: list[str]
+    elapsed: float
+
+    @property
+    def ok(self) -> bool:
+        """Whether every count is 0 and everything ran."""
+        return (
+            all(r.ok for r in self.results)
+            and not self.fault_errors
+            and not self.workload_errors
+            and bool(self.results)
+        )
+
+    def faults_by_kind(self) -> Counter[str]:
+        """How many faults of each kind were applied."""
+        return Counter(str(row["kind"]) for row in self.timeline)
+
+    def table(self) -> str:
+        """The results as a markdown table, then the faults by kind."""
+        head = ["workload", "acked", "failed", "read", *CHECK_NAMES]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in self.results:
+            cells = [r.topic, f"{r.acked:,}", f"{r.failed:,}", f"{r.read:,}"]
+            cells += [str(r.counts[name]) for name in CHECK_NAMES]
+            lines.append("| " + " | ".join(cells) + " |")
+        kinds = self.faults_by_kind()
+        lines += [
+            "",
+            "| fault | count |",
+            "|---|---:|",
+            *(f"| {kind} | {kinds[kind]} |" for kind in FAULT_KINDS if kinds[kind]),
+            f"| **total** | {sum(kinds.values())} |",
+        ]
+        return "\n".join(lines)
+
+    def reproducer(self) -> str:
+        """Seed, schedule and the command that replays them."""
+        return (
+            f"seed {self.options.seed}; schedule and timeline in "
+            f"{self.options.out / 'faults.json'}\nreplay: {self.options.command()}"
+        )
+
+
+def _topics_admin(bootstrap: str, topics: Sequence[str]) -> None:
+    from confluent_kafka.cimpl import NewTopic  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [
+            NewTopic(t, PARTITIONS, replication_factor=BROKERS, config={"min.insync.replicas": "2"})
+            for t in topics
+        ]
+    )
+    for future in futures.values():
+        future.result(timeout=60)
+
+
+def _leader_finder(bootstrap: str, topics: Sequence[str], seed: int) -> Callable[[], int | None]:
+    """A seeded pick of a workload partition, and its leader now (asked with a short-lived
+    confluent-kafka admin client, so none outlives the cluster)."""
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    rng = random.Random(seed ^ 0x5EED)
+
+    def find() -> int | None:
+        topic = rng.choice(list(topics))
+        partition = rng.randrange(PARTITIONS)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        try:
+            meta = admin.list_topics(topic, timeout=10).topics[topic].partitions[partition]
+        except Exception:
+            return None
+        return int(meta.leader) if meta.leader >= 0 else None
+
+    return find
+
+
+def run_chaos(options: ChaosOptions) -> ChaosReport:
+    """Run the workloads under the scheduled faults and check the result.
+
+    Args:
+        options: the run.
+
+    Returns:
+        The report (also written to ``options.out / "report.json"``).
+
+    Raises:
+        PrerequisiteError: java, mvn or go (for Toxiproxy's first build) is missing.
+    """
+    started = time.monotonic()
+    out = options.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    binary = ensure_toxiproxy()
+    shutil.rmtree(out / "cluster", ignore_errors=True)
+    proxy_ports = dict(zip(range(1, BROKERS + 1), free_ports(BROKERS), strict=True))
+    topics = {runtime: f"chaos-produce-{runtime}" for runtime in options.runtimes}
+    schedule = make_schedule(
+        options.seed, options.faults, options.duration * 0.9, BROKERS, options.kinds
+    )
+    print(f"chaos: seed {options.seed}, {len(schedule)} faults:", flush=True)
+    for fault in schedule:
+        print(f"  {json.dumps(asdict(fault))}", flush=True)
+    with (
+        Toxiproxy(binary, out / "toxiproxy.log", seed=options.seed) as proxy,
+        KafkaCluster.start(
+            options.kafka_version,
+            brokers=BROKERS,
+            proxy_ports=proxy_ports,
+            workdir=out / "cluster",
+        ) as cluster,
+    ):
+        proxy.start()
+        for broker in cluster.brokers:
+            upstream = broker.proxied_port
+            if upstream is None:  # pragma: no cover -- start(proxy_ports=...) sets it
+                raise RuntimeError("the cluster has no PROXIED listener")
+            proxy.create_proxy(proxy_name(broker.node_id), proxy_ports[broker.node_id], upstream)
+        _topics_admin(cluster.bootstrap, list(topics.values()))
+        injector = FaultInjector(
+            cluster,
+            proxy,
+            schedule,
+            _leader_finder(cluster.bootstrap, list(topics.values()), options.seed),
+        )
+        workers: dict[str, subprocess.Popen[str]] = {}
+        for runtime, topic in topics.items():
+            workers[runtime] = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "kafkastate.testing.chaos._workload",
+                    "produce",
+                    "--runtime",
+                    runtime,
+                    "--bootstrap",
+                    str(cluster.proxied_bootstrap),
+                    "--topic",
+                    topic,
+                    "--records",
+                    str(options.records),
+                    "--keys",
+                    str(options.keys),
+                    "--duration",
+                    str(options.duration),
+                    "--log",
+                    str(out / f"acks-{runtime}.jsonl"),
+                ],
+                stdout=open(out / f"workload-{runtime}.log", "w"),  # noqa: SIM115
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        injector.start()
+        workload_errors: list[str] = []
+        budget = options.duration * 4 + 300
+        for runtime, worker in workers.items():
+            try:
+                code = worker.wait(timeout=max(1.0, budget - (time.monotonic() - started)))
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                code = worker.wait()
+                workload_errors.append(f"{runtime}: timed out")
+            if code != 0:
+                log_tail = (out / f"workload-{runtime}.log").read_text()[-2000:]
+                workload_errors.append(f"{runtime}: exit {code}\n{log_tail}")
+        injector.join()
+        injector.write(out / "faults.json")
+        proxy.reset()
+        cluster.heal()
+        results = []
+        for runtime, topic in topics.items():
+            records, unreadable = read_topic(cluster.bootstrap, topic)
+            results.append(
+                check_produce(topic, records, unreadable, [out / f"acks-{runtime}.jsonl"])
+            )
+    report = ChaosReport(
+        options=options,
+        results=results,
+        timeline=[asdict(row) for row in injector.timeline],
+        fault_errors=injector.errors,
+        workload_errors=workload_errors,
+        elapsed=round(time.monotonic() - started, 1),
+    )
+    (out / "report.json").write_text(
+        json.dumps(
+            {
+                "ok": report.ok,
+                "seed": options.seed,
+                "command": options.command(),
+                "elapsed": report.elapsed,
+                "results": [
+                    {
+                        "topic": r.topic,
+                        "acked": r.acked,
+                        "failed": r.failed,
+                        "read": r.read,
+                        "counts": r.counts,
+                        "examples": dict(r.examples),
+                    }
+                    for r in results
+                ],
+                "timeline": report.timeline,
+                "fault_errors": report.fault_errors,
+                "workload_errors": report.workload_errors,
+            },
+            indent=1,
+        )
+    )
+    return report

@@ -1,0 +1,193 @@
+"""The chaos workloads, one process each, on one kafkastate runtime (asyncio, trio, blocking).
+
+``produce``: an idempotent producer (acks=all) sends ``--records`` records over ``--keys``
+keys, paced over ``--duration`` seconds; the value of the n-th record of key ``k`` is
+``b"k:n"``. Every acknowledgement is appended to the ack log (JSON lines: topic, partition,
+offset, key, seq) as it arrives; a record that fails is logged with its error. The checker
+(``_checker.py``) judges the topic against this log with another client.
+
+    python -m kafkastate.testing.chaos._workload produce --runtime trio \\
+        --bootstrap 127.0.0.1:PORT --topic chaos-p --records 20000 --keys 500 \\
+        --duration 60 --log acks.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+__all__ = ["PRODUCER_OPTIONS", "main", "record_value"]
+
+PRODUCER_OPTIONS: dict[str, Any] = {
+    "acks": "all",
+    "enable_idempotence": True,
+    "linger_ms": 5,
+    "request_timeout_ms": 10_000,
+    "delivery_timeout_ms": 180_000,
+    "max_block_ms": 180_000,
+    "retry_backoff_ms": 100,
+    "reconnect_backoff_max_ms": 1_000,
+}
+"""Options every runtime's producer gets: durable, idempotent, patient through faults (a
+record fails only after three minutes of retries)."""
+
+
+def record_value(key: int, seq: int) -> bytes:
+    """The value of key ``key``'s ``seq``-th record (``b"17:42"``)."""
+    return f"{key}:{seq}".encode()
+
+
+class AckLog:
+    """Appends acknowledgements and failures to a JSON-lines file; thread-safe (the
+    blocking producer calls back on its I/O thread)."""
+
+    def __init__(self, handle: IO[str], topic: str) -> None:
+        self._handle = handle
+        self._topic = topic
+        self._lock = threading.Lock()
+        self.acked = 0
+        self.failed = 0
+
+    def ack(self, key: int, seq: int, partition: int, offset: int) -> None:
+        """Log one acknowledged record."""
+        line = json.dumps({"t": self._topic, "p": partition, "o": offset, "k": key, "s": seq})
+        with self._lock:
+            self._handle.write(line + "\n")
+            self.acked += 1
+
+    def fail(self, key: int, seq: int, error: BaseException) -> None:
+        """Log one record whose send failed (its fate is unknown: maybe written)."""
+        line = json.dumps({"t": self._topic, "k": key, "s": seq, "err": repr(error)})
+        with self._lock:
+            self._handle.write(line + "\n")
+            self.failed += 1
+
+
+def _plan(records: int, keys: int) -> Iterator[tuple[int, int, int]]:
+    """(index, key, seq) of every record, keys round-robin."""
+    for i in range(records):
+        yield i, i % keys, i // keys
+
+
+def _ahead(started: float, index: int, records: int, duration: float) -> float:
+    """Seconds the sender is ahead of its pace at record ``index`` (0 if behind)."""
+    due = started + duration * index / max(records, 1)
+    return max(0.0, due - time.monotonic())
+
+
+async def _produce_asyncio(args: argparse.Namespace, log: AckLog) -> None:
+    import asyncio  # noqa: PLC0415 -- one runtime per process
+
+    from kafkastate.asyncio import AIOKafkaProducer  # noqa: PLC0415
+
+    producer = AIOKafkaProducer(bootstrap_servers=args.bootstrap, **PRODUCER_OPTIONS)
+    await producer.start()
+    try:
+        started = time.monotonic()
+        for i, key, seq in _plan(args.records, args.keys):
+            if i % 50 == 0:
+                await asyncio.sleep(_ahead(started, i, args.records, args.duration))
+            future = await producer.send(args.topic, record_value(key, seq), key=str(key).encode())
+            future.add_done_callback(_asyncio_outcome(log, key, seq))
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+def _asyncio_outcome(log: AckLog, key: int, seq: int) -> Callable[[Any], None]:
+    def done(future: Any) -> None:
+        error = future.exception()
+        if error is not None:
+            log.fail(key, seq, error)
+        else:
+            meta = future.result()
+            log.ack(key, seq, meta.partition, meta.offset)
+
+    return done
+
+
+async def _produce_trio(args: argparse.Namespace, log: AckLog) -> None:
+    import trio  # noqa: PLC0415
+
+    from kafkastate.trio import Delivery, open_producer  # noqa: PLC0415
+
+    def outcome(key: int, seq: int) -> Callable[[Delivery], None]:
+        def done(delivery: Delivery) -> None:
+            try:
+                meta = delivery.result()
+            except Exception as exc:
+                log.fail(key, seq, exc)
+            else:
+                log.ack(key, seq, meta.partition, meta.offset)
+
+        return done
+
+    async with open_producer(args.bootstrap, **PRODUCER_OPTIONS) as producer:
+        started = time.monotonic()
+        for i, key, seq in _plan(args.records, args.keys):
+            if i % 50 == 0:
+                await trio.sleep(_ahead(started, i, args.records, args.duration))
+            delivery = await producer.enqueue(args.topic, record_value(key, seq), str(key).encode())
+            delivery.add_done_callback(outcome(key, seq))
+        await producer.flush()
+
+
+def _produce_blocking(args: argparse.Namespace, log: AckLog) -> None:
+    from kafkastate.sync import KafkaProducer  # noqa: PLC0415
+
+    producer = KafkaProducer(bootstrap_servers=args.bootstrap, **PRODUCER_OPTIONS)
+    try:
+        started = time.monotonic()
+        for i, key, seq in _plan(args.records, args.keys):
+            if i % 50 == 0:
+                time.sleep(_ahead(started, i, args.records, args.duration))
+            future = producer.send(args.topic, value=record_value(key, seq), key=str(key).encode())
+            future.add_callback(
+                lambda meta, k=key, s=seq: log.ack(k, s, meta.partition, meta.offset)
+            )
+            future.add_errback(lambda exc, k=key, s=seq: log.fail(k, s, exc))
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def _produce(args: argparse.Namespace) -> int:
+    with open(args.log, "w", encoding="utf-8") as handle:
+        log = AckLog(handle, args.topic)
+        if args.runtime == "asyncio":
+            import asyncio  # noqa: PLC0415
+
+            asyncio.run(_produce_asyncio(args, log))
+        elif args.runtime == "trio":
+            import trio  # noqa: PLC0415
+
+            trio.run(_produce_trio, args, log)
+        else:
+            _produce_blocking(args, log)
+    print(json.dumps({"sent": args.records, "acked": log.acked, "failed": log.failed}))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point (one workload, one runtime)."""
+    parser = argparse.ArgumentParser(description="a kafkastate chaos workload")
+    sub = parser.add_subparsers(dest="workload", required=True)
+    produce = sub.add_parser("produce", help="idempotent producer with an ack log")
+    produce.add_argument("--runtime", choices=("asyncio", "trio", "blocking"), required=True)
+    produce.add_argument("--bootstrap", required=True)
+    produce.add_argument("--topic", required=True)
+    produce.add_argument("--records", type=int, required=True)
+    produce.add_argument("--keys", type=int, default=1000)
+    produce.add_argument("--duration", type=float, default=60.0)
+    produce.add_argument("--log", required=True)
+    args = parser.parse_args(argv)
+    return _produce(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
