@@ -123,8 +123,8 @@ class ChaosReport:
 
 
 def _topics_admin(bootstrap: str, topics: Sequence[str]) -> None:
-    from confluent_kafka.cimpl import NewTopic  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+    from confluent_kafka.cimpl import NewTopic  # noqa: PLC0415
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics(
