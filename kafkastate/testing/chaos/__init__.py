@@ -10,7 +10,7 @@ extra).
 
 from __future__ import annotations
 
-from ._checker import CHECK_NAMES, CheckResult, check_produce, read_topic
+from ._checker import CHECK_NAMES, CheckResult, check_produce, check_txn, read_topics
 from ._faults import FAULT_KINDS, Applied, Fault, FaultInjector, active_controller, make_schedule
 from ._runner import RUNTIMES, ChaosOptions, ChaosReport, run_chaos
 from ._toxiproxy import TOXIPROXY_VERSION, Toxiproxy, ensure_toxiproxy
@@ -31,6 +31,7 @@ __all__ = [
     "check_produce",
     "ensure_toxiproxy",
     "make_schedule",
-    "read_topic",
+    "check_txn",
+    "read_topics",
     "run_chaos",
 ]

@@ -10,8 +10,14 @@ from pathlib import Path
 from ._faults import FAULT_KINDS
 from ._runner import RUNTIMES, ChaosOptions, run_chaos
 
-SHORT = {"records": 20_000, "keys": 500, "duration": 60.0, "faults": 5}
-LONG = {"records": 1_000_000, "keys": 10_000, "duration": 1200.0, "faults": 24}
+SHORT = {"records": 20_000, "keys": 500, "duration": 60.0, "faults": 5, "txn_records": 3_000}
+LONG = {
+    "records": 1_000_000,
+    "keys": 10_000,
+    "duration": 1200.0,
+    "faults": 24,
+    "txn_records": 100_000,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=int)
     parser.add_argument("--duration", type=float, help="seconds the workloads are paced over")
     parser.add_argument("--faults", type=int)
+    parser.add_argument("--txn-records", type=int, help="transactional input per runtime")
     parser.add_argument("--runtimes", default=",".join(RUNTIMES))
     parser.add_argument("--kinds", default=",".join(FAULT_KINDS))
     parser.add_argument("--out", type=Path, default=Path("chaos-run"))
@@ -40,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         out=args.out,
         kafka_version=args.kafka_version,
         kinds=tuple(k for k in args.kinds.split(",") if k),
+        txn_records=int(
+            args.txn_records if args.txn_records is not None else preset["txn_records"]
+        ),
     )
     report = run_chaos(options)
     print(report.table())

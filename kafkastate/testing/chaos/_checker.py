@@ -7,6 +7,10 @@ Counts, each of which must be 0:
 - ``duplicates``: a (key, seq) read more than once;
 - ``order``: a key whose seqs go backwards in offset order (a key lives on one partition);
 - ``ack_mismatch``: one (key, seq) acknowledged at two different offsets;
+- ``aborted_read``: a record of a transaction aborted on purpose seen by a
+  ``read_committed`` reader;
+- ``offsets``: a committed group offset that skips records not processed, or would replay
+  records already processed (it must equal the input's end once the workload is done);
 - ``unreadable``: partitions the reader could not read to their end.
 """
 
@@ -20,9 +24,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CHECK_NAMES", "CheckResult", "check_produce", "read_topic"]
+__all__ = [
+    "CHECK_NAMES",
+    "CheckResult",
+    "check_produce",
+    "check_txn",
+    "committed_offsets",
+    "read_topics",
+]
 
-CHECK_NAMES = ("lost", "duplicates", "order", "ack_mismatch", "unreadable")
+CHECK_NAMES = (
+    "lost",
+    "duplicates",
+    "order",
+    "ack_mismatch",
+    "aborted_read",
+    "offsets",
+    "unreadable",
+)
 
 
 @dataclass
@@ -57,20 +76,24 @@ class CheckResult:
         return not any(self.counts.values())
 
 
-def read_topic(
-    bootstrap: str, topic: str, *, isolation: str = "read_committed", timeout: float = 120.0
-) -> tuple[list[tuple[int, int, bytes | None, bytes | None]], list[int]]:
-    """Read every partition of ``topic`` from the start to its end with confluent-kafka.
+Read = tuple[list[tuple[int, int, bytes | None, bytes | None]], list[int]]
+"""What :func:`read_topics` read of one topic: ``(partition, offset, key, value)`` of every
+record, and the partitions it could not read to their end."""
+
+
+def read_topics(
+    bootstrap: str, topics: Sequence[str], *, timeout: float = 180.0
+) -> dict[str, Read]:
+    """Read every partition of ``topics`` from the start to its end with confluent-kafka,
+    ``read_committed``, one consumer for all.
 
     Args:
         bootstrap: brokers to read from (directly, not through the fault proxy).
-        topic: the topic.
-        isolation: ``read_committed`` or ``read_uncommitted``.
+        topics: the topics.
         timeout: seconds for the whole read.
 
     Returns:
-        ``(partition, offset, key, value)`` of every record, and the partitions not read to
-        their end in time.
+        Topic -> what was read.
     """
     from confluent_kafka import (  # noqa: PLC0415 -- the checker's own, optional, client
         OFFSET_BEGINNING,
@@ -82,38 +105,41 @@ def read_topic(
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": f"chaos-checker-{topic}",
+            "group.id": "chaos-checker",
             "enable.auto.commit": False,
-            "isolation.level": isolation,
+            "isolation.level": "read_committed",
             "enable.partition.eof": True,
         }
     )
-    out: list[tuple[int, int, bytes | None, bytes | None]] = []
+    out: dict[str, Read] = {topic: ([], []) for topic in topics}
     try:
-        partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+        meta = consumer.list_topics(timeout=30).topics
         ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-            for p in partitions
+            (topic, p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for topic in topics
+            for p in sorted(meta[topic].partitions)
         }
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        pending = {p for p in partitions if ends[p] > 0}
+        consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in ends])
+        pending = {tp for tp, end in ends.items() if end > 0}
         deadline = time.monotonic() + timeout
         while pending and time.monotonic() < deadline:
             for message in consumer.consume(num_messages=10_000, timeout=1.0):
                 error = message.error()
-                partition, offset = message.partition(), message.offset()
-                if partition is None or offset is None:
-                    raise RuntimeError(f"checker read of {topic}: {error}")
+                topic, partition, offset = message.topic(), message.partition(), message.offset()
+                if topic is None or partition is None or offset is None:
+                    raise RuntimeError(f"checker read: {error}")
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        if offset >= ends[partition]:
-                            pending.discard(partition)
+                        if offset >= ends[(topic, partition)]:
+                            pending.discard((topic, partition))
                         continue
                     raise RuntimeError(f"checker read of {topic}: {error}")
-                out.append((partition, offset, message.key(), message.value()))
-                if offset + 1 >= ends[partition]:
-                    pending.discard(partition)
-        return out, sorted(pending)
+                out[topic][0].append((partition, offset, message.key(), message.value()))
+                if offset + 1 >= ends[(topic, partition)]:
+                    pending.discard((topic, partition))
+        for topic, partition in sorted(pending):
+            out[topic][1].append(partition)
+        return out
     finally:
         consumer.close()
 
@@ -138,7 +164,7 @@ def check_produce(
 
     Args:
         topic: the topic.
-        records: what :func:`read_topic` read.
+        records: what :func:`read_topics` read.
         unreadable: partitions it could not read to their end.
         ack_logs: the workload's JSON-lines ack logs.
 
@@ -192,5 +218,102 @@ def check_produce(
         if found != ident:
             result.violation(
                 "lost", f"{ident[0]}:{ident[1]} acked at p{where[0]}@{where[1]}, read {found}"
+            )
+    return result
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offsets of ``topic`` (-1: none), read with confluent-kafka."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        found = consumer.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=30
+        )
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        consumer.close()
+
+
+def check_txn(
+    topic: str,
+    records: Sequence[tuple[int, int, bytes | None, bytes | None]],
+    unreadable: Sequence[int],
+    *,
+    input_ends: dict[int, int],
+    committed: dict[int, int],
+    txn_logs: Iterable[Path],
+) -> CheckResult:
+    """Judge a transactional workload's output (read ``read_committed``) against its input,
+    the group's committed offsets and the workload's log of attempts.
+
+    Every input record must be in the output exactly once (``lost``, ``duplicates``), in
+    input order per partition (``order``); no record of an attempt aborted on purpose may be
+    visible (``aborted_read``); an attempt logged as committed must be visible (``lost``);
+    the committed offsets must equal the input's end (``offsets``).
+
+    Args:
+        topic: the output topic.
+        records: what :func:`read_topics` read (``read_committed``).
+        unreadable: partitions it could not read to their end.
+        input_ends: input partition -> its end offset (records written before the run).
+        committed: input partition -> the group's committed offset.
+        txn_logs: the workload's JSON-lines logs of attempts.
+
+    Returns:
+        The counts (``acked``: input records processed in committed attempts; ``failed``:
+        attempts with an unknown outcome).
+    """
+    result = CheckResult(topic=topic, read=len(records))
+    for partition in unreadable:
+        result.violation("unreadable", f"partition {partition} not read to its end")
+    attempts: dict[int, str] = {}
+    committed_inputs: dict[tuple[int, int], int] = {}
+    for entry in _load(txn_logs):
+        attempt, outcome = int(entry["attempt"]), str(entry["outcome"])
+        attempts[attempt] = outcome
+        if outcome == "unknown":
+            result.failed += 1
+        if outcome == "committed":
+            for partition, offsets in entry["offsets"].items():
+                for offset in offsets:
+                    committed_inputs[(int(partition), int(offset))] = attempt
+    result.acked = len(committed_inputs)
+    seen: dict[tuple[int, int], int] = {}
+    last: dict[int, int] = {}
+    for partition, offset, _key, value in sorted(records, key=lambda r: (r[0], r[1])):
+        try:
+            in_partition, in_offset, attempt = (int(x) for x in (value or b"").split(b":"))
+        except ValueError:
+            result.violation("lost", f"p{partition}@{offset}: unexpected value {value!r}")
+            continue
+        source = (in_partition, in_offset)
+        if attempts.get(attempt) == "aborted":
+            result.violation("aborted_read", f"p{partition}@{offset}: from aborted {attempt}")
+        if source in seen:
+            result.violation(
+                "duplicates",
+                f"input p{in_partition}@{in_offset} in attempts {seen[source]} and {attempt}",
+            )
+        seen[source] = attempt
+        if in_partition != partition or in_offset < last.get(partition, -1):
+            result.violation("order", f"p{partition}@{offset}: input p{in_partition}@{in_offset}")
+        last[partition] = max(last.get(partition, -1), in_offset)
+    for source, attempt in committed_inputs.items():
+        if seen.get(source) != attempt:
+            result.violation(
+                "lost",
+                f"input p{source[0]}@{source[1]} committed in attempt {attempt},"
+                f" read {seen.get(source)}",
+            )
+    for partition, end in sorted(input_ends.items()):
+        for offset in range(end):
+            if (partition, offset) not in seen and (partition, offset) not in committed_inputs:
+                result.violation("lost", f"input p{partition}@{offset} never in the output")
+        if committed.get(partition, -1) != end:
+            result.violation(
+                "offsets",
+                f"partition {partition}: committed {committed.get(partition)}, input end {end}",
             )
     return result

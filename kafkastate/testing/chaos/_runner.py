@@ -12,11 +12,20 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 from .._cluster import KafkaCluster
 from .._config import free_ports
-from ._checker import CHECK_NAMES, CheckResult, check_produce, read_topic
+from ._checker import (
+    CHECK_NAMES,
+    CheckResult,
+    Read,
+    check_produce,
+    check_txn,
+    committed_offsets,
+    read_topics,
+)
 from ._faults import FAULT_KINDS, FaultInjector, make_schedule, proxy_name
 from ._toxiproxy import Toxiproxy, ensure_toxiproxy
 
@@ -41,6 +50,8 @@ class ChaosOptions:
         out: the directory for ack logs, the schedule, broker logs and the report.
         kafka_version: the broker version (default: the harness's).
         kinds: the fault kinds to draw from.
+        txn_records: input records of the transactional workload per runtime (0: no
+            transactional workload).
     """
 
     seed: int
@@ -52,13 +63,14 @@ class ChaosOptions:
     out: Path = field(default_factory=lambda: Path("chaos-run"))
     kafka_version: str | None = None
     kinds: Sequence[str] = FAULT_KINDS
+    txn_records: int = 3_000
 
     def command(self) -> str:
         """The command line that replays this run's schedule."""
         return (
             f"python -m kafkastate.testing.chaos --seed {self.seed} --records {self.records}"
             f" --keys {self.keys} --duration {self.duration:g} --faults {self.faults}"
-            f" --runtimes {','.join(self.runtimes)}"
+            f" --txn-records {self.txn_records} --runtimes {','.join(self.runtimes)}"
         )
 
 
@@ -157,6 +169,101 @@ def _leader_finder(bootstrap: str, topics: Sequence[str], seed: int) -> Callable
     return find
 
 
+@dataclass
+class _Workload:
+    """One workload process: its name, command line, the topics it needs, and its check."""
+
+    name: str
+    argv: list[str]
+    topics: list[str]
+    read: str
+    check: Callable[[KafkaCluster, Read], CheckResult]
+    prefill: tuple[str, int] | None = None
+
+
+def _produce_check(cluster: KafkaCluster, read: Read, *, topic: str, log: Path) -> CheckResult:
+    return check_produce(topic, *read, [log])
+
+
+def _txn_check(
+    cluster: KafkaCluster, read: Read, *, source: str, sink: str, group: str, log: Path
+) -> CheckResult:
+    return check_txn(
+        sink,
+        *read,
+        input_ends=_ends(cluster.bootstrap, source),
+        committed=committed_offsets(cluster.bootstrap, group, source, PARTITIONS),
+        txn_logs=[log],
+    )
+
+
+def _workloads(options: ChaosOptions, out: Path, bootstrap: str) -> list[_Workload]:
+    common = ["--bootstrap", bootstrap, "--duration", str(options.duration)]
+    found: list[_Workload] = []
+    for runtime in options.runtimes:
+        topic = f"chaos-produce-{runtime}"
+        log = out / f"acks-{runtime}.jsonl"
+        found.append(
+            _Workload(
+                name=f"produce-{runtime}",
+                argv=[
+                    *("produce", "--runtime", runtime, *common, "--topic", topic),
+                    *("--records", str(options.records), "--keys", str(options.keys)),
+                    *("--log", str(log)),
+                ],
+                topics=[topic],
+                read=topic,
+                check=partial(_produce_check, topic=topic, log=log),
+            )
+        )
+    for runtime in options.runtimes if options.txn_records else ():
+        source, sink = f"chaos-txn-in-{runtime}", f"chaos-txn-out-{runtime}"
+        group, log = f"chaos-txn-{runtime}", out / f"txn-{runtime}.jsonl"
+        found.append(
+            _Workload(
+                name=f"txn-{runtime}",
+                argv=[
+                    *("txn", "--runtime", runtime, *common, "--input", source, "--output", sink),
+                    *("--group", group, "--transactional-id", group),
+                    *("--partitions", str(PARTITIONS), "--log", str(log)),
+                ],
+                topics=[source, sink],
+                read=sink,
+                check=partial(_txn_check, source=source, sink=sink, group=group, log=log),
+                prefill=(source, options.txn_records),
+            )
+        )
+    return found
+
+
+def _ends(bootstrap: str, topic: str) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-ends"})
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(PARTITIONS)
+        }
+    finally:
+        consumer.close()
+
+
+def _prefill(bootstrap: str, topic: str, count: int) -> None:
+    """Write the transactional workload's input with confluent-kafka (not under test)."""
+    from confluent_kafka import Producer  # noqa: PLC0415
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20}
+    )
+    for i in range(count):
+        producer.produce(topic, f"in{i}".encode(), partition=i % PARTITIONS)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    if producer.flush(120) != 0:
+        raise RuntimeError(f"could not write the input of {topic}")
+
+
 def run_chaos(options: ChaosOptions) -> ChaosReport:
     """Run the workloads under the scheduled faults and check the result.
 
@@ -175,7 +282,6 @@ def run_chaos(options: ChaosOptions) -> ChaosReport:
     binary = ensure_toxiproxy()
     shutil.rmtree(out / "cluster", ignore_errors=True)
     proxy_ports = dict(zip(range(1, BROKERS + 1), free_ports(BROKERS), strict=True))
-    topics = {runtime: f"chaos-produce-{runtime}" for runtime in options.runtimes}
     schedule = make_schedule(
         options.seed, options.faults, options.duration * 0.9, BROKERS, options.kinds
     )
@@ -197,64 +303,44 @@ def run_chaos(options: ChaosOptions) -> ChaosReport:
             if upstream is None:  # pragma: no cover -- start(proxy_ports=...) sets it
                 raise RuntimeError("the cluster has no PROXIED listener")
             proxy.create_proxy(proxy_name(broker.node_id), proxy_ports[broker.node_id], upstream)
-        _topics_admin(cluster.bootstrap, list(topics.values()))
+        workloads = _workloads(options, out, str(cluster.proxied_bootstrap))
+        topics = [topic for w in workloads for topic in w.topics]
+        _topics_admin(cluster.bootstrap, topics)
+        for workload in workloads:
+            if workload.prefill is not None:
+                _prefill(cluster.bootstrap, *workload.prefill)
         injector = FaultInjector(
-            cluster,
-            proxy,
-            schedule,
-            _leader_finder(cluster.bootstrap, list(topics.values()), options.seed),
+            cluster, proxy, schedule, _leader_finder(cluster.bootstrap, topics, options.seed)
         )
         workers: dict[str, subprocess.Popen[str]] = {}
-        for runtime, topic in topics.items():
-            workers[runtime] = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "kafkastate.testing.chaos._workload",
-                    "produce",
-                    "--runtime",
-                    runtime,
-                    "--bootstrap",
-                    str(cluster.proxied_bootstrap),
-                    "--topic",
-                    topic,
-                    "--records",
-                    str(options.records),
-                    "--keys",
-                    str(options.keys),
-                    "--duration",
-                    str(options.duration),
-                    "--log",
-                    str(out / f"acks-{runtime}.jsonl"),
-                ],
-                stdout=open(out / f"workload-{runtime}.log", "w"),  # noqa: SIM115
-                stderr=subprocess.STDOUT,
-                text=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
+        for workload in workloads:
+            with open(out / f"workload-{workload.name}.log", "w") as output:
+                workers[workload.name] = subprocess.Popen(
+                    [sys.executable, "-m", "kafkastate.testing.chaos._workload", *workload.argv],
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                )
         injector.start()
         workload_errors: list[str] = []
         budget = options.duration * 4 + 300
-        for runtime, worker in workers.items():
+        for name, worker in workers.items():
             try:
                 code = worker.wait(timeout=max(1.0, budget - (time.monotonic() - started)))
             except subprocess.TimeoutExpired:
                 worker.kill()
                 code = worker.wait()
-                workload_errors.append(f"{runtime}: timed out")
+                workload_errors.append(f"{name}: timed out")
             if code != 0:
-                log_tail = (out / f"workload-{runtime}.log").read_text()[-2000:]
-                workload_errors.append(f"{runtime}: exit {code}\n{log_tail}")
+                log_tail = (out / f"workload-{name}.log").read_text()[-2000:]
+                workload_errors.append(f"{name}: exit {code}\n{log_tail}")
         injector.join()
         injector.write(out / "faults.json")
         proxy.reset()
         cluster.heal()
-        results = []
-        for runtime, topic in topics.items():
-            records, unreadable = read_topic(cluster.bootstrap, topic)
-            results.append(
-                check_produce(topic, records, unreadable, [out / f"acks-{runtime}.jsonl"])
-            )
+        reads = read_topics(cluster.bootstrap, [w.read for w in workloads])
+        results = [w.check(cluster, reads[w.read]) for w in workloads]
     report = ChaosReport(
         options=options,
         results=results,

@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
+from ._txn import Program, TxnArgs, run_async, run_blocking, txn_program
+
 __all__ = ["PRODUCER_OPTIONS", "main", "record_value"]
 
 PRODUCER_OPTIONS: dict[str, Any] = {
@@ -173,6 +175,126 @@ def _produce(args: argparse.Namespace) -> int:
     return 0
 
 
+TXN_CONSUMER_OPTIONS: dict[str, Any] = {
+    "isolation_level": "read_committed",
+    "enable_auto_commit": False,
+    "auto_offset_reset": "earliest",
+    "request_timeout_ms": 15_000,
+}
+"""The transactional workload's consumer: assign-based, offsets stored in the group only
+through ``send_offsets_to_transaction``."""
+
+
+def _txn_ops(producer: Any, consumer: Any, send: Any, sleep: Any, poll: Any) -> dict[str, Any]:
+    return {
+        "assign": consumer.assign,
+        "end_offsets": consumer.end_offsets,
+        "committed": consumer.committed,
+        "seek": consumer.seek,
+        "getmany": poll,
+        "sleep": sleep,
+        "begin_transaction": producer.begin_transaction,
+        "send": send,
+        "send_offsets_to_transaction": producer.send_offsets_to_transaction,
+        "commit_transaction": producer.commit_transaction,
+        "abort_transaction": producer.abort_transaction,
+    }
+
+
+async def _txn_asyncio(args: argparse.Namespace, program: Program) -> None:
+    import asyncio  # noqa: PLC0415
+
+    from kafkastate.asyncio import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
+
+    producer = AIOKafkaProducer(
+        bootstrap_servers=args.bootstrap,
+        transactional_id=args.transactional_id,
+        **PRODUCER_OPTIONS,
+    )
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=args.bootstrap, group_id=args.group, **TXN_CONSUMER_OPTIONS
+    )
+    await producer.start()
+    try:
+        await consumer.start()
+        try:
+            ops = _txn_ops(producer, consumer, producer.send, asyncio.sleep, consumer.getmany)
+            await run_async(program, ops)
+        finally:
+            await consumer.stop()
+    finally:
+        await producer.stop()
+
+
+async def _txn_trio(args: argparse.Namespace, program: Program) -> None:
+    import trio  # noqa: PLC0415
+
+    from kafkastate.trio import open_consumer, open_producer  # noqa: PLC0415
+
+    async with (
+        open_producer(
+            args.bootstrap, transactional_id=args.transactional_id, **PRODUCER_OPTIONS
+        ) as producer,
+        open_consumer(
+            bootstrap_servers=args.bootstrap, group_id=args.group, **TXN_CONSUMER_OPTIONS
+        ) as consumer,
+    ):
+        ops = _txn_ops(producer, consumer, producer.enqueue, trio.sleep, consumer.getmany)
+        await run_async(program, ops)
+
+
+def _txn_blocking(args: argparse.Namespace, program: Program) -> None:
+    from kafkastate.sync import KafkaConsumer, KafkaProducer  # noqa: PLC0415
+
+    producer = KafkaProducer(
+        bootstrap_servers=args.bootstrap,
+        transactional_id=args.transactional_id,
+        **PRODUCER_OPTIONS,
+    )
+    try:
+        producer.init_transactions()
+        consumer = KafkaConsumer(
+            bootstrap_servers=args.bootstrap, group_id=args.group, **TXN_CONSUMER_OPTIONS
+        )
+        try:
+
+            def send(topic: str, value: bytes, partition: int) -> Any:
+                return producer.send(topic, value=value, partition=partition)
+
+            ops = _txn_ops(producer, consumer, send, time.sleep, consumer.poll)
+            run_blocking(program, ops)
+        finally:
+            consumer.close()
+    finally:
+        producer.close()
+
+
+def _txn(args: argparse.Namespace) -> int:
+    params = TxnArgs(
+        input=args.input,
+        output=args.output,
+        group=args.group,
+        partitions=args.partitions,
+        batch=args.batch,
+        abort_every=args.abort_every,
+        duration=args.duration,
+    )
+    with open(args.log, "w", encoding="utf-8") as handle:
+        program = txn_program(params, handle)
+        if args.runtime == "asyncio":
+            import asyncio  # noqa: PLC0415
+
+            asyncio.run(_txn_asyncio(args, program))
+        elif args.runtime == "trio":
+            import trio  # noqa: PLC0415
+
+            trio.run(_txn_trio, args, program)
+        else:
+            _txn_blocking(args, program)
+    print(json.dumps({"done": True}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point (one workload, one runtime)."""
     parser = argparse.ArgumentParser(description="a kafkastate chaos workload")
@@ -185,8 +307,20 @@ def main(argv: list[str] | None = None) -> int:
     produce.add_argument("--keys", type=int, default=1000)
     produce.add_argument("--duration", type=float, default=60.0)
     produce.add_argument("--log", required=True)
+    txn = sub.add_parser("txn", help="transactional read-process-write with a log")
+    txn.add_argument("--runtime", choices=("asyncio", "trio", "blocking"), required=True)
+    txn.add_argument("--bootstrap", required=True)
+    txn.add_argument("--input", required=True)
+    txn.add_argument("--output", required=True)
+    txn.add_argument("--group", required=True)
+    txn.add_argument("--transactional-id", required=True)
+    txn.add_argument("--partitions", type=int, required=True)
+    txn.add_argument("--batch", type=int, default=200)
+    txn.add_argument("--abort-every", type=int, default=7)
+    txn.add_argument("--duration", type=float, default=60.0)
+    txn.add_argument("--log", required=True)
     args = parser.parse_args(argv)
-    return _produce(args)
+    return _produce(args) if args.workload == "produce" else _txn(args)
 
 
 if __name__ == "__main__":
