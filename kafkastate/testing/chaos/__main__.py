@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ._faults import FAULT_KINDS
 from ._runner import RUNTIMES, ChaosOptions, run_chaos
+from ._toxiproxy import ensure_toxiproxy
 
 SHORT = {"records": 20_000, "keys": 500, "duration": 60.0, "faults": 5, "txn_records": 3_000}
 LONG = {
@@ -24,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     """Parse the options, run, print the table and the reproducer."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--long", action="store_true", help=f"the long run: {LONG}")
+    parser.add_argument(
+        "--install-proxy",
+        action="store_true",
+        help="only build Toxiproxy into the harness cache (if needed) and print its path",
+    )
     parser.add_argument("--seed", type=int, default=None, help="default: a random one")
     parser.add_argument("--records", type=int, help="records per runtime")
     parser.add_argument("--keys", type=int)
@@ -35,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("chaos-run"))
     parser.add_argument("--kafka-version", default=None)
     args = parser.parse_args(argv)
+    if args.install_proxy:
+        print(ensure_toxiproxy())
+        return 0
     preset = LONG if args.long else SHORT
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     options = ChaosOptions(
