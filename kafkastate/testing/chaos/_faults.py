@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -151,8 +150,12 @@ def active_controller(cluster: KafkaCluster) -> int | None:
 
 
 class FaultInjector:
-    """Carries out a schedule on a background thread: apply each fault at its time, heal it
-    after its duration, record the timeline.
+    """Carries out a schedule in the calling thread (:meth:`run`): apply each fault at its
+    time, heal it after its duration, record the timeline.
+
+    It runs in the caller's thread, not a thread of its own, because the harness ties each
+    broker JVM to the thread that started it (``setpriv --pdeathsig``): a broker restarted
+    from a short-lived thread is SIGKILLed by the kernel when that thread ends.
 
     Args:
         cluster: the harness cluster (its brokers are killed, paused and restarted).
@@ -178,34 +181,22 @@ class FaultInjector:
         self.errors: list[str] = []
         self._find_leader = find_leader
         self._restart_timeout = restart_timeout
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._t0 = 0.0
-
-    def start(self) -> None:
-        """Start the schedule's clock and thread."""
         self._t0 = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name="chaos-faults", daemon=True)
-        self._thread.start()
-
-    def join(self) -> None:
-        """Wait until every fault was applied and healed."""
-        if self._thread is not None:
-            self._thread.join()
-
-    def stop(self) -> None:
-        """Skip the faults not yet applied (the current one is still healed) and wait."""
-        self._stop.set()
-        self.join()
 
     def now(self) -> float:
-        """Seconds since :meth:`start`."""
+        """Seconds since :meth:`run` started."""
         return time.monotonic() - self._t0
 
-    def _run(self) -> None:
+    def run(self, *, started: float | None = None) -> None:
+        """Apply and heal every fault of the schedule, in time order; a fault that cannot be
+        applied is recorded in :attr:`errors` and everything is healed before the next.
+
+        Args:
+            started: the ``time.monotonic()`` the schedule's times count from (default: now).
+        """
+        self._t0 = time.monotonic() if started is None else started
         for fault in self.schedule:
-            if self._stop.wait(max(0.0, fault.at - self.now())):
-                return
+            time.sleep(max(0.0, fault.at - self.now()))
             try:
                 self._apply(fault)
             except Exception as exc:  # a fault that could not be applied is reported, not fatal

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .._cluster import KafkaCluster
 from .._config import free_ports
+from .._process import _pdeathsig_prefix
 from ._checker import (
     CHECK_NAMES,
     CheckResult,
@@ -316,13 +317,17 @@ def run_chaos(options: ChaosOptions) -> ChaosReport:
         for workload in workloads:
             with open(out / f"workload-{workload.name}.log", "w") as output:
                 workers[workload.name] = subprocess.Popen(
-                    [sys.executable, "-m", "kafkastate.testing.chaos._workload", *workload.argv],
+                    [
+                        *_pdeathsig_prefix(),
+                        *(sys.executable, "-m", "kafkastate.testing.chaos._workload"),
+                        *workload.argv,
+                    ],
                     stdout=output,
                     stderr=subprocess.STDOUT,
                     text=True,
                     env={**os.environ, "PYTHONUNBUFFERED": "1"},
                 )
-        injector.start()
+        injector.run()  # in this thread: the brokers it restarts live as long as it does
         workload_errors: list[str] = []
         budget = options.duration * 4 + 300
         for name, worker in workers.items():
@@ -335,7 +340,6 @@ def run_chaos(options: ChaosOptions) -> ChaosReport:
             if code != 0:
                 log_tail = (out / f"workload-{name}.log").read_text()[-2000:]
                 workload_errors.append(f"{name}: exit {code}\n{log_tail}")
-        injector.join()
         injector.write(out / "faults.json")
         proxy.reset()
         cluster.heal()

@@ -22,7 +22,7 @@ from typing import Any
 from .._config import HOST, free_ports
 from .._errors import HarnessError, PrerequisiteError
 from .._maven import _locked, cache_root
-from .._process import tail
+from .._process import _pdeathsig_prefix, tail
 
 __all__ = ["TOXIPROXY_VERSION", "Toxiproxy", "ensure_toxiproxy"]
 
@@ -109,6 +109,7 @@ class Toxiproxy:
         with open(self.log_file, "ab") as log:
             self._process = subprocess.Popen(
                 [
+                    *_pdeathsig_prefix(),  # gone with this thread even if we are SIGKILLed
                     *(str(self._binary), "-host", HOST, "-port", str(self.port)),
                     *("-seed", str(self.seed)),
                 ],
