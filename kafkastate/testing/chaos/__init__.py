@@ -10,7 +10,7 @@ extra).
 
 from __future__ import annotations
 
-from ._checker import CHECK_NAMES, CheckResult, check_produce, check_txn, read_topics
+from ._checker import CHECK_NAMES, CheckResult, check_group, check_produce, check_txn, read_topics
 from ._faults import FAULT_KINDS, Applied, Fault, FaultInjector, active_controller, make_schedule
 from ._runner import RUNTIMES, ChaosOptions, ChaosReport, run_chaos
 from ._toxiproxy import TOXIPROXY_VERSION, Toxiproxy, ensure_toxiproxy
@@ -28,6 +28,7 @@ __all__ = [
     "FaultInjector",
     "Toxiproxy",
     "active_controller",
+    "check_group",
     "check_produce",
     "ensure_toxiproxy",
     "make_schedule",

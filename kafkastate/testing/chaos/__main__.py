@@ -11,13 +11,21 @@ from ._faults import FAULT_KINDS
 from ._runner import RUNTIMES, ChaosOptions, run_chaos
 from ._toxiproxy import ensure_toxiproxy
 
-SHORT = {"records": 20_000, "keys": 500, "duration": 60.0, "faults": 5, "txn_records": 3_000}
+SHORT = {
+    "records": 20_000,
+    "keys": 500,
+    "duration": 60.0,
+    "faults": 5,
+    "txn_records": 3_000,
+    "group_records": 6_000,
+}
 LONG = {
     "records": 1_000_000,
     "keys": 10_000,
     "duration": 1200.0,
     "faults": 24,
     "txn_records": 100_000,
+    "group_records": 200_000,
 }
 
 
@@ -36,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, help="seconds the workloads are paced over")
     parser.add_argument("--faults", type=int)
     parser.add_argument("--txn-records", type=int, help="transactional input per runtime")
+    parser.add_argument("--group-records", type=int, help="consumer-group input per runtime")
     parser.add_argument("--runtimes", default=",".join(RUNTIMES))
     parser.add_argument("--kinds", default=",".join(FAULT_KINDS))
     parser.add_argument("--out", type=Path, default=Path("chaos-run"))
@@ -58,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         kinds=tuple(k for k in args.kinds.split(",") if k),
         txn_records=int(
             args.txn_records if args.txn_records is not None else preset["txn_records"]
+        ),
+        group_records=int(
+            args.group_records if args.group_records is not None else preset["group_records"]
         ),
     )
     report = run_chaos(options)

@@ -3,6 +3,9 @@ kafkastate) and judges them against the workloads' ack logs.
 
 Counts, each of which must be 0:
 
+- ``owners``: two members of a group owning one partition at the same time (from the
+  members' logs of assignments and revocations, on the one clock of their process);
+
 - ``lost``: acknowledged records missing from the log, or another record at their offset;
 - ``duplicates``: a (key, seq) read more than once;
 - ``order``: a key whose seqs go backwards in offset order (a key lives on one partition);
@@ -28,12 +31,14 @@ __all__ = [
     "CHECK_NAMES",
     "CheckResult",
     "check_produce",
+    "check_group",
     "check_txn",
     "committed_offsets",
     "read_topics",
 ]
 
 CHECK_NAMES = (
+    "owners",
     "lost",
     "duplicates",
     "order",
@@ -311,6 +316,79 @@ def check_txn(
         for offset in range(end):
             if (partition, offset) not in seen and (partition, offset) not in committed_inputs:
                 result.violation("lost", f"input p{partition}@{offset} never in the output")
+        if committed.get(partition, -1) != end:
+            result.violation(
+                "offsets",
+                f"partition {partition}: committed {committed.get(partition)}, input end {end}",
+            )
+    return result
+
+
+def check_group(
+    topic: str,
+    input_ends: dict[int, int],
+    committed: dict[int, int],
+    member_logs: Iterable[Path],
+) -> CheckResult:
+    """Judge a consumer-group workload: one owner per partition at any time, every input
+    record processed, the group's final committed offsets at the input's end.
+
+    A member owns a partition from its ``assigned`` event until ``revoked``, ``lost`` or
+    ``closing``; the coordinator must not give the partition to another member before the
+    owner gave it up, so no two ownership intervals of one partition may overlap.
+
+    Args:
+        topic: the input topic.
+        input_ends: partition -> its end offset.
+        committed: partition -> the group's committed offset (read with confluent-kafka).
+        member_logs: the workload's JSON-lines logs.
+
+    Returns:
+        The counts (``acked``: records processed, replays included; ``failed``: commits
+        that failed; ``read``: members).
+    """
+    result = CheckResult(topic=topic)
+    owned: dict[tuple[str, int], float] = {}
+    intervals: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
+    processed: set[tuple[int, int]] = set()
+    members: set[str] = set()
+    for entry in _load(member_logs):
+        member, event, at = str(entry["m"]), str(entry["ev"]), float(entry["t"])
+        members.add(member)
+        if event == "assigned":
+            for partition in entry["parts"]:
+                owned.setdefault((member, int(partition)), at)
+        elif event in ("revoked", "lost", "closing"):
+            parts = entry.get("parts") or [p for m, p in owned if m == member]
+            for partition in parts:
+                start = owned.pop((member, int(partition)), None)
+                if start is not None:
+                    intervals[int(partition)].append((start, at, member))
+        elif event == "batch":
+            for partition, offsets in entry["recs"].items():
+                result.acked += len(offsets)
+                processed.update((int(partition), int(offset)) for offset in offsets)
+        elif event == "commit" and not entry["ok"]:
+            result.failed += 1
+    for (member, partition), start in owned.items():  # never gave it up: owns it for good
+        intervals[partition].append((start, float("inf"), member))
+    for partition, spans in sorted(intervals.items()):
+        spans.sort()
+        held_until, holder = float("-inf"), ""
+        for start, end, member in spans:
+            if start < held_until and member != holder:
+                result.violation(
+                    "owners",
+                    f"partition {partition}: {member} assigned at {start:.3f} while"
+                    f" {holder} owned it until {held_until:.3f}",
+                )
+            if end > held_until:
+                held_until, holder = end, member
+    result.read = len(members)
+    for partition, end in sorted(input_ends.items()):
+        missing = [o for o in range(end) if (partition, o) not in processed]
+        for offset in missing:
+            result.violation("lost", f"input p{partition}@{offset} never processed")
         if committed.get(partition, -1) != end:
             result.violation(
                 "offsets",

@@ -22,6 +22,7 @@ from ._checker import (
     CHECK_NAMES,
     CheckResult,
     Read,
+    check_group,
     check_produce,
     check_txn,
     committed_offsets,
@@ -53,6 +54,8 @@ class ChaosOptions:
         kinds: the fault kinds to draw from.
         txn_records: input records of the transactional workload per runtime (0: no
             transactional workload).
+        group_records: input records of the consumer-group workload per runtime (0: no
+            group workload).
     """
 
     seed: int
@@ -65,13 +68,15 @@ class ChaosOptions:
     kafka_version: str | None = None
     kinds: Sequence[str] = FAULT_KINDS
     txn_records: int = 3_000
+    group_records: int = 6_000
 
     def command(self) -> str:
         """The command line that replays this run's schedule."""
         return (
             f"python -m kafkastate.testing.chaos --seed {self.seed} --records {self.records}"
             f" --keys {self.keys} --duration {self.duration:g} --faults {self.faults}"
-            f" --txn-records {self.txn_records} --runtimes {','.join(self.runtimes)}"
+            f" --txn-records {self.txn_records} --group-records {self.group_records}"
+            f" --runtimes {','.join(self.runtimes)}"
         )
 
 
@@ -177,21 +182,26 @@ class _Workload:
     name: str
     argv: list[str]
     topics: list[str]
-    read: str
-    check: Callable[[KafkaCluster, Read], CheckResult]
+    read: str | None
+    check: Callable[[KafkaCluster, Read | None], CheckResult]
     prefill: tuple[str, int] | None = None
 
 
-def _produce_check(cluster: KafkaCluster, read: Read, *, topic: str, log: Path) -> CheckResult:
-    return check_produce(topic, *read, [log])
+def _produce_check(
+    cluster: KafkaCluster, read: Read | None, *, topic: str, log: Path
+) -> CheckResult:
+    records, unreadable = read or ([], [])
+    return check_produce(topic, records, unreadable, [log])
 
 
 def _txn_check(
-    cluster: KafkaCluster, read: Read, *, source: str, sink: str, group: str, log: Path
+    cluster: KafkaCluster, read: Read | None, *, source: str, sink: str, group: str, log: Path
 ) -> CheckResult:
+    records, unreadable = read or ([], [])
     return check_txn(
         sink,
-        *read,
+        records,
+        unreadable,
         input_ends=_ends(cluster.bootstrap, source),
         committed=committed_offsets(cluster.bootstrap, group, source, PARTITIONS),
         txn_logs=[log],
@@ -234,7 +244,36 @@ def _workloads(options: ChaosOptions, out: Path, bootstrap: str) -> list[_Worklo
                 prefill=(source, options.txn_records),
             )
         )
+    for runtime in options.runtimes if options.group_records else ():
+        source, group = f"chaos-group-in-{runtime}", f"chaos-group-{runtime}"
+        log = out / f"group-{runtime}.jsonl"
+        found.append(
+            _Workload(
+                name=f"group-{runtime}",
+                argv=[
+                    *("group", "--runtime", runtime, *common, "--topic", source),
+                    *("--group", group, "--partitions", str(PARTITIONS), "--log", str(log)),
+                    *("--records", str(options.group_records), "--seed", str(options.seed)),
+                    *("--lifetime", str(max(6.0, options.duration / 6))),
+                ],
+                topics=[source],
+                read=None,
+                check=partial(_group_check, source=source, group=group, log=log),
+                prefill=(source, options.group_records),
+            )
+        )
     return found
+
+
+def _group_check(
+    cluster: KafkaCluster, read: Read | None, *, source: str, group: str, log: Path
+) -> CheckResult:
+    return check_group(
+        source,
+        input_ends=_ends(cluster.bootstrap, source),
+        committed=committed_offsets(cluster.bootstrap, group, source, PARTITIONS),
+        member_logs=[log],
+    )
 
 
 def _ends(bootstrap: str, topic: str) -> dict[int, int]:
@@ -343,8 +382,8 @@ def run_chaos(options: ChaosOptions) -> ChaosReport:
         injector.write(out / "faults.json")
         proxy.reset()
         cluster.heal()
-        reads = read_topics(cluster.bootstrap, [w.read for w in workloads])
-        results = [w.check(cluster, reads[w.read]) for w in workloads]
+        reads = read_topics(cluster.bootstrap, [w.read for w in workloads if w.read])
+        results = [w.check(cluster, reads.get(w.read or "")) for w in workloads]
     report = ChaosReport(
         options=options,
         results=results,

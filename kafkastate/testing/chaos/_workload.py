@@ -18,9 +18,20 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import IO, Any
 
+from kafkastate.errors import KafkaError
+
+from ._group import (
+    GroupArgs,
+    GroupLog,
+    GroupProgress,
+    member_lifetime,
+    member_program,
+    prefill_ends,
+)
 from ._txn import Program, TxnArgs, run_async, run_blocking, txn_program
 
 __all__ = ["PRODUCER_OPTIONS", "main", "record_value"]
@@ -295,6 +306,125 @@ def _txn(args: argparse.Namespace) -> int:
     return 0
 
 
+GROUP_CONSUMER_OPTIONS: dict[str, Any] = {
+    "enable_auto_commit": False,
+    "auto_offset_reset": "earliest",
+    "request_timeout_ms": 15_000,
+}
+"""The group workload's members: offsets committed by hand after each batch."""
+
+
+def _member_ops(consumer: Any, getmany: Any) -> dict[str, Any]:
+    return {"subscribe": consumer.subscribe, "getmany": getmany, "commit": consumer.commit}
+
+
+async def _group_async(
+    params: GroupArgs,
+    log: GroupLog,
+    progress: GroupProgress,
+    open_member: Callable[[], AbstractAsyncContextManager[Any]],
+) -> None:
+    import anyio  # noqa: PLC0415
+
+    async def slot(index: int) -> None:
+        generation = 0
+        while not progress.done():
+            member = f"{index}.{generation}"
+            lifetime = member_lifetime(params, index, generation)
+            try:
+                async with open_member() as consumer:
+                    program = member_program(params, member, lifetime, log, progress)
+                    await run_async(program, _member_ops(consumer, consumer.getmany))
+            except KafkaError as exc:
+                log.write("error", member, error=repr(exc))
+                log.write("closing", member)
+            generation += 1
+
+    async with anyio.create_task_group() as group:
+        for index in range(params.members):
+            group.start_soon(slot, index)
+
+
+def _group_blocking(params: GroupArgs, log: GroupLog, progress: GroupProgress, args: Any) -> None:
+    from kafkastate.sync import KafkaConsumer  # noqa: PLC0415
+
+    failures: list[BaseException] = []
+
+    def slot(index: int) -> None:
+        generation = 0
+        try:
+            while not progress.done():
+                member = f"{index}.{generation}"
+                lifetime = member_lifetime(params, index, generation)
+                consumer = KafkaConsumer(
+                    bootstrap_servers=args.bootstrap,
+                    group_id=params.group,
+                    **GROUP_CONSUMER_OPTIONS,
+                )
+                try:
+                    program = member_program(params, member, lifetime, log, progress)
+                    run_blocking(program, _member_ops(consumer, consumer.poll))
+                except KafkaError as exc:
+                    log.write("error", member, error=repr(exc))
+                    log.write("closing", member)
+                finally:
+                    consumer.close(autocommit=False)
+                generation += 1
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=slot, args=(i,)) for i in range(params.members)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+
+
+def _group(args: argparse.Namespace) -> int:
+    params = GroupArgs(
+        topic=args.topic,
+        group=args.group,
+        partitions=args.partitions,
+        members=args.members,
+        lifetime=args.lifetime,
+        seed=args.seed,
+    )
+    progress = GroupProgress(ends=prefill_ends(args.records, args.partitions))
+    options = {"bootstrap_servers": args.bootstrap, "group_id": args.group}
+    with open(args.log, "w", encoding="utf-8") as handle:
+        log = GroupLog(handle)
+        if args.runtime == "asyncio":
+            import asyncio  # noqa: PLC0415
+
+            from kafkastate.asyncio import AIOKafkaConsumer  # noqa: PLC0415
+
+            @asynccontextmanager
+            async def open_aio() -> AsyncIterator[Any]:
+                consumer = AIOKafkaConsumer(**options, **GROUP_CONSUMER_OPTIONS)
+                await consumer.start()
+                try:
+                    yield consumer
+                finally:
+                    await consumer.stop()
+
+            asyncio.run(_group_async(params, log, progress, open_aio))
+        elif args.runtime == "trio":
+            import trio  # noqa: PLC0415
+
+            from kafkastate.trio import open_consumer  # noqa: PLC0415
+
+            def open_trio() -> AbstractAsyncContextManager[Any]:
+                return open_consumer(**options, **GROUP_CONSUMER_OPTIONS)
+
+            trio.run(_group_async, params, log, progress, open_trio)
+        else:
+            _group_blocking(params, log, progress, args)
+    print(json.dumps({"committed": progress.committed}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point (one workload, one runtime)."""
     parser = argparse.ArgumentParser(description="a kafkastate chaos workload")
@@ -319,8 +449,21 @@ def main(argv: list[str] | None = None) -> int:
     txn.add_argument("--abort-every", type=int, default=7)
     txn.add_argument("--duration", type=float, default=60.0)
     txn.add_argument("--log", required=True)
+    group = sub.add_parser("group", help="consumer-group members that come and go")
+    group.add_argument("--runtime", choices=("asyncio", "trio", "blocking"), required=True)
+    group.add_argument("--bootstrap", required=True)
+    group.add_argument("--topic", required=True)
+    group.add_argument("--group", required=True)
+    group.add_argument("--partitions", type=int, required=True)
+    group.add_argument("--records", type=int, required=True, help="records in the input")
+    group.add_argument("--members", type=int, default=3)
+    group.add_argument("--lifetime", type=float, default=15.0)
+    group.add_argument("--seed", type=int, default=0)
+    group.add_argument("--duration", type=float, default=60.0)
+    group.add_argument("--log", required=True)
     args = parser.parse_args(argv)
-    return _produce(args) if args.workload == "produce" else _txn(args)
+    run = {"produce": _produce, "txn": _txn, "group": _group}[args.workload]
+    return run(args)
 
 
 if __name__ == "__main__":
