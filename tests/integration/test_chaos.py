@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from kafkastate.errors import KafkaTimeoutError
 from kafkastate.testing import HarnessError, KafkaCluster, PrerequisiteError
 from kafkastate.testing._config import NodePorts, NodeSpec, server_properties
 from kafkastate.testing.chaos import (
@@ -23,10 +24,19 @@ from kafkastate.testing.chaos import (
     FAULT_KINDS,
     RUNTIMES,
     ChaosOptions,
+    check_group,
     check_produce,
     check_txn,
     make_schedule,
     run_chaos,
+)
+from kafkastate.testing.chaos._group import (
+    GroupArgs,
+    GroupLog,
+    GroupProgress,
+    member_lifetime,
+    member_program,
+    prefill_ends,
 )
 from kafkastate.testing.chaos._txn import TxnArgs, output_value, run_blocking, txn_program
 from kafkastate.testing.chaos._workload import record_value
@@ -77,6 +87,11 @@ def test_proxied_listener_is_advertised_at_the_proxy_port() -> None:
 def test_proxy_ports_must_name_every_node() -> None:
     with pytest.raises(HarnessError, match="every node"):
         KafkaCluster.start(brokers=3, proxy_ports={1: 5001, 2: 5002})
+
+
+class _Record:
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
 
 
 # -- the checker ------------------------------------------------------------------------------
@@ -141,16 +156,82 @@ def test_txn_check_counts_aborted_reads_losses_and_offsets(tmp_path: Path) -> No
     assert counts == {"aborted_read": 1, "duplicates": 1, "lost": 1, "offsets": 1}
 
 
+def test_group_check_counts_overlapping_owners_gaps_and_offsets(tmp_path: Path) -> None:
+    rows = [
+        {"ev": "assigned", "m": "0.0", "parts": [0, 1], "t": 1.0},
+        {"ev": "batch", "m": "0.0", "recs": {"0": [0, 1], "1": [0]}, "t": 1.5},
+        {"ev": "commit", "m": "0.0", "offsets": {"0": 2, "1": 1}, "t0": 1.6, "ok": True, "t": 1.7},
+        {"ev": "revoked", "m": "0.0", "parts": [1], "t": 2.0},
+        {"ev": "assigned", "m": "1.0", "parts": [1], "t": 2.5},
+        {"ev": "batch", "m": "1.0", "recs": {"1": [1, 2]}, "t": 3.0},
+        {"ev": "commit", "m": "1.0", "offsets": {"1": 3}, "t0": 3.1, "ok": False, "t": 3.2},
+        {"ev": "closing", "m": "0.0", "t": 4.0},  # gives up partition 0
+        {"ev": "assigned", "m": "1.0", "parts": [0], "t": 4.5},
+    ]
+    path = _acks(tmp_path / "g", rows)
+    clean = check_group("in", {0: 2, 1: 3}, {0: 2, 1: 3}, [path])
+    assert clean.ok, clean.examples
+    assert (clean.acked, clean.failed, clean.read) == (5, 1, 2)
+
+    rows.append({"ev": "assigned", "m": "2.0", "parts": [1], "t": 2.7})  # 1.0 still owns it
+    result = check_group("in", {0: 3, 1: 3}, {0: 2, 1: 3}, [_acks(tmp_path / "h", rows)])
+    counts = {name: n for name, n in result.counts.items() if n}
+    assert counts == {"owners": 1, "lost": 1, "offsets": 1}  # p0@2 never processed
+
+
+def test_member_program_commits_each_batch_and_stops_at_the_end() -> None:
+    from kafkastate.structs import TopicPartition  # noqa: PLC0415
+
+    tp = TopicPartition("in", 0)
+    lines: list[str] = []
+
+    class _Lines:
+        def write(self, text: str) -> None:
+            lines.append(text)
+
+        def flush(self) -> None:
+            pass
+
+    log = GroupLog(_Lines())  # type: ignore[arg-type]
+    progress = GroupProgress(ends=prefill_ends(4, 2))
+    assert progress.ends == {0: 2, 1: 2}
+    progress.committed[1] = 2
+    commits: list[Any] = []
+
+    def commit(offsets: Any) -> None:
+        commits.append(offsets)
+        if len(commits) == 1:
+            raise KafkaTimeoutError("commit timed out")
+
+    batches = iter([{tp: [_Record(0)]}, {}, {tp: [_Record(1)]}])
+    ops = {
+        "subscribe": lambda topics, listener: listener.on_partitions_assigned({tp}),
+        "getmany": lambda **_: next(batches),
+        "commit": commit,
+        "sleep": lambda seconds: None,
+    }
+    args = GroupArgs("in", "g", partitions=2, members=1, lifetime=60.0, seed=1)
+    run_blocking(member_program(args, "0.0", 60.0, log, progress), ops)
+    events = [json.loads(line) for line in lines]
+    assert [e["ev"] for e in events] == [
+        "assigned",
+        "batch",
+        "commit",
+        "batch",
+        "commit",
+        "closing",
+    ]
+    assert [e.get("ok") for e in events if e["ev"] == "commit"] == [False, True]
+    assert commits == [{tp: 1}, {tp: 2}]
+    assert progress.done()
+    assert member_lifetime(args, 0, 0) == member_lifetime(args, 0, 0)
+    assert 30.0 <= member_lifetime(args, 0, 1) <= 60.0
+
+
 # -- the transactional program, stepped by hand -----------------------------------------------
 
 
-class _Record:
-    def __init__(self, offset: int) -> None:
-        self.offset = offset
-
-
 def test_txn_program_aborts_on_purpose_and_rewinds_after_an_error(tmp_path: Path) -> None:
-    from kafkastate.errors import KafkaTimeoutError  # noqa: PLC0415
     from kafkastate.structs import TopicPartition  # noqa: PLC0415
 
     tp = TopicPartition("in", 0)
@@ -232,6 +313,7 @@ def test_short_chaos_run(tmp_path: Path) -> None:
         duration=40.0,
         faults=4,
         txn_records=2_000,
+        group_records=3_000,
         runtimes=(runtime,),
         out=tmp_path / "chaos",
     )
@@ -258,6 +340,7 @@ def test_short_chaos_run(tmp_path: Path) -> None:
     assert {r.topic for r in report.results} == {
         f"chaos-produce-{runtime}",
         f"chaos-txn-out-{runtime}",
+        f"chaos-group-in-{runtime}",
     }
     produced = next(r for r in report.results if r.topic.startswith("chaos-produce"))
     assert produced.acked + produced.failed == options.records

@@ -52,6 +52,8 @@ class GroupArgs:
     members: int
     lifetime: float
     seed: int
+    duration: float = 0.0
+    """Seconds the commits are paced over (0: as fast as they go)."""
 
 
 class GroupLog:
@@ -76,6 +78,12 @@ class GroupProgress:
 
     ends: dict[int, int] = field(default_factory=dict)
     committed: dict[int, int] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    def due(self, duration: float) -> float:
+        """When the commits so far were due, paced over ``duration`` seconds."""
+        total = max(sum(self.ends.values()), 1)
+        return self.started + duration * sum(self.committed.values()) / total
 
     def done(self) -> bool:
         """Whether the commits reached every partition's end."""
@@ -129,10 +137,14 @@ def member_program(
     clock: Callable[[], float] = time.monotonic,
 ) -> Program:
     """One member's life as a generator of :class:`Op` (``subscribe``, ``getmany``,
-    ``commit``); the caller closes the consumer afterwards."""
+    ``commit``, ``sleep``); the caller closes the consumer afterwards."""
     deadline = clock() + lifetime
     yield Op("subscribe", ([args.topic],), {"listener": MemberListener(log, member)})
     while clock() < deadline and not progress.done():
+        ahead = progress.due(args.duration) - clock()
+        if ahead > 0:
+            yield Op("sleep", (min(ahead, 1.0),))
+            continue
         batch: dict[TopicPartition, list[Any]] = yield Op(
             "getmany", kwargs={"timeout_ms": 500, "max_records": 200}
         )

@@ -254,7 +254,7 @@ def _workloads(options: ChaosOptions, out: Path, bootstrap: str) -> list[_Worklo
                     *("group", "--runtime", runtime, *common, "--topic", source),
                     *("--group", group, "--partitions", str(PARTITIONS), "--log", str(log)),
                     *("--records", str(options.group_records), "--seed", str(options.seed)),
-                    *("--lifetime", str(max(6.0, options.duration / 6))),
+                    *("--lifetime", str(min(max(6.0, options.duration / 8), 30.0))),
                 ],
                 topics=[source],
                 read=None,

@@ -314,8 +314,13 @@ GROUP_CONSUMER_OPTIONS: dict[str, Any] = {
 """The group workload's members: offsets committed by hand after each batch."""
 
 
-def _member_ops(consumer: Any, getmany: Any) -> dict[str, Any]:
-    return {"subscribe": consumer.subscribe, "getmany": getmany, "commit": consumer.commit}
+def _member_ops(consumer: Any, getmany: Any, sleep: Any) -> dict[str, Any]:
+    return {
+        "subscribe": consumer.subscribe,
+        "getmany": getmany,
+        "commit": consumer.commit,
+        "sleep": sleep,
+    }
 
 
 async def _group_async(
@@ -334,7 +339,8 @@ async def _group_async(
             try:
                 async with open_member() as consumer:
                     program = member_program(params, member, lifetime, log, progress)
-                    await run_async(program, _member_ops(consumer, consumer.getmany))
+                    ops = _member_ops(consumer, consumer.getmany, anyio.sleep)
+                    await run_async(program, ops)
             except KafkaError as exc:
                 log.write("error", member, error=repr(exc))
                 log.write("closing", member)
@@ -363,7 +369,7 @@ def _group_blocking(params: GroupArgs, log: GroupLog, progress: GroupProgress, a
                 )
                 try:
                     program = member_program(params, member, lifetime, log, progress)
-                    run_blocking(program, _member_ops(consumer, consumer.poll))
+                    run_blocking(program, _member_ops(consumer, consumer.poll, time.sleep))
                 except KafkaError as exc:
                     log.write("error", member, error=repr(exc))
                     log.write("closing", member)
@@ -390,6 +396,7 @@ def _group(args: argparse.Namespace) -> int:
         members=args.members,
         lifetime=args.lifetime,
         seed=args.seed,
+        duration=args.duration,
     )
     progress = GroupProgress(ends=prefill_ends(args.records, args.partitions))
     options = {"bootstrap_servers": args.bootstrap, "group_id": args.group}
