@@ -312,15 +312,7 @@ def check_txn(
                 f"input p{source[0]}@{source[1]} committed in attempt {attempt},"
                 f" read {seen.get(source)}",
             )
-    for partition, end in sorted(input_ends.items()):
-        for offset in range(end):
-            if (partition, offset) not in seen and (partition, offset) not in committed_inputs:
-                result.violation("lost", f"input p{partition}@{offset} never in the output")
-        if committed.get(partition, -1) != end:
-            result.violation(
-                "offsets",
-                f"partition {partition}: committed {committed.get(partition)}, input end {end}",
-            )
+    _input_consumed(result, input_ends, committed, set(seen) | set(committed_inputs))
     return result
 
 
@@ -385,13 +377,24 @@ def check_group(
             if end > held_until:
                 held_until, holder = end, member
     result.read = len(members)
+    _input_consumed(result, input_ends, committed, processed)
+    return result
+
+
+def _input_consumed(
+    result: CheckResult,
+    input_ends: dict[int, int],
+    committed: dict[int, int],
+    processed: set[tuple[int, int]],
+) -> None:
+    """Every input record processed (else ``lost``: a skip), and the group's committed
+    offset at each partition's end (else ``offsets``)."""
     for partition, end in sorted(input_ends.items()):
-        missing = [o for o in range(end) if (partition, o) not in processed]
-        for offset in missing:
-            result.violation("lost", f"input p{partition}@{offset} never processed")
+        for offset in range(end):
+            if (partition, offset) not in processed:
+                result.violation("lost", f"input p{partition}@{offset} never processed")
         if committed.get(partition, -1) != end:
             result.violation(
                 "offsets",
                 f"partition {partition}: committed {committed.get(partition)}, input end {end}",
             )
-    return result

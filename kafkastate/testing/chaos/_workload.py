@@ -18,7 +18,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import IO, Any
 
@@ -169,19 +169,30 @@ def _produce_blocking(args: argparse.Namespace, log: AckLog) -> None:
         producer.close()
 
 
+def _run_on(
+    runtime: str,
+    on_asyncio: Callable[..., Coroutine[Any, Any, None]],
+    on_trio: Callable[..., Awaitable[None]],
+    on_blocking: Callable[..., None],
+    *args: Any,
+) -> None:
+    """Run the runtime's variant of a workload with ``args``."""
+    if runtime == "asyncio":
+        import asyncio  # noqa: PLC0415 -- one runtime per process
+
+        asyncio.run(on_asyncio(*args))
+    elif runtime == "trio":
+        import trio  # noqa: PLC0415
+
+        trio.run(on_trio, *args)
+    else:
+        on_blocking(*args)
+
+
 def _produce(args: argparse.Namespace) -> int:
     with open(args.log, "w", encoding="utf-8") as handle:
         log = AckLog(handle, args.topic)
-        if args.runtime == "asyncio":
-            import asyncio  # noqa: PLC0415
-
-            asyncio.run(_produce_asyncio(args, log))
-        elif args.runtime == "trio":
-            import trio  # noqa: PLC0415
-
-            trio.run(_produce_trio, args, log)
-        else:
-            _produce_blocking(args, log)
+        _run_on(args.runtime, _produce_asyncio, _produce_trio, _produce_blocking, args, log)
     print(json.dumps({"sent": args.records, "acked": log.acked, "failed": log.failed}))
     return 0
 
@@ -292,16 +303,7 @@ def _txn(args: argparse.Namespace) -> int:
     )
     with open(args.log, "w", encoding="utf-8") as handle:
         program = txn_program(params, handle)
-        if args.runtime == "asyncio":
-            import asyncio  # noqa: PLC0415
-
-            asyncio.run(_txn_asyncio(args, program))
-        elif args.runtime == "trio":
-            import trio  # noqa: PLC0415
-
-            trio.run(_txn_trio, args, program)
-        else:
-            _txn_blocking(args, program)
+        _run_on(args.runtime, _txn_asyncio, _txn_trio, _txn_blocking, args, program)
     print(json.dumps({"done": True}))
     return 0
 
@@ -351,7 +353,41 @@ async def _group_async(
             group.start_soon(slot, index)
 
 
-def _group_blocking(params: GroupArgs, log: GroupLog, progress: GroupProgress, args: Any) -> None:
+async def _group_asyncio(
+    params: GroupArgs, log: GroupLog, progress: GroupProgress, args: argparse.Namespace
+) -> None:
+    from kafkastate.asyncio import AIOKafkaConsumer  # noqa: PLC0415
+
+    @asynccontextmanager
+    async def open_member() -> AsyncIterator[Any]:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=args.bootstrap, group_id=params.group, **GROUP_CONSUMER_OPTIONS
+        )
+        await consumer.start()
+        try:
+            yield consumer
+        finally:
+            await consumer.stop()
+
+    await _group_async(params, log, progress, open_member)
+
+
+async def _group_trio(
+    params: GroupArgs, log: GroupLog, progress: GroupProgress, args: argparse.Namespace
+) -> None:
+    from kafkastate.trio import open_consumer  # noqa: PLC0415
+
+    def open_member() -> AbstractAsyncContextManager[Any]:
+        return open_consumer(
+            bootstrap_servers=args.bootstrap, group_id=params.group, **GROUP_CONSUMER_OPTIONS
+        )
+
+    await _group_async(params, log, progress, open_member)
+
+
+def _group_blocking(
+    params: GroupArgs, log: GroupLog, progress: GroupProgress, args: argparse.Namespace
+) -> None:
     from kafkastate.sync import KafkaConsumer  # noqa: PLC0415
 
     failures: list[BaseException] = []
@@ -399,35 +435,11 @@ def _group(args: argparse.Namespace) -> int:
         duration=args.duration,
     )
     progress = GroupProgress(ends=prefill_ends(args.records, args.partitions))
-    options = {"bootstrap_servers": args.bootstrap, "group_id": args.group}
     with open(args.log, "w", encoding="utf-8") as handle:
         log = GroupLog(handle)
-        if args.runtime == "asyncio":
-            import asyncio  # noqa: PLC0415
-
-            from kafkastate.asyncio import AIOKafkaConsumer  # noqa: PLC0415
-
-            @asynccontextmanager
-            async def open_aio() -> AsyncIterator[Any]:
-                consumer = AIOKafkaConsumer(**options, **GROUP_CONSUMER_OPTIONS)
-                await consumer.start()
-                try:
-                    yield consumer
-                finally:
-                    await consumer.stop()
-
-            asyncio.run(_group_async(params, log, progress, open_aio))
-        elif args.runtime == "trio":
-            import trio  # noqa: PLC0415
-
-            from kafkastate.trio import open_consumer  # noqa: PLC0415
-
-            def open_trio() -> AbstractAsyncContextManager[Any]:
-                return open_consumer(**options, **GROUP_CONSUMER_OPTIONS)
-
-            trio.run(_group_async, params, log, progress, open_trio)
-        else:
-            _group_blocking(params, log, progress, args)
+        _run_on(
+            args.runtime, _group_asyncio, _group_trio, _group_blocking, params, log, progress, args
+        )
     print(json.dumps({"committed": progress.committed}))
     return 0
 
