@@ -38,6 +38,7 @@ from kafkastate.testing.chaos._group import (
     member_program,
     prefill_ends,
 )
+from kafkastate.testing.chaos._plot import timeline_svg
 from kafkastate.testing.chaos._txn import TxnArgs, output_value, run_blocking, txn_program
 from kafkastate.testing.chaos._workload import record_value
 from kafkastate.testing.pytest_plugin import unavailable
@@ -62,6 +63,23 @@ def test_schedule_is_seeded_non_overlapping_and_covers_every_kind() -> None:
     assert set(by_kind["latency"].params) == {"latency", "jitter"}
     assert set(by_kind["bandwidth"].params) == {"rate"}
     assert set(by_kind["reset_peer"].params) == {"timeout"}
+
+
+def test_timeline_svg_draws_one_bar_per_fault() -> None:
+    import xml.etree.ElementTree as ET  # noqa: PLC0415
+
+    rows: list[dict[str, object]] = [
+        {"kind": "pause", "node": 2, "started": 1.0, "healed": 4.0, "detail": "SIGSTOP <2>"},
+        {"kind": "latency", "node": None, "started": 10.0, "healed": 14.5, "detail": ""},
+        {"kind": "pause", "node": 1, "started": 20.0, "healed": None, "detail": ""},
+    ]
+    root = ET.fromstring(timeline_svg(rows, 30.0, title="seed 1"))
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = [r for r in root.iter(f"{ns}rect") if r.find(f"{ns}title") is not None]
+    assert len(bars) == 3
+    labels = [t.text for t in root.iter(f"{ns}text")]
+    assert "pause" in labels and "latency" in labels and "leader_kill" not in labels
+    assert bars[0].find(f"{ns}title").text == "SIGSTOP <2>"  # type: ignore[union-attr]
 
 
 # -- the harness's PROXIED listener -----------------------------------------------------------

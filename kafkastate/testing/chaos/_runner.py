@@ -29,6 +29,7 @@ from ._checker import (
     read_topics,
 )
 from ._faults import FAULT_KINDS, FaultInjector, make_schedule, proxy_name
+from ._plot import timeline_svg
 from ._toxiproxy import Toxiproxy, ensure_toxiproxy
 
 __all__ = ["RUNTIMES", "ChaosOptions", "ChaosReport", "run_chaos"]
@@ -380,6 +381,14 @@ def run_chaos(options: ChaosOptions) -> ChaosReport:
                 log_tail = (out / f"workload-{name}.log").read_text()[-2000:]
                 workload_errors.append(f"{name}: exit {code}\n{log_tail}")
         injector.write(out / "faults.json")
+        applied = [asdict(row) for row in injector.timeline]
+        (out / "timeline.svg").write_text(
+            timeline_svg(
+                applied,
+                max(injector.now(), options.duration),
+                title=f"chaos run, seed {options.seed}: {len(applied)} faults",
+            )
+        )
         proxy.reset()
         cluster.heal()
         reads = read_topics(cluster.bootstrap, [w.read for w in workloads if w.read])
