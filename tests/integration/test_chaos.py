@@ -191,10 +191,23 @@ def test_group_check_counts_overlapping_owners_gaps_and_offsets(tmp_path: Path) 
     assert clean.ok, clean.examples
     assert (clean.acked, clean.failed, clean.read) == (5, 1, 2)
 
-    rows.append({"ev": "assigned", "m": "2.0", "parts": [1], "t": 2.7})  # 1.0 still owns it
+    # 1.0 is removed from the group and hears it late: a late "lost" is no violation ...
+    rows[6:6] = [
+        {"ev": "assigned", "m": "2.0", "parts": [1], "t": 3.5},
+        {"ev": "lost", "m": "1.0", "parts": [1], "t": 3.6},
+        {"ev": "revoked", "m": "2.0", "parts": [1], "t": 3.7},
+    ]
+    late = check_group("in", {0: 2, 1: 3}, {0: 2, 1: 3}, [_acks(tmp_path / "l", rows)])
+    assert late.ok, late.examples
+    # ... but a commit of it the coordinator accepted after 2.0 got the partition is
+    rows.insert(
+        7, {"ev": "commit", "m": "1.0", "offsets": {"1": 3}, "t0": 3.55, "ok": True, "t": 3.58}
+    )
+    rows.append({"ev": "assigned", "m": "2.0", "parts": [1], "t": 4.0})  # with 1.0 below
+    rows.append({"ev": "assigned", "m": "3.0", "parts": [1], "t": 4.1})  # 2.0 still owns it
     result = check_group("in", {0: 3, 1: 3}, {0: 2, 1: 3}, [_acks(tmp_path / "h", rows)])
     counts = {name: n for name, n in result.counts.items() if n}
-    assert counts == {"owners": 1, "lost": 1, "offsets": 1}  # p0@2 never processed
+    assert counts == {"owners": 2, "lost": 1, "offsets": 1}  # p0@2 never processed
 
 
 def test_member_program_commits_each_batch_and_stops_at_the_end() -> None:

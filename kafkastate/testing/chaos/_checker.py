@@ -325,9 +325,13 @@ def check_group(
     """Judge a consumer-group workload: one owner per partition at any time, every input
     record processed, the group's final committed offsets at the input's end.
 
-    A member owns a partition from its ``assigned`` event until ``revoked``, ``lost`` or
-    ``closing``; the coordinator must not give the partition to another member before the
-    owner gave it up, so no two ownership intervals of one partition may overlap.
+    A member owns a partition from its ``assigned`` event until ``revoked`` or ``closing``;
+    the coordinator must not give the partition to another member before the owner gave it
+    up, so no two ownership intervals of one partition may overlap. A ``lost`` partition
+    (the member was removed from the group, e.g. its session expired while a fault cut it
+    off, and learns it only later) counts as owned until the start of the member's last
+    commit the coordinator accepted: a commit of a removed member accepted after another
+    member got the partition is a violation, its late ``lost`` callback is not.
 
     Args:
         topic: the input topic.
@@ -341,6 +345,7 @@ def check_group(
     """
     result = CheckResult(topic=topic)
     owned: dict[tuple[str, int], float] = {}
+    confirmed: dict[tuple[str, int], float] = {}  # the last proof the member still owned it
     intervals: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
     processed: set[tuple[int, int]] = set()
     members: set[str] = set()
@@ -350,18 +355,26 @@ def check_group(
         if event == "assigned":
             for partition in entry["parts"]:
                 owned.setdefault((member, int(partition)), at)
+                confirmed[(member, int(partition))] = at
         elif event in ("revoked", "lost", "closing"):
             parts = entry.get("parts") or [p for m, p in owned if m == member]
             for partition in parts:
                 start = owned.pop((member, int(partition)), None)
                 if start is not None:
-                    intervals[int(partition)].append((start, at, member))
+                    # a lost partition was taken away at some unknown time: the member owned
+                    # it for sure only until the start of its last accepted commit
+                    end = confirmed[(member, int(partition))] if event == "lost" else at
+                    intervals[int(partition)].append((start, end, member))
         elif event == "batch":
             for partition, offsets in entry["recs"].items():
                 result.acked += len(offsets)
                 processed.update((int(partition), int(offset)) for offset in offsets)
         elif event == "commit" and not entry["ok"]:
             result.failed += 1
+        elif event == "commit":
+            for partition in entry["offsets"]:
+                if (member, int(partition)) in owned:
+                    confirmed[(member, int(partition))] = float(entry["t0"])
     for (member, partition), start in owned.items():  # never gave it up: owns it for good
         intervals[partition].append((start, float("inf"), member))
     for partition, spans in sorted(intervals.items()):
