@@ -14,13 +14,14 @@ offset, key, seq) as it arrives; a record that fails is logged with its error. T
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from kafkastate.errors import KafkaError
 
@@ -169,6 +170,14 @@ def _produce_blocking(args: argparse.Namespace, log: AckLog) -> None:
         producer.close()
 
 
+_Params = TypeVar("_Params", TxnArgs, GroupArgs)
+
+
+def _from_args(kind: type[_Params], args: argparse.Namespace) -> _Params:
+    """A workload's parameters from the command line options of the same names."""
+    return kind(**{f.name: getattr(args, f.name) for f in dataclasses.fields(kind)})
+
+
 def _run_on(
     runtime: str,
     on_asyncio: Callable[..., Coroutine[Any, Any, None]],
@@ -292,15 +301,7 @@ def _txn_blocking(args: argparse.Namespace, program: Program) -> None:
 
 
 def _txn(args: argparse.Namespace) -> int:
-    params = TxnArgs(
-        input=args.input,
-        output=args.output,
-        group=args.group,
-        partitions=args.partitions,
-        batch=args.batch,
-        abort_every=args.abort_every,
-        duration=args.duration,
-    )
+    params = _from_args(TxnArgs, args)
     with open(args.log, "w", encoding="utf-8") as handle:
         program = txn_program(params, handle)
         _run_on(args.runtime, _txn_asyncio, _txn_trio, _txn_blocking, args, program)
@@ -425,15 +426,7 @@ def _group_blocking(
 
 
 def _group(args: argparse.Namespace) -> int:
-    params = GroupArgs(
-        topic=args.topic,
-        group=args.group,
-        partitions=args.partitions,
-        members=args.members,
-        lifetime=args.lifetime,
-        seed=args.seed,
-        duration=args.duration,
-    )
+    params = _from_args(GroupArgs, args)
     progress = GroupProgress(ends=prefill_ends(args.records, args.partitions))
     with open(args.log, "w", encoding="utf-8") as handle:
         log = GroupLog(handle)
