@@ -170,6 +170,17 @@ def compat(session: nox.Session) -> None:
         )
 
 
+@nox.session(venv_backend="none")
+def chaos(session: nox.Session) -> None:
+    """The long chaos run (docs/reliability.md): a 3-broker cluster behind Toxiproxy, the
+    idempotent producer (1,000,000 records per runtime) and the transactional pipeline on
+    asyncio, trio and blocking under 24 faults, judged by confluent-kafka; exit 1 on any
+    violation, with the seed and schedule. ``-- --records 200000 --duration 600 --faults 20
+    --seed S`` shortens or replays a run. Toxiproxy is built with Go into the harness cache
+    on first use."""
+    session.run("python", "-m", "kafkastate.testing.chaos", *(session.posargs or ["--long"]))
+
+
 FUZZ_TESTS = (
     "tests/core/protocol/test_response_fuzz.py",
     "tests/core/protocol/test_records_fuzz.py",

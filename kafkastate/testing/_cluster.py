@@ -214,6 +214,12 @@ class Broker(JvmProcess):
         return self._spec.ports.sasl_ssl
 
     @property
+    def proxied_port(self) -> int | None:
+        """The ``PROXIED`` client listener's own port (what a fault proxy forwards to), or
+        ``None`` (``KafkaCluster.start(proxy_ports=...)``)."""
+        return self._spec.ports.proxied
+
+    @property
     def node_dir(self) -> Path:
         """This node's directory: configs, ``data/``, ``logs/``."""
         return self._node_dir
@@ -445,6 +451,7 @@ class _Options:
     ssl_client_auth: str = "none"
     ssl_hostnames: tuple[str, ...] = field(default=DEFAULT_HOSTNAMES)
     sasl_ssl: bool = False
+    proxy_ports: dict[int, int] = field(default_factory=dict)
 
 
 class KafkaCluster:
@@ -462,6 +469,8 @@ class KafkaCluster:
             or ``None``.
         oauth: that listener's :class:`OAuthSpec`, or ``None``.
         sasl_ssl_bootstrap: the SASL_SSL listeners (``start(sasl_ssl=True)``), or ``None``.
+        proxied_bootstrap: the fault proxy's ports of the ``PROXIED`` listeners
+            (``start(proxy_ports=...)``), or ``None``.
         sasl: the SASL users, or ``None`` without a SASL listener.
         ca_file: the CA certificate (PEM) that signed the SSL listener's certificate, or ``None``.
         tls: the SSL listener's TLS files (``tls.ca_file`` is :attr:`ca_file`), or ``None``.
@@ -493,6 +502,7 @@ class KafkaCluster:
         self.ssl_bootstrap = ssl_bootstrap
         self.oauth_bootstrap: str | None = None
         self.sasl_ssl_bootstrap: str | None = None
+        self.proxied_bootstrap: str | None = None
         self.oauth: OAuthSpec | None = None
         self.sasl = sasl
         self.ca_file = ca_file
@@ -535,6 +545,7 @@ class KafkaCluster:
         detached: bool = False,
         kerberos: KerberosService | None = None,
         sasl_ssl: bool = False,
+        proxy_ports: Mapping[int, int] | None = None,
     ) -> KafkaCluster:
         """Start a local cluster of combined broker+controller JVMs and wait until it is ready.
 
@@ -572,6 +583,12 @@ class KafkaCluster:
                 with ``kerberos`` -- over TLS with the SSL listener's certificate (no client
                 certificate asked). Its OAUTHBEARER validates signed tokens against
                 ``oauth``'s JWKS when ``oauth`` is given, else unsecured ones.
+            proxy_ports: node id -> the port a fault proxy listens on for that node (every
+                node): each node gets a client listener ``PROXIED`` (PLAINTEXT) on a port of
+                its own (``broker.proxied_port``), advertised at ``127.0.0.1:<proxy port>``,
+                so clients bootstrapped at :attr:`proxied_bootstrap` reach every broker
+                through the proxy. The proxy, forwarding each proxy port to the node's
+                ``proxied_port``, is the caller's to run (``kafkastate.testing.chaos``).
 
         Returns:
             The ready cluster.
@@ -587,6 +604,10 @@ class KafkaCluster:
         if ssl_client_auth not in CLIENT_AUTH:
             raise HarnessError(
                 f"ssl_client_auth must be one of {', '.join(CLIENT_AUTH)}, got {ssl_client_auth!r}"
+            )
+        if proxy_ports is not None and set(proxy_ports) != set(range(1, brokers + 1)):
+            raise HarnessError(
+                f"proxy_ports must name every node 1..{brokers}, got {sorted(proxy_ports)}"
             )
         krb5 = [f"-Djava.security.krb5.conf={kerberos.krb5_conf}"] if kerberos else []
         options = _Options(
@@ -608,6 +629,7 @@ class KafkaCluster:
             ssl_client_auth=ssl_client_auth,
             ssl_hostnames=tuple(ssl_hostnames),
             kerberos=kerberos,
+            proxy_ports=dict(proxy_ports or {}),
         )
         java = find_java()
         libs = fetch_kafka_libs(version)
@@ -665,9 +687,9 @@ class KafkaCluster:
             tls = replace(tls, client_auth=options.ssl_client_auth)
         creds = SaslCredentials() if options.sasl else None
         with_oauth = options.oauth is not None
-        per_node = (
-            2 + int(options.sasl) + int(options.ssl) + int(with_oauth) + int(options.sasl_ssl)
-        )
+        proxied = bool(options.proxy_ports)
+        listeners = (options.sasl, options.ssl, with_oauth, options.sasl_ssl, proxied)
+        per_node = 2 + sum(map(int, listeners))
         ports = iter(free_ports(per_node * options.brokers + int(profile.zookeeper)))
         node_ports: dict[int, NodePorts] = {}
         for node_id in range(1, options.brokers + 1):
@@ -678,6 +700,8 @@ class KafkaCluster:
                 ssl=next(ports) if options.ssl else None,
                 oauth=next(ports) if with_oauth else None,
                 sasl_ssl=next(ports) if options.sasl_ssl else None,
+                proxied=next(ports) if proxied else None,
+                proxied_advertised=options.proxy_ports.get(node_id),
             )
         voters = {nid: p.controller for nid, p in node_ports.items()}
         cluster = cls(
@@ -753,6 +777,7 @@ class KafkaCluster:
         self.ssl_bootstrap = join([b.ssl_port for b in self.brokers])
         self.oauth_bootstrap = join([b.oauth_port for b in self.brokers])
         self.sasl_ssl_bootstrap = join([b.sasl_ssl_port for b in self.brokers])
+        self.proxied_bootstrap = join([b._spec.ports.proxied_advertised for b in self.brokers])
 
     def _format_all(self, java: str, libs: Path, options: _Options) -> None:
         procs: list[tuple[Broker, Path, subprocess.Popen[bytes]]] = []
@@ -1204,6 +1229,8 @@ class KafkaCluster:
                         "sasl": b.sasl_port,
                         "ssl": b.ssl_port,
                         "sasl_ssl": b.sasl_ssl_port,
+                        "proxied": b.proxied_port,
+                        "proxied_advertised": b._spec.ports.proxied_advertised,
                     },
                 }
                 for b in self.brokers

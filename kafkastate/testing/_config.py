@@ -154,7 +154,12 @@ class TlsFiles:
 
 @dataclass(frozen=True)
 class NodePorts:
-    """The loopback ports one node listens on (``None``: listener not enabled)."""
+    """The loopback ports one node listens on (``None``: listener not enabled).
+
+    ``proxied`` is the port of the ``PROXIED`` listener (PLAINTEXT, for clients only), which
+    the node advertises at ``proxied_advertised``: the port a fault proxy listens on and
+    forwards to ``proxied`` (the chaos runner's Toxiproxy).
+    """
 
     plaintext: int
     controller: int
@@ -162,6 +167,8 @@ class NodePorts:
     ssl: int | None = None
     oauth: int | None = None
     sasl_ssl: int | None = None
+    proxied: int | None = None
+    proxied_advertised: int | None = None
 
 
 @dataclass(frozen=True)
@@ -328,10 +335,17 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
             raise ValueError("a SASL_SSL listener needs its port, SASL users and TLS files")
         listeners["SASL_SSL"] = node.ports.sasl_ssl
         protocol_map["SASL_SSL"] = "SASL_SSL"
+    advertised_ports = dict(listeners)
+    if node.ports.proxied is not None:
+        if node.ports.proxied_advertised is None:
+            raise ValueError("a PROXIED listener needs the proxy's port to advertise")
+        listeners["PROXIED"] = node.ports.proxied
+        advertised_ports["PROXIED"] = node.ports.proxied_advertised
+        protocol_map["PROXIED"] = "PLAINTEXT"
     listener_list = ",".join(f"{name}://{HOST}:{port}" for name, port in listeners.items())
     advertised = ",".join(
         f"{name}://{HOST}:{port}"
-        for name, port in listeners.items()
+        for name, port in advertised_ports.items()
         if name != "CONTROLLER" or profile.standalone_quorum
     )
 

@@ -309,6 +309,11 @@ class KafkaConsumer:
             self._run_listener_calls()
             runs = machine.poll(max_records, now=time.monotonic())
             if runs:
+                # Act on what handing out asked for (a connection, a fetch) before the
+                # application goes away: a ConnectRequested left queued goes stale once a
+                # later call runs the client's timers past its setup deadline, and the
+                # socket then opened for it is reported to a node no longer connecting.
+                self._sync_io()
                 return to_consumer_records(
                     runs, machine, self._key_deserializer, self._value_deserializer, self._tracing
                 )
@@ -351,6 +356,7 @@ class KafkaConsumer:
         """Read ``partition`` from ``offset`` next."""
         self._open()
         self._machine.seek(partition, offset, now=time.monotonic())
+        self._sync_io()
 
     @_locked
     def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
@@ -715,6 +721,12 @@ class KafkaConsumer:
                 self._machine.raise_pending_error()
             except RebalanceListenerError as exc:
                 log.error("%s", exc)
+
+    def _sync_io(self) -> None:
+        """Open, close and write what the machine asked for, now."""
+        if self._loop is not None:
+            self._handle_events()
+            self._loop.flush()
 
     def _handle_events(self) -> None:
         loop = self._loop

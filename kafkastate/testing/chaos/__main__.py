@@ -1,0 +1,88 @@
+"""``python -m kafkastate.testing.chaos``: one chaos run; exit 1 on any violation."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+from ._faults import FAULT_KINDS
+from ._runner import RUNTIMES, ChaosOptions, run_chaos
+from ._toxiproxy import ensure_toxiproxy
+
+SHORT = {
+    "records": 20_000,
+    "keys": 500,
+    "duration": 60.0,
+    "faults": 5,
+    "txn_records": 3_000,
+    "group_records": 6_000,
+}
+LONG = {
+    "records": 1_000_000,
+    "keys": 10_000,
+    "duration": 1200.0,
+    "faults": 24,
+    "txn_records": 100_000,
+    "group_records": 200_000,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the options, run, print the table and the reproducer."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--long", action="store_true", help=f"the long run: {LONG}")
+    parser.add_argument(
+        "--install-proxy",
+        action="store_true",
+        help="only build Toxiproxy into the harness cache (if needed) and print its path",
+    )
+    parser.add_argument("--seed", type=int, default=None, help="default: a random one")
+    parser.add_argument("--records", type=int, help="records per runtime")
+    parser.add_argument("--keys", type=int)
+    parser.add_argument("--duration", type=float, help="seconds the workloads are paced over")
+    parser.add_argument("--faults", type=int)
+    parser.add_argument("--txn-records", type=int, help="transactional input per runtime")
+    parser.add_argument("--group-records", type=int, help="consumer-group input per runtime")
+    parser.add_argument("--runtimes", default=",".join(RUNTIMES))
+    parser.add_argument("--kinds", default=",".join(FAULT_KINDS))
+    parser.add_argument("--out", type=Path, default=Path("chaos-run"))
+    parser.add_argument("--kafka-version", default=None)
+    args = parser.parse_args(argv)
+    if args.install_proxy:
+        print(ensure_toxiproxy())
+        return 0
+    preset = LONG if args.long else SHORT
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    options = ChaosOptions(
+        seed=seed,
+        records=int(args.records or preset["records"]),
+        keys=int(args.keys or preset["keys"]),
+        duration=float(args.duration or preset["duration"]),
+        faults=int(args.faults if args.faults is not None else preset["faults"]),
+        runtimes=tuple(r for r in args.runtimes.split(",") if r),
+        out=args.out,
+        kafka_version=args.kafka_version,
+        kinds=tuple(k for k in args.kinds.split(",") if k),
+        txn_records=int(
+            args.txn_records if args.txn_records is not None else preset["txn_records"]
+        ),
+        group_records=int(
+            args.group_records if args.group_records is not None else preset["group_records"]
+        ),
+    )
+    report = run_chaos(options)
+    print(report.table())
+    for error in report.fault_errors + report.workload_errors:
+        print(f"error: {error}")
+    for result in report.results:
+        for check, examples in result.examples.items():
+            for example in examples:
+                print(f"{result.topic} {check}: {example}")
+    print(("PASS" if report.ok else "FAIL") + f" in {report.elapsed} s; {report.reproducer()}")
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,413 @@
+"""The independent checker: reads the topics back with confluent-kafka (librdkafka, not
+kafkastate) and judges them against the workloads' ack logs.
+
+Counts, each of which must be 0:
+
+- ``owners``: two members of a group owning one partition at the same time (from the
+  members' logs of assignments and revocations, on the one clock of their process);
+
+- ``lost``: acknowledged records missing from the log, or another record at their offset;
+- ``duplicates``: a (key, seq) read more than once;
+- ``order``: a key whose seqs go backwards in offset order (a key lives on one partition);
+- ``ack_mismatch``: one (key, seq) acknowledged at two different offsets;
+- ``aborted_read``: a record of a transaction aborted on purpose seen by a
+  ``read_committed`` reader;
+- ``offsets``: a committed group offset that skips records not processed, or would replay
+  records already processed (it must equal the input's end once the workload is done);
+- ``unreadable``: partitions the reader could not read to their end.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CHECK_NAMES",
+    "CheckResult",
+    "check_produce",
+    "check_group",
+    "check_txn",
+    "committed_offsets",
+    "read_topics",
+]
+
+CHECK_NAMES = (
+    "owners",
+    "lost",
+    "duplicates",
+    "order",
+    "ack_mismatch",
+    "aborted_read",
+    "offsets",
+    "unreadable",
+)
+
+
+@dataclass
+class CheckResult:
+    """What the checker found for one workload's topic.
+
+    Attributes:
+        topic: the topic.
+        read: records read back.
+        acked: distinct records the workload logged as acknowledged.
+        failed: records the workload logged as failed (their fate is unknown).
+        counts: check name -> violations (:data:`CHECK_NAMES`).
+        examples: a few violations per check, for the report.
+    """
+
+    topic: str
+    read: int = 0
+    acked: int = 0
+    failed: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CHECK_NAMES, 0))
+    examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    def violation(self, check: str, example: str) -> None:
+        """Count one violation of ``check``, keeping the first few examples."""
+        self.counts[check] += 1
+        if len(self.examples[check]) < 5:
+            self.examples[check].append(example)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every count is 0."""
+        return not any(self.counts.values())
+
+
+Read = tuple[list[tuple[int, int, bytes | None, bytes | None]], list[int]]
+"""What :func:`read_topics` read of one topic: ``(partition, offset, key, value)`` of every
+record, and the partitions it could not read to their end."""
+
+
+def read_topics(
+    bootstrap: str, topics: Sequence[str], *, timeout: float = 180.0
+) -> dict[str, Read]:
+    """Read every partition of ``topics`` from the start to its end with confluent-kafka,
+    ``read_committed``, one consumer for all.
+
+    Args:
+        bootstrap: brokers to read from (directly, not through the fault proxy).
+        topics: the topics.
+        timeout: seconds for the whole read.
+
+    Returns:
+        Topic -> what was read.
+    """
+    from confluent_kafka import (  # noqa: PLC0415 -- the checker's own, optional, client
+        OFFSET_BEGINNING,
+        Consumer,
+        KafkaError,
+        TopicPartition,
+    )
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "chaos-checker",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    out: dict[str, Read] = {topic: ([], []) for topic in topics}
+    try:
+        meta = consumer.list_topics(timeout=30).topics
+        ends = {
+            (topic, p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for topic in topics
+            for p in sorted(meta[topic].partitions)
+        }
+        consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in ends])
+        pending = {tp for tp, end in ends.items() if end > 0}
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=10_000, timeout=1.0):
+                error = message.error()
+                topic, partition, offset = message.topic(), message.partition(), message.offset()
+                if topic is None or partition is None or offset is None:
+                    raise RuntimeError(f"checker read: {error}")
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        if offset >= ends[(topic, partition)]:
+                            pending.discard((topic, partition))
+                        continue
+                    raise RuntimeError(f"checker read of {topic}: {error}")
+                out[topic][0].append((partition, offset, message.key(), message.value()))
+                if offset + 1 >= ends[(topic, partition)]:
+                    pending.discard((topic, partition))
+        for topic, partition in sorted(pending):
+            out[topic][1].append(partition)
+        return out
+    finally:
+        consumer.close()
+
+
+def _load(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    entries = []
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    entries.append(json.loads(line))
+    return entries
+
+
+def check_produce(
+    topic: str,
+    records: Sequence[tuple[int, int, bytes | None, bytes | None]],
+    unreadable: Sequence[int],
+    ack_logs: Iterable[Path],
+) -> CheckResult:
+    """Judge a producer workload's topic against its ack log(s).
+
+    Args:
+        topic: the topic.
+        records: what :func:`read_topics` read.
+        unreadable: partitions it could not read to their end.
+        ack_logs: the workload's JSON-lines ack logs.
+
+    Returns:
+        The counts.
+    """
+    result = CheckResult(topic=topic, read=len(records))
+    for partition in unreadable:
+        result.violation("unreadable", f"partition {partition} not read to its end")
+    at_offset: dict[tuple[int, int], tuple[int, int]] = {}
+    seen: dict[tuple[int, int], tuple[int, int]] = {}
+    last_seq: dict[int, tuple[int, int]] = {}
+    for partition, offset, _key, value in sorted(records, key=lambda r: (r[0], r[1])):
+        try:
+            key_text, seq_text = (value or b"").decode().split(":")
+            key, seq = int(key_text), int(seq_text)
+        except ValueError:
+            result.violation("lost", f"p{partition}@{offset}: unexpected value {value!r}")
+            continue
+        at_offset[(partition, offset)] = (key, seq)
+        if (key, seq) in seen:
+            first = seen[(key, seq)]
+            result.violation(
+                "duplicates", f"{key}:{seq} at p{first[0]}@{first[1]} and p{partition}@{offset}"
+            )
+        else:
+            seen[(key, seq)] = (partition, offset)
+        previous = last_seq.get(key)
+        if previous is not None and seq < previous[0]:
+            result.violation(
+                "order",
+                f"key {key}: seq {seq} at p{partition}@{offset} after seq {previous[0]}"
+                f" at @{previous[1]}",
+            )
+        last_seq[key] = (seq, offset)
+    acked: dict[tuple[int, int], tuple[int, int]] = {}
+    for entry in _load(ack_logs):
+        ident = (int(entry["k"]), int(entry["s"]))
+        if "err" in entry:
+            result.failed += 1
+            continue
+        where = (int(entry["p"]), int(entry["o"]))
+        if ident in acked and acked[ident] != where:
+            result.violation(
+                "ack_mismatch", f"{ident[0]}:{ident[1]} acked at {acked[ident]} and {where}"
+            )
+        acked[ident] = where
+    result.acked = len(acked)
+    for ident, where in acked.items():
+        found = at_offset.get(where)
+        if found != ident:
+            result.violation(
+                "lost", f"{ident[0]}:{ident[1]} acked at p{where[0]}@{where[1]}, read {found}"
+            )
+    return result
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offsets of ``topic`` (-1: none), read with confluent-kafka."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        found = consumer.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=30
+        )
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        consumer.close()
+
+
+def check_txn(
+    topic: str,
+    records: Sequence[tuple[int, int, bytes | None, bytes | None]],
+    unreadable: Sequence[int],
+    *,
+    input_ends: dict[int, int],
+    committed: dict[int, int],
+    txn_logs: Iterable[Path],
+) -> CheckResult:
+    """Judge a transactional workload's output (read ``read_committed``) against its input,
+    the group's committed offsets and the workload's log of attempts.
+
+    Every input record must be in the output exactly once (``lost``, ``duplicates``), in
+    input order per partition (``order``); no record of an attempt aborted on purpose may be
+    visible (``aborted_read``); an attempt logged as committed must be visible (``lost``);
+    the committed offsets must equal the input's end (``offsets``).
+
+    Args:
+        topic: the output topic.
+        records: what :func:`read_topics` read (``read_committed``).
+        unreadable: partitions it could not read to their end.
+        input_ends: input partition -> its end offset (records written before the run).
+        committed: input partition -> the group's committed offset.
+        txn_logs: the workload's JSON-lines logs of attempts.
+
+    Returns:
+        The counts (``acked``: input records processed in committed attempts; ``failed``:
+        attempts with an unknown outcome).
+    """
+    result = CheckResult(topic=topic, read=len(records))
+    for partition in unreadable:
+        result.violation("unreadable", f"partition {partition} not read to its end")
+    attempts: dict[int, str] = {}
+    committed_inputs: dict[tuple[int, int], int] = {}
+    for entry in _load(txn_logs):
+        attempt, outcome = int(entry["attempt"]), str(entry["outcome"])
+        attempts[attempt] = outcome
+        if outcome == "unknown":
+            result.failed += 1
+        if outcome == "committed":
+            for partition, offsets in entry["offsets"].items():
+                for offset in offsets:
+                    committed_inputs[(int(partition), int(offset))] = attempt
+    result.acked = len(committed_inputs)
+    seen: dict[tuple[int, int], int] = {}
+    last: dict[int, int] = {}
+    for partition, offset, _key, value in sorted(records, key=lambda r: (r[0], r[1])):
+        try:
+            in_partition, in_offset, attempt = (int(x) for x in (value or b"").split(b":"))
+        except ValueError:
+            result.violation("lost", f"p{partition}@{offset}: unexpected value {value!r}")
+            continue
+        source = (in_partition, in_offset)
+        if attempts.get(attempt) == "aborted":
+            result.violation("aborted_read", f"p{partition}@{offset}: from aborted {attempt}")
+        if source in seen:
+            result.violation(
+                "duplicates",
+                f"input p{in_partition}@{in_offset} in attempts {seen[source]} and {attempt}",
+            )
+        seen[source] = attempt
+        if in_partition != partition or in_offset < last.get(partition, -1):
+            result.violation("order", f"p{partition}@{offset}: input p{in_partition}@{in_offset}")
+        last[partition] = max(last.get(partition, -1), in_offset)
+    for source, attempt in committed_inputs.items():
+        if seen.get(source) != attempt:
+            result.violation(
+                "lost",
+                f"input p{source[0]}@{source[1]} committed in attempt {attempt},"
+                f" read {seen.get(source)}",
+            )
+    _input_consumed(result, input_ends, committed, set(seen) | set(committed_inputs))
+    return result
+
+
+def check_group(
+    topic: str,
+    input_ends: dict[int, int],
+    committed: dict[int, int],
+    member_logs: Iterable[Path],
+) -> CheckResult:
+    """Judge a consumer-group workload: one owner per partition at any time, every input
+    record processed, the group's final committed offsets at the input's end.
+
+    A member owns a partition from its ``assigned`` event until ``revoked`` or ``closing``;
+    the coordinator must not give the partition to another member before the owner gave it
+    up, so no two ownership intervals of one partition may overlap. A ``lost`` partition
+    (the member was removed from the group, e.g. its session expired while a fault cut it
+    off, and learns it only later) counts as owned until the start of the member's last
+    commit the coordinator accepted: a commit of a removed member accepted after another
+    member got the partition is a violation, its late ``lost`` callback is not.
+
+    Args:
+        topic: the input topic.
+        input_ends: partition -> its end offset.
+        committed: partition -> the group's committed offset (read with confluent-kafka).
+        member_logs: the workload's JSON-lines logs.
+
+    Returns:
+        The counts (``acked``: records processed, replays included; ``failed``: commits
+        that failed; ``read``: members).
+    """
+    result = CheckResult(topic=topic)
+    owned: dict[tuple[str, int], float] = {}
+    confirmed: dict[tuple[str, int], float] = {}  # the last proof the member still owned it
+    intervals: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
+    processed: set[tuple[int, int]] = set()
+    members: set[str] = set()
+    for entry in _load(member_logs):
+        member, event, at = str(entry["m"]), str(entry["ev"]), float(entry["t"])
+        members.add(member)
+        if event == "assigned":
+            for partition in entry["parts"]:
+                owned.setdefault((member, int(partition)), at)
+                confirmed[(member, int(partition))] = at
+        elif event in ("revoked", "lost", "closing"):
+            parts = entry.get("parts") or [p for m, p in owned if m == member]
+            for partition in parts:
+                start = owned.pop((member, int(partition)), None)
+                if start is not None:
+                    # a lost partition was taken away at some unknown time: the member owned
+                    # it for sure only until the start of its last accepted commit
+                    end = confirmed[(member, int(partition))] if event == "lost" else at
+                    intervals[int(partition)].append((start, end, member))
+        elif event == "batch":
+            for partition, offsets in entry["recs"].items():
+                result.acked += len(offsets)
+                processed.update((int(partition), int(offset)) for offset in offsets)
+        elif event == "commit" and not entry["ok"]:
+            result.failed += 1
+        elif event == "commit":
+            for partition in entry["offsets"]:
+                if (member, int(partition)) in owned:
+                    confirmed[(member, int(partition))] = float(entry["t0"])
+    for (member, partition), start in owned.items():  # never gave it up: owns it for good
+        intervals[partition].append((start, float("inf"), member))
+    for partition, spans in sorted(intervals.items()):
+        spans.sort()
+        held_until, holder = float("-inf"), ""
+        for start, end, member in spans:
+            if start < held_until and member != holder:
+                result.violation(
+                    "owners",
+                    f"partition {partition}: {member} assigned at {start:.3f} while"
+                    f" {holder} owned it until {held_until:.3f}",
+                )
+            if end > held_until:
+                held_until, holder = end, member
+    result.read = len(members)
+    _input_consumed(result, input_ends, committed, processed)
+    return result
+
+
+def _input_consumed(
+    result: CheckResult,
+    input_ends: dict[int, int],
+    committed: dict[int, int],
+    processed: set[tuple[int, int]],
+) -> None:
+    """Every input record processed (else ``lost``: a skip), and the group's committed
+    offset at each partition's end (else ``offsets``)."""
+    for partition, end in sorted(input_ends.items()):
+        for offset in range(end):
+            if (partition, offset) not in processed:
+                result.violation("lost", f"input p{partition}@{offset} never processed")
+        if committed.get(partition, -1) != end:
+            result.violation(
+                "offsets",
+                f"partition {partition}: committed {committed.get(partition)}, input end {end}",
+            )

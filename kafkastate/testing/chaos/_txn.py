@@ -1,0 +1,157 @@
+"""The transactional read-process-write workload, written once as a program of operations
+that a driver carries out on one runtime (asyncio, trio: awaited; blocking: called).
+
+The program reads ``input`` (assign-based, ``read_committed``), and per batch: begins a
+transaction, writes one output record per input record to the same partition (value
+``b"<partition>:<offset>:<attempt>"``), adds the input offsets with
+``send_offsets_to_transaction`` and commits -- except every ``abort_every``-th attempt, which
+it aborts on purpose and re-reads. An attempt that fails (a fault got in the way) is aborted
+if the producer still can, and the consumer goes back to the group's committed offsets. The
+log (JSON lines) names each attempt's outcome: ``committed``, ``aborted`` (on purpose) or
+``unknown`` (an error; it may have committed), with its input offsets.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import IO, Any
+
+from kafkastate.errors import KafkaError
+from kafkastate.structs import TopicPartition
+
+__all__ = ["Op", "TxnArgs", "output_value", "run_async", "run_blocking", "txn_program"]
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation for the driver: a client method name and its arguments."""
+
+    name: str
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class TxnArgs:
+    """The workload's parameters (see ``_workload.py txn``)."""
+
+    input: str
+    output: str
+    group: str
+    partitions: int
+    batch: int
+    abort_every: int
+    duration: float
+
+
+def output_value(partition: int, offset: int, attempt: int) -> bytes:
+    """The output record made from input ``partition@offset`` in transaction ``attempt``."""
+    return f"{partition}:{offset}:{attempt}".encode()
+
+
+Program = Generator[Op, Any, None]
+
+
+def txn_program(args: TxnArgs, log: IO[str]) -> Program:
+    """The workload as a generator of :class:`Op`; the driver sends back each result (or
+    throws the error it raised)."""
+    tps = [TopicPartition(args.input, p) for p in range(args.partitions)]
+    yield Op("assign", (tps,))
+    ends: dict[TopicPartition, int] = yield Op("end_offsets", (tps,))
+    position = yield from _rewind(tps)
+    total = sum(ends.values())
+    started = time.monotonic()
+    attempt = 0
+    while any(position[tp] < ends[tp] for tp in tps):
+        done = sum(position.values())
+        due = started + args.duration * done / max(total, 1)
+        if due > time.monotonic():
+            yield Op("sleep", (min(1.0, due - time.monotonic()),))
+        batch: dict[TopicPartition, list[Any]] = yield Op(
+            "getmany", kwargs={"timeout_ms": 500, "max_records": args.batch}
+        )
+        if not batch:
+            continue
+        attempt += 1
+        offsets = {tp: [r.offset for r in records] for tp, records in batch.items() if records}
+        entry: dict[str, Any] = {
+            "attempt": attempt,
+            "offsets": {tp.partition: found for tp, found in offsets.items()},
+        }
+        try:
+            yield Op("begin_transaction")
+            for tp, found in offsets.items():
+                for offset in found:
+                    yield Op(
+                        "send",
+                        (args.output, output_value(tp.partition, offset, attempt)),
+                        {"partition": tp.partition},
+                    )
+            following = {tp: found[-1] + 1 for tp, found in offsets.items()}
+            yield Op("send_offsets_to_transaction", (following, args.group))
+            if attempt % args.abort_every == 0:
+                yield Op("abort_transaction")
+                entry["outcome"] = "aborted"
+                for tp, found in offsets.items():
+                    yield Op("seek", (tp, found[0]))
+            else:
+                yield Op("commit_transaction")
+                entry["outcome"] = "committed"
+                position.update(following)
+        except KafkaError as exc:
+            entry["outcome"] = "unknown"
+            entry["error"] = repr(exc)
+            try:
+                yield Op("abort_transaction")
+            except KafkaError as again:
+                entry["abort_error"] = repr(again)
+            position = yield from _rewind(tps)
+        log.write(json.dumps(entry) + "\n")
+        log.flush()
+
+
+def _rewind(tps: list[TopicPartition]) -> Generator[Op, Any, dict[TopicPartition, int]]:
+    """Seek every partition to the group's committed offset (0 if none); return them."""
+    position: dict[TopicPartition, int] = {}
+    for tp in tps:
+        committed = yield Op("committed", (tp,))
+        position[tp] = 0 if committed is None else int(committed)
+        yield Op("seek", (tp, position[tp]))
+    return position
+
+
+def _advance(program: Program, result: Any, error: KafkaError | None) -> Op | None:
+    try:
+        return program.throw(error) if error is not None else program.send(result)
+    except StopIteration:
+        return None
+
+
+async def run_async(program: Program, ops: Mapping[str, Callable[..., Any]]) -> None:
+    """Carry out ``program`` with ``ops`` (client methods; what they return is awaited when
+    it is awaitable)."""
+    result: Any = None
+    error: KafkaError | None = None
+    while (op := _advance(program, result, error)) is not None:
+        result, error = None, None
+        try:
+            value = ops[op.name](*op.args, **(op.kwargs or {}))
+            result = await value if inspect.isawaitable(value) else value
+        except KafkaError as exc:
+            error = exc
+
+
+def run_blocking(program: Program, ops: Mapping[str, Callable[..., Any]]) -> None:
+    """Carry out ``program`` with ``ops`` (blocking client methods)."""
+    result: Any = None
+    error: KafkaError | None = None
+    while (op := _advance(program, result, error)) is not None:
+        result, error = None, None
+        try:
+            result = ops[op.name](*op.args, **(op.kwargs or {}))
+        except KafkaError as exc:
+            error = exc

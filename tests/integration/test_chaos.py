@@ -1,0 +1,378 @@
+"""The chaos runner (kafkastate.testing.chaos): its schedule, its checker, the harness's
+proxied listener -- and a short run: a 3-broker cluster behind Toxiproxy, the idempotent
+and transactional workloads on one runtime under a few faults, judged by confluent-kafka.
+
+The short run's runtime and seed rotate by day (``KAFKASTATE_CHAOS_SEED`` picks them); a
+failure prints the seed and the fault schedule, and the command that replays them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkastate.errors import KafkaTimeoutError
+from kafkastate.testing import HarnessError, KafkaCluster, PrerequisiteError
+from kafkastate.testing._config import NodePorts, NodeSpec, server_properties
+from kafkastate.testing.chaos import (
+    CHECK_NAMES,
+    FAULT_KINDS,
+    RUNTIMES,
+    ChaosOptions,
+    check_group,
+    check_produce,
+    check_txn,
+    make_schedule,
+    run_chaos,
+)
+from kafkastate.testing.chaos._group import (
+    GroupArgs,
+    GroupLog,
+    GroupProgress,
+    member_lifetime,
+    member_program,
+    prefill_ends,
+)
+from kafkastate.testing.chaos._plot import timeline_svg
+from kafkastate.testing.chaos._txn import TxnArgs, output_value, run_blocking, txn_program
+from kafkastate.testing.chaos._workload import record_value
+from kafkastate.testing.pytest_plugin import unavailable
+
+# -- the schedule -----------------------------------------------------------------------------
+
+
+def test_schedule_is_seeded_non_overlapping_and_covers_every_kind() -> None:
+    schedule = make_schedule(seed=11, count=21, window=420.0, brokers=3)
+    assert schedule == make_schedule(seed=11, count=21, window=420.0, brokers=3)
+    assert schedule != make_schedule(seed=12, count=21, window=420.0, brokers=3)
+    for i, fault in enumerate(schedule):
+        assert i * 20.0 <= fault.at < (i + 1) * 20.0
+        assert fault.at + fault.duration < (i + 1) * 20.0  # healed before the next slot
+        assert fault.node is None or 1 <= fault.node <= 3
+    for start in range(0, 21, len(FAULT_KINDS)):
+        chunk = schedule[start : start + len(FAULT_KINDS)]
+        assert sorted(f.kind for f in chunk) == sorted(FAULT_KINDS)
+    by_kind = {f.kind: f for f in schedule}
+    assert by_kind["partition"].node is not None and by_kind["pause"].node is not None
+    assert by_kind["leader_kill"].node is None  # found when it fires
+    assert set(by_kind["latency"].params) == {"latency", "jitter"}
+    assert set(by_kind["bandwidth"].params) == {"rate"}
+    assert set(by_kind["reset_peer"].params) == {"timeout"}
+
+
+def test_timeline_svg_draws_one_bar_per_fault() -> None:
+    import xml.etree.ElementTree as ET  # noqa: PLC0415
+
+    rows: list[dict[str, object]] = [
+        {"kind": "pause", "node": 2, "started": 1.0, "healed": 4.0, "detail": "SIGSTOP <2>"},
+        {"kind": "latency", "node": None, "started": 10.0, "healed": 14.5, "detail": ""},
+        {"kind": "pause", "node": 1, "started": 20.0, "healed": None, "detail": ""},
+    ]
+    root = ET.fromstring(timeline_svg(rows, 30.0, title="seed 1"))
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = [r for r in root.iter(f"{ns}rect") if r.find(f"{ns}title") is not None]
+    assert len(bars) == 3
+    labels = [t.text for t in root.iter(f"{ns}text")]
+    assert "pause" in labels and "latency" in labels and "leader_kill" not in labels
+    assert bars[0].find(f"{ns}title").text == "SIGSTOP <2>"  # type: ignore[union-attr]
+
+
+# -- the harness's PROXIED listener -----------------------------------------------------------
+
+
+def _node(ports: NodePorts) -> NodeSpec:
+    return NodeSpec(node_id=2, ports=ports, data_dir=Path("/d"), voters={1: 1, 2: 2, 3: 3})
+
+
+def test_proxied_listener_is_advertised_at_the_proxy_port() -> None:
+    props = server_properties(_node(NodePorts(1000, 1001, proxied=1002, proxied_advertised=2002)))
+    assert "PROXIED://127.0.0.1:1002" in props["listeners"].split(",")
+    advertised = props["advertised.listeners"].split(",")
+    assert "PROXIED://127.0.0.1:2002" in advertised
+    assert "PLAINTEXT://127.0.0.1:1000" in advertised  # brokers still talk directly
+    assert "PROXIED:PLAINTEXT" in props["listener.security.protocol.map"].split(",")
+    assert props["inter.broker.listener.name"] == "PLAINTEXT"
+    with pytest.raises(ValueError, match="proxy's port"):
+        server_properties(_node(NodePorts(1000, 1001, proxied=1002)))
+    assert "PROXIED" not in server_properties(_node(NodePorts(1000, 1001)))["listeners"]
+
+
+def test_proxy_ports_must_name_every_node() -> None:
+    with pytest.raises(HarnessError, match="every node"):
+        KafkaCluster.start(brokers=3, proxy_ports={1: 5001, 2: 5002})
+
+
+class _Record:
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+
+# -- the checker ------------------------------------------------------------------------------
+
+
+def _acks(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_produce_check_counts_each_violation(tmp_path: Path) -> None:
+    good = [(0, 0, b"1", record_value(1, 0)), (0, 1, b"1", record_value(1, 1))]
+    acks = [
+        {"t": "t", "p": 0, "o": 0, "k": 1, "s": 0},
+        {"t": "t", "p": 0, "o": 1, "k": 1, "s": 1},
+        {"t": "t", "k": 1, "s": 2, "err": "KafkaTimeoutError()"},
+    ]
+    clean = check_produce("t", good, [], [_acks(tmp_path / "a", acks)])
+    assert clean.ok and (clean.acked, clean.failed, clean.read) == (2, 1, 2)
+
+    bad = [
+        (0, 0, b"1", record_value(1, 0)),
+        (0, 1, b"1", record_value(1, 2)),  # seq 2, then seq 1: out of order
+        (0, 2, b"1", record_value(1, 1)),
+        (0, 3, b"1", record_value(1, 2)),  # seq 2 twice
+    ]
+    acks += [
+        {"t": "t", "p": 0, "o": 7, "k": 2, "s": 0},  # acknowledged, never read
+        {"t": "t", "p": 0, "o": 2, "k": 1, "s": 0},  # 1:0 acknowledged twice elsewhere
+    ]
+    result = check_produce("t", bad, [3], [_acks(tmp_path / "b", acks)])
+    assert not result.ok
+    counts = {name: n for name, n in result.counts.items() if n}
+    # lost: 2:0 never read, 1:1 (acked at @1, @1 holds 1:2), 1:0 (last ack says @2)
+    assert counts == {"lost": 3, "duplicates": 1, "order": 1, "ack_mismatch": 1, "unreadable": 1}
+    assert set(result.counts) == set(CHECK_NAMES)
+
+
+def test_txn_check_counts_aborted_reads_losses_and_offsets(tmp_path: Path) -> None:
+    log = [
+        {"attempt": 1, "offsets": {"0": [0, 1]}, "outcome": "committed"},
+        {"attempt": 2, "offsets": {"0": [2]}, "outcome": "aborted"},
+        {"attempt": 3, "offsets": {"0": [2]}, "outcome": "committed"},
+    ]
+    path = _acks(tmp_path / "txn", log)
+    out = [
+        (0, i, None, output_value(0, src, att))
+        for i, (src, att) in enumerate([(0, 1), (1, 1), (2, 3)])
+    ]
+    clean = check_txn("o", out, [], input_ends={0: 3}, committed={0: 3}, txn_logs=[path])
+    assert clean.ok, clean.examples
+    assert clean.acked == 3
+
+    bad = [
+        (0, 0, None, output_value(0, 0, 1)),
+        (0, 1, None, output_value(0, 2, 2)),  # the aborted attempt, visible
+        (0, 2, None, output_value(0, 2, 3)),  # input 2 twice
+    ]
+    result = check_txn("o", bad, [], input_ends={0: 3}, committed={0: 2}, txn_logs=[path])
+    counts = {name: n for name, n in result.counts.items() if n}
+    # input 1 committed in attempt 1 but missing; input 2 read from attempt 2 then 3
+    assert counts == {"aborted_read": 1, "duplicates": 1, "lost": 1, "offsets": 1}
+
+
+def test_group_check_counts_overlapping_owners_gaps_and_offsets(tmp_path: Path) -> None:
+    rows = [
+        {"ev": "assigned", "m": "0.0", "parts": [0, 1], "t": 1.0},
+        {"ev": "batch", "m": "0.0", "recs": {"0": [0, 1], "1": [0]}, "t": 1.5},
+        {"ev": "commit", "m": "0.0", "offsets": {"0": 2, "1": 1}, "t0": 1.6, "ok": True, "t": 1.7},
+        {"ev": "revoked", "m": "0.0", "parts": [1], "t": 2.0},
+        {"ev": "assigned", "m": "1.0", "parts": [1], "t": 2.5},
+        {"ev": "batch", "m": "1.0", "recs": {"1": [1, 2]}, "t": 3.0},
+        {"ev": "commit", "m": "1.0", "offsets": {"1": 3}, "t0": 3.1, "ok": False, "t": 3.2},
+        {"ev": "closing", "m": "0.0", "t": 4.0},  # gives up partition 0
+        {"ev": "assigned", "m": "1.0", "parts": [0], "t": 4.5},
+    ]
+    path = _acks(tmp_path / "g", rows)
+    clean = check_group("in", {0: 2, 1: 3}, {0: 2, 1: 3}, [path])
+    assert clean.ok, clean.examples
+    assert (clean.acked, clean.failed, clean.read) == (5, 1, 2)
+
+    # 1.0 is removed from the group and hears it late: a late "lost" is no violation ...
+    rows[6:6] = [
+        {"ev": "assigned", "m": "2.0", "parts": [1], "t": 3.5},
+        {"ev": "lost", "m": "1.0", "parts": [1], "t": 3.6},
+        {"ev": "revoked", "m": "2.0", "parts": [1], "t": 3.7},
+    ]
+    late = check_group("in", {0: 2, 1: 3}, {0: 2, 1: 3}, [_acks(tmp_path / "l", rows)])
+    assert late.ok, late.examples
+    # ... but a commit of it the coordinator accepted after 2.0 got the partition is
+    rows.insert(
+        7, {"ev": "commit", "m": "1.0", "offsets": {"1": 3}, "t0": 3.55, "ok": True, "t": 3.58}
+    )
+    rows.append({"ev": "assigned", "m": "2.0", "parts": [1], "t": 4.0})  # with 1.0 below
+    rows.append({"ev": "assigned", "m": "3.0", "parts": [1], "t": 4.1})  # 2.0 still owns it
+    result = check_group("in", {0: 3, 1: 3}, {0: 2, 1: 3}, [_acks(tmp_path / "h", rows)])
+    counts = {name: n for name, n in result.counts.items() if n}
+    assert counts == {"owners": 2, "lost": 1, "offsets": 1}  # p0@2 never processed
+
+
+def test_member_program_commits_each_batch_and_stops_at_the_end() -> None:
+    from kafkastate.structs import TopicPartition  # noqa: PLC0415
+
+    tp = TopicPartition("in", 0)
+    lines: list[str] = []
+
+    class _Lines:
+        def write(self, text: str) -> None:
+            lines.append(text)
+
+        def flush(self) -> None:
+            pass
+
+    log = GroupLog(_Lines())  # type: ignore[arg-type]
+    progress = GroupProgress(ends=prefill_ends(4, 2))
+    assert progress.ends == {0: 2, 1: 2}
+    progress.committed[1] = 2
+    commits: list[Any] = []
+
+    def commit(offsets: Any) -> None:
+        commits.append(offsets)
+        if len(commits) == 1:
+            raise KafkaTimeoutError("commit timed out")
+
+    batches = iter([{tp: [_Record(0)]}, {}, {tp: [_Record(1)]}])
+    ops = {
+        "subscribe": lambda topics, listener: listener.on_partitions_assigned({tp}),
+        "getmany": lambda **_: next(batches),
+        "commit": commit,
+        "sleep": lambda seconds: None,
+    }
+    args = GroupArgs("in", "g", partitions=2, members=1, lifetime=60.0, seed=1)
+    run_blocking(member_program(args, "0.0", 60.0, log, progress), ops)
+    events = [json.loads(line) for line in lines]
+    assert [e["ev"] for e in events] == [
+        "assigned",
+        "batch",
+        "commit",
+        "batch",
+        "commit",
+        "closing",
+    ]
+    assert [e.get("ok") for e in events if e["ev"] == "commit"] == [False, True]
+    assert commits == [{tp: 1}, {tp: 2}]
+    assert progress.done()
+    assert member_lifetime(args, 0, 0) == member_lifetime(args, 0, 0)
+    assert 30.0 <= member_lifetime(args, 0, 1) <= 60.0
+
+
+# -- the transactional program, stepped by hand -----------------------------------------------
+
+
+def test_txn_program_aborts_on_purpose_and_rewinds_after_an_error(tmp_path: Path) -> None:
+    from kafkastate.structs import TopicPartition  # noqa: PLC0415
+
+    tp = TopicPartition("in", 0)
+    state = {"position": 0, "committed": None, "commits": 0}
+    calls: list[str] = []
+    sent: list[bytes] = []
+
+    def getmany(**_: Any) -> dict[Any, list[_Record]]:
+        start = state["position"]
+        assert isinstance(start, int)
+        state["position"] = min(start + 2, 6)
+        return {tp: [_Record(o) for o in range(start, min(start + 2, 6))]}
+
+    def commit() -> None:
+        state["commits"] = int(state["commits"] or 0) + 1
+        if state["commits"] == 2:
+            raise KafkaTimeoutError("commit timed out")  # unknown outcome: not committed
+        state["committed"] = pending["offsets"]
+
+    pending: dict[str, Any] = {}
+
+    def offsets(following: dict[Any, int], group: str) -> None:
+        pending["offsets"] = following[tp]
+
+    def seek(_tp: Any, offset: int) -> None:
+        state["position"] = offset
+
+    ops = {
+        "assign": lambda tps: None,
+        "end_offsets": lambda tps: {tp: 6},
+        "committed": lambda _tp: state["committed"],
+        "seek": seek,
+        "getmany": getmany,
+        "sleep": lambda s: None,
+        "begin_transaction": lambda: calls.append("begin"),
+        "send": lambda topic, value, partition: sent.append(value),
+        "send_offsets_to_transaction": offsets,
+        "commit_transaction": commit,
+        "abort_transaction": lambda: calls.append("abort"),
+    }
+    args = TxnArgs("in", "out", "g", partitions=1, batch=2, abort_every=3, duration=0.0)
+    with open(tmp_path / "log", "w") as handle:
+        run_blocking(txn_program(args, handle), ops)
+    outcomes = [
+        (e["attempt"], e["outcome"], e["offsets"]["0"])
+        for e in map(json.loads, (tmp_path / "log").read_text().splitlines())
+    ]
+    assert outcomes == [
+        (1, "committed", [0, 1]),
+        (2, "unknown", [2, 3]),  # the failed commit: aborted, back to committed offset 2
+        (3, "aborted", [2, 3]),  # on purpose: back to the batch's first offset
+        (4, "committed", [2, 3]),
+        (5, "committed", [4, 5]),
+    ]
+    assert state["committed"] == 6
+    assert calls.count("abort") == 2
+
+
+# -- the short run ----------------------------------------------------------------------------
+
+
+def _short_run_seed() -> int:
+    explicit = os.environ.get("KAFKASTATE_CHAOS_SEED")
+    if explicit:
+        return int(explicit)
+    return datetime.date.today().toordinal()
+
+
+@pytest.mark.integration
+def test_short_chaos_run(tmp_path: Path) -> None:
+    pytest.importorskip("confluent_kafka", reason="the checker reads with confluent-kafka")
+    pytest.importorskip("trio")
+    seed = _short_run_seed()
+    runtime = RUNTIMES[seed % len(RUNTIMES)]
+    options = ChaosOptions(
+        seed=seed,
+        records=10_000,
+        keys=200,
+        duration=40.0,
+        faults=4,
+        txn_records=2_000,
+        group_records=3_000,
+        runtimes=(runtime,),
+        out=tmp_path / "chaos",
+    )
+    try:
+        report = run_chaos(options)
+    except PrerequisiteError as exc:
+        unavailable(exc)
+    details = [
+        f"{r.topic} {check}: {ex}"
+        for r in report.results
+        for check, exs in r.examples.items()
+        for ex in exs
+    ]
+    assert report.ok, "\n".join(
+        [
+            report.table(),
+            *report.fault_errors,
+            *report.workload_errors,
+            *details,
+            report.reproducer(),
+        ]
+    )
+    assert len(report.timeline) == options.faults
+    assert {r.topic for r in report.results} == {
+        f"chaos-produce-{runtime}",
+        f"chaos-txn-out-{runtime}",
+        f"chaos-group-in-{runtime}",
+    }
+    produced = next(r for r in report.results if r.topic.startswith("chaos-produce"))
+    assert produced.acked + produced.failed == options.records
+    assert produced.acked > 0
