@@ -25,14 +25,14 @@ from typing import Any
 import pytest
 
 from kafkastate.adapters.blocking import BlockingAdmin, BlockingConnection
-from kafkastate.core.protocol.requests import NewTopic, build
-from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
+from kafkastate.core.protocol.requests import NewTopic
 from kafkastate.sim.conformance import (
     SCENARIOS,
     SimDriver,
     run_scenario,
     served_versions,
 )
+from tests._support.coordinators import wait_for_coordinators
 
 GOLDEN = Path(__file__).with_name("conformance_golden.json")
 TOPIC = "conform"
@@ -88,21 +88,6 @@ class RealDriver:
                 conn.close()
 
 
-def _wait_for_coordinators(conn: BlockingConnection, versions: ApiVersionTable) -> None:
-    """A fresh broker creates __consumer_offsets and __transaction_state on first use."""
-    cls = versions.request_type(ApiKey.FIND_COORDINATOR)
-    deadline = time.monotonic() + 60
-    for key_type in (0, 1):
-        while True:
-            key = f"probe-{key_type}"
-            response = conn.request(build(cls, key=key, key_type=key_type, coordinator_keys=(key,)))
-            coordinators = getattr(response, "coordinators", None) or (response,)
-            if int(coordinators[0].error_code) == 0:
-                break
-            assert time.monotonic() < deadline, f"no coordinator: {response}"
-            time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def real_broker(kafka_cluster: Any) -> Iterator[tuple[str, int, dict[int, int], str]]:
     """The harness's broker, with a topic and both coordinators ready."""
@@ -113,7 +98,7 @@ def real_broker(kafka_cluster: Any) -> Iterator[tuple[str, int, dict[int, int], 
     with BlockingConnection.open(host, int(port), timeout=20) as conn:
         versions = conn.versions
         assert versions is not None
-        _wait_for_coordinators(conn, versions)
+        wait_for_coordinators(conn, versions)
         broker = {key: versions.version_for(key) for key in served_versions()}
     yield host, int(port), broker, topic
 

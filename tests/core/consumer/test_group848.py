@@ -28,7 +28,7 @@ from kafkastate.core.protocol.versions import (
     response_type,
 )
 from kafkastate.errors import IllegalStateError, KafkaConnectionError, UnsupportedVersionError
-from tests.sim.test_sim_conformance import _wait_for_coordinator
+from tests._support.coordinators import GROUP, wait_for_coordinators
 
 VERSIONS = ApiVersionTable(CLIENT_VERSIONS)
 TOPIC_ID = uuid.UUID(int=7)
@@ -273,7 +273,9 @@ class _Driven:
             ConsumerGroupConfig(group_id=group, max_poll_interval=60.0),
             rng=random.Random(seed),
         )
-        _wait_for_coordinator(self.conn, versions)  # FindCoordinator loads the group topic
+        wait_for_coordinators(
+            self.conn, versions, (GROUP,)
+        )  # FindCoordinator loads the group topic
         self.member.subscribe([topic], now=time.monotonic())
         self.member.update_topic_ids(ids, now=time.monotonic())
         self.member.coordinator_found(now=time.monotonic())
