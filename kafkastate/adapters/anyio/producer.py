@@ -68,7 +68,7 @@ from kafkastate.errors import (
     TransactionFailedError,
 )
 from kafkastate.structs import ConsumerGroupMetadata, TopicPartition
-from kafkastate.tracing import Tracing, tracing_of
+from kafkastate.tracing import SendSpan, Tracing, tracing_of
 
 __all__ = [
     "BatchBuilder",
@@ -379,6 +379,8 @@ class Producer(Observed):
         self._closed = anyio.Event()
         self.tracing: Tracing | None = None
         """OpenTelemetry spans per send (option ``tracing``), or None when off."""
+        # with tracing on: each record's PRODUCER span, open until its outcome
+        self._spans: dict[RecordId, SendSpan] = {}
         self.unacknowledged_result_none = False
         """aiokafka's rule for ``acks=0``: an asyncio future handed to :meth:`_append_now`
         resolves to None instead of metadata with offset -1."""
@@ -466,7 +468,7 @@ class Producer(Observed):
         assert isinstance(moved, _Admission)
         try:
             await moved.done.wait()
-        except BaseException:
+        except BaseException as exc:
             # Given up (cancelled): take the record back if it still waits. One admitted
             # meanwhile stays, as any appended record does.
             first = moved.record_ids[0]
@@ -478,6 +480,9 @@ class Producer(Observed):
             ):
                 for rid in moved.record_ids:
                     self._deliveries.pop(rid, None)
+                    span = self._spans.pop(rid, None)
+                    if span is not None:
+                        span.failed(exc)
                 driver.wake()
             raise
         if moved.error is not None:
@@ -510,17 +515,25 @@ class Producer(Observed):
             driver = self._running()  # raises
         machine = self.machine
         steps = machine.steps
+        span = None
         if self.tracing is not None:
-            headers = self.tracing.send(topic, partition, key, headers)
-        rid = machine.send(
-            topic,
-            value=value,
-            key=key,
-            partition=partition,
-            timestamp_ms=time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms,
-            headers=headers,
-            now=driver.now(),
-        )
+            headers, span = self.tracing.send(topic, partition, key, headers)
+        try:
+            rid = machine.send(
+                topic,
+                value=value,
+                key=key,
+                partition=partition,
+                timestamp_ms=time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms,
+                headers=headers,
+                now=driver.now(),
+            )
+        except BaseException as exc:
+            if span is not None:
+                span.failed(exc)
+            raise
+        if span is not None:
+            self._spans[rid] = span
         if sink is None:
             sink = Delivery(rid)
         self._deliveries[rid] = sink  # before any await: acks=0 completes at once
@@ -828,6 +841,9 @@ class Producer(Observed):
         for delivery in deliveries.values():
             if not delivery.done():
                 _settle(delivery, None, error)
+        spans, self._spans = self._spans, {}
+        for span in spans.values():
+            span.failed(error)
         for done in self._flushes.values():
             done.set()
         self._flushes.clear()
@@ -876,6 +892,19 @@ class Producer(Observed):
                         )
                     )
             offset += step
+        if self._spans:
+            self._end_spans(event, partition)
+
+    def _end_spans(self, event: RecordsAcknowledged, partition: int) -> None:
+        """End the PRODUCER spans of an acknowledged batch's records (tracing on)."""
+        pop = self._spans.pop
+        offset = event.base_offset
+        step = 1 if offset >= 0 else 0
+        for rid in event.record_ids:
+            span = pop(rid, None)
+            if span is not None:
+                span.acknowledged(partition, offset)
+            offset += step
 
     def _handle_event(self, event: Any) -> None:
         match event:
@@ -883,6 +912,11 @@ class Producer(Observed):
                 self._acknowledged(event, topic, partition)
                 return
             case RecordsFailed(record_ids=rids, error=error):
+                if self._spans:
+                    for rid in rids:
+                        span = self._spans.pop(rid, None)
+                        if span is not None:
+                            span.failed(error)
                 admission = self._admissions.pop(rids[0], None) if self._admissions else None
                 if admission is not None:
                     # it never got into a batch: the waiting send raises instead

@@ -40,7 +40,7 @@ from kafkastate.structs import (
     ConsumerGroupMetadata,
     TopicPartition,
 )
-from kafkastate.tracing import tracing_of
+from kafkastate.tracing import SendSpan, tracing_of
 
 __all__ = ["FutureRecordMetadata", "KafkaProducer", "RecordMetadata"]
 
@@ -236,6 +236,25 @@ class FutureRecordMetadata:
         if errbacks:
             for f in errbacks:
                 _call(f, error)
+
+
+class _TracedFuture(FutureRecordMetadata):
+    """A future whose record has a PRODUCER span (tracing on): the span ends with the
+    outcome, before any waiter or callback sees it."""
+
+    __slots__ = ("_span",)
+
+    def __init__(self, sizes: tuple[int, int, int], span: SendSpan) -> None:
+        super().__init__(sizes)
+        self._span = span
+
+    def record_acknowledged(self, topic: str, partition: int, offset: int, timestamp: int) -> None:
+        self._span.acknowledged(partition, offset)
+        super().record_acknowledged(topic, partition, offset, timestamp)
+
+    def record_failed(self, error: BaseException) -> None:
+        self._span.failed(error)
+        super().record_failed(error)
 
 
 _FUTURES_LOCK: Final = threading.Lock()
@@ -435,18 +454,26 @@ class KafkaProducer:
             -1 if value_bytes is None else len(value_bytes),
             sum(len(k.encode()) + len(v) for k, v in headers) if headers else -1,
         )
-        future = FutureRecordMetadata(sizes)
-        if self._tracing is not None:
-            headers = self._tracing.send(topic, partition, key_bytes, headers)
-        io.submit_send(
-            topic,
-            value=value_bytes,
-            key=key_bytes,
-            headers=headers,
-            partition=partition,
-            timestamp_ms=timestamp_ms,
-            sink=future,
-        )
+        span = None
+        if self._tracing is None:
+            future = FutureRecordMetadata(sizes)
+        else:
+            headers, span = self._tracing.send(topic, partition, key_bytes, headers)
+            future = _TracedFuture(sizes, span)
+        try:
+            io.submit_send(
+                topic,
+                value=value_bytes,
+                key=key_bytes,
+                headers=headers,
+                partition=partition,
+                timestamp_ms=timestamp_ms,
+                sink=future,
+            )
+        except BaseException as exc:
+            if span is not None:
+                span.failed(exc)
+            raise
         return future
 
     def flush(self, timeout: float | None = None) -> None:
