@@ -67,6 +67,7 @@ from kafkastate.errors import (
     KafkaTimeoutError,
     TransactionFailedError,
 )
+from kafkastate.otel_metrics import metrics_export_of
 from kafkastate.structs import ConsumerGroupMetadata, TopicPartition
 from kafkastate.tracing import SendSpan, Tracing, tracing_of
 
@@ -1025,6 +1026,7 @@ async def running_producer(
         timers_when_due=True,  # the producer's commands step for themselves
         stats_cb=options["stats_cb"],
     )
+    export = metrics_export_of(options, producer.metrics)
     try:
         async with driver:
             producer._attach(driver)
@@ -1043,3 +1045,5 @@ async def running_producer(
                 producer._attach(None)
     finally:
         producer._release_waiters()
+        if export is not None:
+            export.close()

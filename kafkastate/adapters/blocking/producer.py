@@ -36,6 +36,7 @@ from kafkastate.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from kafkastate.otel_metrics import MetricsExport, metrics_export_of
 from kafkastate.structs import (
     ConsumerGroupMetadata,
     TopicPartition,
@@ -359,6 +360,7 @@ class KafkaProducer:
     def __init__(self, **options: Any) -> None:
         self._io: ProducerThread | None = None
         self._closed = True
+        self._export: MetricsExport | None = None
         resolved = resolve("producer", _FLAVOUR, options, owner="KafkaProducer")
         if resolved["client_id"] is None:
             resolved["client_id"] = f"kafkastate-producer-{next(_CLIENT_IDS)}"
@@ -385,6 +387,7 @@ class KafkaProducer:
         self._closed = False
         self._close_lock = threading.Lock()
         self._io.start()
+        self._export = metrics_export_of(resolved, self._io.metrics)
         if api_version is None:
             try:
                 self._io.wait_for_cluster(bootstrap_wait)
@@ -515,6 +518,8 @@ class KafkaProducer:
         io.close(timeout)
         if not already:
             close_serializers(self._resolved)
+            if self._export is not None:
+                self._export.close()
 
     @classmethod
     def max_usable_produce_magic(cls, api_version: Any) -> int:
