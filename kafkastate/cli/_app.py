@@ -98,13 +98,14 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from kafkastate.cli import _admin, _broker, _records  # noqa: PLC0415 -- after cli exists
+    from kafkastate.cli import _admin, _broker, _records, _stats  # noqa: PLC0415 -- after cli
 
     cli.add_command(_records.produce)
     cli.add_command(_records.consume)
     for group in (_admin.topics, _admin.groups, _admin.configs, _admin.acls):
         cli.add_command(group)
     cli.add_command(_admin.cluster)
+    cli.add_command(_stats.stats)
     cli.add_command(_broker.broker)
 
 
