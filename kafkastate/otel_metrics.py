@@ -44,6 +44,7 @@ from typing import Any, Final
 from kafkastate._version import __version__
 from kafkastate.core.report import METRIC_NAMES, Report
 from kafkastate.errors import KafkaConfigurationError
+from kafkastate.tracing import _OFF, client_labels, wanted_provider
 
 __all__ = ["INSTRUMENTS", "MetricsExport", "instrument_name", "metrics_export_of"]
 
@@ -257,12 +258,7 @@ def metrics_export_of(
     Raises:
         KafkaConfigurationError: export is on and opentelemetry-api is missing.
     """
-    wanted = options.get("otel_metrics", False)
-    if wanted is False or wanted is None:
+    provider = wanted_provider(options, "otel_metrics")
+    if provider is _OFF:
         return None
-    return MetricsExport(
-        None if wanted is True else wanted,
-        read,
-        client_id=str(options.get("client_id") or ""),
-        group_id=options.get("group_id"),
-    )
+    return MetricsExport(provider, read, **client_labels(options))

@@ -34,7 +34,7 @@ from typing import Any
 from kafkastate._version import __version__
 from kafkastate.errors import KafkaConfigurationError
 
-__all__ = ["SendSpan", "Tracing", "tracing_of"]
+__all__ = ["SendSpan", "Tracing", "client_labels", "tracing_of", "wanted_provider"]
 
 _HEADERS = ("traceparent", "tracestate")
 
@@ -183,17 +183,29 @@ class Tracing:
             span.end()
 
 
+_OFF: Any = object()
+
+
+def wanted_provider(options: Mapping[str, Any], name: str) -> Any:
+    """What an OpenTelemetry option (``tracing``, ``otel_metrics``) asks for: the provider
+    it names, None for the global one (``True``), or ``_OFF``."""
+    wanted = options.get(name, False)
+    if wanted is False or wanted is None:
+        return _OFF
+    return None if wanted is True else wanted
+
+
+def client_labels(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``client_id`` and ``group_id`` of resolved options, as the OpenTelemetry helpers
+    take them."""
+    return {"client_id": str(options.get("client_id") or ""), "group_id": options.get("group_id")}
+
+
 def tracing_of(options: Mapping[str, Any]) -> Tracing | None:
     """The :class:`Tracing` resolved options ask for (``tracing``), or None when off.
 
     Raises:
         KafkaConfigurationError: tracing is on and opentelemetry-api is missing.
     """
-    wanted = options.get("tracing", False)
-    if wanted is False or wanted is None:
-        return None
-    return Tracing(
-        None if wanted is True else wanted,
-        client_id=str(options.get("client_id") or ""),
-        group_id=options.get("group_id"),
-    )
+    provider = wanted_provider(options, "tracing")
+    return None if provider is _OFF else Tracing(provider, **client_labels(options))

@@ -200,11 +200,8 @@ def stats_group(
 ) -> None:
     """A consumer group's lag per partition (committed offsets against the log ends), the
     rates its topics are written and committed, live."""
-    out = Output(as_json=as_json)
-    with admin_client(conn) as admin:
-        sampler = _Sampler(admin, group, topics)
-        taken = _watch(out, f"group {group}", sampler.sample, interval, count)
-    _finish(out, taken, plot_to, f"group {group}")
+    watch = (interval, count, plot_to)
+    _serve(conn, group, topics, title=f"group {group}", watch=watch, as_json=as_json)
 
 
 @stats.command("topic")
@@ -222,11 +219,26 @@ def stats_topic(
     as_json: bool,
 ) -> None:
     """Topics' log ends per partition and the rate they are written, live."""
+    watch = (interval, count, plot_to)
+    _serve(conn, None, topics, title=", ".join(topics), watch=watch, as_json=as_json)
+
+
+def _serve(
+    conn: Connection,
+    group: str | None,
+    topics: Sequence[str],
+    *,
+    title: str,
+    watch: tuple[float, int | None, Path | None],
+    as_json: bool,
+) -> None:
+    """Sample a group or topics (``watch``: interval, count, plot file) until done."""
+    interval, count, plot_to = watch
     out = Output(as_json=as_json)
     with admin_client(conn) as admin:
-        sampler = _Sampler(admin, None, topics)
-        taken = _watch(out, ", ".join(topics), sampler.sample, interval, count)
-    _finish(out, taken, plot_to, ", ".join(topics))
+        sampler = _Sampler(admin, group, topics)
+        taken = _watch(out, title, sampler.sample, interval, count)
+    _finish(out, taken, plot_to, title)
 
 
 def samples_of_run(lines: Iterable[str]) -> list[Sample]:

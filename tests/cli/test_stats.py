@@ -103,15 +103,14 @@ def _run(bootstrap: str, path: Path) -> None:
                 if i % 50 == 0:
                     producer.flush()
             producer.flush()
-        with KafkaConsumer(
-            topic,
+        with KafkaConsumer(  # no group: its own partitions, from the start
             bootstrap_servers=bootstrap,
-            group_id=f"g-{topic}",
-            auto_offset_reset="earliest",
             stats_cb=write,
             statistics_interval_ms=50,
-            max_poll_records=50,
+            max_poll_records=20,
         ) as consumer:
+            consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+            consumer.seek_to_beginning()
             seen = 0
             for _ in range(600):
                 seen += sum(len(rs) for rs in consumer.poll(timeout_ms=100).values())
