@@ -189,19 +189,11 @@ def _watch(
 @json_option
 @cluster_options
 def stats_group(
-    *,
-    conn: Connection,
-    group: str,
-    topics: tuple[str, ...],
-    interval: float,
-    count: int | None,
-    plot_to: Path | None,
-    as_json: bool,
+    *, conn: Connection, group: str, topics: tuple[str, ...], as_json: bool, **watch: Any
 ) -> None:
     """A consumer group's lag per partition (committed offsets against the log ends), the
     rates its topics are written and committed, live."""
-    watch = (interval, count, plot_to)
-    _serve(conn, group, topics, title=f"group {group}", watch=watch, as_json=as_json)
+    _serve(conn, group, topics, title=f"group {group}", as_json=as_json, **watch)
 
 
 @stats.command("topic")
@@ -209,18 +201,9 @@ def stats_group(
 @_options
 @json_option
 @cluster_options
-def stats_topic(
-    *,
-    conn: Connection,
-    topics: tuple[str, ...],
-    interval: float,
-    count: int | None,
-    plot_to: Path | None,
-    as_json: bool,
-) -> None:
+def stats_topic(*, conn: Connection, topics: tuple[str, ...], as_json: bool, **watch: Any) -> None:
     """Topics' log ends per partition and the rate they are written, live."""
-    watch = (interval, count, plot_to)
-    _serve(conn, None, topics, title=", ".join(topics), watch=watch, as_json=as_json)
+    _serve(conn, None, topics, title=", ".join(topics), as_json=as_json, **watch)
 
 
 def _serve(
@@ -229,11 +212,13 @@ def _serve(
     topics: Sequence[str],
     *,
     title: str,
-    watch: tuple[float, int | None, Path | None],
     as_json: bool,
+    interval: float,
+    count: int | None,
+    plot_to: Path | None,
 ) -> None:
-    """Sample a group or topics (``watch``: interval, count, plot file) until done."""
-    interval, count, plot_to = watch
+    """Sample a group or topics every ``interval`` s, ``count`` times (None: until
+    Ctrl-C), then plot into ``plot_to`` if given."""
     out = Output(as_json=as_json)
     with admin_client(conn) as admin:
         sampler = _Sampler(admin, group, topics)
