@@ -8,8 +8,10 @@ provider) or ``tracing=<a TracerProvider>``:
 
 * every ``send`` makes a PRODUCER span ``send <topic>`` and injects its W3C trace context
   (``traceparent``, ``tracestate``) into the record's headers, so that whoever reads the
-  record can join the trace. The span marks the send call, a child of the caller's current
-  span; the record's delivery is reported by its future;
+  record can join the trace. The span starts at the send call, a child of the caller's
+  current span, and ends with the record's outcome: when the broker acknowledges it
+  (partition and offset set on the span) or when it fails (the error recorded as an
+  exception event, status ERROR) -- a send refused at once ends its span at once;
 * every record handed to the application makes a CONSUMER span ``process <topic>`` linked
   to the context found in its headers (the producer's span), as the conventions ask for
   a message's creation context.
@@ -32,7 +34,7 @@ from typing import Any
 from kafkastate._version import __version__
 from kafkastate.errors import KafkaConfigurationError
 
-__all__ = ["Tracing", "tracing_of"]
+__all__ = ["SendSpan", "Tracing", "client_labels", "tracing_of", "wanted_provider"]
 
 _HEADERS = ("traceparent", "tracestate")
 
@@ -44,6 +46,42 @@ def _key_text(key: bytes | bytearray | memoryview | None) -> str | None:
         return bytes(key).decode()
     except UnicodeDecodeError:
         return bytes(key).hex()
+
+
+class SendSpan:
+    """The PRODUCER span of one record, open until the record's outcome is known.
+
+    The adapter calls :meth:`acknowledged` or :meth:`failed` once the outcome is known;
+    either ends the span, and later calls do nothing (a record's outcome can reach the
+    adapter by two roads, e.g. a refused send both raises and fails its future).
+    """
+
+    __slots__ = ("_span", "_trace")
+
+    def __init__(self, span: Any, trace: Any) -> None:
+        self._span: Any = span
+        self._trace = trace  # the opentelemetry.trace module
+
+    def acknowledged(self, partition: int, offset: int) -> None:
+        """The broker acknowledged the record at ``partition``/``offset`` (-1: acks=0)."""
+        span, self._span = self._span, None
+        if span is None:
+            return
+        span.set_attribute("messaging.destination.partition.id", str(partition))
+        if offset >= 0:
+            span.set_attribute("messaging.kafka.offset", offset)
+        span.end()
+
+    def failed(self, error: BaseException) -> None:
+        """The record failed (or its send was refused, or given up) with ``error``."""
+        span, self._span = self._span, None
+        if span is None:
+            return
+        span.record_exception(error)
+        span.set_attribute("error.type", type(error).__qualname__)
+        trace = self._trace
+        span.set_status(trace.Status(trace.StatusCode.ERROR, str(error) or None))
+        span.end()
 
 
 class Tracing:
@@ -92,12 +130,13 @@ class Tracing:
         partition: int | None,
         key: bytes | bytearray | memoryview | None,
         headers: Sequence[tuple[str, Any]],
-    ) -> list[tuple[str, Any]]:
-        """The PRODUCER span of one send, with its context injected.
+    ) -> tuple[list[tuple[str, Any]], SendSpan]:
+        """Start the PRODUCER span of one send and inject its context.
 
         Returns:
-            The headers to send: ``headers`` plus ``traceparent``/``tracestate`` (an
-            existing ``traceparent`` header is replaced).
+            The headers to send -- ``headers`` plus ``traceparent``/``tracestate`` (an
+            existing ``traceparent`` header is replaced) -- and the open span, which the
+            adapter ends with the record's outcome.
         """
         attributes = self._attributes("send", "send", topic, partition)
         text = _key_text(key)
@@ -108,10 +147,9 @@ class Tracing:
         )
         carrier: dict[str, str] = {}
         self._propagate.inject(carrier, context=self._trace.set_span_in_context(span))
-        span.end()
         out = [(k, v) for k, v in headers if k not in carrier]
         out.extend((k, v.encode()) for k, v in carrier.items())
-        return out
+        return out, SendSpan(span, self._trace)
 
     def received(self, records: Iterable[Any]) -> None:
         """One CONSUMER span per record handed out, linked to the producer's context."""
@@ -145,17 +183,29 @@ class Tracing:
             span.end()
 
 
+_OFF: Any = object()
+
+
+def wanted_provider(options: Mapping[str, Any], name: str) -> Any:
+    """What an OpenTelemetry option (``tracing``, ``otel_metrics``) asks for: the provider
+    it names, None for the global one (``True``), or ``_OFF``."""
+    wanted = options.get(name, False)
+    if wanted is False or wanted is None:
+        return _OFF
+    return None if wanted is True else wanted
+
+
+def client_labels(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``client_id`` and ``group_id`` of resolved options, as the OpenTelemetry helpers
+    take them."""
+    return {"client_id": str(options.get("client_id") or ""), "group_id": options.get("group_id")}
+
+
 def tracing_of(options: Mapping[str, Any]) -> Tracing | None:
     """The :class:`Tracing` resolved options ask for (``tracing``), or None when off.
 
     Raises:
         KafkaConfigurationError: tracing is on and opentelemetry-api is missing.
     """
-    wanted = options.get("tracing", False)
-    if wanted is False or wanted is None:
-        return None
-    return Tracing(
-        None if wanted is True else wanted,
-        client_id=str(options.get("client_id") or ""),
-        group_id=options.get("group_id"),
-    )
+    provider = wanted_provider(options, "tracing")
+    return None if provider is _OFF else Tracing(provider, **client_labels(options))

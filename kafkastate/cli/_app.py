@@ -98,7 +98,7 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from kafkastate.cli import _admin, _broker, _operate, _records  # noqa: PLC0415 -- after cli
+    from kafkastate.cli import _admin, _broker, _operate, _records, _stats  # noqa: PLC0415 -- after cli
 
     cli.add_command(_records.produce)
     cli.add_command(_records.consume)
@@ -109,6 +109,7 @@ def _register() -> None:
         cli.add_command(command)
     cli.add_command(_operate.elect_leaders)
     cli.add_command(_operate.transactions)
+    cli.add_command(_stats.stats)
     cli.add_command(_broker.broker)
 
 

@@ -246,6 +246,14 @@ def _tracing(name: str, value: Any) -> Any:
     )
 
 
+def _otel_metrics(name: str, value: Any) -> Any:
+    if isinstance(value, bool) or callable(getattr(value, "get_meter", None)):
+        return value
+    raise KafkaConfigurationError(
+        f"{name} must be True, False or an OpenTelemetry MeterProvider, got {value!r}"
+    )
+
+
 def _anything(name: str, value: Any) -> Any:
     del name
     return value
@@ -439,6 +447,10 @@ _TABLE: Final = (
            "OpenTelemetry spans (PRODUCER per send, CONSUMER per record, W3C trace context "
            "in the headers): True for the global tracer provider, or a TracerProvider; "
            "needs the otel extra."),
+    Option("otel_metrics", "", _CPA, _otel_metrics, False,
+           "Export metrics() through OpenTelemetry metrics (observable instruments, "
+           "semantic-convention and KIP-714 names): True for the global meter provider, "
+           "or a MeterProvider; needs the otel extra."),
     Option("stats_cb", "", _CPA, _callable, None,
            "Called with a JSON-able dict every statistics_interval_ms (confluent-kafka's); "
            "it runs on the client's IO task or thread: keep it short. What it raises is "

@@ -12,7 +12,7 @@ import pytest
 from kafkastate.adapters.blocking import BlockingAdmin
 from kafkastate.anyio import open_consumer, open_producer
 from kafkastate.core.protocol.requests import NewTopic
-from kafkastate.errors import KafkaConfigurationError
+from kafkastate.errors import KafkaConfigurationError, KafkaError, MessageSizeTooLargeError
 from kafkastate.sync import KafkaConsumer, KafkaProducer
 
 sdk_trace = pytest.importorskip(
@@ -22,16 +22,23 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
     InMemorySpanExporter,
 )
-from opentelemetry.trace import SpanKind  # noqa: E402
+from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
 
-def _topic(bootstrap: str) -> str:
+def _topic(bootstrap: str, **configs: str) -> str:
     name = f"tracing-{uuid.uuid4().hex[:8]}"
     with BlockingAdmin(bootstrap) as admin:
-        admin.create_topics([NewTopic(name=name, num_partitions=1)])
+        admin.create_topics([NewTopic(name=name, num_partitions=1, topic_configs=configs)])
     return name
+
+
+# A topic whose broker refuses records over 200 bytes: the client's own limit
+# (max_request_size) lets them through, so the failure comes back from the broker, after
+# send() returned.
+_SMALL = {"max.message.bytes": "200"}
+_BIG = b"x" * 1000
 
 
 def _provider() -> tuple[Any, InMemorySpanExporter]:
@@ -115,3 +122,63 @@ def test_tracing_off_adds_nothing(bootstrap: str) -> None:
 def test_tracing_option_is_checked() -> None:
     with pytest.raises(KafkaConfigurationError, match="tracing"):
         KafkaProducer(bootstrap_servers="127.0.0.1:1", api_version=(4, 0), tracing="yes")
+
+
+def check_acknowledged(exporter: InMemorySpanExporter, offset: int) -> None:
+    (sent,) = [s for s in exporter.get_finished_spans() if s.kind is SpanKind.PRODUCER]
+    assert sent.status.status_code is StatusCode.UNSET
+    assert sent.attributes["messaging.kafka.offset"] == offset
+    assert sent.attributes["messaging.destination.partition.id"] == "0"
+    assert not sent.events
+
+
+def check_failed(exporter: InMemorySpanExporter, error: type[BaseException]) -> None:
+    (sent,) = [s for s in exporter.get_finished_spans() if s.kind is SpanKind.PRODUCER]
+    assert sent.status.status_code is StatusCode.ERROR
+    assert sent.attributes["error.type"] == error.__qualname__
+    assert "messaging.kafka.offset" not in sent.attributes
+    (event,) = sent.events
+    assert event.name == "exception"
+    assert event.attributes["exception.type"].endswith(error.__name__)
+
+
+@pytest.mark.anyio
+async def test_producer_span_ends_with_the_outcome_async(
+    bootstrap: str, anyio_backend: str
+) -> None:
+    topic = _topic(bootstrap, **_SMALL)
+    provider, exporter = _provider()
+    async with open_producer(bootstrap, tracing=provider) as producer:
+        delivery = await producer.enqueue(topic, b"v")
+        # appended, not yet acknowledged: the span is still open
+        assert delivery.done() or not exporter.get_finished_spans()
+        metadata = await delivery
+        check_acknowledged(exporter, metadata.offset)
+        exporter.clear()
+        delivery = await producer.enqueue(topic, _BIG)
+        assert delivery.done() or not exporter.get_finished_spans()
+        with pytest.raises(MessageSizeTooLargeError):
+            await delivery
+        check_failed(exporter, MessageSizeTooLargeError)
+        exporter.clear()
+        # refused at once (over max_request_size): the span ends at once, with the error
+        with pytest.raises(KafkaError) as refused:
+            await producer.send(topic, b"y" * 2_000_000)
+        check_failed(exporter, type(refused.value))
+
+
+def test_producer_span_ends_with_the_outcome_blocking(bootstrap: str) -> None:
+    topic = _topic(bootstrap, **_SMALL)
+    provider, exporter = _provider()
+    with KafkaProducer(bootstrap_servers=bootstrap, tracing=provider) as producer:
+        metadata = producer.send(topic, b"v").get(timeout=30)
+        check_acknowledged(exporter, metadata.offset)
+        exporter.clear()
+        future = producer.send(topic, _BIG)
+        with pytest.raises(MessageSizeTooLargeError):
+            future.get(timeout=30)
+        check_failed(exporter, MessageSizeTooLargeError)
+        exporter.clear()
+        with pytest.raises(KafkaError) as refused:
+            producer.send(topic, b"y" * 2_000_000).get(timeout=30)
+        check_failed(exporter, type(refused.value))

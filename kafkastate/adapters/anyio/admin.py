@@ -50,6 +50,7 @@ from kafkastate.core.admin.machine import AdminConfig
 from kafkastate.core.client import MetadataUpdated
 from kafkastate.core.config import admin_config
 from kafkastate.errors import KafkaConnectionError, UnsupportedVersionError
+from kafkastate.otel_metrics import metrics_export_of
 from kafkastate.structs import OffsetAndMetadata, TopicPartition, TopicPartitionReplica
 
 __all__ = ["Admin", "AdminCalls", "open_admin", "running_admin"]
@@ -746,11 +747,16 @@ async def running_admin(options: Mapping[str, Any], config: AdminConfig) -> Asyn
         connect_timeout=config.client.socket_connection_setup_timeout,
         stats_cb=options["stats_cb"],
     )
-    async with driver:
-        admin._attach(driver)
-        try:
-            await admin.wait_for_cluster(config.client.connection.request_timeout)
-            yield admin
-        finally:
-            machine.close()
-            admin._attach(None)
+    export = metrics_export_of(options, admin.metrics)
+    try:
+        async with driver:
+            admin._attach(driver)
+            try:
+                await admin.wait_for_cluster(config.client.connection.request_timeout)
+                yield admin
+            finally:
+                machine.close()
+                admin._attach(None)
+    finally:
+        if export is not None:
+            export.close()

@@ -67,6 +67,7 @@ from kafkastate.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from kafkastate.otel_metrics import metrics_export_of
 from kafkastate.structs import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -734,6 +735,7 @@ async def running_consumer(
         timers_when_due=True,
         stats_cb=options["stats_cb"],
     )
+    export = metrics_export_of(options, consumer.metrics)
     try:
         # No task group of our own: the body's exception must come out as it is, not in an
         # ExceptionGroup (the driver's task group, which runs the listener, takes care).
@@ -760,3 +762,5 @@ async def running_consumer(
     finally:
         consumer._data.set()
         consumer._changed.set()
+        if export is not None:
+            export.close()

@@ -71,8 +71,9 @@ from kafkastate.errors import (
     KafkaTimeoutError,
     TransactionFailedError,
 )
+from kafkastate.otel_metrics import metrics_export_of
 from kafkastate.structs import ConsumerGroupMetadata, TopicPartition
-from kafkastate.tracing import Tracing, tracing_of
+from kafkastate.tracing import SendSpan, Tracing, tracing_of
 
 __all__ = [
     "BatchBuilder",
@@ -383,6 +384,8 @@ class Producer(Observed):
         self._closed = anyio.Event()
         self.tracing: Tracing | None = None
         """OpenTelemetry spans per send (option ``tracing``), or None when off."""
+        # with tracing on: each record's PRODUCER span, open until its outcome
+        self._spans: dict[RecordId, SendSpan] = {}
         self.unacknowledged_result_none = False
         """aiokafka's rule for ``acks=0``: an asyncio future handed to :meth:`_append_now`
         resolves to None instead of metadata with offset -1."""
@@ -514,7 +517,7 @@ class Producer(Observed):
         assert isinstance(moved, _Admission)
         try:
             await moved.done.wait()
-        except BaseException:
+        except BaseException as exc:
             # Given up (cancelled): take the record back if it still waits. One admitted
             # meanwhile stays, as any appended record does.
             first = moved.record_ids[0]
@@ -526,6 +529,9 @@ class Producer(Observed):
             ):
                 for rid in moved.record_ids:
                     self._deliveries.pop(rid, None)
+                    span = self._spans.pop(rid, None)
+                    if span is not None:
+                        span.failed(exc)
                 driver.wake()
             raise
         if moved.error is not None:
@@ -561,8 +567,9 @@ class Producer(Observed):
             driver = self._running()  # raises
         machine = self.machine
         steps = machine.steps
+        span = None
         if self.tracing is not None:
-            headers = self.tracing.send(topic, partition, key, headers)
+            headers, span = self.tracing.send(topic, partition, key, headers)
         try:
             rid = machine.send(
                 topic,
@@ -574,10 +581,14 @@ class Producer(Observed):
                 now=driver.now(),
                 block=block,
             )
-        except KafkaError:
-            if machine.steps != steps:  # a refusal for buffer memory: batches to send
-                driver.wake()
+        except BaseException as exc:
+            if span is not None:
+                span.failed(exc)
+            if isinstance(exc, KafkaError) and machine.steps != steps:
+                driver.wake()  # a refusal for buffer memory: batches to send
             raise
+        if span is not None:
+            self._spans[rid] = span
         if sink is None:
             sink = Delivery(rid)
         self._deliveries[rid] = sink  # before any await: acks=0 completes at once
@@ -885,6 +896,9 @@ class Producer(Observed):
         for delivery in deliveries.values():
             if not delivery.done():
                 _settle(delivery, None, error)
+        spans, self._spans = self._spans, {}
+        for span in spans.values():
+            span.failed(error)
         for done in self._flushes.values():
             done.set()
         self._flushes.clear()
@@ -933,6 +947,19 @@ class Producer(Observed):
                         )
                     )
             offset += step
+        if self._spans:
+            self._end_spans(event, partition)
+
+    def _end_spans(self, event: RecordsAcknowledged, partition: int) -> None:
+        """End the PRODUCER spans of an acknowledged batch's records (tracing on)."""
+        pop = self._spans.pop
+        offset = event.base_offset
+        step = 1 if offset >= 0 else 0
+        for rid in event.record_ids:
+            span = pop(rid, None)
+            if span is not None:
+                span.acknowledged(partition, offset)
+            offset += step
 
     def _handle_event(self, event: Any) -> None:
         match event:
@@ -940,6 +967,11 @@ class Producer(Observed):
                 self._acknowledged(event, topic, partition)
                 return
             case RecordsFailed(record_ids=rids, error=error):
+                if self._spans:
+                    for rid in rids:
+                        span = self._spans.pop(rid, None)
+                        if span is not None:
+                            span.failed(error)
                 admission = self._admissions.pop(rids[0], None) if self._admissions else None
                 if admission is not None:
                     # it never got into a batch: the waiting send raises instead
@@ -1048,6 +1080,7 @@ async def running_producer(
         timers_when_due=True,  # the producer's commands step for themselves
         stats_cb=options["stats_cb"],
     )
+    export = metrics_export_of(options, producer.metrics)
     try:
         async with driver:
             producer._attach(driver)
@@ -1066,3 +1099,5 @@ async def running_producer(
                 producer._attach(None)
     finally:
         producer._release_waiters()
+        if export is not None:
+            export.close()

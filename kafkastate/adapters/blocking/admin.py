@@ -84,6 +84,7 @@ from kafkastate.errors import (
     KafkaConnectionError,
     KafkaError,
 )
+from kafkastate.otel_metrics import metrics_export_of
 from kafkastate.structs import (
     OffsetAndMetadata,
     OffsetAndTimestamp,
@@ -123,6 +124,7 @@ class KafkaAdminClient:
         self._done: dict[OpId, AdminOperationCompleted] = {}
         self._stats_cb = options["stats_cb"]
         self._closed = False
+        self._export = metrics_export_of(options, self.metrics)
         wait = options["bootstrap_timeout_ms"] / 1000
         try:
             client = self._machine.client
@@ -142,6 +144,8 @@ class KafkaAdminClient:
         if self._closed:
             return
         self._closed = True
+        if self._export is not None:
+            self._export.close()
         self._machine.close()
         self._events()
         self._loop.close()

@@ -69,6 +69,7 @@ from kafkastate.errors import (
     KafkaTimeoutError,
     RebalanceListenerError,
 )
+from kafkastate.otel_metrics import metrics_export_of
 from kafkastate.structs import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -182,6 +183,11 @@ class KafkaConsumer:
             token_provider=resolved["sasl_oauth_token_provider"],
         )
         self._closed = False
+        # read unlocked from the metric reader's thread: poll() holds the lock while it
+        # waits, and a report read mid-update is skipped (kafkastate.otel_metrics)
+        self._export = metrics_export_of(
+            resolved, lambda: report.consumer_metrics(self._machine, time.monotonic())
+        )
         try:
             if topics:
                 self.subscribe(list(topics))
@@ -599,6 +605,8 @@ class KafkaConsumer:
     def _shut(self) -> None:
         self._closed = True
         close_serializers(self._resolved)
+        if self._export is not None:
+            self._export.close()
         self._calls.clear()
         machine = self._machine
         machine.close()

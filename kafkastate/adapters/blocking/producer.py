@@ -36,11 +36,12 @@ from kafkastate.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from kafkastate.otel_metrics import MetricsExport, metrics_export_of
 from kafkastate.structs import (
     ConsumerGroupMetadata,
     TopicPartition,
 )
-from kafkastate.tracing import tracing_of
+from kafkastate.tracing import SendSpan, tracing_of
 
 __all__ = ["FutureRecordMetadata", "KafkaProducer", "RecordMetadata"]
 
@@ -238,6 +239,25 @@ class FutureRecordMetadata:
                 _call(f, error)
 
 
+class _TracedFuture(FutureRecordMetadata):
+    """A future whose record has a PRODUCER span (tracing on): the span ends with the
+    outcome, before any waiter or callback sees it."""
+
+    __slots__ = ("_span",)
+
+    def __init__(self, sizes: tuple[int, int, int], span: SendSpan) -> None:
+        super().__init__(sizes)
+        self._span = span
+
+    def record_acknowledged(self, topic: str, partition: int, offset: int, timestamp: int) -> None:
+        self._span.acknowledged(partition, offset)
+        super().record_acknowledged(topic, partition, offset, timestamp)
+
+    def record_failed(self, error: BaseException) -> None:
+        self._span.failed(error)
+        super().record_failed(error)
+
+
 _FUTURES_LOCK: Final = threading.Lock()
 """Guards every future's completion against callback registration and waiters (one lock
 for all: held for a few attribute writes, never while user code runs)."""
@@ -340,6 +360,7 @@ class KafkaProducer:
     def __init__(self, **options: Any) -> None:
         self._io: ProducerThread | None = None
         self._closed = True
+        self._export: MetricsExport | None = None
         resolved = resolve("producer", _FLAVOUR, options, owner="KafkaProducer")
         if resolved["client_id"] is None:
             resolved["client_id"] = f"kafkastate-producer-{next(_CLIENT_IDS)}"
@@ -366,6 +387,7 @@ class KafkaProducer:
         self._closed = False
         self._close_lock = threading.Lock()
         self._io.start()
+        self._export = metrics_export_of(resolved, self._io.metrics)
         if api_version is None:
             try:
                 self._io.wait_for_cluster(bootstrap_wait)
@@ -488,19 +510,27 @@ class KafkaProducer:
             -1 if value_bytes is None else len(value_bytes),
             sum(len(k.encode()) + len(v) for k, v in headers) if headers else -1,
         )
-        future = FutureRecordMetadata(sizes)
-        if self._tracing is not None:
-            headers = self._tracing.send(topic, partition, key_bytes, headers)
-        io.submit_send(
-            topic,
-            value=value_bytes,
-            key=key_bytes,
-            headers=headers,
-            partition=partition,
-            timestamp_ms=timestamp_ms,
-            sink=future,
-            block=block,
-        )
+        span = None
+        if self._tracing is None:
+            future = FutureRecordMetadata(sizes)
+        else:
+            headers, span = self._tracing.send(topic, partition, key_bytes, headers)
+            future = _TracedFuture(sizes, span)
+        try:
+            io.submit_send(
+                topic,
+                value=value_bytes,
+                key=key_bytes,
+                headers=headers,
+                partition=partition,
+                timestamp_ms=timestamp_ms,
+                sink=future,
+                block=block,
+            )
+        except BaseException as exc:
+            if span is not None:
+                span.failed(exc)
+            raise
         return future
 
     def flush(self, timeout: float | None = None) -> None:
@@ -542,6 +572,8 @@ class KafkaProducer:
         io.close(timeout)
         if not already:
             close_serializers(self._resolved)
+            if self._export is not None:
+                self._export.close()
 
     @classmethod
     def max_usable_produce_magic(cls, api_version: Any) -> int:

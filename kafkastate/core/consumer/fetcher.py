@@ -383,6 +383,9 @@ class FetcherMachine(ClientDriven):
         if self.member is None or self._leaving:
             return
         self._leaving = True
+        owned = sorted(self.member.owned)
+        if owned:
+            log.info("group %s: revoked %s (leaving)", self.config.group_id, _names(owned))
         self.member.close(now=now)
         self._step(now)
 
