@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import shutil
 
 import nox
 
 nox.options.default_venv_backend = "none"
 nox.options.sessions = ["lint", "typecheck", "tests"]
+
+_FETCH = ("-m", "kafkastate.testing.broker", "fetch")
+"""Downloads Kafka versions' jars into the harness cache (once per version)."""
 
 
 @nox.session(venv_backend="none")
@@ -17,6 +21,13 @@ def tests(session: nox.Session) -> None:
     The project's own suite needs the broker: a missing java/mvn fails the run instead of
     skipping the integration tests (users' suites get the skip by default).
     """
+    from kafkastate.testing import default_kafka_version  # noqa: PLC0415
+    from tests.compat.versions import short_version  # noqa: PLC0415
+
+    if not os.environ.get("KAFKASTATE_BOOTSTRAP") and shutil.which("mvn"):
+        # every broker the run starts, downloaded before the first test (not inside one);
+        # without mvn the fixtures say what is missing (or use Docker, or cached jars)
+        session.run("python", *_FETCH, default_kafka_version(), short_version())
     session.run("python", "-m", "pytest", *session.posargs, env={"KAFKASTATE_REQUIRE_BROKER": "1"})
 
 
@@ -142,17 +153,18 @@ def dst_txn(session: nox.Session) -> None:
     session.run(*_SWEEP, "--workload", "txn", *(session.posargs or ["--seeds", "1000"]))
 
 
-COMPAT_VERSIONS = ("2.8.2", "3.6.2", "3.9.1", "4.0.2", "4.4.0")
-"""Broker versions ``compat`` runs against: ZooKeeper (2.8), KRaft 3.x before and after
-KIP-848's preview, the first 4.x and the newest served by Maven Central."""
-
-
 @nox.session(venv_backend="none")
 def compat(session: nox.Session) -> None:
     """The broker-version compatibility suite (tests/compat), every case, once per Kafka
     version (``-- 3.9.1 4.4.0`` picks versions; the default suite runs its short set
-    against 3.9.1 only). Each version's jars are fetched once into the harness cache."""
-    versions = session.posargs or list(COMPAT_VERSIONS)
+    against 3.9.1 or 2.8.2 by the day). Each run records its outcomes in
+    docs/compat-results/; ``python tools/gen_compat_table.py`` redraws the table of
+    docs/compatibility.md from them."""
+    from tests.compat.versions import FULL_VERSIONS  # noqa: PLC0415
+
+    versions = session.posargs or list(FULL_VERSIONS)
+    if shutil.which("mvn"):
+        session.run("python", *_FETCH, *versions)
     for version in versions:
         session.log(f"compat: Kafka {version}")
         session.run(
@@ -165,9 +177,11 @@ def compat(session: nox.Session) -> None:
             env={
                 "KAFKASTATE_COMPAT_VERSION": version,
                 "KAFKASTATE_COMPAT_FULL": "1",
+                "KAFKASTATE_COMPAT_RESULTS": "docs/compat-results",
                 "KAFKASTATE_REQUIRE_BROKER": "1",
             },
         )
+    session.run("python", "tools/gen_compat_table.py")
 
 
 @nox.session(venv_backend="none")

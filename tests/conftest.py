@@ -11,9 +11,13 @@
   (tests/integration/legacy): the broker, a fresh ready topic, a legacy KafkaClient, and
   writing values to one partition through it.
 * ``compat_cluster`` -- the broker-version compatibility suite's own broker (tests/compat,
-  marker ``compat``): Kafka ``$KAFKASTATE_COMPAT_VERSION`` (default
-  :data:`COMPAT_DEFAULT_VERSION`), with SASL and SSL listeners when
-  ``KAFKASTATE_COMPAT_FULL=1`` (``nox -s compat`` sets both, version by version).
+  marker ``compat``): Kafka ``$KAFKASTATE_COMPAT_VERSION`` (default: 3.9.1 or 2.8.2 by the
+  day, tests/compat/versions.py), with SASL and SSL listeners when
+  ``KAFKASTATE_COMPAT_FULL=1`` (``nox -s compat`` sets both, version by version). With
+  ``KAFKASTATE_COMPAT_RESULTS=DIR`` the session writes ``DIR/kafka-VERSION.json``: each
+  ``compat_row`` case's outcome, what tools/gen_compat_table.py turns into the table of
+  docs/compatibility.md. A case that found the broker lacking its feature (and checked the
+  client's error) says so with ``record_property("broker_lacks", FOOTNOTE_KEY)``.
 * ``kerberos_realm``, ``gssapi_cluster``, ``kerberos_client`` -- SASL/GSSAPI against a real
   MIT KDC (tests/integration/test_gssapi.py): a throwaway realm ``KAFKASTATE.TEST`` on a
   loopback port, a broker whose SASL_PLAINTEXT listener also speaks GSSAPI as
@@ -28,6 +32,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -46,6 +51,8 @@ from kafkastate.testing import (
     metadata,
 )
 from kafkastate.testing.pytest_plugin import unavailable
+from tests.compat.results import write_results
+from tests.compat.versions import short_version
 
 # -- async backends ---------------------------------------------------------------------------
 
@@ -153,10 +160,12 @@ def _kafka_needs(request: pytest.FixtureRequest) -> None:
 
 # -- the broker-version compatibility suite (tests/compat) ------------------------------------
 
-COMPAT_DEFAULT_VERSION = "3.9.1"
-"""The old broker the default suite checks (the newest 3.x: KRaft, no KIP-848)."""
 COMPAT_FULL = bool(os.environ.get("KAFKASTATE_COMPAT_FULL"))
 """Run every compat case (all codecs, SASL, SSL), not the default suite's short set."""
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"compat: Kafka {short_version()} ({'full' if COMPAT_FULL else 'short'} set)"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -173,14 +182,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def compat_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     """One broker of ``$KAFKASTATE_COMPAT_VERSION`` for the compatibility suite."""
-    version = os.environ.get("KAFKASTATE_COMPAT_VERSION") or COMPAT_DEFAULT_VERSION
     try:
-        cluster = KafkaCluster.start(version, sasl=COMPAT_FULL, ssl=COMPAT_FULL)
+        cluster = KafkaCluster.start(short_version(), sasl=COMPAT_FULL, ssl=COMPAT_FULL)
     except PrerequisiteError as exc:
         unavailable(exc)
+    request.config.stash[_COMPAT_RUN] = cluster
     yield cluster
     keep = request.session.testsfailed > 0 or bool(request.config.getoption("--kafka-keep"))
     cluster.stop(remove=not keep, graceful=False)
+
+
+_COMPAT_RUN = pytest.StashKey[KafkaCluster]()
+_COMPAT_OUTCOMES = pytest.StashKey[dict[str, tuple[str, str, str | None]]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Keep each ``compat_row`` case's outcome (a failed setup or teardown counts too)."""
+    report: pytest.TestReport = yield
+    marker = item.get_closest_marker("compat_row")
+    if marker is None or (report.when != "call" and report.passed):
+        return report
+    recorded = dict(item.user_properties).get("broker_lacks")
+    lacks = None if recorded is None else str(recorded)
+    outcome: str = "ok" if report.passed else report.outcome
+    if outcome == "ok" and lacks:
+        outcome = "lacks"
+    outcomes = item.config.stash.setdefault(_COMPAT_OUTCOMES, {})
+    if report.when == "call" or item.nodeid not in outcomes or outcome == "failed":
+        outcomes[item.nodeid] = (str(marker.args[0]), outcome, lacks)
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With ``KAFKASTATE_COMPAT_RESULTS``, write the compat cases' outcomes for the table."""
+    target = os.environ.get("KAFKASTATE_COMPAT_RESULTS")
+    cluster = session.config.stash.get(_COMPAT_RUN, None)
+    outcomes = session.config.stash.get(_COMPAT_OUTCOMES, {})
+    if not target or cluster is None or cluster.profile is None or not outcomes:
+        return
+    write_results(Path(target), cluster.profile, outcomes, full=COMPAT_FULL)
 
 
 # -- the kafkastate.legacy tests (tests/integration/legacy) -----------------------------------

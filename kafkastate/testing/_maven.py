@@ -33,13 +33,12 @@ __all__ = [
     "render_pom",
 ]
 
-DEFAULT_KAFKA_VERSION = "4.3.1"
+DEFAULT_KAFKA_VERSION = "4.4.0"
 """The Kafka version the harness runs by default (the whole suite passes on it).
 
-Checked 2026-11-26: 4.4.0's dependency set now resolves from Maven Central (an earlier
-check found ``kafka-tools-api:4.4.0`` missing) and the compatibility suite passes on it, but
-the whole suite has not been run on 4.4.0 yet, so the default stays until it has. Older
-versions (2.8.x with ZooKeeper, 3.x KRaft) run too: see :mod:`kafkastate.testing._versions`.
+Moved from 4.3.1 on 2026-11-26, after tests/integration, adapters, conformance, cli and
+legacy ran on 4.4.0 (issue 25). Older versions (2.8.x with ZooKeeper, 3.x KRaft) run too:
+see :mod:`kafkastate.testing._versions`.
 """
 
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"

@@ -6,6 +6,7 @@
         [--sasl] [--ssl] [--sasl-ssl]
     python -m kafkastate.testing.broker status
     python -m kafkastate.testing.broker down
+    python -m kafkastate.testing.broker fetch [VERSION ...]
 
 ``up`` starts a local cluster in the background (its JVMs outlive the command), waits until it
 is ready and prints ``KEY=VALUE`` lines (``KAFKASTATE_BOOTSTRAP=127.0.0.1:PORT`` and, when
@@ -13,7 +14,9 @@ asked for, the SASL/SSL addresses, credentials and CA file) that
 :meth:`KafkaCluster.from_env` and the pytest fixtures read back, so
 ``eval "$(python -m kafkastate.testing.broker up --sasl)"`` points a test run at it.
 The run is recorded in ``$KAFKASTATE_RUN_DIR`` (default ``~/.cache/kafkastate/run``); ``down``
-stops it and removes its files; ``status`` prints it (exit 1 when nothing runs).
+stops it and removes its files; ``status`` prints it (exit 1 when nothing runs). ``fetch``
+downloads the jars of the versions named (default: the harness default) into the cache and
+prints each one's directory, so a test run needs no download on a cold machine.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from ._cluster import (
 )
 from ._config import SaslCredentials
 from ._errors import BrokerStartError, HarnessError, PrerequisiteError
-from ._maven import DEFAULT_KAFKA_VERSION
+from ._maven import DEFAULT_KAFKA_VERSION, fetch_kafka_libs
 
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
@@ -157,6 +160,17 @@ def _cmd_down(args: argparse.Namespace, run_dir: Path) -> int:
     return 0
 
 
+def _cmd_fetch(args: argparse.Namespace) -> int:
+    for version in args.versions or [default_kafka_version()]:
+        try:
+            libs = fetch_kafka_libs(version)
+        except HarnessError as exc:  # PrerequisiteError (no mvn) included
+            print(f"fetch: {exc}", file=sys.stderr)
+            return 1
+        print(f"{version} {libs}")
+    return 0
+
+
 def _cmd_status(args: argparse.Namespace, run_dir: Path) -> int:
     loaded = _load(run_dir)
     if loaded is None:
@@ -216,6 +230,13 @@ def _parser() -> argparse.ArgumentParser:
     down.add_argument("--timeout", type=float, default=20.0, help="seconds before SIGKILL")
     status = sub.add_parser("status", help="print the running cluster (exit 1 if none)")
     status.add_argument("--timeout", type=float, default=2.0, help="probe timeout, seconds")
+    fetch = sub.add_parser("fetch", help="download Kafka versions' jars into the harness cache")
+    fetch.add_argument(
+        "versions",
+        nargs="*",
+        metavar="VERSION",
+        help=f"Kafka versions (default $KAFKASTATE_KAFKA_VERSION or {DEFAULT_KAFKA_VERSION})",
+    )
     return parser
 
 
@@ -238,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_up(args, run_dir)
     if args.command == "down":
         return _cmd_down(args, run_dir)
+    if args.command == "fetch":
+        return _cmd_fetch(args)
     return _cmd_status(args, run_dir)
 
 

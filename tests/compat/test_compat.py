@@ -4,9 +4,13 @@ One broker of the version ``KAFKASTATE_COMPAT_VERSION`` names (default 3.9.1; fi
 ``compat_cluster`` in tests/conftest.py) runs the same cases: records per codec, a classic
 group that commits and resumes, KIP-848 where the broker has it (and its clear error where
 not), the idempotent producer, transactions (commit, abort, timeout recovery), the offsets
-APIs, and SASL/SSL. The default suite runs the short set against 3.9.1; ``nox -s compat``
-runs everything (``KAFKASTATE_COMPAT_FULL=1``) against each version in turn. Written with the
-blocking adapter: every runtime drives the same core machines.
+APIs, admin calls whose APIs came late, and SASL/SSL. The default suite runs the short set
+against 3.9.1 or 2.8.2 (by the day, tests/compat/versions.py); ``nox -s compat`` runs
+everything (``KAFKASTATE_COMPAT_FULL=1``) against each version in turn and records each
+``compat_row``'s outcome for docs/compatibility.md (tests/compat/results.py). A case that
+finds the broker lacking its feature checks the client's error and records
+``broker_lacks`` (a footnote key of tools/gen_compat_table.py). Written with the blocking
+adapter: every runtime drives the same core machines.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from tests.conftest import COMPAT_FULL
 pytestmark = [pytest.mark.compat, pytest.mark.integration]
 
 full_only = pytest.mark.compat_full  # deselected from the default suite's short set
+row = pytest.mark.compat_row  # the table row of docs/compatibility.md a case stands for
+Record = Any  # pytest's record_property fixture: (name, value) -> None
 # the default suite checks zstd only (the newest codec, Kafka 2.1+); the full run all four
 CODECS = ("gzip", "snappy", "lz4", "zstd") if COMPAT_FULL else ("zstd",)
 
@@ -78,6 +84,7 @@ def drain(consumer: KafkaConsumer, count: int, *, deadline: float = 30.0) -> lis
 # -- records -------------------------------------------------------------------------------
 
 
+@row("produce/consume, gzip, snappy, lz4, zstd")
 @pytest.mark.parametrize("codec", CODECS)
 def test_produce_and_consume_per_codec(compat_cluster: KafkaCluster, codec: str) -> None:
     topic = new_topic(compat_cluster)
@@ -86,6 +93,7 @@ def test_produce_and_consume_per_codec(compat_cluster: KafkaCluster, codec: str)
     assert read_all(compat_cluster, topic, len(values)) == values
 
 
+@row("idempotent producer")
 def test_idempotent_producer_writes_each_record_once_in_order(
     compat_cluster: KafkaCluster,
 ) -> None:
@@ -98,6 +106,7 @@ def test_idempotent_producer_writes_each_record_once_in_order(
 # -- groups --------------------------------------------------------------------------------
 
 
+@row("classic group: commit, a new member resumes")
 def test_classic_group_commits_and_a_new_member_resumes(compat_cluster: KafkaCluster) -> None:
     topic = new_topic(compat_cluster)
     group = f"g-{topic}"
@@ -128,7 +137,10 @@ def test_classic_group_commits_and_a_new_member_resumes(compat_cluster: KafkaClu
         second.close(autocommit=False)
 
 
-def test_kip848_consumer_group_or_its_clear_error(compat_cluster: KafkaCluster) -> None:
+@row('`group_protocol="consumer"` (KIP-848)')
+def test_kip848_consumer_group_or_its_clear_error(
+    compat_cluster: KafkaCluster, record_property: Record
+) -> None:
     """``group_protocol="consumer"``: it works where the broker serves KIP-848 (Kafka 4.0+),
     and elsewhere the first poll raises UnsupportedVersionError at once (issue 25: it used
     to look for the coordinator again for ever)."""
@@ -156,6 +168,9 @@ def test_kip848_consumer_group_or_its_clear_error(compat_cluster: KafkaCluster) 
         if compat_cluster.profile.major_minor < (3, 7):  # the broker lacks the API
             assert "group_protocol='consumer' (KIP-848)" in message, message
             assert "broker node" in message and "group_protocol='classic'" in message
+            record_property("broker_lacks", "consumer-group-heartbeat")
+        else:
+            record_property("broker_lacks", "kip848-preview-off")
     finally:
         consumer.close(autocommit=False)
 
@@ -163,6 +178,7 @@ def test_kip848_consumer_group_or_its_clear_error(compat_cluster: KafkaCluster) 
 # -- transactions --------------------------------------------------------------------------
 
 
+@row("transactions: commit, abort, `read_committed`")
 def test_transactions_commit_and_abort_under_read_committed(
     compat_cluster: KafkaCluster,
 ) -> None:
@@ -191,8 +207,9 @@ def test_transactions_commit_and_abort_under_read_committed(
     assert raw == [b"kept", b"dropped", b"kept-too"]
 
 
+@row("transaction timeout: `abort_transaction()` goes on")
 def test_transaction_timeout_recovers_or_fails_with_the_next_step(
-    compat_cluster: KafkaCluster,
+    compat_cluster: KafkaCluster, record_property: Record
 ) -> None:
     """After the coordinator aborted a transaction past transaction_timeout_ms the producer
     sees TransactionTimedOutError; abort_transaction() then re-initialises it on Kafka 4.0+
@@ -230,6 +247,7 @@ def test_transaction_timeout_recovers_or_fails_with_the_next_step(
             with pytest.raises(UnsupportedVersionError):
                 producer.begin_transaction()
             expected = []
+            record_property("broker_lacks", "transaction-timeout-recovery")
     finally:
         producer.close()
     if not expected:  # the documented next step: a new producer, same transactional id
@@ -240,6 +258,7 @@ def test_transaction_timeout_recovers_or_fails_with_the_next_step(
 # -- offsets APIs --------------------------------------------------------------------------
 
 
+@row("`offsets_for_times`, `seek_to_end`, begin/end offsets")
 def test_offsets_for_times_seek_to_end_and_end_offsets(compat_cluster: KafkaCluster) -> None:
     topic = new_topic(compat_cluster)
     produce(compat_cluster, topic, [b"a", b"b"])
@@ -265,27 +284,71 @@ def test_offsets_for_times_seek_to_end_and_end_offsets(compat_cluster: KafkaClus
 # -- admin operator calls --------------------------------------------------------------------
 
 
-def test_admin_operator_calls_or_the_operation_named_in_their_error(
-    compat_cluster: KafkaCluster,
+def _admin(cluster: KafkaCluster) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+
+
+def _broker(cluster: KafkaCluster) -> tuple[int, int]:
+    assert cluster.profile is not None
+    return cluster.profile.major_minor
+
+
+@row("admin: `describe_transactions`, `list_transactions`")
+def test_describe_transactions_or_its_clear_error(
+    compat_cluster: KafkaCluster, record_property: Record
 ) -> None:
-    """The admin calls whose APIs came late work where the broker has them, and elsewhere
-    raise UnsupportedVersionError naming the operation (issue 18): DescribeTopicPartitions
-    (3.7), ListTransactions' pattern filter (4.1)."""
+    """DescribeTransactions and ListTransactions came with Kafka 3.0 (KIP-664)."""
+    topic = new_topic(compat_cluster)
+    tid = f"tid-{topic}"
+    commit_one(compat_cluster.bootstrap, tid, topic, b"one")
+    with _admin(compat_cluster) as admin:
+        if _broker(compat_cluster) >= (3, 0):
+            assert admin.describe_transactions([tid])[tid].state == "CompleteCommit"
+            listed = admin.list_transactions()
+            assert tid in {t.transactional_id for ts in listed.values() for t in ts}
+            return
+        with pytest.raises(UnsupportedVersionError, match="describe_transactions") as info:
+            admin.describe_transactions([tid])
+        assert info.value.api_name == "DescribeTransactions"
+        with pytest.raises(UnsupportedVersionError, match="list_transactions"):
+            admin.list_transactions()
+    record_property("broker_lacks", "describe-transactions")
+
+
+@row("admin: `describe_topic_partitions` (paged)")
+def test_describe_topic_partitions_or_its_clear_error(
+    compat_cluster: KafkaCluster, record_property: Record
+) -> None:
+    """DescribeTopicPartitions came with Kafka 3.7 (KIP-966)."""
     topic = new_topic(compat_cluster, partitions=3)
-    assert compat_cluster.profile is not None
-    version = compat_cluster.profile.major_minor
-    with KafkaAdminClient(bootstrap_servers=compat_cluster.bootstrap) as admin:
-        if version >= (3, 7):
+    with _admin(compat_cluster) as admin:
+        if _broker(compat_cluster) >= (3, 7):
             page = admin.describe_topic_partitions([topic], response_partition_limit=2)
             assert page["next_cursor"] == {"topic_name": topic, "partition_index": 2}
-        else:
-            with pytest.raises(UnsupportedVersionError, match="describe_topic_partitions"):
-                admin.describe_topic_partitions([topic])
-        if version >= (4, 1):
+            return
+        with pytest.raises(UnsupportedVersionError, match="describe_topic_partitions") as info:
+            admin.describe_topic_partitions([topic])
+        assert info.value.api_name == "DescribeTopicPartitions"
+    record_property("broker_lacks", "describe-topic-partitions")
+
+
+@row("admin: `list_transactions(transactional_id_pattern=...)`")
+def test_list_transactions_pattern_or_its_clear_error(
+    compat_cluster: KafkaCluster, record_property: Record
+) -> None:
+    """ListTransactions' transactional-id pattern came with Kafka 4.1."""
+    with _admin(compat_cluster) as admin:
+        if _broker(compat_cluster) >= (4, 1):
             assert isinstance(admin.list_transactions(transactional_id_pattern="^none$"), dict)
-        else:
-            with pytest.raises(UnsupportedVersionError, match="list_transactions"):
-                admin.list_transactions(transactional_id_pattern="^none$")
+            return
+        with pytest.raises(UnsupportedVersionError, match="list_transactions"):
+            admin.list_transactions(transactional_id_pattern="^none$")
+    record_property("broker_lacks", "list-transactions-filter")
+
+
+@row("admin: `describe_features`, `describe_user_scram_credentials`")
+def test_admin_features_and_scram_credentials(compat_cluster: KafkaCluster) -> None:
+    with _admin(compat_cluster) as admin:
         features = admin.describe_features()
         assert isinstance(features["finalized_features"], dict)
         assert isinstance(admin.describe_user_scram_credentials(), dict)
@@ -313,8 +376,18 @@ def _secured(cluster: KafkaCluster, listener: str) -> dict[str, Any]:
     }
 
 
+SASL_ROW = row("SASL_PLAINTEXT: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+SSL_ROW = row("SSL (server certificate)")
+
+
 @full_only
-@pytest.mark.parametrize("listener", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "SSL"])
+@pytest.mark.parametrize(
+    "listener",
+    [
+        *(pytest.param(m, marks=SASL_ROW) for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+        pytest.param("SSL", marks=SSL_ROW),
+    ],
+)
 def test_sasl_mechanisms_and_ssl(compat_cluster: KafkaCluster, listener: str) -> None:
     topic = new_topic(compat_cluster)
     produce(compat_cluster, topic, [b"secret"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 import struct
@@ -9,9 +10,12 @@ import time
 import uuid
 from typing import Any
 
+import anyio
 import pytest
 
 from kafkastate.adapters.blocking import BlockingAdmin, BlockingConnection, parse_bootstrap
+from kafkastate.anyio import open_admin
+from kafkastate.core.admin import ConfigResource
 from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.protocol.framing import request_header_bytes
 from kafkastate.core.protocol.requests import NewTopic, metadata_request
@@ -22,6 +26,7 @@ from kafkastate.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
+from kafkastate.sync import KafkaAdminClient
 from kafkastate.testing import KafkaCluster, unsecured_jwt
 
 pytestmark = pytest.mark.integration
@@ -185,3 +190,58 @@ def test_reauthentication_keeps_connection_alive(mechanism: str) -> None:
                 answered += 1
                 time.sleep(0.25)
             assert answered >= 25  # the session expired twice meanwhile
+
+
+# -- ApiVersions once per broker (issue 25) -------------------------------------------------
+
+
+def _request_log(cluster: Any, level: str) -> None:
+    """Set the broker's ``kafka.request.logger`` (DEBUG logs every completed request)."""
+    node = cluster.brokers[0].node_id
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap) as admin:
+        change = ConfigResource("broker_logger", node, {"kafka.request.logger": level})
+        admin.alter_configs([change], incremental=True)
+
+
+def _requests_of(log: Any, client_id: str) -> list[tuple[int, str]]:
+    """``(api key, connection id)`` of every completed request of ``client_id`` the
+    broker logged (its request logger writes the header as JSON)."""
+    seen = []
+    for line in log.read_text(errors="replace").splitlines():
+        if "Completed request:" not in line or f'"clientId":"{client_id}"' not in line:
+            continue
+        key = re.search(r'"requestApiKey":(\d+)', line)
+        conn = re.search(r'"connection":"([^"]+)"', line)
+        assert key is not None and conn is not None, line
+        seen.append((int(key.group(1)), conn.group(1)))
+    return seen
+
+
+@pytest.mark.anyio
+@pytest.mark.kafka_needs("fault_control", "single_broker")
+async def test_a_reconnect_does_not_ask_the_broker_for_its_api_versions_again(
+    kafka_cluster: Any,
+) -> None:
+    """The broker is the witness: its request log shows one ApiVersions per node (the
+    bootstrap address and broker 1 are two nodes), however many connections follow."""
+    client_id = f"versions-{uuid.uuid4().hex[:8]}"
+    log = kafka_cluster.brokers[0].log_file
+    _request_log(kafka_cluster, "DEBUG")
+    try:
+        async with open_admin(
+            kafka_cluster.bootstrap,
+            client_id=client_id,
+            request_timeout_ms=1000,
+            connections_max_idle_ms=1500,
+        ) as admin:
+            for _ in range(3):
+                assert (await admin.describe_cluster()).brokers
+                await anyio.sleep(2.5)  # past connections_max_idle_ms: the client hangs up
+        with anyio.fail_after(10):
+            while len({conn for _, conn in _requests_of(log, client_id)}) < 3:
+                await anyio.sleep(0.1)
+    finally:
+        _request_log(kafka_cluster, "WARN")
+    seen = _requests_of(log, client_id)
+    assert len({conn for _, conn in seen}) >= 3, seen
+    assert [key for key, _ in seen].count(ApiKey.API_VERSIONS) <= 2, seen

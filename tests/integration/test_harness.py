@@ -72,6 +72,7 @@ from kafkastate.testing._maven import (
 )
 from kafkastate.testing._tls import make_crl, make_tls_files
 from kafkastate.testing._versions import profile_for
+from kafkastate.testing.broker import main as broker_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -541,6 +542,29 @@ def test_missing_mvn_and_java_are_named(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(PrerequisiteError) as info:
         find_java()
     assert info.value.missing == "java"
+
+
+def test_the_fetch_command_prints_cached_jars_and_names_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m kafkastate.testing.broker fetch V...``: what ``./ks test`` runs before
+    the tests so that no test waits for a download."""
+    cache = tmp_path / "cache"
+    libs = cache / "kafka-4.4.0" / "libs"
+    libs.mkdir(parents=True)
+    (libs / "kafka_2.13-4.4.0.jar").write_bytes(b"")
+    (cache / "kafka-4.4.0" / ".complete").write_text("{}")
+    monkeypatch.setenv("KAFKASTATE_CACHE_DIR", str(cache))
+    monkeypatch.setenv("KAFKASTATE_KAFKA_VERSION", "4.4.0")
+    assert broker_cli(["fetch"]) == 0  # the default version
+    assert capsys.readouterr().out == f"4.4.0 {libs}\n"
+    monkeypatch.setenv("PATH", str(tmp_path))  # no mvn for an uncached version
+    assert broker_cli(["fetch", "4.4.0", "3.9.1"]) == 1
+    out, err = capsys.readouterr()
+    assert out == f"4.4.0 {libs}\n"
+    assert "mvn" in err and str(cache / "kafka-3.9.1") in err
+    assert broker_cli(["fetch", "2.7.0"]) == 1
+    assert "2.8 or later" in capsys.readouterr().err
 
 
 def test_env_round_trip_and_resolve_prefers_bootstrap_env() -> None:

@@ -38,9 +38,8 @@ from typing import Any, Final
 import attrs
 
 from kafkastate.core.producer.accumulator import ProducerBatch
-from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable, api_name
+from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable, request_type
 from kafkastate.core.states import StateTable, register, transition
-from kafkastate.errors import UnsupportedVersionError
 
 __all__ = [
     "IDEMPOTENCE_STATES",
@@ -97,19 +96,13 @@ def init_producer_id_request(
     Raises:
         UnsupportedVersionError: the broker does not speak InitProducerId v3+.
     """
-    version = versions.version_for(ApiKey.INIT_PRODUCER_ID)
-    if version < INIT_PRODUCER_ID_MIN_VERSION:
-        name = api_name(ApiKey.INIT_PRODUCER_ID)
-        broker = versions.broker_ranges.get(ApiKey.INIT_PRODUCER_ID)
-        raise UnsupportedVersionError(
-            f"the idempotent producer needs {name} v{INIT_PRODUCER_ID_MIN_VERSION}+ (KIP-360, "
-            f"Kafka 2.5+), the broker offers {broker}; set enable_idempotence=False",
-            api_key=ApiKey.INIT_PRODUCER_ID,
-            api_name=name,
-            client_range=(INIT_PRODUCER_ID_MIN_VERSION, version),
-            broker_range=broker,
-        )
-    cls = versions.request_type(ApiKey.INIT_PRODUCER_ID)
+    version = versions.require(
+        ApiKey.INIT_PRODUCER_ID,
+        feature="the idempotent producer (KIP-360, Kafka 2.5+)",
+        remedy="set enable_idempotence=False",
+        min_version=INIT_PRODUCER_ID_MIN_VERSION,
+    )
+    cls = request_type(ApiKey.INIT_PRODUCER_ID, version)
     return cls(
         transactional_id=None,
         transaction_timeout=datetime.timedelta(milliseconds=round(transaction_timeout * 1000)),

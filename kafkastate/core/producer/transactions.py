@@ -1283,19 +1283,17 @@ def _check_timeout_recovery(versions: ApiVersionTable, tid: str, timed_out: Kafk
     the epoch. From Kafka 4.0 on it remembers the fenced epoch, and InitProducerId with that
     epoch re-initialises the producer (the Java client's ``abortTransaction`` after a timeout).
     Older coordinators answer PRODUCER_FENCED to it -- though no other producer exists
-    (seen on 2.8.2, 3.6.2 and 3.9.1; issue 25). The negotiated versions tell
-    the two apart: Kafka 4.0 dropped Fetch v0-v3 (KIP-896), so a broker still offering them
-    is older. (Produce would not do: 4.x advertises Produce v0 again for old clients,
-    KAFKA-18659, though it refuses v0-v2.) A fresh InitProducerId (epoch -1) would work there,
-    but it would also fence a newer producer if one did take the transactional id over; only
-    the application knows, so the producer fails, naming the next step, instead of guessing.
+    (seen on 2.8.2, 3.6.2 and 3.9.1; issue 25). No API version announces the change, so the
+    broker's generation decides (:meth:`ApiVersionTable.at_least`: a broker still offering
+    Fetch v0-v3 predates 4.0). A fresh InitProducerId (epoch -1) would work there, but it
+    would also fence a newer producer if one did take the transactional id over; only the
+    application knows, so the producer fails, naming the next step, instead of guessing.
     """
-    fetch = versions.broker_ranges.get(ApiKey.FETCH)
-    if fetch is None or fetch[0] >= 4:
+    if versions.at_least((4, 0)):
         return
     error = UnsupportedVersionError(
-        f"{TIMEOUT_RECOVERY} needs Kafka 4.0+; this broker is older (it offers Fetch "
-        f"v{fetch[0]}..v{fetch[1]}), and its coordinator, when it aborted the timed-out "
+        f"{TIMEOUT_RECOVERY} needs Kafka 4.0+; this broker is {versions.release} (by its API "
+        "versions), and its coordinator, when it aborted the timed-out "
         f"transaction of {tid!r}, fenced the producer's epoch for good -- no other producer "
         "took over. The transaction is aborted; close this producer and create a new one with "
         "the same transactional_id (its init_transactions() takes a new epoch), or keep "

@@ -23,6 +23,7 @@ __all__ = [
     "ApiKey",
     "ApiVersionTable",
     "api_name",
+    "kafka_release",
     "request_type",
     "response_type",
 ]
@@ -49,6 +50,8 @@ class ApiKey:
     INIT_PRODUCER_ID: Final = 22
     OFFSET_FOR_LEADER_EPOCH: Final = 23
     SASL_AUTHENTICATE: Final = 36
+    DESCRIBE_TRANSACTIONS: Final = 65
+    LIST_TRANSACTIONS: Final = 66
     CONSUMER_GROUP_HEARTBEAT: Final = 68
 
 
@@ -79,6 +82,40 @@ def _client_versions() -> dict[int, tuple[int, int]]:
 
 CLIENT_VERSIONS: Final[Mapping[int, tuple[int, int]]] = _client_versions()
 """Inclusive ``(min, max)`` version this client can speak, per API key."""
+
+
+KAFKA_RELEASES: Final = ((4, 1), (4, 0), (3, 0))
+"""The releases an ApiVersions answer tells apart for certain (see :func:`kafka_release`)."""
+
+
+def kafka_release(broker: Mapping[int, tuple[int, int]]) -> tuple[int, int] | None:
+    """The newest of :data:`KAFKA_RELEASES` the broker is at least, from its ApiVersions.
+
+    ApiVersions does not carry the broker's own version, so features are gated on the API
+    versions themselves; this names the broker's generation in errors, and serves the one
+    behaviour no API version announces (:mod:`kafkastate.core.producer.transactions`). Only
+    markers that hold in ZooKeeper and KRaft mode alike are used: Kafka 4.0 dropped Fetch
+    v0-v3 (KIP-896) -- every older broker offers Fetch v0; ListTransactions v2 (its
+    transactional-id pattern, KIP-1152) came with 4.1; DescribeTransactions (KIP-664) with
+    3.0.
+
+    Args:
+        broker: ``api_key -> (min, max)`` from the broker's ApiVersions response.
+
+    Returns:
+        ``(4, 1)``, ``(4, 0)``, ``(3, 0)``, or None for a broker older than 3.0.
+    """
+    fetch = broker.get(ApiKey.FETCH)
+    if fetch is not None and fetch[0] >= 4:
+        listing = broker.get(ApiKey.LIST_TRANSACTIONS)
+        return (4, 1) if listing is not None and listing[1] >= 2 else (4, 0)
+    return (3, 0) if ApiKey.DESCRIBE_TRANSACTIONS in broker else None
+
+
+def describe_release(release: tuple[int, int] | None) -> str:
+    """How errors name a :func:`kafka_release` answer, e.g. ``"Kafka 3.x"``."""
+    names = {(4, 1): "Kafka 4.1 or newer", (4, 0): "Kafka 4.0", (3, 0): "Kafka 3.x"}
+    return "older than Kafka 3.0" if release is None else names[release]
 
 
 def api_name(api_key: int) -> str:
@@ -137,6 +174,23 @@ class ApiVersionTable:
         """What the broker said it supports."""
         return self._broker
 
+    @property
+    def release(self) -> str:
+        """The broker's generation as its API versions tell it, e.g. ``"Kafka 3.x"``."""
+        return describe_release(kafka_release(self._broker))
+
+    def at_least(self, release: tuple[int, int]) -> bool:
+        """Whether the broker is at least ``release``, one of :data:`KAFKA_RELEASES`.
+
+        Raises:
+            ValueError: a release its API versions cannot tell apart.
+        """
+        if release not in KAFKA_RELEASES:
+            known = ", ".join(f"{major}.{minor}" for major, minor in KAFKA_RELEASES)
+            raise ValueError(f"ApiVersions tells only Kafka {known} apart, not {release}")
+        floor = kafka_release(self._broker)
+        return floor is not None and floor >= release
+
     def supports(self, api_key: int) -> bool:
         """Whether both sides share at least one version of ``api_key``."""
         return api_key in self._chosen
@@ -191,10 +245,11 @@ class ApiVersionTable:
             return chosen
         name = api_name(api_key)
         theirs = self._broker.get(api_key)
-        offers = f"v{theirs[0]}..v{theirs[1]}" if theirs else "does not offer it"
+        offers = f"offers v{theirs[0]}..v{theirs[1]}" if theirs else "does not offer it"
         needed = f"{name} v{min_version}+" if min_version else name
         raise UnsupportedVersionError(
-            f"{feature} needs {needed} (api_key {api_key}); the broker {offers}: {remedy}",
+            f"{feature} needs {needed} (api_key {api_key}); the broker ({self.release}, by "
+            f"its API versions) {offers}: {remedy}",
             api_key=api_key,
             api_name=name,
             client_range=self._client.get(api_key),

@@ -244,8 +244,14 @@ def test_config_acks_and_idempotence_rules() -> None:
 
 def test_init_producer_id_needs_v3() -> None:
     old = ApiVersionTable({ApiKey.INIT_PRODUCER_ID: (0, 2)})
-    with pytest.raises(UnsupportedVersionError, match="v3"):
+    with pytest.raises(UnsupportedVersionError) as info:
         init_producer_id_request(old)
+    assert str(info.value) == (
+        "the idempotent producer (KIP-360, Kafka 2.5+) needs InitProducerId v3+ (api_key 22); "
+        "the broker (older than Kafka 3.0, by its API versions) offers v0..v2: "
+        "set enable_idempotence=False"
+    )
+    assert info.value.feature is not None and info.value.broker_range == (0, 2)
     assert increment_sequence(2**31 - 1, 1) == 0
     assert increment_sequence(2**31 - 2, 5) == 3
     assert increment_sequence(10, 5) == 15
