@@ -14,8 +14,8 @@ import anyio
 import pytest
 
 from kafkastate.adapters.blocking import BlockingAdmin, BlockingConnection, parse_bootstrap
+from kafkastate.admin import ConfigResource
 from kafkastate.anyio import open_admin
-from kafkastate.core.admin import ConfigResource
 from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.protocol.framing import request_header_bytes
 from kafkastate.core.protocol.requests import NewTopic, metadata_request
