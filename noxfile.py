@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+from pathlib import Path
 
 import nox
+
+# the sessions read tests/compat/versions.py: nox loads this file without its folder on sys.path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 nox.options.default_venv_backend = "none"
 nox.options.sessions = ["lint", "typecheck", "tests"]
