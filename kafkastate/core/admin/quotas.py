@@ -94,7 +94,13 @@ class ClientQuotaFilterComponent:
     """The entity type it constrains."""
     match: str | None = None
     """The name it matches (EXACT only)."""
-    match_type: QuotaMatchType = attrs.field(converter=QuotaMatchType, default=QuotaMatchType.ANY)
+    match_type: QuotaMatchType = attrs.field(
+        converter=QuotaMatchType,
+        default=attrs.Factory(
+            lambda self: QuotaMatchType.ANY if self.match is None else QuotaMatchType.EXACT,
+            takes_self=True,
+        ),
+    )
     """How it matches."""
 
 

@@ -19,20 +19,22 @@ from kio.schema.errors import ErrorCode
 from kafkastate.admin import (
     AbortTransactionSpec,
     ClientQuotaAlteration,
+    ClientQuotaFilterComponent,
     ElectionType,
     GroupDescription,
     MemberToRemove,
     PartitionProducerState,
     ProducerIdAndEpoch,
+    QuotaMatchType,
     ScramMechanism,
     TopicPartitionsPage,
     TransactionDescription,
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from kafkastate.core.admin.quotas import salted_password
+from kafkastate.core.admin.quotas import DescribeClientQuotas, salted_password
 from kafkastate.core.protocol.requests import build, nested_type
-from kafkastate.core.protocol.versions import CLIENT_VERSIONS, response_type
+from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiVersionTable, response_type
 from kafkastate.errors import (
     ElectionNotNeededError,
     InvalidUpdateVersionError,
@@ -619,3 +621,13 @@ def test_a_broker_with_kip848_switched_off_gets_the_classic_describe() -> None:
     answer(cluster, classic, groups=(_described_group(classic, "h"),))
     (group,) = completed(cluster).results.values()
     assert isinstance(group, GroupDescription) and group.group_type == "classic"
+
+
+def test_a_quota_filter_with_a_name_matches_exactly() -> None:
+    named, every = ClientQuotaFilterComponent("client-id", "app"), ClientQuotaFilterComponent("ip")
+    assert (named.match_type, every.match_type) == (QuotaMatchType.EXACT, QuotaMatchType.ANY)
+    request = DescribeClientQuotas([named, every]).request(
+        ApiVersionTable(CLIENT_VERSIONS), [None], 30.0
+    )
+    sent = [(c.entity_type, c.match_type, c.match) for c in request.components]
+    assert sent == [("client-id", 0, "app"), ("ip", 2, None)]
