@@ -108,7 +108,11 @@ def test_transactions_find_hanging_producers_abort(b: list[str], kafka_cluster: 
         hanging = json.loads(
             ok(kafkastate("transactions", "find-hanging", "--older-than-ms", "0", "--json", *b))
         )
-        assert tid in [h["transactional id"] for h in hanging]
+        # (the message shows what the coordinator says of it, start time included)
+        assert tid in [h["transactional id"] for h in hanging], (
+            hanging,
+            ok(kafkastate("transactions", "describe", tid, "--json", *b)),
+        )
         assert tid not in ok(kafkastate("transactions", "find-hanging", *b))
         (active,) = _rows(ok(kafkastate("transactions", "producers", f"{topic}:0", *b)))
         pid, epoch, coordinator_epoch = active[2], active[3], active[4]

@@ -83,6 +83,7 @@ from kafkastate.errors import (
     KafkaConfigurationError,
     KafkaConnectionError,
     KafkaError,
+    TransactionalIdNotFoundError,
 )
 from kafkastate.otel_metrics import metrics_export_of
 from kafkastate.structs import (
@@ -1055,13 +1056,20 @@ class KafkaAdminClient:
             "coordinator_id", "topic_partitions"}]``, oldest first.
 
         Raises:
-            KafkaError: a broker's ListTransactions error.
+            KafkaError: a broker's ListTransactions error, or a coordinator's
+                DescribeTransactions error for a listed id (other than the id having
+                expired meanwhile).
         """
         listed = self.list_transactions(broker_ids)
         ids = sorted({t.transactional_id for ts in listed.values() for t in ts})
         if not ids:
             return []
         described = self._run(self._machine.describe_transactions, ids)
+        for d in described.values():
+            # an id that expired since it was listed is gone; any other error is raised,
+            # not read as "not hanging"
+            if isinstance(d, KafkaError) and not isinstance(d, TransactionalIdNotFoundError):
+                raise d
         found = {tid: d for tid, d in described.items() if not isinstance(d, KafkaError)}
         now_ms = int(time.time() * 1000)  # the coordinator's start times are wall-clock ms
         return [
