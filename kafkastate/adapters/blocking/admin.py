@@ -74,7 +74,7 @@ from kafkastate.admin import (
 )
 from kafkastate.core import report
 from kafkastate.core.admin import AdminMachine, AdminOperationCompleted, OpId
-from kafkastate.core.admin.transactions import hanging_transactions
+from kafkastate.core.admin.transactions import FINISHED_STATES, hanging_transactions
 from kafkastate.core.admin.types import reset_offset
 from kafkastate.core.config import admin_config
 from kafkastate.core.report import Report, StatisticsReported
@@ -1061,7 +1061,15 @@ class KafkaAdminClient:
                 expired meanwhile).
         """
         listed = self.list_transactions(broker_ids)
-        ids = sorted({t.transactional_id for ts in listed.values() for t in ts})
+        # only open transactions can hang (and a finished one may carry no start time)
+        ids = sorted(
+            {
+                t.transactional_id
+                for ts in listed.values()
+                for t in ts
+                if t.state not in FINISHED_STATES
+            }
+        )
         if not ids:
             return []
         described = self._run(self._machine.describe_transactions, ids)
