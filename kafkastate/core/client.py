@@ -17,6 +17,15 @@ Socket IO is the adapter's: the Client emits :class:`ConnectRequested` and
 :meth:`connection_failed` or :meth:`connection_lost`. Bytes come in through
 :meth:`receive_data` and go out through :meth:`data_to_send`.
 
+Stale connect reports. Each ConnectRequested names its ``attempt``; an attempt the Client
+gave up on (its setup deadline passed, the client closed) is followed by a CloseRequested
+for its node. An adapter may still act on the ConnectRequested after that -- it served its
+events late (the blocking consumer between two polls), or its connect finished as the
+deadline fired -- and report the outcome. Such a report (for an attempt that is not the
+node's current CONNECTING one) is ignored: the CloseRequested that ended the attempt is
+after it in the adapter's queue and closes that socket, and the node's own state (backoff,
+or a newer attempt) stands. Refusing it would have crashed the adapter's loop.
+
 Routing. A request for a given node waits in that node's queue until it is READY (opening
 the connection if needed); a request for *any* node goes to the least-loaded READY node,
 or, if none is ready, makes the Client connect to one. Queued requests fail with
@@ -256,6 +265,11 @@ class ConnectRequested:
     """Host to connect to."""
     port: int
     """Port to connect to."""
+    attempt: int = attrs.field(default=0, eq=False)
+    """Which connect attempt this is (unique per Client): hand it back to
+    :meth:`Client.connection_made` / :meth:`Client.connection_failed`, so a report that
+    arrives after the Client gave the attempt up is told from one for a newer attempt
+    (not compared: two requests to connect the same node to the same address are equal)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -354,6 +368,8 @@ class _Node:
     failures: int = 0
     backoff_until: float = 0.0
     connect_deadline: float | None = None
+    attempt: int = 0
+    """The latest :attr:`ConnectRequested.attempt` for this node."""
     last_active: float = 0.0
     queue: deque[_Request] = attrs.field(factory=deque)
     sent: dict[CorrelationId, _Request] = attrs.field(factory=dict)
@@ -389,6 +405,7 @@ class Client:
         self._events: deque[ClientEvent] = deque()
         self._out: list[tuple[NodeId, bytes]] = []
         self._next_request_id = 0
+        self._attempts = 0  # the last ConnectRequested.attempt handed out
         self._closed = False
         self._last_connection_error: KafkaError | None = None
         self._token_asked_at: float | None = None
@@ -582,11 +599,19 @@ class Client:
 
     # ------------------------------------------------------------ IO inputs
 
-    def connection_made(self, node_id: NodeId, *, now: float) -> None:
-        """The adapter's socket to ``node_id`` is connected (TLS included)."""
+    def connection_made(self, node_id: NodeId, *, now: float, attempt: int | None = None) -> None:
+        """The adapter's socket to ``node_id`` is connected (TLS included).
+
+        Args:
+            node_id: the node of the :class:`ConnectRequested`.
+            now: the driver's clock.
+            attempt: that request's :attr:`~ConnectRequested.attempt` (None: the node's
+                current one). A report for an attempt given up on is ignored (see the
+                module docstring): the CloseRequested that ended it closes the socket.
+        """
         node = self._node(node_id)
-        if node.state is not NodeState.CONNECTING:
-            raise LocalProtocolError(f"connection_made for node {node_id} in {node.state.name}")
+        if self._stale(node, attempt):
+            return
         node.state = transition(NODE_STATES, node.state, _N.HANDSHAKING, what="connection_made")
         node.connect_deadline = None
         node.last_active = now
@@ -604,11 +629,17 @@ class Client:
         self._after_io(node, now)
 
     def connection_failed(
-        self, node_id: NodeId, *, now: float, error: BaseException | None = None
+        self,
+        node_id: NodeId,
+        *,
+        now: float,
+        error: BaseException | None = None,
+        attempt: int | None = None,
     ) -> None:
-        """The adapter could not connect to ``node_id``."""
+        """The adapter could not connect to ``node_id`` (``attempt`` as for
+        :meth:`connection_made`: a late failure of an attempt given up on is ignored)."""
         node = self._node(node_id)
-        if node.state is not NodeState.CONNECTING:
+        if self._stale(node, attempt):
             return
         exc: KafkaError
         if isinstance(error, AuthenticationFailedError) and not (
@@ -754,6 +785,19 @@ class Client:
         except KeyError:
             raise LocalProtocolError(f"unknown node {node_id}") from None
 
+    def _stale(self, node: _Node, attempt: int | None) -> bool:
+        """Whether a connect report is for an attempt the node no longer waits for."""
+        if node.state is NodeState.CONNECTING and attempt in (None, node.attempt):
+            return False
+        log.debug(
+            "node %s: connect report for attempt %s ignored (now %s, attempt %s)",
+            node.node_id,
+            attempt,
+            node.state.name,
+            node.attempt,
+        )
+        return True
+
     def _sorted_nodes(self) -> list[_Node]:
         return [self._nodes[k] for k in sorted(self._nodes)]
 
@@ -896,7 +940,13 @@ class Client:
     def _connect(self, node: _Node, now: float) -> None:
         node.state = transition(NODE_STATES, node.state, _N.CONNECTING, what="connect")
         node.connect_deadline = now + self.config.socket_connection_setup_timeout
-        self._events.append(ConnectRequested(node_id=node.node_id, host=node.host, port=node.port))
+        self._attempts += 1
+        node.attempt = self._attempts
+        self._events.append(
+            ConnectRequested(
+                node_id=node.node_id, host=node.host, port=node.port, attempt=node.attempt
+            )
+        )
 
     def _after_io(self, node: _Node, now: float) -> None:
         self._drain_connection(node, now)
@@ -1096,16 +1146,21 @@ class ClientDriven:
         """``(node, bytes)`` to write, in order; clears the buffer."""
         return self._client.data_to_send()
 
-    def connection_made(self, node_id: NodeId, *, now: float) -> None:
-        """The adapter's socket to ``node_id`` is connected."""
-        self._client.connection_made(node_id, now=now)
+    def connection_made(self, node_id: NodeId, *, now: float, attempt: int | None = None) -> None:
+        """The adapter's socket to ``node_id`` is connected (:meth:`Client.connection_made`)."""
+        self._client.connection_made(node_id, now=now, attempt=attempt)
         self._step(now)
 
     def connection_failed(
-        self, node_id: NodeId, *, now: float, error: BaseException | None = None
+        self,
+        node_id: NodeId,
+        *,
+        now: float,
+        error: BaseException | None = None,
+        attempt: int | None = None,
     ) -> None:
-        """The adapter could not connect to ``node_id``."""
-        self._client.connection_failed(node_id, now=now, error=error)
+        """The adapter could not connect to ``node_id`` (:meth:`Client.connection_failed`)."""
+        self._client.connection_failed(node_id, now=now, error=error, attempt=attempt)
         self._step(now)
 
     def connection_lost(

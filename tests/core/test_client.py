@@ -542,3 +542,98 @@ def test_counters_connections_requests_and_latency() -> None:
     client.connection_failed(NodeId(1), now=5.0, error=OSError("refused"))
     assert counters.closed.count == 1  # a refused connect never opened: not a close
     assert client.ready_nodes() == []
+
+
+# -- an adapter that serves its events late (the blocking consumer between two polls) --------
+
+
+def _serve_late(client: Client, events: list[Any], *, now: float) -> list[Any]:
+    """Act on ``events`` in order as an adapter does, node 2's socket connecting at once;
+    the events that were not about node 2's socket."""
+    rest = []
+    for event in events:
+        match event:
+            case ConnectRequested(node_id=2, attempt=attempt):
+                client.connection_made(NodeId(2), now=now, attempt=attempt)
+            case CloseRequested(node_id=2):
+                pass  # the adapter closes that node's socket
+            case _:
+                rest.append(event)
+    return rest
+
+
+def test_a_connect_served_after_its_setup_deadline_is_ignored() -> None:
+    # The chaos runner's crash: the ConnectRequested was still queued when a later call
+    # ran the timers past its setup deadline; the adapter then opened the socket and
+    # reported it to a node in BACKOFF (LocalProtocolError, the consumer dead).
+    client, _ = bootstrapped()
+    client.send(_md_factory, now=1.0, node_id=NodeId(2))
+    late = 1.0 + client.config.socket_connection_setup_timeout
+    client.handle_timer(now=late)
+    events = drain(client)
+    (connect,) = [e for e in events if isinstance(e, ConnectRequested) and e.node_id == 2]
+    assert events.index(connect) < events.index(CloseRequested(node_id=NodeId(2)))
+    rest = _serve_late(client, events, now=late + 0.01)
+    assert client.node_state(NodeId(2)) is NodeState.BACKOFF  # the stale socket changed nothing
+    assert [type(e) for e in rest][:2] == [NodeDisconnected, RequestFailed]
+    assert client.data_to_send() == []
+    # the node connects again when asked, and works
+    rid = client.send(_md_factory, now=late + 1.5, node_id=NodeId(2))
+    (again,) = [e for e in drain(client) if isinstance(e, ConnectRequested) and e.node_id == 2]
+    assert isinstance(again, ConnectRequested) and again.attempt != connect.attempt
+    client.connection_made(NodeId(2), now=late + 1.6, attempt=again.attempt)
+    node2 = Broker(client, 2)
+    for req in node2.requests(node2.handshake(now=late + 1.7)):  # (+ a metadata refresh)
+        node2.answer(req, metadata_response(MD_VERSION, brokers=BROKERS), now=late + 1.8)
+    assert [e.request_id for e in drain(client) if isinstance(e, RequestCompleted)] == [rid]
+
+
+def test_a_stale_connect_report_is_not_taken_for_the_newer_attempt() -> None:
+    # Served late, the given-up attempt's socket opens while a newer attempt for the node
+    # is under way: it must not pass for the newer one (whose socket the adapter opens
+    # next, after closing the stale one).
+    client, _ = bootstrapped()
+    client.send(_md_factory, now=1.0, node_id=NodeId(2))
+    late = 1.0 + client.config.socket_connection_setup_timeout
+    client.handle_timer(now=late)
+    rid = client.send(_md_factory, now=late + 1.5, node_id=NodeId(2))  # after the backoff
+    events = drain(client)
+    first, second = [e for e in events if isinstance(e, ConnectRequested) and e.node_id == 2]
+    assert first.attempt < second.attempt
+    assert events.index(first) < events.index(CloseRequested(node_id=NodeId(2)))
+    client.connection_made(NodeId(2), now=late + 1.6, attempt=first.attempt)
+    assert client.node_state(NodeId(2)) is NodeState.CONNECTING  # still waiting for `second`
+    assert client.data_to_send() == []  # nothing written to the socket about to be closed
+    client.connection_made(NodeId(2), now=late + 1.7, attempt=second.attempt)
+    assert client.node_state(NodeId(2)) is NodeState.HANDSHAKING
+    node2 = Broker(client, 2)
+    for req in node2.requests(node2.handshake(now=late + 1.8)):  # (+ a metadata refresh)
+        node2.answer(req, metadata_response(MD_VERSION, brokers=BROKERS), now=late + 1.9)
+    assert [e.request_id for e in drain(client) if isinstance(e, RequestCompleted)] == [rid]
+
+
+def test_a_late_connect_failure_does_not_end_the_newer_attempt() -> None:
+    client, _ = bootstrapped()
+    client.send(_md_factory, now=1.0, node_id=NodeId(2))
+    late = 1.0 + client.config.socket_connection_setup_timeout
+    client.handle_timer(now=late)
+    client.send(_md_factory, now=late + 1.5, node_id=NodeId(2))
+    first, second = [e for e in drain(client) if isinstance(e, ConnectRequested) and e.node_id == 2]
+    client.connection_failed(
+        NodeId(2), now=late + 1.6, error=OSError("refused"), attempt=first.attempt
+    )
+    assert client.node_state(NodeId(2)) is NodeState.CONNECTING
+    assert not [e for e in drain(client) if getattr(e, "node_id", None) == 2]
+    client.connection_made(NodeId(2), now=late + 1.7, attempt=second.attempt)
+    assert client.node_state(NodeId(2)) is NodeState.HANDSHAKING
+
+
+def test_a_connect_report_after_close_is_ignored() -> None:
+    client, _ = bootstrapped()
+    client.send(_md_factory, now=1.0, node_id=NodeId(2))
+    (connect,) = [e for e in drain(client) if isinstance(e, ConnectRequested) and e.node_id == 2]
+    client.close()
+    assert CloseRequested(node_id=NodeId(2)) in drain(client)
+    client.connection_made(NodeId(2), now=1.1, attempt=connect.attempt)
+    assert client.node_state(NodeId(2)) is NodeState.DISCONNECTED
+    assert client.data_to_send() == []

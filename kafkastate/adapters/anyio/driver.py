@@ -205,8 +205,8 @@ class AsyncDriver:
         while (event := machine.next_event()) is not None:
             handled += 1
             match event:
-                case ConnectRequested(node_id=node, host=host, port=port):
-                    self._start_node(node, host, port)
+                case ConnectRequested(node_id=node, host=host, port=port, attempt=attempt):
+                    self._start_node(node, host, port, attempt)
                 case CloseRequested(node_id=node):
                     self._stop_node(node)
                 case TokenRequested():
@@ -239,12 +239,14 @@ class AsyncDriver:
 
     # ------------------------------------------------------------------ per node
 
-    def _start_node(self, node: NodeId, host: str, port: int) -> None:
+    def _start_node(self, node: NodeId, host: str, port: int, attempt: int) -> None:
         assert self._tg is not None
         self._stop_node(node)
         scope = anyio.CancelScope()
         self._scopes[node] = scope
-        self._tg.start_soon(self._run_node, node, host, port, scope, name=f"kafkastate node {node}")
+        self._tg.start_soon(
+            self._run_node, node, host, port, attempt, scope, name=f"kafkastate node {node}"
+        )
 
     def _stop_node(self, node: NodeId) -> None:
         self._streams.pop(node, None)
@@ -253,7 +255,9 @@ class AsyncDriver:
         if scope is not None:
             scope.cancel()
 
-    async def _run_node(self, node: NodeId, host: str, port: int, scope: anyio.CancelScope) -> None:
+    async def _run_node(
+        self, node: NodeId, host: str, port: int, attempt: int, scope: anyio.CancelScope
+    ) -> None:
         machine = self._machine
         stream: anyio.abc.ByteStream | None = None
         failure: BaseException | None = None
@@ -278,12 +282,18 @@ class AsyncDriver:
                 if stream is None:
                     if self._scopes.get(node) is scope and failure is not None:
                         del self._scopes[node]
-                        machine.connection_failed(node, now=self.now(), error=failure)
+                        machine.connection_failed(
+                            node, now=self.now(), error=failure, attempt=attempt
+                        )
                         self.wake()
                     return
+                if self._scopes.get(node) is not scope:
+                    return  # closed or superseded as the connect finished: not this node's
                 self._streams[node] = stream
                 box = self._outboxes[node] = _Outbox()
-                machine.connection_made(node, now=self.now())
+                # (a connect that finished as the machine gave the attempt up: the
+                # machine ignores it, and the CloseRequested it queued cancels this task)
+                machine.connection_made(node, now=self.now(), attempt=attempt)
                 self.wake()
                 peer = (host, port)
                 async with anyio.create_task_group() as tg:

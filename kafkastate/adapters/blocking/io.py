@@ -237,9 +237,16 @@ class BlockingConnection:
 class IOMachine(Protocol):
     """What :class:`SocketLoop` needs of a core machine (the Client's IO surface)."""
 
-    def connection_made(self, node_id: NodeId, *, now: float) -> None: ...
+    def connection_made(
+        self, node_id: NodeId, *, now: float, attempt: int | None = None
+    ) -> None: ...
     def connection_failed(
-        self, node_id: NodeId, *, now: float, error: BaseException | None = None
+        self,
+        node_id: NodeId,
+        *,
+        now: float,
+        error: BaseException | None = None,
+        attempt: int | None = None,
     ) -> None: ...
     def connection_lost(
         self, node_id: NodeId, *, now: float, error: BaseException | None = None
@@ -306,22 +313,26 @@ class SocketLoop:
         self._token_r: socket.socket | None = None
         self._token_w: socket.socket | None = None
 
-    def open(self, node: NodeId, host: str, port: int) -> None:
-        """Connect a socket for ``node`` and report the outcome to the machine."""
+    def open(self, node: NodeId, host: str, port: int, attempt: int | None = None) -> None:
+        """Connect a socket for ``node`` and report the outcome to the machine (with the
+        ConnectRequested's ``attempt``: the machine ignores a report for an attempt it gave
+        up on, whose socket the CloseRequested queued after it closes)."""
         try:
             sock = socket.create_connection((host, port), timeout=self._connect_timeout)
             if self._ssl is not None:
                 sock = self._ssl.wrap_socket(sock, server_hostname=host)
         except OSError as exc:
             error = tls_failure(exc, host, port, handshake=self._ssl is not None)
-            self._machine.connection_failed(node, now=time.monotonic(), error=error)
+            self._machine.connection_failed(
+                node, now=time.monotonic(), error=error, attempt=attempt
+            )
             return
         self._peers[node] = (host, port)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._socks[node] = sock
         self._selector.register(sock, selectors.EVENT_READ, data=int(node))
-        self._machine.connection_made(node, now=time.monotonic())
+        self._machine.connection_made(node, now=time.monotonic(), attempt=attempt)
 
     def fetch_token(self) -> None:
         """On TokenRequested: call the token provider on a worker thread; its answer (or
@@ -377,8 +388,8 @@ class SocketLoop:
         :class:`CloseRequested`, :class:`TokenRequested`) and say True; False for any other
         event, which the caller handles."""
         match event:
-            case ConnectRequested(node_id=node, host=host, port=port):
-                self.open(node, host, port)
+            case ConnectRequested(node_id=node, host=host, port=port, attempt=attempt):
+                self.open(node, host, port, attempt)
             case CloseRequested(node_id=node):
                 self.forget(node)
             case TokenRequested():

@@ -1156,16 +1156,21 @@ class ConsumerMachine:
 
     # ----------------------------------------------------------- IO surface
 
-    def connection_made(self, node_id: Any, *, now: float) -> None:
-        """The adapter's socket to ``node_id`` is connected."""
-        self.fetcher.connection_made(node_id, now=now)
+    def connection_made(self, node_id: Any, *, now: float, attempt: int | None = None) -> None:
+        """The adapter's socket to ``node_id`` is connected (:meth:`Client.connection_made`)."""
+        self.fetcher.connection_made(node_id, now=now, attempt=attempt)
         self._after(now)
 
     def connection_failed(
-        self, node_id: Any, *, now: float, error: BaseException | None = None
+        self,
+        node_id: Any,
+        *,
+        now: float,
+        error: BaseException | None = None,
+        attempt: int | None = None,
     ) -> None:
-        """The adapter could not connect to ``node_id``."""
-        self.fetcher.connection_failed(node_id, now=now, error=error)
+        """The adapter could not connect to ``node_id`` (:meth:`Client.connection_failed`)."""
+        self.fetcher.connection_failed(node_id, now=now, error=error, attempt=attempt)
         self._after(now)
 
     def connection_lost(
