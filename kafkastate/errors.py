@@ -193,7 +193,8 @@ class IllegalOperation(IllegalStateError):
 
 class ConsumerStoppedError(IllegalStateError):
     """The consumer was stopped (its ``async with`` block ended, or ``stop()``) while a call
-    waited for records; iteration ends instead (aiokafka's name)."""
+    waited for records, or for the answer to a commit or an offsets query (a commit sent may
+    have been stored); iteration ends instead (aiokafka's name)."""
 
 
 class CommitFailedError(KafkaError):

@@ -80,6 +80,17 @@ def resolve(role: str, flavour: str, given: Mapping[str, Any], *, owner: str) ->
 stats_log = logging.getLogger("kafkastate.stats")
 
 
+def call_logged(fn: Callable[[Any], Any], arg: Any, *, log: logging.Logger, what: str) -> None:
+    """Run the user's ``fn(arg)`` from the client's IO task or thread: what it raises is
+    logged (``what`` names the callback), never raised there -- it would stop the client
+    and fail every other pending record (asyncio's and kafka-python's futures log a
+    raising callback too)."""
+    try:
+        fn(arg)
+    except Exception:  # a user callback: logged, never fatal
+        log.exception("%s raised", what)
+
+
 def report_statistics(callback: Callable[[Any], Any] | None, stats: dict[str, Any]) -> None:
     """Hand a statistics report to the user's ``stats_cb`` (if any); what it raises is
     logged, never raised into the client's IO task or thread."""

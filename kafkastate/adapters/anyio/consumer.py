@@ -564,6 +564,7 @@ class Consumer(Observed):
 
     def _running(self) -> AsyncDriver:
         if self._driver is None:
+            self.machine.ensure_open()  # closed: ConsumerStoppedError, a typed error
             raise RuntimeError("the consumer is not running: use `async with open_consumer(...)`")
         return self._driver
 

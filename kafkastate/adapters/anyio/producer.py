@@ -27,6 +27,7 @@ and :meth:`Producer.flush` still waits for it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import sys
 import time
@@ -38,7 +39,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 
-from kafkastate.adapters._common import resolve, tls_context
+from kafkastate.adapters._common import call_logged, resolve, tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.adapters.anyio.observe import Observed
 from kafkastate.core.client import MetadataUpdated
@@ -86,6 +87,8 @@ __all__ = [
 ]
 
 Headers = Sequence[tuple[str, bytes | None]]
+
+log = logging.getLogger("kafkastate.producer")
 
 
 class RecordMetadata(NamedTuple):
@@ -199,10 +202,12 @@ class Delivery:
         """Call ``callback(self)`` once the outcome is known (at once if it is).
 
         Args:
-            callback: runs in the producer's pump task; it must not block or raise.
+            callback: runs in the producer's pump task; it must not block. What it raises
+                is logged (logger ``kafkastate.producer``) and ignored, as asyncio's
+                futures do: the producer and the other records go on.
         """
         if self.done():
-            callback(self)
+            call_logged(callback, self, log=log, what="a delivery callback")
         elif self._callbacks is None:
             self._callbacks = [callback]
         else:
@@ -215,7 +220,8 @@ class Delivery:
         callbacks, self._callbacks = self._callbacks, None
         if callbacks:
             for callback in callbacks:
-                callback(self)
+                # (in the pump task: one raising must not stop the producer)
+                call_logged(callback, self, log=log, what="a delivery callback")
 
 
 @attrs.frozen(kw_only=True)
@@ -689,12 +695,14 @@ class Producer(Observed):
 
     async def _txn_op(self, start: Callable[[float], TransactionOpId]) -> None:
         """Start a transactional operation on the machine and wait for its outcome.
-        Cancelling the wait does not cancel the operation."""
+        Cancelling the wait does not cancel the operation (the machine resumes a commit or
+        abort asked again: every caller waits for the one outcome)."""
         driver = self._running()
         op = start(driver.now())
-        done = anyio.Event()
-        outcome: list[KafkaError] = []
-        self._txn_ops[op] = (done, outcome)
+        waiter = self._txn_ops.get(op)
+        if waiter is None:
+            waiter = self._txn_ops[op] = (anyio.Event(), [])
+        done, outcome = waiter
         driver.wake()
         await done.wait()
         if outcome:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Final, NamedTuple, Self
 
-from kafkastate.adapters._common import resolve, tls_context
+from kafkastate.adapters._common import call_logged, resolve, tls_context
 from kafkastate.adapters.blocking.thread import ProducerThread
 from kafkastate.core.config import (
     close_serializers,
@@ -263,11 +263,8 @@ _FUTURES_LOCK: Final = threading.Lock()
 for all: held for a few attribute writes, never while user code runs)."""
 
 
-def _call(fn: Callable[[Any], Any], arg: Any) -> None:
-    try:
-        fn(arg)
-    except Exception:
-        log.exception("a producer callback raised")
+_call = functools.partial(call_logged, log=log, what="a producer callback")
+"""Run a future's callback or errback: what it raises is logged and ignored."""
 
 
 # --------------------------------------------------------------------------------- config

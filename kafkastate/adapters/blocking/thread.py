@@ -365,7 +365,9 @@ class ProducerThread:
             op = start(time.monotonic())
             if op is None:
                 return
-            reply = self._txn_ops[op] = Reply()
+            reply = self._txn_ops.get(op)  # a commit or abort resumed: the same reply
+            if reply is None:
+                reply = self._txn_ops[op] = Reply()
         self._wake()
         if not reply.wait(timeout):
             raise KafkaTimeoutError(f"{what} did not finish within {timeout:g} s")

@@ -75,6 +75,7 @@ from kafkastate.core.metadata import ClusterMetadata
 from kafkastate.core.protocol.records import Record
 from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
+    ConsumerStoppedError,
     IllegalOperation,
     IllegalStateError,
     KafkaArgumentTypeError,
@@ -432,10 +433,19 @@ class ConsumerMachine:
 
     # ------------------------------------------------------------------ state
 
+    def ensure_open(self) -> None:
+        """Refuse a call on a closed consumer (an adapter asks before its own checks).
+
+        Raises:
+            ConsumerStoppedError: :meth:`close` was called (an IllegalStateError, the
+                type aiokafka raises for a stopped consumer).
+        """
+        if self.state is ConsumerState.CLOSED:
+            raise ConsumerStoppedError("the consumer is closed")
+
     def _allow(self, kind: str) -> None:
         if kind not in ALLOWED[self.state]:
-            if self.state is ConsumerState.CLOSED:
-                raise IllegalStateError("the consumer is closed")
+            self.ensure_open()
             raise IllegalStateError(f"the consumer is {self.state.value}: {kind} is not allowed")
 
     def _time(self, now: float) -> None:

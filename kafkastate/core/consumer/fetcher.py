@@ -94,6 +94,7 @@ from kafkastate.core.metadata import NodeId
 from kafkastate.core.metrics import FetchCounters, GroupCounters, throttle_seconds
 from kafkastate.core.protocol.records import Record
 from kafkastate.errors import (
+    ConsumerStoppedError,
     IllegalStateError,
     KafkaConfigurationError,
     KafkaError,
@@ -582,6 +583,15 @@ class FetcherMachine(ClientDriven):
         self._closed = True
         self._client.close()
         self._pull_client(self._now)
+        # A query whose request failed with the client retries after a backoff that never
+        # comes now: each ends here, its outcome unknown to the broker's side (a commit
+        # sent may have been stored), so its caller gets a typed error, not a hang.
+        self._offsets.fail_all(
+            ConsumerStoppedError(
+                "the consumer closed before the answer came (a commit sent may have been stored)"
+            ),
+            self._now,
+        )
 
     # ------------------------------------------------------------ IO inputs
 

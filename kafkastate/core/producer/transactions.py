@@ -541,12 +541,19 @@ class TransactionManager:
         Returns:
             The operation's id.
 
+        A commit already under way (its caller gave up waiting: a timeout, a cancellation)
+        is resumed, not refused: its id is returned again (Java: "it is safe to retry" a
+        commitTransaction that timed out; no other operation may start meanwhile).
+
         Raises:
             TransactionStateError: no transaction open, or another operation under way.
             TransactionFailedError: the transaction failed; abort it instead.
             KafkaError: the producer failed fatally.
         """
         self._check_usable("commit_transaction")
+        resumed = self._resume("commit")
+        if resumed is not None:
+            return resumed
         if self._state is _S.ABORTABLE_ERROR:
             raise self._abortable_error("commit_transaction")
         if self._state is not _S.IN_TRANSACTION:
@@ -570,11 +577,16 @@ class TransactionManager:
         A ``send_offsets`` still under way ends with TransactionAbortedError (its offsets
         are aborted with the rest); a commit under way cannot be aborted.
 
+        An abort already under way is resumed (its id returned again), as a commit is.
+
         Raises:
             TransactionStateError: no transaction open, or a commit under way.
             KafkaError: the producer failed fatally.
         """
         self._check_usable("abort_transaction")
+        resumed = self._resume("abort")
+        if resumed is not None:
+            return resumed
         if self._state not in (_S.IN_TRANSACTION, _S.ABORTABLE_ERROR):
             raise TransactionStateError(
                 "abort_transaction without an open transaction (transaction state "
@@ -813,6 +825,11 @@ class TransactionManager:
             f"{call}: the transaction cannot commit ({cause}); call abort_transaction()",
             cause=cause,
         )
+
+    def _resume(self, kind: str) -> TransactionOpId | None:
+        """The id of a ``kind`` operation under way (a retried call waits for it), or None."""
+        op = self._op
+        return op.op_id if op is not None and op.kind == kind else None
 
     def _start_op(self, kind: str) -> _Operation:
         self._next_op += 1

@@ -31,6 +31,7 @@ from kafkastate.core.metadata import MetadataConfig
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, response_type
 from kafkastate.errors import (
+    ConsumerStoppedError,
     IllegalStateError,
     KafkaConfigurationError,
     RebalanceListenerError,
@@ -367,10 +368,35 @@ def test_the_state_table_refuses_commands_of_a_closed_consumer() -> None:
         lambda: peer.m.commit({("t", 0): 1}, now=1.0),
         lambda: peer.m.pause([("t", 0)]),
     ):
-        with pytest.raises(IllegalStateError, match="closed"):
+        with pytest.raises(ConsumerStoppedError, match="closed"):  # an IllegalStateError
             call()
     peer.m.close()  # twice is harmless
     assert peer.m.get_timer() is None
+
+
+@pytest.mark.parametrize("group", [False, True])
+def test_close_answers_every_query_still_open(group: bool) -> None:
+    # A commit in flight when the consumer closes: its request fails with the client, and
+    # the retry it would get never comes; its caller must not wait for an answer.
+    peer = ConsumerPeer(group=group)
+    if group:
+        peer.join()
+    else:
+        answer_coordinator(peer)
+    answer_offset_fetch(peer, {0: 0, 1: 0})
+    commit = peer.m.commit({("t", 0): 7}, now=peer.now)
+    committed = peer.m.fetch_committed([("t", 1)], now=peer.now)
+    peer.pump()
+    assert any(s.req.api_key == ApiKey.OFFSET_COMMIT for s in peer.pending)
+    peer.m.close()
+    events = []
+    while (event := peer.m.next_event()) is not None:
+        events.append(event)
+    answers = {e.query_id: e.error for e in events if hasattr(e, "query_id")}
+    assert sorted(answers) == sorted([commit, committed])
+    for error in answers.values():
+        assert isinstance(error, ConsumerStoppedError)
+        assert "closed before the answer came" in str(error)
 
 
 def test_unassigned_partitions_and_bad_limits_are_refused() -> None:

@@ -460,6 +460,32 @@ def test_abort_waits_for_records_in_flight() -> None:
     assert peer.txn_state is S.READY
 
 
+def test_a_commit_or_abort_asked_again_while_under_way_is_resumed() -> None:
+    # Its caller gave up waiting (a timeout, a cancellation) and asks again: the same
+    # operation goes on (Java: safe to retry commitTransaction); nothing else may start.
+    peer = initialised()
+    peer.m.begin_transaction()
+    peer.send(b"a", partition=0)
+    peer.answer_add()
+    commit = peer.m.commit_transaction(now=peer.now)
+    peer.pump()
+    assert peer.m.commit_transaction(now=peer.now) == commit
+    with pytest.raises(TransactionStateError, match="COMMITTING"):
+        peer.m.abort_transaction(now=peer.now)
+    with pytest.raises(TransactionStateError, match="commit is still under way"):
+        peer.m.begin_transaction()
+    peer.answer_produce()
+    peer.answer_code(END)
+    assert peer.txn_state is S.READY
+    assert [o.operation_id for o in peer.ops() if o.operation == "commit"] == [commit]
+    peer.m.begin_transaction()
+    peer.send(b"b", partition=0)
+    abort = peer.m.abort_transaction(now=peer.now)
+    peer.pump()
+    assert peer.m.abort_transaction(now=peer.now) == abort
+    assert abort != commit
+
+
 # ------------------------------------------------------------ abortable vs fatal
 
 

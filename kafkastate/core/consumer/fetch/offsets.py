@@ -222,6 +222,21 @@ class OffsetQueries:
             else:
                 self._send_group(q, now)
 
+    def fail_all(self, error: KafkaError, now: float) -> None:
+        """The machine closed: every application query still open is over with ``error``
+        (in query order), so no caller waits for an answer that cannot come; the
+        machine's own position lookups are dropped."""
+        for qid in sorted(self.queries):
+            q = self.queries[qid]
+            if q.internal:
+                del self.queries[qid]
+                continue
+            if q.error is None:
+                q.error = error
+            self.complete(q, now)
+        self.requests.clear()
+        self.topic_ids.clear()
+
     def complete(self, q: _Query, now: float) -> None:
         """``q`` is over: forget it and hand it to the machine (its events)."""
         del self.queries[q.query_id]
