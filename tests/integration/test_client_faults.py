@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from typing import Any
 
 import anyio
 import pytest
 
+from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.adapters.blocking import BlockingAdmin, NewTopic
 from kafkastate.anyio import Delivery, open_admin, open_consumer, open_producer
 from kafkastate.asyncio import AIOKafkaProducer
-from kafkastate.errors import KafkaError, PartitionerError
-from kafkastate.sync import KafkaProducer
+from kafkastate.errors import KafkaError, PartitionerError, RebalanceListenerError
+from kafkastate.structs import TopicPartition
+from kafkastate.sync import KafkaConsumer, KafkaProducer
 
 pytestmark = pytest.mark.integration
 
@@ -425,3 +428,162 @@ async def test_cancelling_the_start_of_a_client_leaves_nothing_behind(kafka_clus
     await _sweep("open_producer", start_producer, works)
     await _sweep("open_consumer", start_consumer, works)
     assert len(_values(bootstrap, topic, 20)) == 20
+
+
+# -- user code that raises: the rebalance listener's revoke -----------------------------------
+
+
+class _RaisingRevoke(ConsumerRebalanceListener):
+    """Raises from every on_partitions_revoked; remembers the calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, set[str]]] = []
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.calls.append(("revoked", {tp.topic for tp in revoked}))
+        if revoked:
+            raise _UserBug("revoke bug")
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.calls.append(("assigned", {tp.topic for tp in assigned}))
+
+
+@pytest.mark.anyio
+async def test_a_raising_revoke_callback_surfaces_once_and_the_member_goes_on(
+    kafka_cluster: Any,
+) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    first, second = _topic(bootstrap), _topic(bootstrap)
+    _produce(bootstrap, first, 3)
+    _produce(bootstrap, second, 4)
+    listener = _RaisingRevoke()
+    got: dict[str, list[int]] = {first: [], second: []}
+    async with open_consumer(
+        first,
+        bootstrap_servers=bootstrap,
+        group_id=f"g-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        listener=listener,
+        **FAST,
+    ) as consumer:
+        with anyio.fail_after(40):
+            while len(got[first]) < 3:
+                for tp, records in (await consumer.getmany(timeout_ms=200)).items():
+                    got[tp.topic].extend(r.offset for r in records)
+            consumer.subscribe([second], listener=listener)  # revokes `first`'s partition
+            with pytest.raises(RebalanceListenerError) as caught:
+                while True:
+                    for tp, records in (await consumer.getmany(timeout_ms=200)).items():
+                        got[tp.topic].extend(r.offset for r in records)
+            assert caught.value.callback == "on_partitions_revoked"
+            assert isinstance(caught.value.__cause__, _UserBug)
+            while len(got[second]) < 4:  # the rebalance went on: the new topic is read
+                for tp, records in (await consumer.getmany(timeout_ms=200)).items():
+                    got[tp.topic].extend(r.offset for r in records)
+    # (the revoke on close raised too: logged, the close went on)
+    assert got == {first: [0, 1, 2], second: [0, 1, 2, 3]}
+    assert listener.calls[-1] == ("revoked", {second})
+
+
+def test_a_raising_revoke_callback_sync_consumer(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    first, second = _topic(bootstrap), _topic(bootstrap)
+    _produce(bootstrap, first, 3)
+    _produce(bootstrap, second, 4)
+    listener = _RaisingRevoke()
+    got: dict[str, list[int]] = {first: [], second: []}
+    threads = set(threading.enumerate())
+
+    def poll(consumer: Any) -> None:
+        for tp, records in consumer.poll(timeout_ms=200).items():
+            got[tp.topic].extend(r.offset for r in records)
+
+    with KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=f"g-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        **FAST,
+    ) as consumer:
+        consumer.subscribe([first], listener=listener)
+        deadline = time.monotonic() + 40
+        while len(got[first]) < 3:
+            assert time.monotonic() < deadline
+            poll(consumer)
+        consumer.subscribe([second], listener=listener)
+        with pytest.raises(RebalanceListenerError, match="on_partitions_revoked"):
+            while time.monotonic() < deadline:
+                poll(consumer)
+        while len(got[second]) < 4:
+            assert time.monotonic() < deadline
+            poll(consumer)
+    assert got == {first: [0, 1, 2], second: [0, 1, 2, 3]}
+    assert set(threading.enumerate()) <= threads  # the heartbeat thread is gone
+
+
+def test_close_with_sends_and_commits_in_flight_sync(kafka_cluster: Any) -> None:
+    """kafka-python's faces: close() while futures wait and async commits are out: every
+    future has its outcome, every commit callback runs (Java's close completes them too),
+    every acknowledged record is in the topic, the IO and heartbeat threads are gone."""
+    bootstrap = kafka_cluster.bootstrap
+    topic, source = _topic(bootstrap), _topic(bootstrap)
+    _produce(bootstrap, source, 10)
+    threads = set(threading.enumerate())
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=300)
+    producer.partitions_for(topic)
+    futures = [producer.send(topic, f"v{i}".encode()) for i in range(20)]
+    producer.close()
+    assert all(f.is_done for f in futures)
+    acked = [f.value for f in futures if f.exception is None]
+    assert len(acked) == 20  # a graceful close delivers what was appended
+    answered: list[Any] = []
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=f"g-{uuid.uuid4().hex[:8]}",
+        enable_auto_commit=False,
+    )
+    consumer.assign([TopicPartition(source, 0)])
+    consumer.committed(TopicPartition(source, 0))  # the coordinator is known
+    for offset in (3, 4, 5):
+        consumer.commit_async(
+            {TopicPartition(source, 0): offset},
+            callback=lambda offsets, result: answered.append((offsets, result)),
+        )
+    consumer.close()
+    assert len(answered) == 3  # each commit callback ran: stored, or a typed error
+    for _offsets, result in answered:
+        assert result is None or isinstance(result, KafkaError), result
+    assert set(threading.enumerate()) <= threads
+    assert sorted(_values(bootstrap, topic, 20)) == sorted(f"v{i}".encode() for i in range(20))
+
+
+def test_stop_with_commits_and_sends_in_flight_aiokafka(kafka_cluster: Any) -> None:
+    from kafkastate.asyncio import AIOKafkaConsumer  # noqa: PLC0415 (asyncio-only test)
+
+    bootstrap = kafka_cluster.bootstrap
+    topic, source = _topic(bootstrap), _topic(bootstrap)
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=300)
+        await producer.start()
+        await producer.partitions_for(topic)
+        sends = [await producer.send(topic, f"v{i}".encode()) for i in range(10)]
+        await producer.stop()
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=f"g-{uuid.uuid4().hex[:8]}"
+        )
+        await consumer.start()
+        consumer.assign([TopicPartition(source, 0)])
+        await consumer.committed(TopicPartition(source, 0))
+        commits = [
+            asyncio.ensure_future(consumer.commit({TopicPartition(source, 0): n})) for n in (1, 2)
+        ]
+        await asyncio.sleep(0)
+        await consumer.stop()
+        async with asyncio.timeout(5):  # none left waiting
+            done = await asyncio.gather(*commits, return_exceptions=True)
+        return [f.exception() or f.result() for f in sends], done
+
+    sends, commits = asyncio.run(main())
+    assert all(not isinstance(s, BaseException) for s in sends)  # delivered on stop()
+    assert all(c is None or isinstance(c, KafkaError) for c in commits), commits
+    assert sorted(_values(bootstrap, topic, 10)) == sorted(f"v{i}".encode() for i in range(10))

@@ -742,7 +742,7 @@ async def running_consumer(
         # ExceptionGroup (the driver's task group, which runs the listener, takes care).
         async with driver:
             consumer._attach(driver)
-            completed = False
+            completed = cancelled = False
             try:
                 if machine.member is not None:
                     driver.start_soon(consumer._run_listener, name="kafkastate rebalance")
@@ -753,9 +753,15 @@ async def running_consumer(
                     consumer.subscribe(list(topics), pattern=pattern, listener=listener)
                 yield consumer
                 completed = True
+            except anyio.get_cancelled_exc_class():
+                # The cancellation reaches the driver's tasks too: nothing goes out any
+                # more, so waiting for a LeaveGroup answer would only wait out the
+                # timeout. The coordinator drops the member after session_timeout_ms.
+                cancelled = True
+                raise
             finally:
                 try:
-                    await consumer._close(request_timeout, commit=completed)
+                    await consumer._close(0.0 if cancelled else request_timeout, commit=completed)
                 finally:
                     machine.close()
                     consumer._attach(None)

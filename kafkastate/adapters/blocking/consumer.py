@@ -612,12 +612,19 @@ class KafkaConsumer:
         machine.close()
         loop = self._loop
         # Only closes now: a connection the machine asked for before (and this thread
-        # never got round to opening) must not be opened for a closed machine.
+        # never got round to opening) must not be opened for a closed machine. Commits
+        # still out were answered by close() (ConsumerStoppedError): their callbacks run.
         while (event := machine.next_event()) is not None:
             if isinstance(event, CloseRequested) and loop is not None:
                 loop.forget(event.node_id)
+            elif isinstance(event, OffsetsCommitted) and callable(
+                callback := self._answers.pop(event.query_id, None)
+            ):
+                offsets = {TopicPartition(*tp): o for tp, o in event.offsets.items()}
+                self._callbacks.append((callback, offsets, event.error))
         if loop is not None:
             loop.close()
+        self._after_io()  # (those answered while closing too)
 
     def _leave_group(self, timeout: float) -> None:
         if self._loop is None or not self._machine.leave(now=time.monotonic()):
