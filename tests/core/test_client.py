@@ -588,11 +588,9 @@ def test_a_connect_served_after_its_setup_deadline_is_ignored() -> None:
     assert [e.request_id for e in drain(client) if isinstance(e, RequestCompleted)] == [rid]
 
 
-def test_a_stale_connect_report_is_not_taken_for_the_newer_attempt() -> None:
-    # Served late, the given-up attempt's socket opens while a newer attempt for the node
-    # is under way: it must not pass for the newer one (whose socket the adapter opens
-    # next, after closing the stale one).
-    client, _ = bootstrapped()
+def _two_attempts(client: Client) -> tuple[float, Any, ConnectRequested, ConnectRequested]:
+    """Node 2's first attempt given up on (its setup deadline passed, unserved), then a
+    second one for a new request after the backoff: (when, that request, both requests)."""
     client.send(_md_factory, now=1.0, node_id=NodeId(2))
     late = 1.0 + client.config.socket_connection_setup_timeout
     client.handle_timer(now=late)
@@ -601,6 +599,15 @@ def test_a_stale_connect_report_is_not_taken_for_the_newer_attempt() -> None:
     first, second = [e for e in events if isinstance(e, ConnectRequested) and e.node_id == 2]
     assert first.attempt < second.attempt
     assert events.index(first) < events.index(CloseRequested(node_id=NodeId(2)))
+    return late, rid, first, second
+
+
+def test_a_stale_connect_report_is_not_taken_for_the_newer_attempt() -> None:
+    # Served late, the given-up attempt's socket opens while a newer attempt for the node
+    # is under way: it must not pass for the newer one (whose socket the adapter opens
+    # next, after closing the stale one).
+    client, _ = bootstrapped()
+    late, rid, first, second = _two_attempts(client)
     client.connection_made(NodeId(2), now=late + 1.6, attempt=first.attempt)
     assert client.node_state(NodeId(2)) is NodeState.CONNECTING  # still waiting for `second`
     assert client.data_to_send() == []  # nothing written to the socket about to be closed
@@ -614,11 +621,7 @@ def test_a_stale_connect_report_is_not_taken_for_the_newer_attempt() -> None:
 
 def test_a_late_connect_failure_does_not_end_the_newer_attempt() -> None:
     client, _ = bootstrapped()
-    client.send(_md_factory, now=1.0, node_id=NodeId(2))
-    late = 1.0 + client.config.socket_connection_setup_timeout
-    client.handle_timer(now=late)
-    client.send(_md_factory, now=late + 1.5, node_id=NodeId(2))
-    first, second = [e for e in drain(client) if isinstance(e, ConnectRequested) and e.node_id == 2]
+    late, _, first, second = _two_attempts(client)
     client.connection_failed(
         NodeId(2), now=late + 1.6, error=OSError("refused"), attempt=first.attempt
     )

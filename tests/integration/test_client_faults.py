@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from kafkastate.abc import ConsumerRebalanceListener
-from kafkastate.adapters.blocking import BlockingAdmin, NewTopic
+from kafkastate.adapters.blocking import NewTopic
 from kafkastate.anyio import Delivery, open_admin, open_consumer, open_producer
 from kafkastate.asyncio import AIOKafkaProducer
 from kafkastate.errors import KafkaError, PartitionerError, RebalanceListenerError
@@ -30,13 +30,11 @@ pytestmark = pytest.mark.integration
 kafka = pytest.importorskip("kafka")
 
 from tests._support.readback import consume  # noqa: E402 (after the importorskip)
+from tests.integration.test_groups import _topic as new_topic  # noqa: E402
 
 
 def _topic(bootstrap: str, partitions: int = 1) -> str:
-    name = f"faults-{uuid.uuid4().hex[:8]}"
-    with BlockingAdmin(bootstrap) as admin:
-        admin.create_topics([NewTopic(name=name, num_partitions=partitions)])
-    return name
+    return new_topic(bootstrap, partitions)
 
 
 class _UserBug(Exception):
@@ -466,20 +464,22 @@ async def test_a_raising_revoke_callback_surfaces_once_and_the_member_goes_on(
         listener=listener,
         **FAST,
     ) as consumer:
+
+        async def read() -> None:
+            for tp, records in (await consumer.getmany(timeout_ms=200)).items():
+                got[tp.topic].extend(r.offset for r in records)
+
         with anyio.fail_after(40):
             while len(got[first]) < 3:
-                for tp, records in (await consumer.getmany(timeout_ms=200)).items():
-                    got[tp.topic].extend(r.offset for r in records)
+                await read()
             consumer.subscribe([second], listener=listener)  # revokes `first`'s partition
             with pytest.raises(RebalanceListenerError) as caught:
                 while True:
-                    for tp, records in (await consumer.getmany(timeout_ms=200)).items():
-                        got[tp.topic].extend(r.offset for r in records)
+                    await read()
             assert caught.value.callback == "on_partitions_revoked"
             assert isinstance(caught.value.__cause__, _UserBug)
             while len(got[second]) < 4:  # the rebalance went on: the new topic is read
-                for tp, records in (await consumer.getmany(timeout_ms=200)).items():
-                    got[tp.topic].extend(r.offset for r in records)
+                await read()
     # (the revoke on close raised too: logged, the close went on)
     assert got == {first: [0, 1, 2], second: [0, 1, 2, 3]}
     assert listener.calls[-1] == ("revoked", {second})
