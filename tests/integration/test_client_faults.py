@@ -54,7 +54,7 @@ def _partitioner(key: bytes | None, every: list[int], available: list[int]) -> i
 
 
 def _values(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    return [r.value for r in consume(bootstrap, topic, expected, timeout=15)]
+    return [r.value for r in consume(bootstrap, topic, expected, timeout=45)]  # (loaded CI)
 
 
 # -- user code that raises: the producer ------------------------------------------------------
