@@ -206,3 +206,20 @@ def test_find_hanging_transactions(kafka_cluster: Any) -> None:
         ]:
             assert time.monotonic() < deadline, "the aborted transaction still hangs"
             time.sleep(0.1)
+
+
+def test_an_id_that_only_ran_init_transactions_is_described_empty(kafka_cluster: Any) -> None:
+    # its coordinator sends TransactionStartTimeMs -1, decoded as None (it failed the whole
+    # describe before), and find_hanging_transactions passes over it
+    bootstrap = kafka_cluster.bootstrap
+    tid = _name("kp3-empty")
+    with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid)
+        try:
+            producer.init_transactions()
+        finally:
+            producer.close()
+        described = admin.describe_transactions([tid])
+        assert (described[tid].state, described[tid].transaction_start_time_ms) == ("Empty", None)
+        hanging = admin.find_hanging_transactions(max_transaction_timeout_ms=0)
+        assert tid not in [h["transactional_id"] for h in hanging]

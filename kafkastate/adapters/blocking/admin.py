@@ -1061,7 +1061,7 @@ class KafkaAdminClient:
                 expired meanwhile).
         """
         listed = self.list_transactions(broker_ids)
-        # only open transactions can hang (and a finished one may carry no start time)
+        # only open transactions can hang: describing the finished ones is work for nothing
         ids = sorted(
             {
                 t.transactional_id
