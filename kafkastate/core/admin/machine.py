@@ -1018,6 +1018,11 @@ class AdminMachine(ClientDriven):
             self._coordinators.pop((route.key_type, route.group), None)
         if isinstance(route, ops.ToLeader) and (errno in STALE_METADATA_ERRORS or errno is None):
             self._client.request_metadata_update()
+            if errno is not None:
+                # the broker we asked is not the leader: the retry waits for metadata newer
+                # than this answer, or it would go to the same broker again (found by the
+                # simulator, tests/sim/test_sim_admin.py)
+                op.waiting_topics[key] = self._updates
         if error.retriable and type(error) not in op.spec.final:
             op.last_error[key] = error
             op.pending[key] = now + self.config.retry_backoff
