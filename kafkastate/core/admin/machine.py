@@ -399,7 +399,7 @@ class AdminMachine(ClientDriven):
         :class:`ListedOffset`."""
         clean: dict[TopicPartition, int] = {}
         for tp, spec in specs.items():
-            if isinstance(spec, bool) or not isinstance(spec, int) or spec < -3:
+            if isinstance(spec, bool) or not isinstance(spec, int) or spec < min(OffsetSpec):
                 raise KafkaConfigurationError(f"{tp}: {spec!r} is not an OffsetSpec or timestamp")
             clean[TopicPartition(*tp)] = int(spec)
         return self._start(ops.ListOffsets(clean, isolation_level), now, timeout)
