@@ -157,8 +157,12 @@ class ConfigFilterType(enum.IntEnum):
     STATIC = 4
 
     def should_skip(self, config_source: ConfigSourceType | int) -> bool:
-        """Whether a config of ``config_source`` is left out by this filter."""
-        source = ConfigSourceType(config_source)
+        """Whether a config of ``config_source`` (``ConfigEntry.source``) is left out by
+        this filter; a code this client does not know counts as UNKNOWN."""
+        try:
+            source = ConfigSourceType(config_source)
+        except ValueError:
+            source = ConfigSourceType.UNKNOWN
         if self is ConfigFilterType.MODIFIED:
             return not source.is_modified()
         if self is ConfigFilterType.DEFAULT:
