@@ -289,33 +289,35 @@ class AdminCluster(SimCluster):
         cls = load_response_schema(DELETE_RECORDS, version)
         topic_cls = nested_type(cls, "DeleteRecordsTopicResult")
         part_cls = nested_type(cls, "DeleteRecordsPartitionResult")
-        topics = []
-        for t in body.topics:
-            parts = []
-            for p in t.partitions:
-                tp = (str(t.name), int(p.partition_index))
-                log = self.logs.get(tp)
-                low, code = -1, 0
-                if log is None:
-                    code = 3
-                elif self.leader(*tp) != node:
-                    code = _NOT_LEADER
-                else:
-                    offset = log.end if int(p.offset) == -1 else int(p.offset)
-                    if offset > log.end:
-                        code = _OUT_OF_RANGE
-                    else:
-                        low = self.log_start[tp] = max(self.log_start.get(tp, 0), offset)
-                parts.append(
-                    build(
-                        part_cls,
-                        partition_index=tp[1],
-                        low_watermark=low,
-                        error_code=ErrorCode(code),
-                    )
-                )
-            topics.append(build(topic_cls, name=t.name, partitions=tuple(parts)))
-        return build(cls, throttle_time=_NO_TIME, topics=tuple(topics))
+        topics = tuple(
+            build(
+                topic_cls,
+                name=t.name,
+                partitions=tuple(
+                    self._delete_below(node, part_cls, str(t.name), p) for p in t.partitions
+                ),
+            )
+            for t in body.topics
+        )
+        return build(cls, throttle_time=_NO_TIME, topics=topics)
+
+    def _delete_below(self, node: int, part_cls: type[Any], topic: str, asked: Any) -> Any:
+        """One partition of a DeleteRecords at ``node``: the log start moves up to the
+        offset asked (-1: the high watermark), at the leader only."""
+        tp = (topic, int(asked.partition_index))
+        log = self.logs.get(tp)
+        low, code = -1, 0
+        if log is None:
+            code = 3
+        elif self.leader(*tp) != node:
+            code = _NOT_LEADER
+        else:
+            offset = log.end if int(asked.offset) == -1 else int(asked.offset)
+            if offset > log.end:
+                code = _OUT_OF_RANGE
+            else:
+                low = self.log_start[tp] = max(self.log_start.get(tp, 0), offset)
+        return build(part_cls, partition_index=tp[1], low_watermark=low, error_code=ErrorCode(code))
 
     def _from_log_start(self, answer: Any) -> Any:
         """ListOffsets' EARLIEST (offset 0 in the base model) is the log start here."""
