@@ -9,6 +9,7 @@ packages, so ``kafka.consumer.subscription_state`` has no module of its own):
 kafka-python 3.0                    kafkastate
 =================================== ==========================
 ``kafka``                           ``kafkastate.sync``
+``kafka.admin``                     ``kafkastate.sync`` (the values: ``kafkastate.admin``)
 ``kafka.errors``                    ``kafkastate.errors``
 ``kafka.structs``                   ``kafkastate.structs``
 ``kafka.serializer``                ``kafkastate.serializer``
@@ -33,6 +34,7 @@ kafka = pytest.importorskip("kafka")
 
 MODULES = {
     "kafka": "kafkastate.sync",
+    "kafka.admin": "kafkastate.sync",
     "kafka.errors": "kafkastate.errors",
     "kafka.structs": "kafkastate.structs",
     "kafka.serializer": "kafkastate.serializer",
@@ -211,3 +213,41 @@ def test_every_kafka_python_3_admin_method_exists() -> None:
             (n, p) for p in inspect.signature(getattr(theirs, n)).parameters if p not in ours
         }
     assert absent == {k for k in PARAMETER_DIFFERENCES if k[0] != "reset_configs"}
+
+
+def test_the_admin_enums_have_kafka_python_3_names_and_values() -> None:
+    """Each enum of ``kafka.admin`` has the same members, by name and value, in
+    kafkastate.sync; the config-source helpers answer as kafka-python's do."""
+    import enum  # noqa: PLC0415
+
+    import kafkastate.sync as ours  # noqa: PLC0415
+
+    enums = [
+        n
+        for n in dir(kafka.admin)
+        if isinstance(getattr(kafka.admin, n), enum.EnumMeta) and not n.startswith("_")
+    ]
+    assert {"GroupState", "GroupType", "ConfigFilterType", "OffsetSpec"} <= set(enums)
+    # kafka-python's AlterConfigOp is the operation alone; kafkastate's carries the value
+    # and its operation, an AlterConfigOpType of the same members
+    assert [(m.name, m.value) for m in ours.AlterConfigOpType] == [
+        (m.name, m.value) for m in kafka.admin.AlterConfigOp
+    ]
+    for name in set(enums) - {"AlterConfigOp"}:
+        theirs = [(m.name, m.value) for m in getattr(kafka.admin, name)]
+        assert [(m.name, m.value) for m in getattr(ours, name)] == theirs, name
+    kp_source, kp_filter = kafka.admin.ConfigSourceType, kafka.admin.ConfigFilterType
+    for source in ours.ConfigSourceType:
+        assert source.is_modified() == kp_source(source.value).is_modified(), source
+        for f in ours.ConfigFilterType:
+            assert f.should_skip(source) == kp_filter(f.value).should_skip(kp_source(source))
+    for rtype in ours.ConfigResourceType:
+        kp_rtype = kafka.admin.ConfigResourceType(rtype.value)
+        assert (
+            ours.ConfigSourceType.dynamic_for_resource_type(rtype).value
+            == kp_source.dynamic_for_resource_type(kp_rtype).value
+        )
+    # the string enums are their broker words where a filter takes a string
+    assert str(ours.GroupState.STABLE) == "Stable" and ours.TransactionState.ONGOING == "Ongoing"
+    assert repr(ours.OffsetTimestamp(5)) == "OffsetTimestamp(5)" and ours.OffsetTimestamp(5) == 5
+    assert ours.UpdateFeatureType is ours.FeatureUpdateType

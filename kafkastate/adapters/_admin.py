@@ -5,7 +5,7 @@ kafka-python's return shapes. No IO and no decisions: the results are the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from kafkastate.admin import (
     ClusterDescription,
@@ -27,6 +27,10 @@ from kafkastate.structs import OffsetAndTimestamp, TopicPartition
 
 __all__ = [
     "GroupInformation",
+    "acl_list",
+    "checked",
+    "config_resource_list",
+    "scram_results",
     "MemberInformation",
     "before_offsets",
     "cluster_dict",
@@ -114,6 +118,49 @@ def only(results: Mapping[Any, Any]) -> Any:
     if isinstance(value, BaseException):
         raise value
     return value
+
+
+_Results = TypeVar("_Results", bound=Mapping[Any, Any])
+
+
+def checked(results: _Results) -> _Results:
+    """``results`` as they are once no resource failed (the faces that raise an error
+    rather than return it).
+
+    Raises:
+        KafkaError: the first resource's error.
+    """
+    raise_first(results)
+    return results
+
+
+def acl_list(results: Mapping[Any, Any]) -> list[Any]:
+    """The ACLs ``describe_acls`` found (its one result, under the filter).
+
+    Raises:
+        KafkaError: the broker's error.
+    """
+    return list(only(results))
+
+
+def scram_results(results: Mapping[Any, Any], users: Any) -> dict[str, Any]:
+    """``describe_user_scram_credentials``' user -> credentials (or error): the one result
+    under None is that map when every user was asked (``users`` None).
+
+    Raises:
+        KafkaError: the broker's error for the request as a whole (``users`` None).
+    """
+    return dict(only(results)) if users is None else dict(results)
+
+
+def config_resource_list(results: Mapping[Any, Any]) -> list[tuple[ConfigResourceType | int, str]]:
+    """``list_config_resources``' ``(ConfigResourceType, name)`` pairs (a type this
+    client does not know stays its code).
+
+    Raises:
+        KafkaError: the broker's error.
+    """
+    return [(resource_type(kind), name) for kind, name in only(results)]
 
 
 def one_group(results: Mapping[Any, Any]) -> dict[Any, Any]:

@@ -174,6 +174,12 @@ class Broker(JvmProcess):
         return self._spec.node_id
 
     @property
+    def log_dirs(self) -> tuple[Path, ...]:
+        """The node's log directories (``log.dirs``; more than one with
+        ``KafkaCluster.start(log_dirs=N)``)."""
+        return self._spec.log_dirs
+
+    @property
     def host(self) -> str:
         """The loopback address every listener binds."""
         return HOST
@@ -452,6 +458,7 @@ class _Options:
     ssl_hostnames: tuple[str, ...] = field(default=DEFAULT_HOSTNAMES)
     sasl_ssl: bool = False
     proxy_ports: dict[int, int] = field(default_factory=dict)
+    log_dirs: int = 1
 
 
 class KafkaCluster:
@@ -546,6 +553,7 @@ class KafkaCluster:
         kerberos: KerberosService | None = None,
         sasl_ssl: bool = False,
         proxy_ports: Mapping[int, int] | None = None,
+        log_dirs: int = 1,
     ) -> KafkaCluster:
         """Start a local cluster of combined broker+controller JVMs and wait until it is ready.
 
@@ -589,6 +597,9 @@ class KafkaCluster:
                 so clients bootstrapped at :attr:`proxied_bootstrap` reach every broker
                 through the proxy. The proxy, forwarding each proxy port to the node's
                 ``proxied_port``, is the caller's to run (``kafkastate.testing.chaos``).
+            log_dirs: how many log directories each node has (``log.dirs``; JBOD): its
+                ``data`` directory, then ``data-2``, ``data-3``... (a node's
+                ``spec.log_dirs``). More than one needs Kafka 3.7+ (KIP-858) in KRaft mode.
 
         Returns:
             The ready cluster.
@@ -605,6 +616,8 @@ class KafkaCluster:
             raise HarnessError(
                 f"ssl_client_auth must be one of {', '.join(CLIENT_AUTH)}, got {ssl_client_auth!r}"
             )
+        if log_dirs < 1:
+            raise HarnessError(f"log_dirs must be >= 1, got {log_dirs}")
         if proxy_ports is not None and set(proxy_ports) != set(range(1, brokers + 1)):
             raise HarnessError(
                 f"proxy_ports must name every node 1..{brokers}, got {sorted(proxy_ports)}"
@@ -630,6 +643,7 @@ class KafkaCluster:
             ssl_hostnames=tuple(ssl_hostnames),
             kerberos=kerberos,
             proxy_ports=dict(proxy_ports or {}),
+            log_dirs=log_dirs,
         )
         java = find_java()
         libs = fetch_kafka_libs(version)
@@ -729,6 +743,9 @@ class KafkaCluster:
                 node_id=node_id,
                 ports=nports,
                 data_dir=root / f"node-{node_id}" / "data",
+                extra_data_dirs=tuple(
+                    root / f"node-{node_id}" / f"data-{i}" for i in range(2, options.log_dirs + 1)
+                ),
                 voters=voters,
                 sasl=creds,
                 kerberos=options.kerberos,

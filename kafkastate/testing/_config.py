@@ -178,7 +178,9 @@ class NodeSpec:
     Attributes:
         node_id: ``node.id``.
         ports: its listener ports.
-        data_dir: ``log.dirs``.
+        data_dir: ``log.dirs`` (the first of them).
+        extra_data_dirs: more log directories (JBOD: ``log.dirs`` lists them after
+            ``data_dir``; KRaft needs Kafka 3.7+, KIP-858).
         voters: node id -> controller port of every voter; with more than one node the quorum
             is static (``controller.quorum.voters``), with one it is bootstrapped dynamically
             (``controller.quorum.bootstrap.servers`` + ``format --standalone``).
@@ -208,6 +210,12 @@ class NodeSpec:
     overrides: Mapping[str, str] = field(default_factory=dict)
     profile: BrokerProfile = field(default_factory=lambda: profile_for("4.0.0"))
     zookeeper_connect: str | None = None
+    extra_data_dirs: tuple[Path, ...] = ()
+
+    @property
+    def log_dirs(self) -> tuple[Path, ...]:
+        """Every log directory of the node (``log.dirs``), ``data_dir`` first."""
+        return (self.data_dir, *self.extra_data_dirs)
 
     @property
     def static_quorum(self) -> bool:
@@ -357,7 +365,7 @@ def server_properties(node: NodeSpec) -> dict[str, str]:
             "advertised.listeners": advertised,
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in protocol_map.items()),
-            "log.dirs": str(node.data_dir),
+            "log.dirs": ",".join(str(d) for d in node.log_dirs),
             "num.partitions": "1",
             "default.replication.factor": str(rf),
             "min.insync.replicas": str(min_isr),

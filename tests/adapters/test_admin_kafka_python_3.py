@@ -29,7 +29,16 @@ from kafkastate.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkastate.structs import OffsetAndMetadata, TopicPartition, TopicPartitionReplica
-from kafkastate.sync import ConfigResource, KafkaAdminClient, KafkaProducer, NewTopic, OffsetSpec
+from kafkastate.sync import (
+    ConfigResource,
+    GroupState,
+    GroupType,
+    KafkaAdminClient,
+    KafkaProducer,
+    NewTopic,
+    OffsetSpec,
+    TransactionState,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -206,3 +215,53 @@ def test_find_hanging_transactions(kafka_cluster: Any) -> None:
         ]:
             assert time.monotonic() < deadline, "the aborted transaction still hangs"
             time.sleep(0.1)
+
+
+def test_an_id_that_only_ran_init_transactions_is_described_empty(kafka_cluster: Any) -> None:
+    # its coordinator sends TransactionStartTimeMs -1, decoded as None (it failed the whole
+    # describe before), and find_hanging_transactions passes over it
+    bootstrap = kafka_cluster.bootstrap
+    tid = _name("kp3-empty")
+    with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid)
+        try:
+            producer.init_transactions()
+        finally:
+            producer.close()
+        described = admin.describe_transactions([tid])
+        assert (described[tid].state, described[tid].transaction_start_time_ms) == ("Empty", None)
+        hanging = admin.find_hanging_transactions(max_transaction_timeout_ms=0)
+        assert tid not in [h["transactional_id"] for h in hanging]
+        # kafka-python 3.0's TransactionState filters as its string does
+        empty = admin.list_transactions(state_filters=[TransactionState.EMPTY])
+        listed = [t for ts in empty.values() for t in ts if t.transactional_id == tid]
+        assert [t.state for t in listed] == [TransactionState.EMPTY]
+        ongoing = admin.list_transactions(state_filters=[TransactionState.ONGOING])
+        assert tid not in [t.transactional_id for ts in ongoing.values() for t in ts]
+
+
+def test_kafka_python_3_offset_specs_and_group_filters(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic, group = _name("kp3-specs"), _name("kp3-specs-g")
+    tp = TopicPartition(topic, 0)
+    with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)], wait_for_metadata=True)
+        producer = KafkaProducer(bootstrap_servers=bootstrap)
+        try:
+            for i in range(3):
+                producer.send(topic, b"%d" % i, partition=0).get(timeout=15)
+        finally:
+            producer.close()
+        admin.delete_records({tp: 1})
+        offsets = admin.list_offsets(
+            {tp: OffsetSpec.EARLIEST_LOCAL}
+        )  # the local log starts where the deletion left it (no tiered storage)
+        assert offsets[tp].offset == 1
+        assert admin.list_offsets({tp: OffsetSpec.LATEST})[tp].offset == 3
+        admin.alter_group_offsets(group, {tp: OffsetAndMetadata(2, "", None)})
+        empty = admin.list_groups(
+            states_filter=[GroupState.EMPTY], types_filter=[GroupType.CLASSIC]
+        )
+        assert group in [g["group_id"] for g in empty]
+        stable = admin.list_groups(states_filter=[GroupState.STABLE])
+        assert group not in [g["group_id"] for g in stable]

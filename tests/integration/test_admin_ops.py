@@ -270,6 +270,27 @@ async def test_features_are_described_and_updates_validated(kafka_cluster: Any) 
 # ---------------------------------------------------------------------- transactions
 
 
+async def test_an_id_that_only_ran_init_transactions_is_described_empty_with_no_start(
+    kafka_cluster: Any,
+) -> None:
+    # the broker answers TransactionStartTimeMs -1 for it: decoded as None, not refused
+    bootstrap = kafka_cluster.bootstrap
+    tid = _name("tid-empty")
+    async with open_admin(bootstrap, request_timeout_ms=15000) as admin:
+        async with open_producer(bootstrap, transactional_id=tid):  # init_transactions
+            pass
+        described = await admin.describe_transactions([tid])
+        txn = described[tid]
+        assert isinstance(txn, TransactionDescription), txn
+        assert (txn.state, txn.transaction_start_time_ms) == ("Empty", None)
+        assert txn.topic_partitions == frozenset() and txn.producer_id >= 0
+        # the witness: the broker lists the id in that state too
+        listed = await admin.list_transactions()
+        assert [t.state for ts in listed.values() for t in ts if t.transactional_id == tid] == [
+            "Empty"
+        ]
+
+
 async def test_a_hanging_transaction_is_found_aborted_and_its_producer_fenced(
     kafka_cluster: Any,
 ) -> None:

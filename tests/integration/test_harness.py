@@ -259,6 +259,12 @@ def test_single_node_properties_use_standalone_bootstrap_and_speed_tweaks() -> N
     assert not any(k.startswith("listener.name.ssl.") for k in props)
 
 
+def test_extra_log_dirs_follow_the_data_dir_in_log_dirs() -> None:
+    spec = _spec(extra_data_dirs=(Path("/data/node-1-2"), Path("/data/node-1-3")))
+    assert server_properties(spec)["log.dirs"] == "/data/node-1,/data/node-1-2,/data/node-1-3"
+    assert spec.log_dirs == (Path("/data/node-1"), Path("/data/node-1-2"), Path("/data/node-1-3"))
+
+
 def test_three_node_properties_use_static_voters_and_replication_factor_3() -> None:
     props = server_properties(_spec(node_id=2, nodes=3))
     assert props["node.id"] == "2"

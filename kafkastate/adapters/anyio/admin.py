@@ -17,7 +17,14 @@ from typing import Any
 
 import anyio
 
-from kafkastate.adapters._admin import one_group, only, raise_first, resource_type
+from kafkastate.adapters._admin import (
+    acl_list,
+    checked,
+    config_resource_list,
+    one_group,
+    only,
+    scram_results,
+)
 from kafkastate.adapters._common import resolve, tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.adapters.anyio.observe import Observed
@@ -86,8 +93,7 @@ class AdminCalls:
         Raises:
             KafkaError: the broker's error (SecurityDisabledError without an authorizer).
         """
-        m = self._ops()
-        return list(only(await self._call(m.describe_acls, acl_filter, timeout=timeout)))
+        return acl_list(await self._call(self._ops().describe_acls, acl_filter, timeout=timeout))
 
     async def create_acls(
         self, acls: Iterable[ACL], *, timeout: float | None = None
@@ -138,7 +144,7 @@ class AdminCalls:
         """
         m = self._ops()
         results = await self._call(m.describe_user_scram_credentials, users, timeout=timeout)
-        return dict(only(results)) if users is None else results
+        return scram_results(results, users)
 
     async def alter_user_scram_credentials(
         self,
@@ -276,8 +282,9 @@ class AdminCalls:
             KafkaError: the broker's error.
         """
         m = self._ops()
-        listed = only(await self._call(m.list_config_resources, resource_types, timeout=timeout))
-        return [(resource_type(kind), name) for kind, name in listed]
+        return config_resource_list(
+            await self._call(m.list_config_resources, resource_types, timeout=timeout)
+        )
 
     async def wait_for_topics(
         self, names: Iterable[str], *, timeout: float | None = None
@@ -292,9 +299,7 @@ class AdminCalls:
             KafkaTimeoutError: a topic still not ready at the deadline (it says what it
                 lacked); or another error of a topic.
         """
-        results = await self._call(self._ops().wait_for_topics, names, timeout=timeout)
-        raise_first(results)
-        return results
+        return checked(await self._call(self._ops().wait_for_topics, names, timeout=timeout))
 
 
 class Admin(Observed, AdminCalls):

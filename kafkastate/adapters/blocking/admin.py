@@ -22,11 +22,14 @@ from typing import Any
 
 from kafkastate.adapters._admin import (
     GroupInformation,
+    acl_list,
     before_offsets,
+    checked,
     cluster_dict,
     code_of,
     common_versions,
     config_dicts,
+    config_resource_list,
     error_classes,
     features_dict,
     group_dict,
@@ -42,8 +45,8 @@ from kafkastate.adapters._admin import (
     quorum_dict,
     raise_first,
     reassignment_dicts,
-    resource_type,
     scram_dicts,
+    scram_results,
     seconds,
     topic_dicts,
 )
@@ -350,11 +353,14 @@ class KafkaAdminClient:
             KafkaError: the first resource's error.
         """
         m = self._machine
-        results = self._run(
-            m.alter_configs, config_resources, validate_only=validate_only, incremental=incremental
+        return checked(
+            self._run(
+                m.alter_configs,
+                config_resources,
+                validate_only=validate_only,
+                incremental=incremental,
+            )
         )
-        raise_first(results)
-        return results
 
     # -------------------------------------------------------------------- groups
 
@@ -507,10 +513,7 @@ class KafkaAdminClient:
         Raises:
             KafkaError: the broker's (SecurityDisabledError without an authorizer).
         """
-        (result,) = self._run(self._machine.describe_acls, acl_filter).values()
-        if isinstance(result, BaseException):
-            raise result
-        return list(result), None
+        return acl_list(self._run(self._machine.describe_acls, acl_filter)), None
 
     def create_acls(self, acls: Iterable[ACL]) -> dict[str, list[Any]]:
         """Create ACLs.
@@ -576,7 +579,7 @@ class KafkaAdminClient:
             KafkaError: the broker's error for the request as a whole.
         """
         results = self._run(self._machine.describe_user_scram_credentials, users)
-        return scram_dicts(only(results) if users is None else results)
+        return scram_dicts(scram_results(results, users))
 
     def alter_user_scram_credentials(
         self, alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion]
@@ -732,16 +735,16 @@ class KafkaAdminClient:
         Raises:
             KafkaError: a broker's error.
         """
-        results = self._run(
-            self._machine.list_transactions,
-            broker_ids,
-            state_filters=state_filters or (),
-            producer_id_filters=producer_id_filters or (),
-            duration_filter_ms=duration_filter_ms,
-            transactional_id_pattern=transactional_id_pattern,
+        return checked(
+            self._run(
+                self._machine.list_transactions,
+                broker_ids,
+                state_filters=state_filters or (),
+                producer_id_filters=producer_id_filters or (),
+                duration_filter_ms=duration_filter_ms,
+                transactional_id_pattern=transactional_id_pattern,
+            )
         )
-        raise_first(results)
-        return results
 
     def describe_transactions(
         self, transactional_ids: Iterable[str]
@@ -751,9 +754,7 @@ class KafkaAdminClient:
         Raises:
             KafkaError: an id's error (TransactionalIdNotFoundError...).
         """
-        results = self._run(self._machine.describe_transactions, transactional_ids)
-        raise_first(results)
-        return results
+        return checked(self._run(self._machine.describe_transactions, transactional_ids))
 
     def describe_producers(
         self, partitions: Iterable[TopicPartition], broker_id: int | None = None
@@ -764,9 +765,7 @@ class KafkaAdminClient:
         Raises:
             KafkaError: a partition's error.
         """
-        results = self._run(self._machine.describe_producers, partitions)
-        raise_first(results)
-        return results
+        return checked(self._run(self._machine.describe_producers, partitions))
 
     def abort_transaction(self, spec: AbortTransactionSpec) -> None:
         """Abort a hanging transaction on one partition (an abort marker at its leader).
@@ -962,10 +961,9 @@ class KafkaAdminClient:
             KafkaError: the broker's error.
         """
         m = self._machine
-        listed = only(self._run(m.list_config_resources, resource_types or ()))
+        listed = self._run(m.list_config_resources, resource_types or ())
         out: dict[str, list[str]] = {}
-        for kind, name in listed:
-            label = resource_type(kind)
+        for label, name in config_resource_list(listed):
             key = label.name.lower() if isinstance(label, ConfigResourceType) else str(label)
             out.setdefault(key, []).append(name)
         return out
@@ -1061,7 +1059,7 @@ class KafkaAdminClient:
                 expired meanwhile).
         """
         listed = self.list_transactions(broker_ids)
-        # only open transactions can hang (and a finished one may carry no start time)
+        # only open transactions can hang: describing the finished ones is work for nothing
         ids = sorted(
             {
                 t.transactional_id

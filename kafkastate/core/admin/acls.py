@@ -56,6 +56,7 @@ class ResourceType(enum.IntEnum):
 class ACLOperation(enum.IntEnum):
     """What an ACL allows or denies."""
 
+    UNKNOWN = 0  # (the protocol's; a broker refuses it in an ACL)
     ANY = 1
     ALL = 2
     READ = 3
@@ -75,6 +76,7 @@ class ACLOperation(enum.IntEnum):
 class ACLPermissionType(enum.IntEnum):
     """Allow or deny."""
 
+    UNKNOWN = 0  # (the protocol's; a broker refuses it in an ACL)
     ANY = 1
     DENY = 2
     ALLOW = 3
@@ -83,6 +85,7 @@ class ACLPermissionType(enum.IntEnum):
 class ACLResourcePatternType(enum.IntEnum):
     """How a resource name matches (KIP-290)."""
 
+    UNKNOWN = 0  # (the protocol's; a broker refuses it in an ACL)
     ANY = 1
     MATCH = 2
     LITERAL = 3

@@ -399,7 +399,7 @@ class AdminMachine(ClientDriven):
         :class:`ListedOffset`."""
         clean: dict[TopicPartition, int] = {}
         for tp, spec in specs.items():
-            if isinstance(spec, bool) or not isinstance(spec, int) or spec < -3:
+            if isinstance(spec, bool) or not isinstance(spec, int) or spec < min(OffsetSpec):
                 raise KafkaConfigurationError(f"{tp}: {spec!r} is not an OffsetSpec or timestamp")
             clean[TopicPartition(*tp)] = int(spec)
         return self._start(ops.ListOffsets(clean, isolation_level), now, timeout)
@@ -1018,6 +1018,11 @@ class AdminMachine(ClientDriven):
             self._coordinators.pop((route.key_type, route.group), None)
         if isinstance(route, ops.ToLeader) and (errno in STALE_METADATA_ERRORS or errno is None):
             self._client.request_metadata_update()
+            if errno is not None:
+                # the broker we asked is not the leader: the retry waits for metadata newer
+                # than this answer, or it would go to the same broker again (found by the
+                # simulator, tests/sim/test_sim_admin.py)
+                op.waiting_topics[key] = self._updates
         if error.retriable and type(error) not in op.spec.final:
             op.last_error[key] = error
             op.pending[key] = now + self.config.retry_backoff

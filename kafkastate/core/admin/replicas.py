@@ -37,6 +37,7 @@ __all__ = [
     "FeatureUpdateType",
     "PartitionReassignment",
     "TopicPartitionsPage",
+    "UpdateFeatureType",
 ]
 
 ELECT_LEADERS: Final = 43
@@ -338,11 +339,17 @@ class DescribeFeatures(Operation):
 
 
 class FeatureUpdateType(enum.IntEnum):
-    """How a feature's finalized level may move (KIP-778)."""
+    """How a feature's finalized level may move (KIP-778); kafka-python 3.0 names it
+    ``UpdateFeatureType``."""
 
+    UNKNOWN = 0  # (kafka-python's; a broker refuses it)
     UPGRADE = 1
     SAFE_DOWNGRADE = 2
     UNSAFE_DOWNGRADE = 3
+
+
+UpdateFeatureType = FeatureUpdateType
+"""kafka-python 3.0's name of :class:`FeatureUpdateType`."""
 
 
 @attrs.frozen

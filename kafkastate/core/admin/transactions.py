@@ -74,8 +74,9 @@ class TransactionDescription:
     """The producer epoch."""
     transaction_timeout_ms: int
     """Its ``transaction.timeout.ms``."""
-    transaction_start_time_ms: int
-    """When the open transaction started (ms since the epoch), -1 if none is open."""
+    transaction_start_time_ms: int | None
+    """When the open transaction started (ms since the epoch); None when none is open (an
+    ``Empty`` id, one that only ran ``init_transactions``: the broker sends -1)."""
     topic_partitions: frozenset[TopicPartition]
     """The partitions in the open transaction."""
 
@@ -226,7 +227,10 @@ class DescribeTransactions(_PerTransactionalId):
                 producer_id=int(t.producer_id),
                 producer_epoch=int(t.producer_epoch),
                 transaction_timeout_ms=_ms_of(t.transaction_timeout),
-                transaction_start_time_ms=_ms_of(t.transaction_start_time),
+                # None when no transaction is open (-1 on the wire, decoded to None)
+                transaction_start_time_ms=(
+                    None if t.transaction_start_time is None else _ms_of(t.transaction_start_time)
+                ),
                 topic_partitions=frozenset(
                     TopicPartition(p.topic, int(i)) for p in t.topics for i in p.partitions
                 ),
@@ -365,12 +369,13 @@ def hanging_transactions(
     """The open transactions that started ``threshold_ms`` or more before ``now_ms``
     (``kafka-transactions.sh find-hanging``'s rule: older than the longest allowed
     transaction timeout), as ``(transactional id, description, age in ms)``, oldest
-    first. A description whose start time is unknown (< 0) is left out."""
+    first. A description whose start time is unknown (None) is left out."""
     out = []
     for tid, d in descriptions.items():
-        if d.state in FINISHED_STATES or d.transaction_start_time_ms < 0:
+        start = d.transaction_start_time_ms
+        if d.state in FINISHED_STATES or start is None or start < 0:
             continue
-        age = now_ms - d.transaction_start_time_ms
+        age = now_ms - start
         if age >= threshold_ms:
             out.append((tid, d, age))
     return sorted(out, key=lambda item: -item[2])

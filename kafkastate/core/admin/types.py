@@ -25,11 +25,16 @@ __all__ = [
     "BrokerDescription",
     "ClusterDescription",
     "ConfigEntry",
+    "ConfigFilterType",
     "ConfigResource",
     "ConfigResourceType",
+    "ConfigSourceType",
+    "ConfigType",
     "CreatedTopic",
     "GroupDescription",
     "GroupListing",
+    "GroupState",
+    "GroupType",
     "ListedOffset",
     "LogDirDescription",
     "MemberDescription",
@@ -37,10 +42,12 @@ __all__ = [
     "NewPartitions",
     "NewTopic",
     "OffsetSpec",
+    "OffsetTimestamp",
     "PartitionDescription",
     "RecordsToDelete",
     "ReplicaInfo",
     "TopicDescription",
+    "TransactionState",
 ]
 
 
@@ -71,6 +78,136 @@ class OffsetSpec(enum.IntEnum):
     LATEST = -1
     EARLIEST = -2
     MAX_TIMESTAMP = -3  # the record with the largest timestamp (KIP-734)
+    EARLIEST_LOCAL = -4  # the first offset in the broker's local log (KIP-405, ListOffsets v8)
+    LATEST_TIERED = -5  # the last offset in tiered storage (KIP-1005, ListOffsets v9)
+
+
+class OffsetTimestamp(int):
+    """A timestamp in ms where an offset could also be given (kafka-python 3.0's name): the
+    first offset whose record's timestamp is at or after it. ``list_offsets`` reads any
+    int >= 0 as a timestamp already; this only says so where offsets and specs mix."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"OffsetTimestamp({int(self)})"
+
+
+class ConfigType(enum.IntEnum):
+    """A config's value type, as DescribeConfigs v3+ names it (KIP-569)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSourceType(enum.IntEnum):
+    """Where a config's value comes from (DescribeConfigs' ``config_source``, KIP-226)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    DYNAMIC_CLIENT_METRICS_CONFIG = 7
+    DYNAMIC_GROUP_CONFIG = 8
+
+    def is_modified(self) -> bool:
+        """Whether the value was set for this resource (not a default or a broker's
+        static or cluster-wide default value)."""
+        return self not in _UNMODIFIED
+
+    @classmethod
+    def dynamic_for_resource_type(cls, resource_type: Any) -> ConfigSourceType:
+        """The source of a value set dynamically on a resource of ``resource_type``.
+
+        Raises:
+            KafkaConfigurationError: not a config resource type.
+        """
+        return _DYNAMIC_SOURCE[resource_type_of(resource_type)]
+
+
+_UNMODIFIED = frozenset(
+    {
+        ConfigSourceType.DYNAMIC_DEFAULT_BROKER_CONFIG,
+        ConfigSourceType.STATIC_BROKER_CONFIG,
+        ConfigSourceType.DEFAULT_CONFIG,
+    }
+)
+
+
+class ConfigFilterType(enum.IntEnum):
+    """Which configs a description keeps, by source (kafka-python 3.0's
+    ``describe_configs(config_filter=...)``; kafkastate describes them all and a caller
+    filters with :meth:`should_skip` on ``ConfigEntry.source``)."""
+
+    ALL = 0
+    DYNAMIC = 1
+    MODIFIED = 2
+    DEFAULT = 3
+    STATIC = 4
+
+    def should_skip(self, config_source: ConfigSourceType | int) -> bool:
+        """Whether a config of ``config_source`` (``ConfigEntry.source``) is left out by
+        this filter; a code this client does not know counts as UNKNOWN."""
+        try:
+            source = ConfigSourceType(config_source)
+        except ValueError:
+            source = ConfigSourceType.UNKNOWN
+        if self is ConfigFilterType.MODIFIED:
+            return not source.is_modified()
+        if self is ConfigFilterType.DEFAULT:
+            return source.is_modified()
+        if self is ConfigFilterType.STATIC:
+            return source is not ConfigSourceType.STATIC_BROKER_CONFIG
+        return False
+
+
+class GroupState(enum.StrEnum):
+    """A group's state as ListGroups / DescribeGroups name it (classic and KIP-848);
+    ``states_filter`` takes these or their strings."""
+
+    UNKNOWN = "Unknown"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+
+
+class GroupType(enum.StrEnum):
+    """A group's protocol (KIP-848); ``types_filter`` takes these or their strings."""
+
+    UNKNOWN = "Unknown"
+    CLASSIC = "classic"
+    CONSUMER = "consumer"
+    SHARE = "share"
+
+
+class TransactionState(enum.StrEnum):
+    """A transactional id's state at its coordinator (``TransactionListing.state``,
+    ``TransactionDescription.state``); ``state_filters`` takes these or their strings."""
+
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+    DEAD = "Dead"
+    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+    UNKNOWN = "Unknown"
 
 
 def resource_type_of(value: Any) -> ConfigResourceType:
@@ -87,6 +224,16 @@ def resource_type_of(value: Any) -> ConfigResourceType:
         return ConfigResourceType[str(value).upper().replace("-", "_")]
     except KeyError:
         raise KafkaConfigurationError(f"unknown config resource type {value!r}") from None
+
+
+_DYNAMIC_SOURCE = {
+    ConfigResourceType.UNKNOWN: ConfigSourceType.UNKNOWN,
+    ConfigResourceType.TOPIC: ConfigSourceType.DYNAMIC_TOPIC_CONFIG,
+    ConfigResourceType.BROKER: ConfigSourceType.DYNAMIC_BROKER_CONFIG,
+    ConfigResourceType.BROKER_LOGGER: ConfigSourceType.DYNAMIC_BROKER_LOGGER_CONFIG,
+    ConfigResourceType.CLIENT_METRICS: ConfigSourceType.DYNAMIC_CLIENT_METRICS_CONFIG,
+    ConfigResourceType.GROUP: ConfigSourceType.DYNAMIC_GROUP_CONFIG,
+}
 
 
 @attrs.frozen(kw_only=True)

@@ -18,10 +18,19 @@ Bodies are kio entities: kio knows every API version's schema, we own the bytes 
 them. The one exception is the Produce request, the producer's hot path: its body is written
 here by hand (:func:`produce_request_body`), so a record's bytes go from the batch to the
 frame in one module. Nothing here does IO; :class:`FrameDecoder` accepts bytes at any split point.
+
+Timestamps the broker does not know: a response's int64 timestamp field (kio type
+``datetime_i64``) carries -1 when there is no such time -- DescribeTransactions'
+TransactionStartTimeMs of a transactional id with no open transaction, the delegation-token
+timestamps of a refused request. kio reads -1 as null only where its schema marks the field
+nullable (Produce's LogAppendTimeMs) and refuses it elsewhere, which would fail the whole
+response. :func:`decode_body` therefore reads every response timestamp field as nullable:
+-1 decodes to ``None``; any other negative value is still malformed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import struct
@@ -30,6 +39,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
 from kafkastate.core.protocol._guard import LengthError, check_lengths, need, read_uvarint
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
@@ -45,6 +55,7 @@ __all__ = [
     "encode_body",
     "encode_request",
     "encoded_request_type",
+    "lenient_timestamps",
     "produce_request",
     "produce_request_body",
     "request_header_bytes",
@@ -204,8 +215,80 @@ def decode_response_header(frame: memoryview, version: int) -> tuple[int, int]:
     return correlation_id, pos
 
 
+_TIMESTAMP: Final = "datetime_i64"
+
+
+def _same_entity(self: Any, other: Any) -> Any:
+    # a lenient class's instance equals its kio twin with the same field values
+    if type(other) not in (type(self), type(self).__kio_entity__):
+        return NotImplemented
+    names = [f.name for f in dataclasses.fields(self)]
+    return [getattr(self, n) for n in names] == [getattr(other, n) for n in names]
+
+
+_LENIENT: Final[dict[type[Any], type[Any]]] = {}
+
+
+def lenient_timestamps(cls: type[Any]) -> type[Any]:
+    """``cls`` with every timestamp field (``datetime_i64``), its own or a nested entity's,
+    read as nullable, so that the broker's -1 ("no such time") decodes to ``None``.
+
+    The result subclasses ``cls`` (``isinstance`` holds, and an instance equals the kio
+    entity with the same values); a schema without a non-nullable timestamp is returned
+    as it is.
+
+    Args:
+        cls: a kio entity class.
+
+    Returns:
+        The class to decode ``cls``'s bytes with.
+    """
+    known = _LENIENT.get(cls)
+    if known is None:
+        known = _LENIENT[cls] = _lenient(cls)
+    return known
+
+
+def _lenient(cls: type[Any]) -> type[Any]:
+    specs: list[tuple[str, Any, Any]] = []
+    changed = False
+    for f in dataclasses.fields(cls):
+        kind = classify_field(f)
+        ftype: Any = f.type
+        if f.metadata.get("kafka_type") == _TIMESTAMP and not is_optional(f):
+            ftype = ftype | None
+        elif isinstance(kind, (EntityField, EntityTupleField)):
+            inner = lenient_timestamps(kind.type_)
+            if inner is not kind.type_:
+                ftype = inner if isinstance(kind, EntityField) else tuple[inner, ...]  # type: ignore[valid-type]
+                if is_optional(f):
+                    ftype = ftype | None
+        changed = changed or ftype is not f.type
+        keep: dict[str, Any] = {"metadata": f.metadata}
+        if f.default is not dataclasses.MISSING:
+            keep["default"] = f.default
+        if f.default_factory is not dataclasses.MISSING:
+            keep["default_factory"] = f.default_factory
+        specs.append((f.name, ftype, dataclasses.field(**keep)))
+    if not changed:
+        return cls
+    namespace = {"__module__": cls.__module__, "__kio_entity__": cls, "__eq__": _same_entity}
+    return dataclasses.make_dataclass(
+        cls.__name__,
+        specs,
+        bases=(cls,),
+        namespace=namespace,
+        frozen=True,
+        slots=True,
+        kw_only=True,
+    )
+
+
 def decode_body(cls: type[Any], frame: memoryview, offset: int) -> Any:
     """Decode a kio entity of type ``cls`` from ``frame[offset:]``.
+
+    A timestamp field holding -1 (the protocol's "none") decodes to ``None``, also where
+    kio's schema does not mark it nullable (see :func:`lenient_timestamps`).
 
     Raises:
         RemoteProtocolError: the bytes do not parse as ``cls`` (any kio or value error is
@@ -214,7 +297,7 @@ def decode_body(cls: type[Any], frame: memoryview, offset: int) -> Any:
     # kio's native reader aborts the process on absurd array lengths; check them first.
     check_lengths(cls, frame, offset)
     try:
-        entity, _size = entity_reader(cls)(frame[offset:], 0)
+        entity, _size = entity_reader(lenient_timestamps(cls))(frame[offset:], 0)
     except Exception as exc:  # kio raises DecodeError, ValueError, UnicodeError, ...
         raise RemoteProtocolError(
             f"malformed {cls.__name__} v{getattr(cls, '__version__', '?')}: {exc}"

@@ -38,7 +38,7 @@ def test_a_reset_lands_inside_the_log(target: int, expected: int) -> None:
     assert reset_offset(target, earliest=2, latest=9) == expected
 
 
-def _txn(state: str, start: int) -> TransactionDescription:
+def _txn(state: str, start: int | None) -> TransactionDescription:
     return TransactionDescription(
         coordinator_id=1,
         state=state,
@@ -57,8 +57,8 @@ def test_hanging_transactions_are_the_open_ones_past_the_threshold_oldest_first(
             "old": _txn("Ongoing", 1_000),
             "older": _txn("PrepareAbort", 500),
             "done": _txn("CompleteCommit", 0),
-            "empty": _txn("Empty", -1),
-            "unknown start": _txn("Ongoing", -1),
+            "empty": _txn("Empty", None),
+            "unknown start": _txn("Ongoing", None),
         },
         now_ms=10_000,
         threshold_ms=5_000,

@@ -7,9 +7,11 @@ fallback, SCRAM salting, and an API the broker lacks."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import hashlib
 import hmac
+import struct
 import uuid
 from typing import Any
 
@@ -45,7 +47,7 @@ from kafkastate.errors import (
     UnsupportedVersionError,
 )
 from kafkastate.structs import TopicPartition
-from tests._support.peer import ScriptedCluster, Sent
+from tests._support.peer import ScriptedCluster, Sent, response_frame
 from tests.core.admin.test_admin_machine import (
     BACKOFF,
     _find_answer,
@@ -110,6 +112,40 @@ def test_a_transaction_coordinator_is_found_with_key_type_1_and_followed_when_it
         transaction_start_time_ms=1500,
         topic_partitions=frozenset({T0}),
     )
+
+
+def test_an_id_with_no_open_transaction_is_described_with_no_start_time() -> None:
+    # An id that only ran init_transactions is Empty and the broker sends its start time as
+    # -1 (crafted below into the frame's bytes), which kio refuses unless read as nullable.
+    m, cluster = admin()
+    start(m, cluster, lambda now: m.describe_transactions(["empty"], now=now))
+    _find_answer(cluster, cluster.take(FIND_COORDINATOR), 1, ErrorCode.none)
+    described = cluster.take(DESCRIBE_TRANSACTIONS)
+    empty = dataclasses.replace(
+        _txn_state(described, "empty", ErrorCode.none), transaction_state="Empty", topics=()
+    )
+    body = build(
+        response_type(DESCRIBE_TRANSACTIONS, described.req.version),
+        throttle_time=datetime.timedelta(0),
+        transaction_states=(empty,),
+    )
+    frame = response_frame(described.req.correlation_id, body)
+    marker = struct.pack(">q", 1500)  # the start time _txn_state sets
+    assert frame.count(marker) == 1
+    cluster.pending.remove(described)
+    m.receive_data(described.node, frame.replace(marker, struct.pack(">q", -1)), now=cluster.now)
+    cluster.pump()
+    assert completed(cluster).results == {
+        "empty": TransactionDescription(
+            coordinator_id=1,
+            state="Empty",
+            producer_id=7,
+            producer_epoch=3,
+            transaction_timeout_ms=60_000,
+            transaction_start_time_ms=None,
+            topic_partitions=frozenset(),
+        )
+    }
 
 
 def test_a_group_and_a_transactional_id_of_one_name_have_their_own_coordinators() -> None:

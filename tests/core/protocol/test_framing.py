@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import io
 import random
@@ -13,11 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map, schema_name_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.schema.types import BrokerId
 from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 from kio.static.primitive import i16, i32
 
 from kafkastate.core.protocol.framing import (
@@ -27,6 +30,7 @@ from kafkastate.core.protocol.framing import (
     decode_response_header,
     encode_body,
     encode_request,
+    lenient_timestamps,
     produce_request,
     produce_request_body,
     request_header_bytes,
@@ -242,6 +246,111 @@ def test_absurd_array_length_is_an_error_not_an_abort() -> None:
         huge = b"\x00\x00\x00\x00" + b"\x7f\xff\xff\xff" if version < 9 else b"\xff\xff\xff\x0f"
         with pytest.raises(RemoteProtocolError):
             decode_body(response_type(ApiKey.METADATA, version), memoryview(huge * 3), 0)
+
+
+# ------------------------------------------- timestamps the broker does not know (-1)
+
+_START = datetime.datetime.fromtimestamp(1.5, datetime.UTC)  # 1500 ms: a marker to replace
+
+
+def _describe_transactions_body(start: bytes) -> bytes:
+    """A DescribeTransactions v0 body for one Empty id, its start time's 8 bytes ``start``."""
+    cls = response_type(ApiKey.DESCRIBE_TRANSACTIONS, 0)
+    state = build(
+        nested_type(cls, "TransactionState"),
+        error_code=ErrorCode.none,
+        transactional_id="only-init",
+        transaction_state="Empty",
+        transaction_timeout=datetime.timedelta(seconds=60),
+        transaction_start_time=_START,
+        producer_id=7,
+        producer_epoch=0,
+        topics=(),
+    )
+    body = encode_body(build(cls, throttle_time=datetime.timedelta(0), transaction_states=(state,)))
+    marker = struct.pack(">q", 1500)
+    assert body.count(marker) == 1
+    return body.replace(marker, start)
+
+
+def test_an_unknown_transaction_start_time_decodes_to_none() -> None:
+    # the broker's answer for an id that only ran init_transactions: TransactionStartTimeMs -1
+    cls = response_type(ApiKey.DESCRIBE_TRANSACTIONS, 0)
+    body = decode_body(cls, memoryview(_describe_transactions_body(struct.pack(">q", -1))), 0)
+    assert isinstance(body, cls)
+    (state,) = body.transaction_states
+    assert (state.transaction_state, state.transaction_start_time) == ("Empty", None)
+    assert (state.producer_id, state.topics) == (7, ())
+
+
+def test_a_known_timestamp_still_decodes_and_equals_the_kio_entity() -> None:
+    cls = response_type(ApiKey.DESCRIBE_TRANSACTIONS, 0)
+    raw = _describe_transactions_body(struct.pack(">q", 1500))
+    body = decode_body(cls, memoryview(raw), 0)
+    (state,) = body.transaction_states
+    assert state.transaction_start_time == _START
+    kio_body, _ = entity_reader(cls)(raw, 0)
+    assert body == kio_body and kio_body == body and hash(body) == hash(kio_body)
+
+
+def test_a_negative_timestamp_other_than_minus_one_is_malformed() -> None:
+    cls = response_type(ApiKey.DESCRIBE_TRANSACTIONS, 0)
+    raw = _describe_transactions_body(struct.pack(">q", -2))
+    with pytest.raises(RemoteProtocolError, match="DescribeTransactionsResponse"):
+        decode_body(cls, memoryview(raw), 0)
+
+
+def _timestamps(cls: type[Any]) -> list[tuple[str, bool]]:
+    """(field path, nullable) of every timestamp field of ``cls`` and its nested entities."""
+    out: list[tuple[str, bool]] = []
+    for f in dataclasses.fields(cls):
+        kind = classify_field(f)
+        if f.metadata.get("kafka_type") == "datetime_i64":
+            out.append((f"{cls.__name__}.{f.name}", is_optional(f)))
+        elif isinstance(kind, (EntityField, EntityTupleField)):
+            out += _timestamps(kind.type_)
+    return out
+
+
+def test_every_response_timestamp_field_decodes_minus_one_to_none() -> None:
+    found = []
+    for key, name in api_key_map.items():
+        for version in schema_name_map.get(name, ()):
+            cls = response_type(int(key), version)
+            paths = _timestamps(cls)
+            found += [path for path, _ in paths]
+            assert all(nullable for _, nullable in _timestamps(lenient_timestamps(cls))), cls
+            if all(nullable for _, nullable in paths):
+                assert lenient_timestamps(cls) is cls  # nothing to change: kio's own class
+    # the schemas this is about (the delegation tokens' times of a refused request, too)
+    assert "TransactionState.transaction_start_time" in found
+    assert "CreateDelegationTokenResponse.expiry_timestamp" in found
+
+
+def test_a_refused_delegation_token_without_times_decodes() -> None:
+    cls = response_type(38, 2)  # CreateDelegationToken: the times are -1 when refused
+    when = datetime.datetime.fromtimestamp(1.5, datetime.UTC)
+    body = encode_body(
+        build(
+            cls,
+            error_code=ErrorCode.delegation_token_auth_disabled,
+            principal_type="User",
+            principal_name="",
+            issue_timestamp=when,
+            expiry_timestamp=when,
+            max_timestamp=when,
+            token_id="",
+            hmac=b"",
+            throttle_time=datetime.timedelta(0),
+        )
+    )
+    raw = body.replace(struct.pack(">q", 1500), struct.pack(">q", -1))
+    decoded = decode_body(cls, memoryview(raw), 0)
+    assert (decoded.issue_timestamp, decoded.expiry_timestamp, decoded.max_timestamp) == (
+        None,
+        None,
+        None,
+    )
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
