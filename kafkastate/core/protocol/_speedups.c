@@ -805,14 +805,10 @@ PyDoc_STRVAR(murmur2_doc,
 "a signed 32-bit int. The keyed producer's per-record partition choice.");
 
 static PyObject *
-murmur2(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+murmur2(PyObject *Py_UNUSED(module), PyObject *data_obj)
 {
-    if (nargs != 1) {
-        PyErr_Format(PyExc_TypeError, "murmur2() takes 1 argument (%zd given)", nargs);
-        return NULL;
-    }
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+    if (PyObject_GetBuffer(data_obj, &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
     const unsigned char *data = (const unsigned char *)view.buf;
@@ -1027,7 +1023,7 @@ static PyMethodDef speedups_methods[] = {
      append_record_doc},
     {"consumer_records", (PyCFunction)(void (*)(void))consumer_records, METH_FASTCALL,
      consumer_records_doc},
-    {"murmur2", (PyCFunction)(void (*)(void))murmur2, METH_FASTCALL, murmur2_doc},
+    {"murmur2", murmur2, METH_O, murmur2_doc},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL, setup_doc},
     {NULL, NULL, 0, NULL},
 };
