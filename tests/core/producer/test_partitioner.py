@@ -91,6 +91,10 @@ def test_murmur2_follows_the_speedups_switch() -> None:
     try:
         assert records._c_murmur2 is None
         assert murmur2(b"21") == -973932308  # the Python reference
+        p = Partitioner(rng=random.Random(1))
+        for i in range(50):  # the keyed hot path hashes with the reference too
+            key = b"key-%d" % i
+            assert p.key_partition("t", key, FOUR) == default_partition(key, 4)
     finally:
         records.set_speedups(previous)
     assert records._c_murmur2 is records._speedups.murmur2
