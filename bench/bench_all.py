@@ -21,6 +21,7 @@ aiokafka, confluent-kafka and the Java tools), and the charts ``docs/plots/perf-
 
     python bench/bench_all.py --quick        # a few minutes: fewer records, one run each
     python bench/bench_all.py --repeat 3     # the figures of docs/performance.md
+    python bench/bench_all.py --quick --only 'produce/100B-*' --out /tmp/bench  # a subset
 """
 
 # ruff: noqa: PLC0415 -- the harness is imported only when a broker is started here
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import fnmatch
 import json
 import math
 import os
@@ -173,6 +175,8 @@ def java_consume(broker: Broker, classpath: str, size: int, records: int) -> flo
 
 def run_script(script: str, extra: list[str], json_path: pathlib.Path) -> list[dict[str, Any]]:
     """Run one of the end-to-end benchmarks (its tables go to our stdout); its rows."""
+    if extra[extra.index("--cells") + 1] == "":
+        return []  # --only selected none of its cells
     argv = [sys.executable, str(HERE.parent / script), *extra, "--json", str(json_path)]
     print(f"\n$ {' '.join(argv[1:])}", flush=True)
     subprocess.run(argv, check=False)
@@ -180,6 +184,14 @@ def run_script(script: str, extra: list[str], json_path: pathlib.Path) -> list[d
         return []
     rows: list[dict[str, Any]] = json.loads(json_path.read_text())["rows"]
     return rows
+
+
+def selected(kind: str, cells: tuple[str, ...], only: str | None) -> tuple[str, ...]:
+    """The cells of ``kind`` that ``--only`` (``KIND/CELL`` fnmatch patterns) selects."""
+    if only is None:
+        return cells
+    patterns = [p.strip() for p in only.split(",") if p.strip()]
+    return tuple(c for c in cells if any(fnmatch.fnmatch(f"{kind}/{c}", p) for p in patterns))
 
 
 def size_of(cell: str) -> int:
@@ -240,7 +252,15 @@ def main() -> None:
     parser.add_argument("--out", default=str(HERE.parent / "results"), help="results directory")
     parser.add_argument("--plots", default=str(ROOT / "docs" / "plots"), help="chart directory")
     parser.add_argument("--no-java", action="store_true", help="leave Kafka's perf tools out")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated fnmatch patterns of KIND/CELL to run, e.g. 'produce/*' or "
+        "'produce/100B-*,consume/100B-*' (default: everything)",
+    )
     args = parser.parse_args()
+    produce_cells = selected("produce", PRODUCE_CELLS, args.only)
+    consume_cells = selected("consume", CONSUME_CELLS, args.only)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
@@ -258,7 +278,7 @@ def main() -> None:
                 "--clients",
                 ",".join(PRODUCE_CLIENTS),
                 "--cells",
-                ",".join(PRODUCE_CELLS),
+                ",".join(produce_cells),
                 "--svg",
                 str(out / "bench-producer.svg"),
             ],
@@ -271,7 +291,7 @@ def main() -> None:
                 "--clients",
                 ",".join(CONSUME_CLIENTS),
                 "--cells",
-                ",".join(CONSUME_CELLS),
+                ",".join(consume_cells),
                 "--svg",
                 str(out / "bench-consumer.svg"),
             ],
@@ -285,7 +305,7 @@ def main() -> None:
         classpath = None if args.no_java else java_classpath(kafka_version)
         if classpath is not None:
             by_size: dict[int, float] = {}  # the tool has no keys: one figure per size
-            for cell in PRODUCE_CELLS:
+            for cell in produce_cells:
                 size = size_of(cell)
                 n = RECORDS[size][1 if args.quick else 0]
                 if size not in by_size:
@@ -295,7 +315,7 @@ def main() -> None:
                 best = by_size[size]
                 rows.append({"kind": "producer", "cell": cell, "client": JAVA, "rate": best})
                 print(f"java producer {cell}: {best:,.0f} records/s", flush=True)
-            for cell in CONSUME_CELLS:
+            for cell in consume_cells:
                 size = size_of(cell)
                 n = CONSUMER_RECORDS[size][1 if args.quick else 0]
                 best = max(java_consume(broker, classpath, size, n) for _ in range(args.repeat))

@@ -22,6 +22,7 @@ import pytest
 from kafkastate.adapters.blocking import BlockingAdmin, NewTopic
 from kafkastate.anyio import Delivery, RecordMetadata, open_producer
 from kafkastate.asyncio import AIOKafkaProducer
+from kafkastate.core.producer.partitioner import murmur2
 from kafkastate.core.producer.producer import ProducerClosedError
 from kafkastate.errors import (
     AuthenticationFailedError,
@@ -131,6 +132,43 @@ async def test_clean_exit_delivers_lingering_records(kafka_cluster: Any) -> None
     metas = [d.result() for d in deliveries]
     assert [m.offset for m in metas] == list(range(5))
     _check_against_log(metas, consume(bootstrap, topic, 5), topic)
+
+
+@pytest.mark.anyio
+async def test_awaited_send_yields_only_for_sendable_batches(kafka_cluster: Any) -> None:
+    # A record that only opens a batch (waiting for its linger) does not yield to the event
+    # loop -- with keys over many partitions that would be every few records; one that
+    # fills a batch does, so the producer's task sends it while this one goes on.
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=8)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0)
+            ticks += 1
+
+    keys = {}  # one key per partition
+    for i in range(1000):
+        key = b"k%d" % i
+        keys.setdefault((murmur2(key) & 0x7FFFFFFF) % 8, key)
+    with anyio.fail_after(30):
+        async with open_producer(bootstrap, linger_ms=60_000, batch_size=1000) as producer:
+            await producer.enqueue(topic, b"warm-up", keys[0])  # waits for the metadata
+            await producer.flush()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ticker)
+                await anyio.sleep(0.01)
+                ticks = 0
+                opened = [await producer.enqueue(topic, b"v" * 100, keys[p]) for p in range(8)]
+                assert ticks == 0, "a batch that only waits for its linger cost a yield"
+                filling = [await producer.enqueue(topic, b"v" * 100, keys[0]) for _ in range(12)]
+                assert ticks > 0, "a full batch is sendable now: the send yields"
+                with anyio.fail_after(10):  # well under the linger: sent because full
+                    await filling[0].wait()
+                tg.cancel_scope.cancel()
+    assert all(d.result().topic == topic for d in opened + filling)  # delivered at close
 
 
 @pytest.mark.kafka_needs("ssl")

@@ -573,6 +573,7 @@ class Producer(Observed):
             driver = self._running()  # raises
         machine = self.machine
         steps = machine.steps
+        urgent = machine.urgent_steps
         span = None
         if self.tracing is not None:
             headers, span = self.tracing.send(topic, partition, key, headers)
@@ -599,10 +600,14 @@ class Producer(Observed):
             sink = Delivery(rid)
         self._deliveries[rid] = sink  # before any await: acks=0 completes at once
         if machine.steps != steps:
-            # A batch opened or filled up: let the pump see it, and send full batches
-            # while this task goes on appending. Appending to a batch with room changes
-            # nothing the pump would act on, so it does not cost a wake-up.
+            # A batch opened or filled up: let the pump see it (a new linger deadline), and
+            # send full batches while this task goes on appending. Appending to a batch
+            # with room changes nothing the pump would act on, so it does not cost a
+            # wake-up; a batch that only opened (waiting for its linger) costs one but no
+            # yield: the pump re-reads the timer when this task next yields.
             driver.wake()
+            if machine.urgent_steps == urgent:
+                return sink, False
             if block and machine.is_waiting(rid):
                 admission = self._admissions[rid] = _Admission((rid,))
                 return sink, admission

@@ -1184,6 +1184,70 @@ class Accumulator:
         s.produced += grown  # below 2 x switch with room in the batch: no switch (on_append)
         return next_id  # type: ignore[return-value] # RecordId is an int
 
+    def append_keyed(
+        self, topic: str, partition: int, timestamp_ms: int, key: bytes, value: bytes
+    ) -> RecordId | None:
+        """The hot path of a keyed record without headers whose partition the default
+        partitioner chose: when the partition's open batch takes it without filling up,
+        append there in one step.
+
+        The outcome is what ``append(sticky=False)`` would give, and it changes nothing the
+        owner must react to (:meth:`take_readiness_changed` stays as it was). Whenever
+        anything might differ (no open batch, it could fill up, the buffer is nearly full,
+        sends wait for memory or metadata, an unusual argument), nothing is appended and
+        the caller takes the general path.
+
+        Args:
+            topic: the topic.
+            partition: the partition (the partitioner's choice for the key).
+            timestamp_ms: create time, ms since the epoch.
+            key: the serialized key (``bytes``).
+            value: the serialized value (``bytes``).
+
+        Returns:
+            The record's id, or None: not appended, use the general path.
+        """
+        dq = self._queues.get((topic, partition))
+        if not dq:
+            return None
+        batch = dq[-1]
+        nk = len(key)
+        n = len(value)
+        if not (
+            batch._accepting
+            and nk < 64
+            and n < _SMALL_VALUE
+            and not self._waiting
+            and not self._held
+            and not self._closed
+            and type(timestamp_ms) is int
+            and 0 <= timestamp_ms <= _MAX_TIMESTAMP
+            and type(value) is bytes
+            and type(key) is bytes
+        ):
+            return None
+        # estimate_record_size_upper_bound(key, value, ()), inlined: attributes, widest
+        # timestamp and offset deltas, key (one-byte length), value, no headers
+        body = 19 + nk + n if n < 64 else 20 + nk + n
+        upper = body + (1 if body < 64 else 2)
+        if (
+            batch._size + upper >= self._batch_limit  # it might fill the batch
+            or self._used + upper > self._buffer_memory
+        ):
+            return None  # the general path decides exactly (and may refuse)
+        builder = batch._builder
+        if builder is None:  # pragma: no cover - an accepting batch has its builder
+            return None
+        size = builder.append_value(timestamp_ms, value, key)
+        self._used += size - batch._size
+        batch._size = size
+        next_id = self._next_record
+        batch._ids.append(next_id)  # type: ignore[arg-type] # RecordId is an int
+        batch._records.append((timestamp_ms, key, value, ()))
+        self._next_record = next_id + 1
+        self._outstanding += 1
+        return next_id  # type: ignore[return-value] # RecordId is an int
+
     def append_batch(
         self,
         topic: str,

@@ -54,6 +54,7 @@ from typing import Any, Final
 import attrs
 
 from kafkastate.core.metadata import ClusterMetadata
+from kafkastate.core.protocol import records as _records
 from kafkastate.errors import (
     KafkaConfigurationError,
     PartitionerError,
@@ -71,6 +72,7 @@ __all__ = [
     "StickyHashPartitioner",
     "default_partition",
     "murmur2",
+    "murmur2_python",
 ]
 
 CustomPartitioner = Callable[[bytes | None, list[int], list[int]], int]
@@ -84,6 +86,25 @@ _MURMUR_M: Final = 0x5BD1E995
 
 def murmur2(data: bytes | bytearray | memoryview) -> int:
     """Hash ``data`` with MurmurHash2 exactly as the Java client's ``Utils.murmur2``.
+
+    Compiled where the C accelerator is built and on
+    (:func:`kafkastate.core.protocol.records.set_speedups`); :func:`murmur2_python` is the
+    reference.
+
+    Args:
+        data: the serialized key.
+
+    Returns:
+        The hash as a signed 32-bit integer (Java ``int``).
+    """
+    c_murmur2 = _records._c_murmur2
+    if c_murmur2 is not None and type(data) is bytes:
+        return c_murmur2(data)
+    return murmur2_python(data)
+
+
+def murmur2_python(data: bytes | bytearray | memoryview) -> int:
+    """:func:`murmur2` in pure Python: the reference of the compiled one.
 
     Args:
         data: the serialized key.
@@ -334,6 +355,8 @@ class Partitioner:
             hook if callable(hook) else None
         )
         self._sticky: dict[str, _Sticky] = {}
+        # topic -> (the metadata snapshot, its partition count): key_partition's cache
+        self._counts: dict[str, tuple[ClusterMetadata, int]] = {}
 
     @property
     def custom(self) -> CustomPartitioner | PluggablePartitioner | None:
@@ -375,6 +398,35 @@ class Partitioner:
         """
         s = self._sticky.get(topic)
         return None if s is None else s.partition
+
+    def key_partition(self, topic: str, key: bytes, cluster: ClusterMetadata) -> int | None:
+        """The hot path of a keyed record without an explicit partition: what
+        :meth:`partition` would return, or None whenever it might differ or raise (a custom
+        partitioner, a topic the metadata does not know or reports an error for).
+
+        Args:
+            topic: the topic.
+            key: the serialized key (``bytes``).
+            cluster: the current metadata snapshot.
+
+        Returns:
+            ``murmur2(key)`` over the topic's partition count (the Java default
+            partitioner), or None: call :meth:`partition`.
+        """
+        if self._custom is not None or type(key) is not bytes:
+            return None
+        counted = self._counts.get(topic)
+        if counted is None or counted[0] is not cluster:
+            t = cluster.topics.get(topic)
+            if t is None or t.error_code != 0:
+                return None
+            n = len(t.partitions)
+            if not n:
+                return None
+            counted = self._counts[topic] = (cluster, n)
+        c_murmur2 = _records._c_murmur2
+        h = murmur2_python(key) if c_murmur2 is None else c_murmur2(key)
+        return (h & 0x7FFFFFFF) % counted[1]
 
     def partition(
         self,

@@ -493,6 +493,14 @@ class ProducerMachine(ClientDriven):
         across a command, the driver should look at :meth:`data_to_send`,
         :meth:`next_event` and :meth:`get_timer` again. (A plain attribute: drivers read
         it twice per record.)"""
+        self.urgent_steps = 0
+        """How many of :attr:`steps` may have left work for the driver *now* (bytes to
+        write, events, a send waiting for metadata or memory); it only grows.
+
+        A step that only opened a batch waiting for its linger (a new deadline, nothing
+        sendable) moves :attr:`steps` but not this: a driver then re-reads
+        :meth:`get_timer` when it next runs, and an awaited send need not yield to it (with
+        keys spread over partitions, a batch opens every few records)."""
 
     # ---------------------------------------------------------------- queries
 
@@ -619,6 +627,32 @@ class ProducerMachine(ClientDriven):
                 if now > self._now:  # noqa: PLR1730 -- the hot path: no max() call
                     self._now = now
                 return rid
+        elif (
+            partition is None
+            and not headers
+            and txn is None
+            and self._state is ProducerState.OPEN
+            and key is not None
+        ):
+            # The keyed common case in one step: the default partitioner's choice, to
+            # that partition's open batch; None when anything needs the general path.
+            chosen = self._partitioner.key_partition(
+                topic,
+                key,  # type: ignore[arg-type] # anything but bytes: the general path
+                self._metadata.cluster,
+            )
+            if chosen is not None:
+                rid = self._acc.append_keyed(
+                    topic,
+                    chosen,
+                    timestamp_ms,
+                    key,  # type: ignore[arg-type]
+                    value,  # type: ignore[arg-type]
+                )
+                if rid is not None:
+                    if now > self._now:  # noqa: PLR1730 -- the hot path: no max() call
+                        self._now = now
+                    return rid
         if self._state is not ProducerState.OPEN:
             if self._state is ProducerState.FAILED and self._fatal is not None:
                 raise self._fatal
@@ -1055,6 +1089,7 @@ class ProducerMachine(ClientDriven):
 
     def _step(self, now: float, *, expire_waiting: bool = True) -> None:
         self.steps += 1
+        self.urgent_steps += 1
         self._now = max(self._now, now)
         if self._state is ProducerState.CLOSED:
             return

@@ -23,6 +23,8 @@
  * arithmetic (headers that are not a list or tuple of 2-tuples, deltas beyond int64) is handed
  * back (None) to the Python code, so both paths write the same bytes and raise the same errors.
  *
+ * murmur2() is partitioner.murmur2, the keyed producer's per-record hash (Java's Utils.murmur2).
+ *
  * consumer_records() is the per-record loop of the adapters' to_consumer_records() without
  * deserializers: it turns Record tuples into the 13-field ConsumerRecord tuples.
  *
@@ -795,6 +797,56 @@ fail:
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* murmur2                                                                                      */
+
+PyDoc_STRVAR(murmur2_doc,
+"murmur2(data, /)\n--\n\n"
+"partitioner.murmur2 (the Java client's Utils.murmur2) of a bytes-like object: the hash as\n"
+"a signed 32-bit int. The keyed producer's per-record partition choice.");
+
+static PyObject *
+murmur2(PyObject *Py_UNUSED(module), PyObject *data_obj)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(data_obj, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)view.buf;
+    Py_ssize_t length = view.len;
+    const uint32_t m = 0x5bd1e995u;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    Py_ssize_t words = length >> 2;
+    for (Py_ssize_t i = 0; i < words; i++) {
+        /* Java reads each 4-byte group little-endian */
+        const unsigned char *w = data + 4 * i;
+        uint32_t k = (uint32_t)w[0] | ((uint32_t)w[1] << 8) | ((uint32_t)w[2] << 16) |
+                     ((uint32_t)w[3] << 24);
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    Py_ssize_t base = words << 2;
+    switch (length & 3) {
+    case 3:
+        h ^= (uint32_t)data[base + 2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)data[base + 1] << 8;
+        /* fall through */
+    case 1:
+        h ^= (uint32_t)data[base];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    PyBuffer_Release(&view);
+    return PyLong_FromLong((long)(int32_t)h);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* consumer_records                                                                             */
 
 PyDoc_STRVAR(consumer_records_doc,
@@ -971,6 +1023,7 @@ static PyMethodDef speedups_methods[] = {
      append_record_doc},
     {"consumer_records", (PyCFunction)(void (*)(void))consumer_records, METH_FASTCALL,
      consumer_records_doc},
+    {"murmur2", murmur2, METH_O, murmur2_doc},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL, setup_doc},
     {NULL, NULL, 0, NULL},
 };

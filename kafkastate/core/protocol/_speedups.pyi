@@ -26,6 +26,7 @@ def append_record(
     headers: Sequence[tuple[str, bytes | bytearray | memoryview | None]],
     /,
 ) -> int | None: ...
+def murmur2(data: bytes | bytearray | memoryview, /) -> int: ...
 def consumer_records(
     cls: type[Any],
     records: list[Record],

@@ -203,13 +203,17 @@ _c_append_record: _AppendRecord | None = None if _speedups is None else _speedup
 _c_consumer_tuples: _ConsumerTuples | None = (
     None if _speedups is None else _speedups.consumer_records
 )
+# the keyed producer's hash (partitioner.murmur2), compiled; switched with the codec
+_c_murmur2: Callable[[Buffer], int] | None = None if _speedups is None else _speedups.murmur2
 
 
 def set_speedups(enabled: bool) -> bool:
     """Choose between the C record codec and the pure-Python one (process-wide).
 
-    The C accelerator decodes records (:meth:`RecordBatch.records`) and encodes them
-    (:meth:`RecordBatchBuilder.append`); it is used by default when it was built. Both give
+    The C accelerator decodes records (:meth:`RecordBatch.records`), encodes them
+    (:meth:`RecordBatchBuilder.append`) and hashes the producer's keys
+    (:func:`kafkastate.core.producer.partitioner.murmur2`); it is used by default when it
+    was built. Both give
     the same records, bytes and error types. Meant for tests and benchmarks.
 
     Args:
@@ -221,10 +225,10 @@ def set_speedups(enabled: bool) -> bool:
     Raises:
         KafkaConfigurationError: ``enabled`` is true but the C accelerator is not built.
     """
-    global _c_parse_records, _c_append_record, _c_consumer_tuples  # noqa: PLW0603 (the switch)
+    global _c_parse_records, _c_append_record, _c_consumer_tuples, _c_murmur2  # noqa: PLW0603
     previous = _c_parse_records is not None
     if not enabled:
-        _c_parse_records = _c_append_record = _c_consumer_tuples = None
+        _c_parse_records = _c_append_record = _c_consumer_tuples = _c_murmur2 = None
     elif _speedups is None:
         raise KafkaConfigurationError(
             "the C accelerator kafkastate.core.protocol._speedups is not built"
@@ -233,6 +237,7 @@ def set_speedups(enabled: bool) -> bool:
         _c_parse_records = _speedups.parse_records
         _c_append_record = _speedups.append_record
         _c_consumer_tuples = _speedups.consumer_records
+        _c_murmur2 = _speedups.murmur2
     return previous
 
 
@@ -661,13 +666,14 @@ class RecordBatchBuilder:
         self._size += size
         return od
 
-    def append_value(self, timestamp_ms: int, value: bytes) -> int:
-        """:meth:`append` of a record with no key and no headers, for the producer's hot
-        path (one call per record instead of :meth:`append` and :meth:`size_in_bytes`).
+    def append_value(self, timestamp_ms: int, value: bytes, key: bytes | None = None) -> int:
+        """:meth:`append` of a record without headers, for the producer's hot paths (one
+        call per record instead of :meth:`append` and :meth:`size_in_bytes`).
 
         Args:
             timestamp_ms: milliseconds since the epoch (an ``int``).
             value: the value (``bytes``; referenced, not copied, until :meth:`build`).
+            key: the key (``bytes``), or None.
 
         Returns:
             :meth:`size_in_bytes` after the append.
@@ -683,11 +689,11 @@ class RecordBatchBuilder:
             # a later record of the batch, with the accelerator: the common case, inlined
             od = self._next_delta
             try:
-                size = c_append(self._parts, od, timestamp_ms - base_ts, None, value, ())
+                size = c_append(self._parts, od, timestamp_ms - base_ts, key, value, ())
             except (TypeError, ValueError, BufferError) as exc:
                 raise KafkaConfigurationError(f"invalid record argument: {exc}") from None
         if size is None:  # the first record, no accelerator, or a delta beyond int64
-            self.append(timestamp_ms, None, value)
+            self.append(timestamp_ms, key, value)
             return RECORD_BATCH_OVERHEAD + self._size
         if timestamp_ms > self._max_ts:  # noqa: PLR1730 -- the hot path: no max() call
             self._max_ts = timestamp_ms

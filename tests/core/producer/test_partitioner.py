@@ -18,7 +18,9 @@ from kafkastate.core.producer.partitioner import (
     PartitionerError,
     default_partition,
     murmur2,
+    murmur2_python,
 )
+from kafkastate.core.protocol import records
 from kafkastate.errors import (
     KafkaConfigurationError,
     TopicAuthorizationFailedError,
@@ -72,6 +74,58 @@ def test_murmur2_matches_kafka_python(data: bytes) -> None:
     assert h & 0xFFFFFFFF == kafka_python_murmur2(data)
     assert murmur2(bytearray(data)) == h
     assert murmur2(memoryview(data)) == h
+
+
+@pytest.mark.usefixtures("c_accelerator")
+@given(st.binary(max_size=300))
+def test_compiled_murmur2_is_the_reference(data: bytes) -> None:
+    # murmur2 takes the C accelerator's hash for bytes while it is on; murmur2_python is
+    # the reference it must equal (every length modulo 4, every byte value)
+    assert records._speedups.murmur2(data) == murmur2_python(data) == murmur2(data)
+    assert records._speedups.murmur2(memoryview(data)) == murmur2_python(data)
+
+
+@pytest.mark.usefixtures("c_accelerator")
+def test_murmur2_follows_the_speedups_switch() -> None:
+    previous = records.set_speedups(False)
+    try:
+        assert records._c_murmur2 is None
+        assert murmur2(b"21") == -973932308  # the Python reference
+        p = Partitioner(rng=random.Random(1))
+        for i in range(50):  # the keyed hot path hashes with the reference too
+            key = b"key-%d" % i
+            assert p.key_partition("t", key, FOUR) == default_partition(key, 4)
+    finally:
+        records.set_speedups(previous)
+    assert records._c_murmur2 is records._speedups.murmur2
+    with pytest.raises(TypeError):
+        records._speedups.murmur2("a str")  # type: ignore[arg-type]
+
+
+@given(st.binary(max_size=40), st.integers(min_value=1, max_value=12))
+def test_key_partition_is_partition(key: bytes, n: int) -> None:
+    # the keyed hot path gives what partition() gives, or None (never another answer)
+    c = cluster(dict.fromkeys(range(n), 1))
+    p = Partitioner(rng=random.Random(1))
+    assert p.key_partition("t", key, c) == p.partition("t", key, c) == default_partition(key, n)
+    assert p.key_partition("t", key, c) == default_partition(key, n)  # cached for c
+
+
+def test_key_partition_leaves_the_unusual_to_partition() -> None:
+    p = Partitioner(rng=random.Random(1))
+    assert p.key_partition("nope", b"k", FOUR) is None  # partition() raises
+    denied = ClusterMetadata(
+        topics={"t": TopicMetadata(name="t", topic_id=None, partitions={}, error_code=29)}
+    )
+    assert p.key_partition("t", b"k", denied) is None
+    empty = ClusterMetadata(topics={"t": TopicMetadata(name="t", topic_id=None, partitions={})})
+    assert p.key_partition("t", b"k", empty) is None
+    assert p.key_partition("t", bytearray(b"k"), FOUR) is None  # type: ignore[arg-type]
+    assert p.key_partition("t", b"foobar", FOUR) == default_partition(b"foobar", 4)
+    grown = cluster({i: 1 for i in range(7)})  # a new snapshot: the count is read again
+    assert p.key_partition("t", b"foobar", grown) == default_partition(b"foobar", 7)
+    custom = Partitioner(rng=random.Random(1), custom=lambda k, a, av: 0)
+    assert custom.key_partition("t", b"foobar", FOUR) is None
 
 
 @given(st.binary(min_size=1, max_size=64), st.integers(min_value=1, max_value=500))

@@ -26,10 +26,10 @@ from tests.core.producer.test_producer_machine import (
 )
 
 
-def _script(seed: int, *, fast: bool) -> tuple[list[Any], int, int]:
+def _script(seed: int, *, fast: bool) -> tuple[list[Any], int, int, int]:
     """Run one seeded mix of sends, leader moves, timers and answers; return what the
     machine did (record ids, requests as sent, outcomes) and how many records took the
-    hot path and how many batches opened quietly."""
+    hot path, how many batches opened quietly and how many keyed records took theirs."""
     rng = random.Random(seed)
     peer = PeerCluster(
         machine(
@@ -42,26 +42,21 @@ def _script(seed: int, *, fast: bool) -> tuple[list[Any], int, int]:
         topics={"t": {0: (1, 0), 1: (2, 0), 2: (1, 0)}, "u": {0: (2, 0)}},
     )
     acc = peer.m.accumulator
-    general = acc.append_sticky
-    taken = 0
+    counts = {"sticky": 0, "quiet": 0, "keyed": 0}
 
-    def counted(*args: Any) -> Any:
-        nonlocal taken
-        rid = general(*args) if fast else None
-        taken += rid is not None
-        return rid
+    def counted(name: str, method: Any) -> Any:
+        # the hot path when fast, else "not taken" (None): the general path does it all
+        def call(*args: Any) -> Any:
+            result = method(*args) if fast else None
+            counts[name] += result is not None
+            return result
 
-    acc.append_sticky = counted  # type: ignore[method-assign]
-    quiet_open = acc.take_quiet_open
-    quiet = 0
+        return call
 
-    def counted_open(*args: Any) -> Any:
-        nonlocal quiet
-        deadline = quiet_open(*args) if fast else None
-        quiet += deadline is not None
-        return deadline
-
-    acc.take_quiet_open = counted_open  # type: ignore[method-assign]
+    acc.append_sticky = counted("sticky", acc.append_sticky)  # type: ignore[method-assign]
+    acc.take_quiet_open = counted("quiet", acc.take_quiet_open)  # type: ignore[method-assign]
+    acc.append_keyed = counted("keyed", acc.append_keyed)  # type: ignore[method-assign]
+    keys = random.Random(seed + 1000)  # its own draws: the main sequence stays as it was
     peer.start()
     ids = peer.topic_ids()
     offsets: dict[tuple[str, int], int] = {}
@@ -103,6 +98,8 @@ def _script(seed: int, *, fast: bool) -> tuple[list[Any], int, int]:
             continue
         value = bytes([rng.randrange(256)]) * rng.choice([0, 1, 50, 63, 64, 100, 300, 9000])
         ts = TS + rng.randrange(-5, 50)
+        if not kw and keys.random() < 0.3:  # keyed (the keyed hot path), keys of 1-70 bytes
+            kw["key"] = b"k%d" % keys.randrange(20) + b"x" * keys.choice([0, 0, 8, 60])
         try:
             rid = peer.m.send(topic, value=value, timestamp_ms=ts, now=peer.now, **kw)
         except Exception as exc:  # BufferFullError, MessageTooLargeError: same on both
@@ -119,15 +116,17 @@ def _script(seed: int, *, fast: bool) -> tuple[list[Any], int, int]:
             log.append(("ack", event.topic, event.partition, event.record_ids, event.base_offset))
         elif isinstance(event, RecordsFailed):
             log.append(("failed", event.record_ids, type(event.error).__name__))
-    return log, taken, quiet
+    return log, counts["sticky"], counts["quiet"], counts["keyed"]
 
 
+@pytest.mark.usefixtures("implementation")  # the C accelerator and the Python reference
 @pytest.mark.parametrize("seed", range(12))
 def test_hot_paths_change_nothing_observable(seed: int) -> None:
-    fast, taken, quiet = _script(seed, fast=True)
-    slow, none_taken, none_quiet = _script(seed, fast=False)
-    assert none_taken == none_quiet == 0
+    fast, taken, quiet, keyed = _script(seed, fast=True)
+    slow, none_taken, none_quiet, none_keyed = _script(seed, fast=False)
+    assert none_taken == none_quiet == none_keyed == 0
     assert taken > 20, "the script should exercise the hot path"
+    assert keyed > 5, "the script should exercise the keyed hot path"
     assert fast == slow
     if seed in (0, 5, 6):  # seeds with a linger (linger 0 sends every batch at once)
         assert quiet > 10, "the script should open batches quietly"
@@ -171,3 +170,26 @@ def test_a_future_nobody_holds_is_recognised() -> None:
         assert held is not sink
     finally:
         loop.close()
+
+
+def test_a_quiet_open_is_not_urgent() -> None:
+    # A batch that only waits for its linger moves `steps` (the driver must re-read the
+    # timer) but not `urgent_steps` (an awaited send need not yield for it); a full batch,
+    # sendable now, moves both.
+    peer = PeerCluster(
+        machine(linger=0.05, batch_size=400), topics={"t": {p: (1, 0) for p in range(4)}}
+    )
+    peer.start()
+    m = peer.m
+    moves = []
+    for i in range(40):
+        steps, urgent = m.steps, m.urgent_steps
+        m.send("t", value=b"v" * 50, key=b"key-%d" % i, timestamp_ms=TS, now=peer.now)
+        moves.append((m.steps - steps, m.urgent_steps - urgent))
+    opened = [i for i, (s, u) in enumerate(moves) if s and not u]
+    urgent = [i for i, (s, u) in enumerate(moves) if u]
+    assert opened[:4] == [0, 1, 2, 3]  # keys 0-3: a new batch on each partition, quietly
+    assert urgent[0] > 3, "then full batches, sendable now"
+    assert all(s for s, u in moves if u)  # urgent implies a step
+    peer.pump()
+    assert peer.produces()  # the full batches went out, before any linger passed
