@@ -61,6 +61,7 @@ import attrs
 
 from kafkastate.core import connection as conn_events
 from kafkastate.core.connection import BrokerConnection, ConnectionConfig, CorrelationId
+from kafkastate.core.deadlines import earliest
 from kafkastate.core.metadata import ClusterMetadata, Metadata, MetadataConfig, NodeId
 from kafkastate.core.metrics import DEFAULT_SAMPLES, DEFAULT_WINDOW, ClientCounters, Stat
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
@@ -154,6 +155,7 @@ NODE_STATES: Final = register(
     )
 )
 """The state table of one node as the Client sees it (STYLE §6)."""
+_BUSY: Final = (NodeState.CONNECTING, NodeState.HANDSHAKING, NodeState.READY)  # a tuple: no hashing
 
 
 def parse_bootstrap_servers(
@@ -382,9 +384,10 @@ class Client:
         self._rng = rng
         self._metadata = Metadata(config.metadata, topics)
         self._nodes: dict[NodeId, _Node] = {}
+        self._by_id: list[_Node] | None = None  # _sorted_nodes(), until a node is added
+        self._candidates_cache: list[_Node] | None = None
         for i, (host, port) in enumerate(config.bootstrap_servers):
-            nid = NodeId(-(i + 1))
-            self._nodes[nid] = _Node(node_id=nid, host=host, port=port)
+            self._add_node(NodeId(-(i + 1)), host, port)
         self._any: deque[_Request] = deque()
         self._events: deque[ClientEvent] = deque()
         self._out: list[tuple[NodeId, bytes]] = []
@@ -505,7 +508,7 @@ class Client:
         node = self._nodes.get(nid)
         moved = node is not None and (node.host, node.port) != (base.host, base.port)
         if node is None or (moved and node.conn is None):
-            self._nodes[nid] = _Node(node_id=nid, host=base.host, port=base.port)
+            self._add_node(nid, base.host, base.port)
         return nid
 
     def statistics_due(self, *, now: float) -> bool:
@@ -711,40 +714,43 @@ class Client:
         """The earliest deadline at which :meth:`handle_timer` must run, or None."""
         if self._closed:
             return None
-        deadlines: list[float] = []
+        # One pass with a running minimum: adapters and the simulator ask after every
+        # input, so this walk allocates nothing on the common path.
+        best = earliest(None, self._stats_at)
+        idle = self.config.connections_max_idle
+        backoff_first: float | None = None
         for node in self._nodes.values():
-            if node.conn is not None:
-                t = node.conn.get_timer()
-                if t is not None:
-                    deadlines.append(t)
-            if node.state is NodeState.CONNECTING and node.connect_deadline is not None:
-                deadlines.append(node.connect_deadline)
-            if node.state is NodeState.BACKOFF and node.queue:
-                deadlines.append(node.backoff_until)
-            deadlines.extend(r.deadline for r in node.queue)
-            if node.state is NodeState.READY and node.conn is not None:
-                deadlines.append(node.last_active + self.config.connections_max_idle)
-        deadlines.extend(r.deadline for r in self._any)
+            state = node.state
+            conn = node.conn
+            if conn is not None:
+                best = earliest(best, conn.get_timer())
+                if state is NodeState.READY:
+                    best = earliest(best, node.last_active + idle)
+            if state is NodeState.CONNECTING:
+                best = earliest(best, node.connect_deadline)
+            elif state is NodeState.BACKOFF and node.queue:
+                best = earliest(best, node.backoff_until)
+            for r in node.queue:
+                best = earliest(best, r.deadline)
+        for r in self._any:
+            best = earliest(best, r.deadline)
         due = self._metadata.update_due_at()
-        if due is not None:
-            deadlines.append(due)
-        if self._stats_at is not None:
-            deadlines.append(self._stats_at)
-        candidates = self._candidates()
-        backoff_ends = [n.backoff_until for n in candidates if n.state is NodeState.BACKOFF]
-        busy = any(
-            n.state in (NodeState.CONNECTING, NodeState.HANDSHAKING, NodeState.READY)
-            for n in candidates
-        )
-        if backoff_ends and not busy:
-            # "Any node" work (a metadata refresh once it is due) waits for the first
-            # candidate whose backoff ends.
-            first = min(backoff_ends)
-            if self._any:
-                deadlines.append(first)
-            if due is not None:
-                deadlines.append(max(due, first))
-        return min(deadlines) if deadlines else None
+        best = earliest(best, due)
+        if self._any or due is not None:
+            busy = False
+            for n in self._candidates():
+                if n.state is NodeState.BACKOFF:
+                    backoff_first = earliest(backoff_first, n.backoff_until)
+                elif n.state in _BUSY:
+                    busy = True
+            if backoff_first is not None and not busy:
+                # "Any node" work (a metadata refresh once it is due) waits for the first
+                # candidate whose backoff ends.
+                if self._any:
+                    best = earliest(best, backoff_first)
+                if due is not None:
+                    best = earliest(best, max(due, backoff_first))
+        return best
 
     # ------------------------------------------------------------- internals
 
@@ -755,7 +761,15 @@ class Client:
             raise LocalProtocolError(f"unknown node {node_id}") from None
 
     def _sorted_nodes(self) -> list[_Node]:
-        return [self._nodes[k] for k in sorted(self._nodes)]
+        """The nodes by id (kept until a node is added or replaced: this runs after every
+        input)."""
+        if self._by_id is None:
+            self._by_id = [self._nodes[k] for k in sorted(self._nodes)]
+        return self._by_id
+
+    def _add_node(self, nid: NodeId, host: str, port: int) -> None:
+        self._nodes[nid] = _Node(node_id=nid, host=host, port=port)
+        self._by_id = self._candidates_cache = None
 
     def _submit(
         self,
@@ -790,8 +804,11 @@ class Client:
     def _candidates(self) -> list[_Node]:
         """Nodes eligible for 'any node' requests: real brokers once metadata named them
         (never a second connection made by :meth:`separate_connection`)."""
-        real = [n for n in self._sorted_nodes() if 0 <= n.node_id < SEPARATE_BASE]
-        return real or [n for n in self._sorted_nodes() if n.node_id < 0]
+        if self._candidates_cache is None:
+            by_id = self._sorted_nodes()
+            real = [n for n in by_id if 0 <= n.node_id < SEPARATE_BASE]
+            self._candidates_cache = real or [n for n in by_id if n.node_id < 0]
+        return self._candidates_cache
 
     def _progress(self, now: float) -> None:
         """Move work forward: metadata, 'any' requests, queued requests, connects."""
@@ -1067,7 +1084,7 @@ class Client:
         for nid, addr in sorted(cluster.brokers.items()):
             node = self._nodes.get(nid)
             if node is None:
-                self._nodes[nid] = _Node(node_id=nid, host=addr.host, port=addr.port)
+                self._add_node(nid, addr.host, addr.port)
             elif (node.host, node.port) != (addr.host, addr.port) and node.conn is None:
                 node.host, node.port = addr.host, addr.port
                 node.versions = None  # another broker process may answer there now

@@ -55,6 +55,7 @@ from typing import Any, Final, NewType
 import attrs
 
 from kafkastate._version import __version__
+from kafkastate.core.deadlines import earliest
 from kafkastate.core.protocol.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     FrameDecoder,
@@ -136,7 +137,7 @@ class ConnectionState(enum.Enum):
     """The peer broke the protocol; terminal."""
 
 
-_TERMINAL: Final = frozenset({ConnectionState.CLOSED, ConnectionState.ERROR})
+_TERMINAL: Final = (ConnectionState.CLOSED, ConnectionState.ERROR)  # a tuple: no enum hashing
 
 # RFC 8446 5.1 (and RFC 5246 6.2.1): a TLS record starts with its content type (21 alert,
 # 22 handshake) and the legacy version 3.0-3.4; read as a Kafka size prefix these three
@@ -675,13 +676,14 @@ class BrokerConnection:
         """The earliest deadline at which :meth:`handle_timer` must be called, or None."""
         if self._state in _TERMINAL:
             return None
-        deadlines = [r.deadline for r in self._in_flight]
-        deadlines.extend(r.deadline for r in self._pending)
-        if self._reauth_at is not None and self._state is ConnectionState.READY:
-            deadlines.append(self._reauth_at)
-        if self._token_deadline is not None:
-            deadlines.append(self._token_deadline)
-        return min(deadlines) if deadlines else None
+        best = self._token_deadline
+        if self._state is ConnectionState.READY:
+            best = earliest(best, self._reauth_at)
+        for r in self._in_flight:
+            best = earliest(best, r.deadline)
+        for r in self._pending:
+            best = earliest(best, r.deadline)
+        return best
 
     # ---------------------------------------------------------------- internals
 

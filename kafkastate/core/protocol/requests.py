@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import sys
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,7 +39,9 @@ def nested_type(entity_cls: type[Any], name: str) -> type[Any]:
     return cls
 
 
+@functools.cache
 def _field_names(cls: type[Any]) -> frozenset[str]:
+    # kio's classes are fixed: one lookup per class, not one per request built
     return frozenset(f.name for f in dataclasses.fields(cls))
 
 
