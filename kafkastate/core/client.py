@@ -385,6 +385,7 @@ class Client:
         self._metadata = Metadata(config.metadata, topics)
         self._nodes: dict[NodeId, _Node] = {}
         self._by_id: list[_Node] | None = None  # _sorted_nodes(), until a node is added
+        self._walk: tuple[float | None, float | None] | None = None  # see get_timer()
         self._candidates_cache: list[_Node] | None = None
         for i, (host, port) in enumerate(config.bootstrap_servers):
             self._add_node(NodeId(-(i + 1)), host, port)
@@ -483,6 +484,7 @@ class Client:
         Raises:
             LocalProtocolError: the client is closed, or ``node_id`` is unknown.
         """
+        self._walk = None  # an input: get_timer() walks the nodes again
         if self._closed:
             raise LocalProtocolError("send on a closed Client")
         self.last_now = max(self.last_now, now)
@@ -530,6 +532,7 @@ class Client:
 
     def close(self) -> None:
         """Close every connection and fail every outstanding request."""
+        self._walk = None  # an input: get_timer() walks the nodes again
         if self._closed:
             return
         self._closed = True
@@ -555,6 +558,7 @@ class Client:
             now: the driver's clock.
             extensions: the provider's SASL extensions (KIP-342), if any.
         """
+        self._walk = None  # an input: get_timer() walks the nodes again
         self._token_answered(
             now, lambda conn: conn.token_received(token, now=now, extensions=extensions)
         )
@@ -567,6 +571,7 @@ class Client:
             error: what the provider raised.
             now: the driver's clock.
         """
+        self._walk = None  # an input: get_timer() walks the nodes again
         self._token_answered(now, lambda conn: conn.token_failed(error, now=now))
 
     def _token_answered(self, now: float, answer: Callable[[BrokerConnection], None]) -> None:
@@ -587,6 +592,7 @@ class Client:
 
     def connection_made(self, node_id: NodeId, *, now: float) -> None:
         """The adapter's socket to ``node_id`` is connected (TLS included)."""
+        self._walk = None  # an input: get_timer() walks the nodes again
         node = self._node(node_id)
         if node.state is not NodeState.CONNECTING:
             raise LocalProtocolError(f"connection_made for node {node_id} in {node.state.name}")
@@ -610,6 +616,7 @@ class Client:
         self, node_id: NodeId, *, now: float, error: BaseException | None = None
     ) -> None:
         """The adapter could not connect to ``node_id``."""
+        self._walk = None  # an input: get_timer() walks the nodes again
         node = self._node(node_id)
         if node.state is not NodeState.CONNECTING:
             return
@@ -631,6 +638,7 @@ class Client:
         self, node_id: NodeId, *, now: float, error: BaseException | None = None
     ) -> None:
         """The adapter's socket to ``node_id`` closed or failed."""
+        self._walk = None  # an input: get_timer() walks the nodes again
         node = self._node(node_id)
         if node.conn is not None:
             node.conn.connection_lost(now=now, error=error)
@@ -646,6 +654,7 @@ class Client:
         A RemoteProtocolError from the connection is not raised: the node is disconnected
         and its requests fail with it.
         """
+        self._walk = None  # an input: get_timer() walks the nodes again
         node = self._node(node_id)
         if node.conn is None:
             return
@@ -660,6 +669,7 @@ class Client:
 
     def handle_timer(self, *, now: float) -> None:
         """Run everything whose deadline passed. Safe to call early or twice."""
+        self._walk = None  # an input: get_timer() walks the nodes again
         self.last_now = max(self.last_now, now)
         if self._stats_at is None and self.config.statistics_interval > 0:
             self._stats_at = now + self.config.statistics_interval
@@ -714,11 +724,30 @@ class Client:
         """The earliest deadline at which :meth:`handle_timer` must run, or None."""
         if self._closed:
             return None
-        # One pass with a running minimum: adapters and the simulator ask after every
-        # input, so this walk allocates nothing on the common path.
-        best = earliest(None, self._stats_at)
+        # The walk over the nodes and their queues changes only with an input to this
+        # client: it is kept from the last get_timer() until the next input (adapters and
+        # the simulator ask after every input, most of which never reach the client).
+        walk = self._walk
+        if walk is None:
+            walk = self._walk = self._walk_nodes()
+        best, backoff_first = walk
+        best = earliest(best, self._stats_at)
+        due = self._metadata.update_due_at()  # the metadata's own inputs move this one
+        best = earliest(best, due)
+        if backoff_first is not None:
+            # "Any node" work (a metadata refresh once it is due) waits for the first
+            # candidate whose backoff ends.
+            if self._any:
+                best = earliest(best, backoff_first)
+            if due is not None:
+                best = earliest(best, max(due, backoff_first))
+        return best
+
+    def _walk_nodes(self) -> tuple[float | None, float | None]:
+        """The nodes' and the queues' earliest deadline, and when the first backing-off
+        candidate for "any node" work is free (None if none backs off or one is busy)."""
+        best: float | None = None
         idle = self.config.connections_max_idle
-        backoff_first: float | None = None
         for node in self._nodes.values():
             state = node.state
             conn = node.conn
@@ -734,23 +763,13 @@ class Client:
                 best = earliest(best, r.deadline)
         for r in self._any:
             best = earliest(best, r.deadline)
-        due = self._metadata.update_due_at()
-        best = earliest(best, due)
-        if self._any or due is not None:
-            busy = False
-            for n in self._candidates():
-                if n.state is NodeState.BACKOFF:
-                    backoff_first = earliest(backoff_first, n.backoff_until)
-                elif n.state in _BUSY:
-                    busy = True
-            if backoff_first is not None and not busy:
-                # "Any node" work (a metadata refresh once it is due) waits for the first
-                # candidate whose backoff ends.
-                if self._any:
-                    best = earliest(best, backoff_first)
-                if due is not None:
-                    best = earliest(best, max(due, backoff_first))
-        return best
+        backoff_first: float | None = None
+        for n in self._candidates():
+            if n.state is NodeState.BACKOFF:
+                backoff_first = earliest(backoff_first, n.backoff_until)
+            elif n.state in _BUSY:
+                return best, None
+        return best, backoff_first
 
     # ------------------------------------------------------------- internals
 
@@ -769,7 +788,7 @@ class Client:
 
     def _add_node(self, nid: NodeId, host: str, port: int) -> None:
         self._nodes[nid] = _Node(node_id=nid, host=host, port=port)
-        self._by_id = self._candidates_cache = None
+        self._by_id = self._candidates_cache = self._walk = None
 
     def _submit(
         self,
