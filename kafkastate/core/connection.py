@@ -58,10 +58,12 @@ from kafkastate._version import __version__
 from kafkastate.core.deadlines import earliest
 from kafkastate.core.protocol.framing import (
     DEFAULT_MAX_FRAME_SIZE,
+    EncodedRequest,
     FrameDecoder,
     decode_body,
     decode_response_header,
-    encode_request,
+    encode_body,
+    frame_request,
     response_header_version,
 )
 from kafkastate.core.protocol.versions import (
@@ -383,6 +385,7 @@ class BrokerConnection:
         self._head = b""
         """The connection's first bytes, kept until a TLS record header is ruled out."""
         self._out = bytearray()
+        self._last_bodies: dict[type[Any], tuple[Any, bytes]] = {}  # see _body()
         self._events: deque[ConnectionEvent] = deque()
         self._in_flight: deque[_Request] = deque()
         self._pending: deque[_Request] = deque()
@@ -696,11 +699,28 @@ class BrokerConnection:
         return CorrelationId(cid)
 
     def _write(self, req: _Request) -> None:
-        self._out += encode_request(
-            req.request, correlation_id=req.correlation_id, client_id=self.config.client_id
+        self._out += frame_request(
+            req.request,
+            self._body(req.request),
+            correlation_id=req.correlation_id,
+            client_id=self.config.client_id,
         )
         if req.expect_response:
             self._in_flight.append(req)
+
+    def _body(self, entity: Any) -> bytes:
+        """The encoding of a request entity; a request equal to the last one of its class
+        on this connection (a Fetch of a caught-up consumer, a Heartbeat) is not encoded
+        again (kio entities are frozen and compare by value)."""
+        if isinstance(entity, EncodedRequest):
+            return entity.body
+        cls = type(entity)
+        last = self._last_bodies.get(cls)
+        if last is not None and last[0] == entity:
+            return last[1]
+        body = encode_body(entity)
+        self._last_bodies[cls] = (entity, body)
+        return body
 
     def _send_internal(self, request: Any, now: float) -> None:
         cls = type(request)

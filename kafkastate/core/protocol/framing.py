@@ -45,6 +45,7 @@ __all__ = [
     "encode_body",
     "encode_request",
     "encoded_request_type",
+    "frame_request",
     "produce_request",
     "produce_request_body",
     "request_header_bytes",
@@ -155,6 +156,14 @@ def encode_request(entity: Any, *, correlation_id: int, client_id: str | None) -
     Returns:
         The full frame, ready to write to the socket.
     """
+    return frame_request(
+        entity, encode_body(entity), correlation_id=correlation_id, client_id=client_id
+    )
+
+
+def frame_request(entity: Any, body: bytes, *, correlation_id: int, client_id: str | None) -> bytes:
+    """Frame ``body``, the encoding of the request ``entity`` (see :func:`encode_request`),
+    for a caller that has the body already."""
     cls = type(entity)
     header = request_header_bytes(
         int(cls.__api_key__),
@@ -163,7 +172,6 @@ def encode_request(entity: Any, *, correlation_id: int, client_id: str | None) -
         client_id,
         flexible=bool(cls.__flexible__),
     )
-    body = encode_body(entity)
     return _SIZE.pack(len(header) + len(body)) + header + body
 
 
