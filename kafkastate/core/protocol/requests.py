@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
 import sys
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,10 +38,15 @@ def nested_type(entity_cls: type[Any], name: str) -> type[Any]:
     return cls
 
 
-@functools.cache
+_FIELD_NAMES: dict[type[Any], frozenset[str]] = {}
+
+
 def _field_names(cls: type[Any]) -> frozenset[str]:
     # kio's classes are fixed: one lookup per class, not one per request built
-    return frozenset(f.name for f in dataclasses.fields(cls))
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return names
 
 
 def build(cls: type[Any], **values: Any) -> Any:
