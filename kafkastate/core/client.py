@@ -70,6 +70,7 @@ import attrs
 
 from kafkastate.core import connection as conn_events
 from kafkastate.core.connection import BrokerConnection, ConnectionConfig, CorrelationId
+from kafkastate.core.deadlines import earliest
 from kafkastate.core.metadata import ClusterMetadata, Metadata, MetadataConfig, NodeId
 from kafkastate.core.metrics import DEFAULT_SAMPLES, DEFAULT_WINDOW, ClientCounters, Stat
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
@@ -163,6 +164,7 @@ NODE_STATES: Final = register(
     )
 )
 """The state table of one node as the Client sees it (STYLE §6)."""
+_BUSY: Final = (NodeState.CONNECTING, NodeState.HANDSHAKING, NodeState.READY)  # a tuple: no hashing
 
 
 def parse_bootstrap_servers(
@@ -398,9 +400,11 @@ class Client:
         self._rng = rng
         self._metadata = Metadata(config.metadata, topics)
         self._nodes: dict[NodeId, _Node] = {}
+        self._by_id: list[_Node] | None = None  # _sorted_nodes(), until a node is added
+        self._walk: tuple[float | None, float | None] | None = None  # see get_timer()
+        self._candidates_cache: list[_Node] | None = None
         for i, (host, port) in enumerate(config.bootstrap_servers):
-            nid = NodeId(-(i + 1))
-            self._nodes[nid] = _Node(node_id=nid, host=host, port=port)
+            self._add_node(NodeId(-(i + 1)), host, port)
         self._any: deque[_Request] = deque()
         self._events: deque[ClientEvent] = deque()
         self._out: list[tuple[NodeId, bytes]] = []
@@ -497,6 +501,7 @@ class Client:
         Raises:
             LocalProtocolError: the client is closed, or ``node_id`` is unknown.
         """
+        self._walk = None  # an input: get_timer() walks the nodes again
         if self._closed:
             raise LocalProtocolError("send on a closed Client")
         self.last_now = max(self.last_now, now)
@@ -522,7 +527,7 @@ class Client:
         node = self._nodes.get(nid)
         moved = node is not None and (node.host, node.port) != (base.host, base.port)
         if node is None or (moved and node.conn is None):
-            self._nodes[nid] = _Node(node_id=nid, host=base.host, port=base.port)
+            self._add_node(nid, base.host, base.port)
         return nid
 
     def statistics_due(self, *, now: float) -> bool:
@@ -544,6 +549,7 @@ class Client:
 
     def close(self) -> None:
         """Close every connection and fail every outstanding request."""
+        self._walk = None  # an input: get_timer() walks the nodes again
         if self._closed:
             return
         self._closed = True
@@ -569,6 +575,7 @@ class Client:
             now: the driver's clock.
             extensions: the provider's SASL extensions (KIP-342), if any.
         """
+        self._walk = None  # an input: get_timer() walks the nodes again
         self._token_answered(
             now, lambda conn: conn.token_received(token, now=now, extensions=extensions)
         )
@@ -581,6 +588,7 @@ class Client:
             error: what the provider raised.
             now: the driver's clock.
         """
+        self._walk = None  # an input: get_timer() walks the nodes again
         self._token_answered(now, lambda conn: conn.token_failed(error, now=now))
 
     def _token_answered(self, now: float, answer: Callable[[BrokerConnection], None]) -> None:
@@ -609,6 +617,7 @@ class Client:
                 current one). A report for an attempt given up on is ignored (see the
                 module docstring): the CloseRequested that ended it closes the socket.
         """
+        self._walk = None  # an input: get_timer() walks the nodes again
         node = self._node(node_id)
         if self._stale(node, attempt):
             return
@@ -638,6 +647,7 @@ class Client:
     ) -> None:
         """The adapter could not connect to ``node_id`` (``attempt`` as for
         :meth:`connection_made`: a late failure of an attempt given up on is ignored)."""
+        self._walk = None  # an input: get_timer() walks the nodes again
         node = self._node(node_id)
         if self._stale(node, attempt):
             return
@@ -659,6 +669,7 @@ class Client:
         self, node_id: NodeId, *, now: float, error: BaseException | None = None
     ) -> None:
         """The adapter's socket to ``node_id`` closed or failed."""
+        self._walk = None  # an input: get_timer() walks the nodes again
         node = self._node(node_id)
         if node.conn is not None:
             node.conn.connection_lost(now=now, error=error)
@@ -674,6 +685,7 @@ class Client:
         A RemoteProtocolError from the connection is not raised: the node is disconnected
         and its requests fail with it.
         """
+        self._walk = None  # an input: get_timer() walks the nodes again
         node = self._node(node_id)
         if node.conn is None:
             return
@@ -688,6 +700,7 @@ class Client:
 
     def handle_timer(self, *, now: float) -> None:
         """Run everything whose deadline passed. Safe to call early or twice."""
+        self._walk = None  # an input: get_timer() walks the nodes again
         self.last_now = max(self.last_now, now)
         if self._stats_at is None and self.config.statistics_interval > 0:
             self._stats_at = now + self.config.statistics_interval
@@ -742,40 +755,52 @@ class Client:
         """The earliest deadline at which :meth:`handle_timer` must run, or None."""
         if self._closed:
             return None
-        deadlines: list[float] = []
-        for node in self._nodes.values():
-            if node.conn is not None:
-                t = node.conn.get_timer()
-                if t is not None:
-                    deadlines.append(t)
-            if node.state is NodeState.CONNECTING and node.connect_deadline is not None:
-                deadlines.append(node.connect_deadline)
-            if node.state is NodeState.BACKOFF and node.queue:
-                deadlines.append(node.backoff_until)
-            deadlines.extend(r.deadline for r in node.queue)
-            if node.state is NodeState.READY and node.conn is not None:
-                deadlines.append(node.last_active + self.config.connections_max_idle)
-        deadlines.extend(r.deadline for r in self._any)
-        due = self._metadata.update_due_at()
-        if due is not None:
-            deadlines.append(due)
-        if self._stats_at is not None:
-            deadlines.append(self._stats_at)
-        candidates = self._candidates()
-        backoff_ends = [n.backoff_until for n in candidates if n.state is NodeState.BACKOFF]
-        busy = any(
-            n.state in (NodeState.CONNECTING, NodeState.HANDSHAKING, NodeState.READY)
-            for n in candidates
-        )
-        if backoff_ends and not busy:
+        # The walk over the nodes and their queues changes only with an input to this
+        # client: it is kept from the last get_timer() until the next input (adapters and
+        # the simulator ask after every input, most of which never reach the client).
+        walk = self._walk
+        if walk is None:
+            walk = self._walk = self._walk_nodes()
+        best, backoff_first = walk
+        best = earliest(best, self._stats_at)
+        due = self._metadata.update_due_at()  # the metadata's own inputs move this one
+        best = earliest(best, due)
+        if backoff_first is not None:
             # "Any node" work (a metadata refresh once it is due) waits for the first
             # candidate whose backoff ends.
-            first = min(backoff_ends)
             if self._any:
-                deadlines.append(first)
+                best = earliest(best, backoff_first)
             if due is not None:
-                deadlines.append(max(due, first))
-        return min(deadlines) if deadlines else None
+                best = earliest(best, max(due, backoff_first))
+        return best
+
+    def _walk_nodes(self) -> tuple[float | None, float | None]:
+        """The nodes' and the queues' earliest deadline, and when the first backing-off
+        candidate for "any node" work is free (None if none backs off or one is busy)."""
+        best: float | None = None
+        idle = self.config.connections_max_idle
+        for node in self._nodes.values():
+            state = node.state
+            conn = node.conn
+            if conn is not None:
+                best = earliest(best, conn.get_timer())
+                if state is NodeState.READY:
+                    best = earliest(best, node.last_active + idle)
+            if state is NodeState.CONNECTING:
+                best = earliest(best, node.connect_deadline)
+            elif state is NodeState.BACKOFF and node.queue:
+                best = earliest(best, node.backoff_until)
+            for r in node.queue:
+                best = earliest(best, r.deadline)
+        for r in self._any:
+            best = earliest(best, r.deadline)
+        backoff_first: float | None = None
+        for n in self._candidates():
+            if n.state is NodeState.BACKOFF:
+                backoff_first = earliest(backoff_first, n.backoff_until)
+            elif n.state in _BUSY:
+                return best, None
+        return best, backoff_first
 
     # ------------------------------------------------------------- internals
 
@@ -799,7 +824,15 @@ class Client:
         return True
 
     def _sorted_nodes(self) -> list[_Node]:
-        return [self._nodes[k] for k in sorted(self._nodes)]
+        """The nodes by id (kept until a node is added or replaced: this runs after every
+        input)."""
+        if self._by_id is None:
+            self._by_id = [self._nodes[k] for k in sorted(self._nodes)]
+        return self._by_id
+
+    def _add_node(self, nid: NodeId, host: str, port: int) -> None:
+        self._nodes[nid] = _Node(node_id=nid, host=host, port=port)
+        self._by_id = self._candidates_cache = self._walk = None
 
     def _submit(
         self,
@@ -834,8 +867,11 @@ class Client:
     def _candidates(self) -> list[_Node]:
         """Nodes eligible for 'any node' requests: real brokers once metadata named them
         (never a second connection made by :meth:`separate_connection`)."""
-        real = [n for n in self._sorted_nodes() if 0 <= n.node_id < SEPARATE_BASE]
-        return real or [n for n in self._sorted_nodes() if n.node_id < 0]
+        if self._candidates_cache is None:
+            by_id = self._sorted_nodes()
+            real = [n for n in by_id if 0 <= n.node_id < SEPARATE_BASE]
+            self._candidates_cache = real or [n for n in by_id if n.node_id < 0]
+        return self._candidates_cache
 
     def _progress(self, now: float) -> None:
         """Move work forward: metadata, 'any' requests, queued requests, connects."""
@@ -1117,7 +1153,7 @@ class Client:
         for nid, addr in sorted(cluster.brokers.items()):
             node = self._nodes.get(nid)
             if node is None:
-                self._nodes[nid] = _Node(node_id=nid, host=addr.host, port=addr.port)
+                self._add_node(nid, addr.host, addr.port)
             elif (node.host, node.port) != (addr.host, addr.port) and node.conn is None:
                 node.host, node.port = addr.host, addr.port
                 node.versions = None  # another broker process may answer there now

@@ -55,12 +55,15 @@ from typing import Any, Final, NewType
 import attrs
 
 from kafkastate._version import __version__
+from kafkastate.core.deadlines import earliest
 from kafkastate.core.protocol.framing import (
     DEFAULT_MAX_FRAME_SIZE,
+    EncodedRequest,
     FrameDecoder,
     decode_body,
     decode_response_header,
-    encode_request,
+    encode_body,
+    frame_request,
     response_header_version,
 )
 from kafkastate.core.protocol.versions import (
@@ -136,7 +139,7 @@ class ConnectionState(enum.Enum):
     """The peer broke the protocol; terminal."""
 
 
-_TERMINAL: Final = frozenset({ConnectionState.CLOSED, ConnectionState.ERROR})
+_TERMINAL: Final = (ConnectionState.CLOSED, ConnectionState.ERROR)  # a tuple: no enum hashing
 
 # RFC 8446 5.1 (and RFC 5246 6.2.1): a TLS record starts with its content type (21 alert,
 # 22 handshake) and the legacy version 3.0-3.4; read as a Kafka size prefix these three
@@ -382,6 +385,7 @@ class BrokerConnection:
         self._head = b""
         """The connection's first bytes, kept until a TLS record header is ruled out."""
         self._out = bytearray()
+        self._last_bodies: dict[type[Any], tuple[Any, bytes]] = {}  # see _body()
         self._events: deque[ConnectionEvent] = deque()
         self._in_flight: deque[_Request] = deque()
         self._pending: deque[_Request] = deque()
@@ -675,13 +679,14 @@ class BrokerConnection:
         """The earliest deadline at which :meth:`handle_timer` must be called, or None."""
         if self._state in _TERMINAL:
             return None
-        deadlines = [r.deadline for r in self._in_flight]
-        deadlines.extend(r.deadline for r in self._pending)
-        if self._reauth_at is not None and self._state is ConnectionState.READY:
-            deadlines.append(self._reauth_at)
-        if self._token_deadline is not None:
-            deadlines.append(self._token_deadline)
-        return min(deadlines) if deadlines else None
+        best = self._token_deadline
+        if self._state is ConnectionState.READY:
+            best = earliest(best, self._reauth_at)
+        for r in self._in_flight:
+            best = earliest(best, r.deadline)
+        for r in self._pending:
+            best = earliest(best, r.deadline)
+        return best
 
     # ---------------------------------------------------------------- internals
 
@@ -694,11 +699,28 @@ class BrokerConnection:
         return CorrelationId(cid)
 
     def _write(self, req: _Request) -> None:
-        self._out += encode_request(
-            req.request, correlation_id=req.correlation_id, client_id=self.config.client_id
+        self._out += frame_request(
+            req.request,
+            self._body(req.request),
+            correlation_id=req.correlation_id,
+            client_id=self.config.client_id,
         )
         if req.expect_response:
             self._in_flight.append(req)
+
+    def _body(self, entity: Any) -> bytes:
+        """The encoding of a request entity; a request equal to the last one of its class
+        on this connection (a Fetch of a caught-up consumer, a Heartbeat) is not encoded
+        again (kio entities are frozen and compare by value)."""
+        if isinstance(entity, EncodedRequest):
+            return entity.body
+        cls = type(entity)
+        last = self._last_bodies.get(cls)
+        if last is not None and last[0] == entity:
+            return last[1]
+        body = encode_body(entity)
+        self._last_bodies[cls] = (entity, body)
+        return body
 
     def _send_internal(self, request: Any, now: float) -> None:
         cls = type(request)

@@ -32,6 +32,7 @@ import concurrent.futures
 import contextlib
 import json
 import multiprocessing
+import os
 import sys
 import time
 from collections import Counter
@@ -207,11 +208,19 @@ def _results(args: argparse.Namespace, jobs: list[_SeedJob]) -> Iterator[_SeedRe
         )
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished workers (a shared machine's wall
+    clock mostly measures the other processes)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     _make(SeededEntropy(0), args.workload, args.planted, True)  # refuse a wrong --planted now
     found: Counter[str] = Counter()
     first: dict[str, tuple[int, list[int]]] = {}
     started = time.monotonic()
+    cpu_started = _cpu_seconds()
     width = 40
     coverage = Coverage(TXN_FAULTS if args.workload == "txn" else FAULTS)
     jobs = [
@@ -230,6 +239,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             f"{sum(found.values())} failing, {time.monotonic() - started:.0f} s"
         )
     elapsed = time.monotonic() - started
+    cpu = _cpu_seconds() - cpu_started
     sys.stderr.write("\n")
     print(f"{'invariant':<10} {'runs':>6} {'first seed':>11}")
     for invariant, count in sorted(found.items()):
@@ -238,7 +248,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"all {args.seeds} seeds passed")
     print(
         f"{args.seeds} seeds in {elapsed:.1f} s ({60 * args.seeds / elapsed:.0f} seeds/min, "
-        f"{args.jobs} job{'s' if args.jobs > 1 else ''})"
+        f"{args.jobs} job{'s' if args.jobs > 1 else ''}; {cpu:.1f} s CPU: "
+        f"{60 * args.seeds / max(cpu, 1e-9):.0f} seeds/min per core)"
     )
     if args.coverage:
         print(coverage.report())

@@ -85,6 +85,7 @@ class GroupApp(HostDriver[_GroupHost]):
     config: SimConfig
     consumed: dict[tuple[str, int], set[int]]
     written: int
+    _owned_serial = 0  # moves whenever an application's ``owned`` changes (the checks' cache)
 
     def _on_machine_event(self, host: _GroupHost, event: Any) -> bool:
         match event:
@@ -121,6 +122,7 @@ class GroupApp(HostDriver[_GroupHost]):
                     app.owned.discard(tp)
                     app.last_offset.pop(tp, None)
                     app.processed.pop(tp, None)
+                self._owned_serial += 1
                 self._line(f"{host.name} revoked {list(call.partitions)} lost={lost}")
             else:
                 self._call_listener(host, call)
@@ -128,6 +130,7 @@ class GroupApp(HostDriver[_GroupHost]):
                     app.history.append(("assigned", tp))
                     app.last_offset.pop(tp, None)
                 app.owned = set(m.assignment())
+                self._owned_serial += 1
                 self._line(f"{host.name} assigned {list(m.assignment())} gen={m.member.generation}")
             app.calls.pop(0)
             m.listener_done(call.call_id, error=None, now=self._s())

@@ -94,13 +94,38 @@ def parse_request(frame: bytes) -> Request:
     return Request(api_key, version, correlation_id, body)
 
 
+_ENCODED: dict[Any, bytes] = {}
+"""Response bodies already encoded (kio entities are frozen and compare by value, class
+included): most answers repeat -- an empty Fetch, a Heartbeat's NONE, a commit's result --
+and kio's writer is the model's costliest step. Bounded; the bytes are the same either
+way, so a run does not depend on what an earlier run left here."""
+_ENCODED_MAX: Final = 4096
+
+
+def _encoded(body: Any) -> bytes:
+    try:
+        data = _ENCODED.get(body)
+    except TypeError:  # an entity holding something unhashable: encode it every time
+        data = None
+        cache = False
+    else:
+        cache = True
+    if data is None:
+        buf = io.BytesIO()
+        entity_writer(type(body))(buf, body)
+        data = buf.getvalue()
+        if cache:
+            if len(_ENCODED) >= _ENCODED_MAX:
+                _ENCODED.clear()
+            _ENCODED[body] = data
+    return data
+
+
 def response_frame(request: Request, body: Any) -> bytes:
     """Frame ``body`` as the answer to ``request`` (ApiVersions keeps header v0)."""
     flexible = bool(type(body).__flexible__) and request.api_key != ApiKey.API_VERSIONS
-    buf = io.BytesIO()
-    entity_writer(type(body))(buf, body)
     payload = struct.pack(">i", request.correlation_id) + (b"\x00" if flexible else b"")
-    payload += buf.getvalue()
+    payload += _encoded(body)
     return struct.pack(">i", len(payload)) + payload
 
 

@@ -37,6 +37,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from kafkastate.core.consumer.assignors import RebalanceProtocol, decode_assignment
 from kafkastate.core.consumer.group import GroupMember
 from kafkastate.core.producer.accumulator import RecordsAcknowledged
@@ -56,8 +58,22 @@ if TYPE_CHECKING:
 __all__ = ["GroupInvariants", "TxnInvariants"]
 
 
+@attrs.frozen
+class _OwnershipView:
+    """The applications' ownership as of one key (see ``_ownership_view``)."""
+
+    key: tuple[Any, ...]
+    text: str  # the trace line's part
+    overlap: bool  # two alive hosts own a partition in common
+
+
 class GroupInvariants(GroupApp):
-    """The group world's invariants."""
+    """The group world's invariants (after every event; a check that only new state can
+    fail reads only that: the callbacks, commits and generations since the last event, the
+    ownership once an application's changed)."""
+
+    _ownership_cache: _OwnershipView | None = None
+    _stable_seen: tuple[Any, ...] | None = None  # (generation, *members) of the last Stable
 
     _user_check: Callable[[Any], None] | None
     _generation: int
@@ -112,7 +128,7 @@ class GroupInvariants(GroupApp):
 
     def _check_safety(self, kind: str) -> None:
         group = self.cluster.coordinator.groups.get(GROUP)
-        if group is not None:
+        if group is not None and self._generations_seen != len(group.generations):
             # every generation begun is the one before + 1 (several may begin in one event:
             # a join completing, then the group emptying)
             for generation in group.generations[self._generations_seen :]:
@@ -122,37 +138,59 @@ class GroupInvariants(GroupApp):
                     )
                 self._generation = generation
             self._generations_seen = len(group.generations)
-        owners = self.live_owners()
+        ownership = self._ownership_view()
+        if ownership.overlap:  # only then can two *live* owners share a partition (G3)
+            self._check_double_ownership()
+        for host in self.hosts.values():
+            app = host.app
+            if (  # cheapest tests first: this runs for every host after every event
+                app.owned
+                and host.alive
+                and isinstance(member := host.machine.member, GroupMember)
+                and "join" in member.requests_in_flight
+                and member.config.rebalance_protocol is RebalanceProtocol.EAGER
+            ):
+                raise InvariantViolation(
+                    "G4",
+                    f"{host.name} sent JoinGroup owning {sorted(app.owned)} (eager)",
+                    at=self.now,
+                )
+            if app.history_checked != len(app.history):
+                self._check_callback_order(host)
+        self._check_commits()
+        self.trace.append(f"{self.now} {kind} gen={self._generation} {ownership.text}")
+        if self._user_check is not None:
+            try:
+                self._user_check(self)
+            except AssertionError as exc:
+                raise InvariantViolation("USER", str(exc), at=self.now) from exc
+
+    def _ownership_view(self) -> _OwnershipView:
+        """What the applications own, as the trace line shows it and whether two alive
+        hosts' sets overlap; recomputed only when an application's ownership or a host
+        changed (the key), not after every event."""
+        key = (self._owned_serial, *((h.incarnation, h.alive) for h in self.hosts.values()))
+        view = self._ownership_cache
+        if view is None or view.key != key:
+            seen: set[tuple[str, int]] = set()
+            overlap = False
+            for h in self.hosts.values():
+                if h.alive:
+                    overlap = overlap or not seen.isdisjoint(h.app.owned)
+                    seen |= h.app.owned
+            view = self._ownership_cache = _OwnershipView(key, self._ownership(), overlap)
+        return view
+
+    def _check_double_ownership(self) -> None:
+        """G3: no partition owned by two hosts the coordinator has at its generation."""
         seen: dict[tuple[str, int], str] = {}
-        for name, owned in sorted(owners.items()):
+        for name, owned in sorted(self.live_owners().items()):
             for tp in sorted(owned):
                 if tp in seen:
                     raise InvariantViolation(
                         "G3", f"{tp} owned by {seen[tp]} and {name} in one generation", at=self.now
                     )
                 seen[tp] = name
-        for host in self.hosts.values():
-            member = host.machine.member
-            if (  # cheapest tests first: this runs for every host after every event
-                host.alive
-                and host.app.owned
-                and isinstance(member, GroupMember)
-                and "join" in member.requests_in_flight
-                and member.config.rebalance_protocol is RebalanceProtocol.EAGER
-            ):
-                raise InvariantViolation(
-                    "G4",
-                    f"{host.name} sent JoinGroup owning {sorted(host.app.owned)} (eager)",
-                    at=self.now,
-                )
-            self._check_callback_order(host)
-        self._check_commits()
-        self.trace.append(f"{self.now} {kind} gen={self._generation} {self._ownership()}")
-        if self._user_check is not None:
-            try:
-                self._user_check(self)
-            except AssertionError as exc:
-                raise InvariantViolation("USER", str(exc), at=self.now) from exc
 
     def _check_callback_order(self, host: _GroupHost) -> None:
         """G4 per partition: assigned, then revoked or lost, then assigned... (only the
@@ -176,8 +214,12 @@ class GroupInvariants(GroupApp):
         group = coordinator.groups.get(GROUP)
         if group is None:
             return
-        for member_id, member in group.members.items():
-            if member.assignment and group.state is GroupState.STABLE:
+        stable = (group.generation, *group.members) if group.state is GroupState.STABLE else None
+        if stable is not None and stable != self._stable_seen:
+            self._stable_seen = stable  # the members' assignments of this Stable group
+            for member_id, member in group.members.items():
+                if not member.assignment:
+                    continue
                 # by instance id when static: a restarted static member has a new member id
                 history = self._assigned.setdefault(member.instance_id or member_id, {})
                 if group.generation not in history:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import math
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from kafkastate.sim.entropy import Entropy
@@ -55,6 +56,7 @@ class Scheduler:
         """How many events ran (the length a shrunk failure reports)."""
         self._heap: list[tuple[int, int, int, str, tuple[Any, ...]]] = []
         self._seq = 0
+        self._handlers: dict[str, Callable[..., None]] = {}
 
     def run_for(self, ms: int) -> None:
         """Advance virtual time by ``ms``, checking the safety invariants after each event."""
@@ -73,8 +75,11 @@ class Scheduler:
                 )
             self.now = t
             self.events += 1
+            handler = self._handlers.get(kind)
+            if handler is None:  # the world's ``_on_<kind>``, looked up once per kind
+                handler = self._handlers[kind] = getattr(self, f"_on_{kind}")
             try:
-                getattr(self, f"_on_{kind}")(*args)
+                handler(*args)
             except InvariantViolation:
                 raise
             except AssertionError as exc:  # the coordinator model's own transition check

@@ -166,6 +166,22 @@ def test_requests_before_ready_are_queued_then_sent() -> None:
     assert got.response.cluster_id == "c"
 
 
+def test_a_repeated_request_is_framed_like_a_fresh_one() -> None:
+    # a request equal to the last of its class reuses its encoded body (not its header)
+    conn = ready_connection()
+    other = request_type(ApiKey.METADATA, 12)(
+        topics=None, allow_auto_topic_creation=True, include_topic_authorized_operations=False
+    )
+    requests = [metadata_request(), metadata_request(), other, metadata_request()]
+    cids = [conn.send_request(r, now=1) for r in requests]
+    frames = split_frames(conn.data_to_send())
+    got = [parse_request(f) for f in frames]
+    assert [r.correlation_id for r in got] == cids
+    assert [r.body for r in got] == requests
+    after_cid = [f[8:] for f in frames]  # api key, version, correlation id come first
+    assert after_cid[0] == after_cid[1] == after_cid[3] != after_cid[2]
+
+
 def test_max_in_flight_holds_requests_back_in_order() -> None:
     conn = ready_connection(max_in_flight=2)
     ids = [conn.send_request(metadata_request(), now=1) for _ in range(4)]

@@ -261,6 +261,9 @@ def test_sweep_over_worker_processes_is_the_same_sweep(
         assert sim_main([*argv, "--jobs", jobs]) == 1
         out = capsys.readouterr().out
         assert "3 seeds in " in out and f"{jobs} job" in out
+        rate = next(line for line in out.splitlines() if " seeds in " in line)
+        cpu = float(rate.split("; ")[1].split(" s CPU")[0])
+        assert cpu > 0 and "seeds/min per core" in rate
         files = sorted((tmp_path / jobs).glob("sim-failure-*.json"))
         assert files
         results[jobs] = (

@@ -90,6 +90,7 @@ from kafkastate.core.consumer.group import (
     RevokePartitions,
 )
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig, ConsumerGroupMember
+from kafkastate.core.deadlines import earliest
 from kafkastate.core.metadata import NodeId
 from kafkastate.core.metrics import FetchCounters, GroupCounters, throttle_seconds
 from kafkastate.core.protocol.records import Record
@@ -625,18 +626,20 @@ class FetcherMachine(ClientDriven):
         """The earliest deadline at which :meth:`handle_timer` must run, or None."""
         if self._closed:
             return None
-        times = [t for t in (self._client.get_timer(),) if t is not None]
+        best = self._client.get_timer()
         now = self._now
-        times.extend(t for t in self._fetches.node_backoff.values() if t > now)
-        times.extend(p.backoff_until for p in self._parts.values() if p.backoff_until > now)
-        times.extend(self._offsets.deadlines(now))
+        for t in self._fetches.node_backoff.values():
+            if t > now:
+                best = earliest(best, t)
+        for p in self._parts.values():
+            if p.backoff_until > now:
+                best = earliest(best, p.backoff_until)
+        best = earliest(best, self._offsets.next_deadline(now))
         if self._subscription_wait_until > now:
-            times.append(self._subscription_wait_until)
+            best = earliest(best, self._subscription_wait_until)
         if self.member is not None:
-            due = self.member.get_timer()
-            if due is not None:
-                times.append(due)
-        return min(times) if times else None
+            best = earliest(best, self.member.get_timer())
+        return best
 
     # ------------------------------------------------------------- internals
 

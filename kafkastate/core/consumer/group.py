@@ -71,6 +71,7 @@ from kafkastate.core.consumer.assignors import (
     encode_assignment,
     encode_subscription,
 )
+from kafkastate.core.deadlines import earliest
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
 from kafkastate.core.states import StateTable, register, transition
@@ -152,6 +153,8 @@ MEMBER_STATES: Final = register(
         },
     )
 )
+_IN_GROUP: Final = (_M.STABLE, _M.ASSIGNING, _M.PREPARING, _M.JOINING, _M.SYNCING)
+"""The states that take part in the group (a tuple: no enum hashing on the timer path)."""
 
 
 def positive_seconds(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
@@ -525,15 +528,15 @@ class GroupMember(MemberBase):
 
     def get_timer(self) -> float | None:
         """The earliest deadline for :meth:`handle_timer`, or None."""
-        timers: tuple[float | None, ...] = (self._poll_deadline(),)
-        if self.state in (MemberState.STABLE, MemberState.ASSIGNING):
+        best = self._poll_deadline()
+        state = self.state
+        if state is MemberState.STABLE or state is MemberState.ASSIGNING:
             # only in a generation: a heartbeat left armed while joining again is not due
             # (the parked JoinGroup keeps the session), and would wake the host in a loop
-            timers = (self._next_heartbeat, self._session_deadline, *timers)
-        times = [t for t in timers if t is not None]
-        if self.state is MemberState.JOINING and self._retry_at > self._now:
-            times.append(self._retry_at)
-        return min(times) if times else None
+            best = earliest(earliest(best, self._next_heartbeat), self._session_deadline)
+        elif state is MemberState.JOINING and self._retry_at > self._now:
+            best = earliest(best, self._retry_at)
+        return best
 
     def handle_timer(self, *, now: float) -> None:
         """Run what is due."""
@@ -585,13 +588,7 @@ class GroupMember(MemberBase):
         # In every state where the member takes part in the group: it rejoins in the
         # background, so without this a member whose application stopped polling could
         # hold its partitions through a rebalance (found by the simulator).
-        if self._last_poll is None or self.state not in (
-            MemberState.STABLE,
-            MemberState.ASSIGNING,
-            MemberState.PREPARING,
-            MemberState.JOINING,
-            MemberState.SYNCING,
-        ):
+        if self._last_poll is None or self.state not in _IN_GROUP:
             return None
         return self._last_poll + self.config.max_poll_interval
 

@@ -55,6 +55,7 @@ __all__ = [
     "encode_body",
     "encode_request",
     "encoded_request_type",
+    "frame_request",
     "lenient_timestamps",
     "produce_request",
     "produce_request_body",
@@ -166,6 +167,14 @@ def encode_request(entity: Any, *, correlation_id: int, client_id: str | None) -
     Returns:
         The full frame, ready to write to the socket.
     """
+    return frame_request(
+        entity, encode_body(entity), correlation_id=correlation_id, client_id=client_id
+    )
+
+
+def frame_request(entity: Any, body: bytes, *, correlation_id: int, client_id: str | None) -> bytes:
+    """Frame ``body``, the encoding of the request ``entity`` (see :func:`encode_request`),
+    for a caller that has the body already."""
     cls = type(entity)
     header = request_header_bytes(
         int(cls.__api_key__),
@@ -174,7 +183,6 @@ def encode_request(entity: Any, *, correlation_id: int, client_id: str | None) -
         client_id,
         flexible=bool(cls.__flexible__),
     )
-    body = encode_body(entity)
     return _SIZE.pack(len(header) + len(body)) + header + body
 
 

@@ -38,8 +38,15 @@ def nested_type(entity_cls: type[Any], name: str) -> type[Any]:
     return cls
 
 
+_FIELD_NAMES: dict[type[Any], frozenset[str]] = {}
+
+
 def _field_names(cls: type[Any]) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
+    # kio's classes are fixed: one lookup per class, not one per request built
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return names
 
 
 def build(cls: type[Any], **values: Any) -> Any:
@@ -49,6 +56,8 @@ def build(cls: type[Any], **values: Any) -> Any:
     fields the version requires and the caller did not give raise TypeError as usual.
     """
     names = _field_names(cls)
+    if names.issuperset(values):  # the common case: nothing to drop
+        return cls(**values)
     return cls(**{k: v for k, v in values.items() if k in names})
 
 

@@ -36,6 +36,7 @@ from kafkastate.core.client import Client, RequestId
 from kafkastate.core.consumer.fetch.state import PositionState, TopicPartition, _Partition
 from kafkastate.core.consumer.group import GroupMember
 from kafkastate.core.consumer.group848 import ConsumerGroupMember
+from kafkastate.core.deadlines import earliest
 from kafkastate.core.metadata import NodeId
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
@@ -167,14 +168,14 @@ class OffsetQueries:
         q = self.queries[qid] = _Query(kind=kind, query_id=qid, partitions=partitions)
         return q
 
-    def deadlines(self, now: float) -> list[float]:
-        """The retry times after ``now`` (queries, the coordinator lookup)."""
-        times = [
-            q.retry_at for q in self.queries.values() if q.retry_at is not None and q.retry_at > now
-        ]
-        if self.coordinator_retry_at > now:
-            times.append(self.coordinator_retry_at)
-        return times
+    def next_deadline(self, now: float) -> float | None:
+        """The earliest retry time after ``now`` (queries, the coordinator lookup), or None."""
+        best = self.coordinator_retry_at if self.coordinator_retry_at > now else None
+        for q in self.queries.values():
+            t = q.retry_at
+            if t is not None and t > now:
+                best = earliest(best, t)
+        return best
 
     def handle_response(self, rid: RequestId, response: Any, now: float) -> bool:
         """Take in the answer to request ``rid`` if it is one of ours."""

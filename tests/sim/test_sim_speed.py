@@ -1,0 +1,117 @@
+"""The simulator's speed work keeps what it sped up exact: the client's kept timer walk is
+the walk it would do afresh, the group checks' kept ownership view is the full one, the
+model's kept response encodings are kio's own bytes -- checked after every event of
+whole runs, with faults -- and the traces are the ones the uncached code wrote."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import attrs
+import pytest
+from kio.serial import entity_writer
+
+from kafkastate.core.client import Client
+from kafkastate.sim import cluster
+from kafkastate.sim.entropy import SeededEntropy
+from kafkastate.sim.txnworld import TxnConfig, TxnSim
+from kafkastate.sim.world import Sim, SimConfig
+
+FAULTY = ("delay", "hold", "pause", "reset", "crash_member", "crash_broker", "coordinator_move")
+
+
+def _clients(machine: Any) -> list[Client]:
+    """The Clients a host's machine drives (a consumer's fetcher's, a producer's)."""
+    inner = getattr(machine, "fetcher", machine)
+    client = getattr(inner, "client", None)
+    return [client] if isinstance(client, Client) else []
+
+
+def _timer_walk_is_current(clients: list[Client]) -> None:
+    for client in clients:
+        kept = client._walk
+        if kept is not None:
+            assert kept == client._walk_nodes(), "the kept timer walk is stale"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_clients_kept_timer_walk_is_the_fresh_walk_after_every_event(seed: int) -> None:
+    checked = 0
+
+    def check(sim: Sim) -> None:
+        nonlocal checked
+        for host in sim.hosts.values():
+            if host.alive:
+                clients = _clients(host.machine)
+                _timer_walk_is_current(clients)
+                checked += len(clients)
+
+    entropy = SeededEntropy(seed)
+    config = attrs.evolve(SimConfig.draw(entropy), faults=FAULTY, fault_every_ms=2_000)
+    Sim(entropy, config, check=check).run()
+    assert checked > 1_000
+
+
+class _CheckedTxn(TxnSim):
+    """The transactional world, checking every producer's and consumer's client too."""
+
+    checked = 0
+
+    def _check_safety(self, kind: str) -> None:
+        super()._check_safety(kind)
+        for host in self.hosts.values():
+            if host.alive:
+                clients = _clients(host.machine)
+                _timer_walk_is_current(clients)
+                self.checked += len(clients)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_kept_timer_walk_is_current_in_the_transactional_world(seed: int) -> None:
+    entropy = SeededEntropy(seed)
+    sim = _CheckedTxn(entropy, TxnConfig.draw(entropy))
+    sim.run()
+    assert sim.checked > 100
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_kept_ownership_view_is_the_full_one_after_every_event(seed: int) -> None:
+    def check(sim: Sim) -> None:
+        view = sim._ownership_view()
+        assert view.text == sim._ownership()
+        alive = [h.app.owned for h in sim.hosts.values() if h.alive]
+        overlap = any(a & b for i, a in enumerate(alive) for b in alive[i + 1 :])
+        assert view.overlap == overlap
+        sim._check_double_ownership()  # G3 in full, whatever the view says
+
+    entropy = SeededEntropy(seed)
+    config = attrs.evolve(SimConfig.draw(entropy), faults=FAULTY, fault_every_ms=2_000)
+    Sim(entropy, config, check=check).run()
+
+
+def test_a_kept_response_encoding_is_kios_encoding() -> None:
+    cluster._ENCODED.clear()
+    entropy = SeededEntropy(3)
+    Sim(entropy, SimConfig.draw(entropy)).run()
+    assert len(cluster._ENCODED) > 10
+    for body, data in cluster._ENCODED.items():
+        buf = io.BytesIO()
+        entity_writer(type(body))(buf, body)
+        assert buf.getvalue() == data
+
+
+# Trace hashes written by the code before the speed work (same seeds, drawn configs): the
+# caches change no event, no draw and no trace line.
+BEFORE = {
+    0: "65849fd6209b86db271eda47ff3fcd5aa1f2782b61c652a200ca9d8954ded7ce",
+    5: "80116e2da6517a4b811e1580ec70c208711aba829379df3878f4298ca5a57221",
+}
+
+
+@pytest.mark.parametrize("seed", sorted(BEFORE))
+def test_the_trace_is_the_one_the_uncached_code_wrote(seed: int) -> None:
+    entropy = SeededEntropy(seed)
+    sim = Sim(entropy, SimConfig.draw(entropy))
+    sim.run()
+    assert sim.trace_hash() == BEFORE[seed]
