@@ -26,9 +26,10 @@ from ._checker import (
     check_produce,
     check_txn,
     committed_offsets,
+    mark_killed,
     read_topics,
 )
-from ._faults import FAULT_KINDS, FaultInjector, make_schedule, proxy_name
+from ._faults import FAULT_KINDS, Fault, FaultInjector, make_schedule, proxy_name
 from ._plot import timeline_svg
 from ._toxiproxy import Toxiproxy, ensure_toxiproxy
 
@@ -78,6 +79,7 @@ class ChaosOptions:
             f" --keys {self.keys} --duration {self.duration:g} --faults {self.faults}"
             f" --txn-records {self.txn_records} --group-records {self.group_records}"
             f" --runtimes {','.join(self.runtimes)}"
+            + ("" if tuple(self.kinds) == FAULT_KINDS else f" --kinds {','.join(self.kinds)}")
         )
 
 
@@ -178,7 +180,9 @@ def _leader_finder(bootstrap: str, topics: Sequence[str], seed: int) -> Callable
 
 @dataclass
 class _Workload:
-    """One workload process: its name, command line, the topics it needs, and its check."""
+    """One workload process: its name, command line, the topics it needs, and its check;
+    ``log``/``resume`` for the ones a ``client_kill`` may kill (``resume``: the options a
+    restarted process needs besides its incarnation and pacing start)."""
 
     name: str
     argv: list[str]
@@ -186,6 +190,64 @@ class _Workload:
     read: str | None
     check: Callable[[KafkaCluster, Read | None], CheckResult]
     prefill: tuple[str, int] | None = None
+    log: Path | None = None
+    resume: Callable[[], list[str]] | None = None
+
+
+class _Processes:
+    """The workload processes; carries out ``client_kill`` faults (from the injector's
+    thread, the one that started them)."""
+
+    def __init__(self, workloads: Sequence[_Workload], out: Path) -> None:
+        self._workloads = {w.name: w for w in workloads}
+        self._out = out
+        self.running: dict[str, subprocess.Popen[str]] = {}
+        self.incarnations: Counter[str] = Counter()
+        self.started = time.monotonic()
+
+    def start(self, workload: _Workload, extra: Sequence[str] = ()) -> None:
+        """Start (or restart, with ``extra`` options) one workload's process."""
+        mode = "a" if self.incarnations[workload.name] else "w"
+        with open(self._out / f"workload-{workload.name}.log", mode) as output:
+            self.running[workload.name] = subprocess.Popen(
+                [
+                    *_pdeathsig_prefix(),
+                    *(sys.executable, "-m", "kafkastate.testing.chaos._workload"),
+                    *workload.argv,
+                    *extra,
+                ],
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+
+    def kill_and_restart(self, fault: Fault) -> str:
+        """SIGKILL one running transactional or group process (picked by the fault's
+        ``target``), mark its log, wait the fault's duration and start it again: same
+        transactional.id / group, the next incarnation, paced from the first start."""
+        alive = sorted(
+            name
+            for name, process in self.running.items()
+            if self._workloads[name].log is not None and process.poll() is None
+        )
+        if not alive:
+            return "no transactional or group workload running: skipped"
+        name = alive[fault.params.get("target", 0) % len(alive)]
+        workload, process = self._workloads[name], self.running[name]
+        process.kill()
+        process.wait()
+        if workload.log is not None:  # always: alive only lists workloads with a log
+            mark_killed(workload.log, time.monotonic())
+        time.sleep(fault.duration)
+        self.incarnations[name] += 1
+        extra = [
+            *("--incarnation", str(self.incarnations[name])),
+            *("--paced-from", repr(self.started)),
+            *(workload.resume() if workload.resume is not None else []),
+        ]
+        self.start(workload, extra)
+        return f"SIGKILL {name} (pid {process.pid}), restarted after {fault.duration} s"
 
 
 def _produce_check(
@@ -209,7 +271,9 @@ def _txn_check(
     )
 
 
-def _workloads(options: ChaosOptions, out: Path, bootstrap: str) -> list[_Workload]:
+def _workloads(options: ChaosOptions, out: Path, bootstrap: str, direct: str) -> list[_Workload]:
+    """The workloads of a run (``bootstrap``: through the proxy; ``direct``: the brokers'
+    own listener, for the runner's reads)."""
     common = ["--bootstrap", bootstrap, "--duration", str(options.duration)]
     found: list[_Workload] = []
     for runtime in options.runtimes:
@@ -243,6 +307,7 @@ def _workloads(options: ChaosOptions, out: Path, bootstrap: str) -> list[_Worklo
                 read=sink,
                 check=partial(_txn_check, source=source, sink=sink, group=group, log=log),
                 prefill=(source, options.txn_records),
+                log=log,
             )
         )
     for runtime in options.runtimes if options.group_records else ():
@@ -261,9 +326,19 @@ def _workloads(options: ChaosOptions, out: Path, bootstrap: str) -> list[_Worklo
                 read=None,
                 check=partial(_group_check, source=source, group=group, log=log),
                 prefill=(source, options.group_records),
+                log=log,
+                resume=partial(_group_resume, direct, group, source),
             )
         )
     return found
+
+
+def _group_resume(bootstrap: str, group: str, source: str) -> list[str]:
+    """A restarted group process starts from the group's committed offsets (so it knows
+    when the input is done even if the dead one committed the end)."""
+    committed = committed_offsets(bootstrap, group, source, PARTITIONS)
+    done = ",".join(f"{p}:{o}" for p, o in sorted(committed.items()) if o >= 0)
+    return ["--resume", done] if done else []
 
 
 def _group_check(
@@ -344,33 +419,27 @@ def run_chaos(options: ChaosOptions) -> ChaosReport:
             if upstream is None:  # pragma: no cover -- start(proxy_ports=...) sets it
                 raise RuntimeError("the cluster has no PROXIED listener")
             proxy.create_proxy(proxy_name(broker.node_id), proxy_ports[broker.node_id], upstream)
-        workloads = _workloads(options, out, str(cluster.proxied_bootstrap))
+        workloads = _workloads(options, out, str(cluster.proxied_bootstrap), cluster.bootstrap)
         topics = [topic for w in workloads for topic in w.topics]
         _topics_admin(cluster.bootstrap, topics)
         for workload in workloads:
             if workload.prefill is not None:
                 _prefill(cluster.bootstrap, *workload.prefill)
+        processes = _Processes(workloads, out)
         injector = FaultInjector(
-            cluster, proxy, schedule, _leader_finder(cluster.bootstrap, topics, options.seed)
+            cluster,
+            proxy,
+            schedule,
+            _leader_finder(cluster.bootstrap, topics, options.seed),
+            kill_client=processes.kill_and_restart,
         )
-        workers: dict[str, subprocess.Popen[str]] = {}
         for workload in workloads:
-            with open(out / f"workload-{workload.name}.log", "w") as output:
-                workers[workload.name] = subprocess.Popen(
-                    [
-                        *_pdeathsig_prefix(),
-                        *(sys.executable, "-m", "kafkastate.testing.chaos._workload"),
-                        *workload.argv,
-                    ],
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                )
+            processes.start(workload)
         injector.run()  # in this thread: the brokers it restarts live as long as it does
         workload_errors: list[str] = []
         budget = options.duration * 4 + 300
-        for name, worker in workers.items():
+        for name in list(processes.running):
+            worker = processes.running[name]
             try:
                 code = worker.wait(timeout=max(1.0, budget - (time.monotonic() - started)))
             except subprocess.TimeoutExpired:
