@@ -143,16 +143,16 @@ class ChaosReport:
         )
 
 
-def _topics_admin(bootstrap: str, topics: Sequence[str]) -> None:
+def _topics_admin(
+    bootstrap: str, topics: Sequence[str], partitions: int = PARTITIONS, replicas: int = BROKERS
+) -> None:
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415
     from confluent_kafka.cimpl import NewTopic  # noqa: PLC0415
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    isr = {"min.insync.replicas": str(min(2, replicas))}
     futures = admin.create_topics(
-        [
-            NewTopic(t, PARTITIONS, replication_factor=BROKERS, config={"min.insync.replicas": "2"})
-            for t in topics
-        ]
+        [NewTopic(t, partitions, replication_factor=replicas, config=isr) for t in topics]
     )
     for future in futures.values():
         future.result(timeout=60)
