@@ -91,8 +91,9 @@ def txn_program(args: TxnArgs, log: IO[str]) -> Program:
     while any(position[tp] < ends[tp] for tp in tps):
         done = sum(position.values())
         due = started + args.duration * done / max(total, 1)
-        if due > time.monotonic():
+        if due > time.monotonic():  # ahead of the pace: wait (a second at most), look again
             yield Op("sleep", (min(1.0, due - time.monotonic()),))
+            continue
         batch: dict[TopicPartition, list[Any]] = yield Op(
             "getmany", kwargs={"timeout_ms": 500, "max_records": args.batch}
         )
