@@ -455,3 +455,34 @@ def test_short_chaos_run(tmp_path: Path) -> None:
     produced = next(r for r in report.results if r.topic.startswith("chaos-produce"))
     assert produced.acked + produced.failed == options.records
     assert produced.acked > 0
+
+
+def test_txn_program_keeps_its_pace_inside_the_open_transaction(tmp_path: Path) -> None:
+    import time  # noqa: PLC0415
+
+    from kafkastate.structs import TopicPartition  # noqa: PLC0415
+
+    tp = TopicPartition("in", 0)
+    calls: list[str] = []
+    batches = iter([[0, 1], [2, 3]])
+    ops = {
+        "assign": lambda tps: None,
+        "end_offsets": lambda tps: {tp: 4},
+        "committed": lambda _tp: None,
+        "seek": lambda _tp, offset: None,
+        "getmany": lambda **_: {tp: [_Record(o) for o in next(batches)]},
+        "sleep": lambda seconds: (calls.append("sleep"), time.sleep(seconds)),
+        "begin_transaction": lambda: calls.append("begin"),
+        "send": lambda topic, value, partition: None,
+        "send_offsets_to_transaction": lambda offsets, group: calls.append("offsets"),
+        "commit_transaction": lambda: calls.append("commit"),
+        "abort_transaction": lambda: calls.append("abort"),
+    }
+    args = TxnArgs("in", "out", "g", partitions=1, batch=2, abort_every=9, duration=0.4)
+    started = time.monotonic()
+    with open(tmp_path / "log", "w") as handle:
+        run_blocking(txn_program(args, handle), ops)
+    assert time.monotonic() - started >= 0.35  # paced over the duration
+    first = calls[: calls.index("commit") + 1]
+    assert first[:2] == ["begin", "offsets"] and set(first[2:-1]) == {"sleep"}  # open
+    assert calls.count("commit") == 2 and calls[calls.index("commit") + 1] == "begin"

@@ -82,7 +82,7 @@ def test_cycles_program_reports_what_the_cycles_left() -> None:
     told: list[dict[str, Any]] = []
     ops = {
         "cycle": lambda kind, topic: opened.append(kind),
-        "settle": lambda: None,
+        "sleep": lambda seconds: None,
         "tasks": lambda: next(tasks),
         "tell": told.append,
     }

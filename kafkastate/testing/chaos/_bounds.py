@@ -150,14 +150,14 @@ def cycles_program(topic: str, cycles: int, warmup: int = 3) -> Program:
     kinds = ("producer", "consumer", "admin")
     for kind in kinds * warmup:
         yield Op("cycle", (kind, topic))
-    yield Op("settle")
+    yield from _settle()
     before = {"fds": open_fds(), "threads": os_threads(), "tasks": (yield Op("tasks"))}
     rss_before = rss()
     started = time.monotonic()
     for i in range(cycles):
         yield Op("cycle", (kinds[i % len(kinds)], topic))
     elapsed = time.monotonic() - started
-    yield Op("settle")
+    yield from _settle()
     after = {"fds": open_fds(), "threads": os_threads(), "tasks": (yield Op("tasks"))}
     yield Op(
         "tell",
@@ -171,6 +171,20 @@ def cycles_program(topic: str, cycles: int, warmup: int = 3) -> Program:
             },
         ),
     )
+
+
+def _settle() -> Generator[Op, Any, None]:
+    """Let closing tasks and threads end, and collect what they leave."""
+    gc.collect()
+    yield Op("sleep", (0.5,))
+    gc.collect()
+
+
+def _common_ops(
+    cycle: Callable[..., Any], tasks: Callable[[], Any], hear: Callable[[], Any], sleep: Any
+) -> dict[str, Callable[..., Any]]:
+    """The ops every runtime has; the producer and consumer ones are added per bound."""
+    return {"cycle": cycle, "tasks": tasks, "tell": _tell, "hear": hear, "sleep": sleep}
 
 
 def _tell(message: dict[str, Any]) -> None:
@@ -225,19 +239,9 @@ async def _on_asyncio(args: argparse.Namespace, program: Program) -> None:
             finally:
                 await admin.close()
 
-    async def settle() -> None:
-        gc.collect()
-        await asyncio.sleep(0.5)
-        gc.collect()
-
-    ops: dict[str, Callable[..., Any]] = {
-        "cycle": cycle,
-        "settle": settle,
-        "tasks": lambda: len(asyncio.all_tasks()),
-        "tell": _tell,
-        "hear": lambda: asyncio.to_thread(_hear),
-        "sleep": asyncio.sleep,
-    }
+    ops = _common_ops(
+        cycle, lambda: len(asyncio.all_tasks()), lambda: asyncio.to_thread(_hear), asyncio.sleep
+    )
     if args.bound == "producer":
         producer = AIOKafkaProducer(
             bootstrap_servers=args.bootstrap, buffer_memory=args.buffer_memory, **PRODUCER_OPTIONS
@@ -297,19 +301,7 @@ async def _on_trio(args: argparse.Namespace, program: Program) -> None:
             async with open_admin(args.bootstrap) as admin:
                 await admin.list_topics()
 
-    async def settle() -> None:
-        gc.collect()
-        await trio.sleep(0.5)
-        gc.collect()
-
-    ops: dict[str, Callable[..., Any]] = {
-        "cycle": cycle,
-        "settle": settle,
-        "tasks": _trio_tasks,
-        "tell": _tell,
-        "hear": lambda: trio.to_thread.run_sync(_hear),
-        "sleep": trio.sleep,
-    }
+    ops = _common_ops(cycle, _trio_tasks, lambda: trio.to_thread.run_sync(_hear), trio.sleep)
     if args.bound == "producer":
         async with open_producer(
             args.bootstrap, buffer_memory=args.buffer_memory, **PRODUCER_OPTIONS
@@ -353,19 +345,7 @@ def _on_blocking(args: argparse.Namespace, program: Program) -> None:
             finally:
                 admin.close()
 
-    def settle() -> None:
-        gc.collect()
-        time.sleep(0.5)
-        gc.collect()
-
-    ops: dict[str, Callable[..., Any]] = {
-        "cycle": cycle,
-        "settle": settle,
-        "tasks": threading.active_count,
-        "tell": _tell,
-        "hear": _hear,
-        "sleep": time.sleep,
-    }
+    ops = _common_ops(cycle, threading.active_count, _hear, time.sleep)
     if args.bound == "producer":
         producer = KafkaProducer(
             bootstrap_servers=args.bootstrap, buffer_memory=args.buffer_memory, **PRODUCER_OPTIONS

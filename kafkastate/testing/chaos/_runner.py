@@ -204,9 +204,15 @@ class _Processes:
         self.running: dict[str, subprocess.Popen[str]] = {}
         self.incarnations: Counter[str] = Counter()
         self.started = time.monotonic()
+        self._logged: dict[str, int] = {}  # log sizes when each process started
+
+    def _log_size(self, name: str) -> int:
+        log = self._workloads[name].log
+        return log.stat().st_size if log is not None and log.exists() else 0
 
     def start(self, workload: _Workload, extra: Sequence[str] = ()) -> None:
         """Start (or restart, with ``extra`` options) one workload's process."""
+        self._logged[workload.name] = self._log_size(workload.name)
         mode = "a" if self.incarnations[workload.name] else "w"
         with open(self._out / f"workload-{workload.name}.log", mode) as output:
             self.running[workload.name] = subprocess.Popen(
@@ -233,7 +239,10 @@ class _Processes:
         )
         if not alive:
             return "no transactional or group workload running: skipped"
-        name = alive[fault.params.get("target", 0) % len(alive)]
+        # rather one that has logged work since it (re)started than one still starting
+        working = [name for name in alive if self._log_size(name) > self._logged[name]]
+        candidates = working or alive
+        name = candidates[fault.params.get("target", 0) % len(candidates)]
         workload, process = self._workloads[name], self.running[name]
         process.kill()
         process.wait()

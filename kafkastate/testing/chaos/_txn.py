@@ -4,7 +4,8 @@ that a driver carries out on one runtime (asyncio, trio: awaited; blocking: call
 The program reads ``input`` (assign-based, ``read_committed``), and per batch: begins a
 transaction, writes one output record per input record to the same partition (value
 ``b"<partition>:<offset>:<attempt>"``), adds the input offsets with
-``send_offsets_to_transaction`` and commits -- except every ``abort_every``-th attempt, which
+``send_offsets_to_transaction``, waits while it is ahead of its pace (up to 5 s, with the
+transaction open) and commits -- except every ``abort_every``-th attempt, which
 it aborts on purpose and re-reads. An attempt that fails (a fault got in the way) is aborted
 if the producer still can, and the consumer goes back to the group's committed offsets. The
 log (JSON lines) names each attempt's outcome: ``committed``, ``aborted`` (on purpose) or
@@ -89,11 +90,6 @@ def txn_program(args: TxnArgs, log: IO[str]) -> Program:
     started = time.monotonic() if args.paced_from is None else args.paced_from
     tried = 0
     while any(position[tp] < ends[tp] for tp in tps):
-        done = sum(position.values())
-        due = started + args.duration * done / max(total, 1)
-        if due > time.monotonic():  # ahead of the pace: wait (a second at most), look again
-            yield Op("sleep", (min(1.0, due - time.monotonic()),))
-            continue
         batch: dict[TopicPartition, list[Any]] = yield Op(
             "getmany", kwargs={"timeout_ms": 500, "max_records": args.batch}
         )
@@ -117,6 +113,12 @@ def txn_program(args: TxnArgs, log: IO[str]) -> Program:
                     )
             following = {tp: found[-1] + 1 for tp, found in offsets.items()}
             yield Op("send_offsets_to_transaction", (following, args.group))
+            # the pace is kept inside the open transaction, so a fault or a client kill
+            # most likely meets one open (a few seconds at most: far from its timeout)
+            done = sum(position.values()) + sum(len(found) for found in offsets.values())
+            due = min(started + args.duration * done / max(total, 1), time.monotonic() + 5.0)
+            while (ahead := due - time.monotonic()) > 0:
+                yield Op("sleep", (min(1.0, ahead),))
             if tried % args.abort_every == 0:
                 yield Op("abort_transaction")
                 entry["outcome"] = "aborted"
