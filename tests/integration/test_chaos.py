@@ -486,3 +486,26 @@ def test_txn_program_keeps_its_pace_inside_the_open_transaction(tmp_path: Path) 
     first = calls[: calls.index("commit") + 1]
     assert first[:2] == ["begin", "offsets"] and set(first[2:-1]) == {"sleep"}  # open
     assert calls.count("commit") == 2 and calls[calls.index("commit") + 1] == "begin"
+
+
+def test_fenced_records_are_the_unlogged_attempts_only_read_uncommitted_sees(
+    tmp_path: Path,
+) -> None:
+    from kafkastate.testing.chaos._checker import fenced_records  # noqa: PLC0415
+
+    log = _acks(
+        tmp_path / "txn",
+        [
+            {"attempt": 1, "offsets": {"0": [0]}, "outcome": "committed"},
+            {"attempt": 2, "offsets": {"0": [1]}, "outcome": "aborted"},
+        ],
+    )
+    committed = [(0, 0, None, output_value(0, 0, 1))]
+    uncommitted = [
+        *committed,
+        (0, 1, None, output_value(0, 1, 2)),  # aborted on purpose: logged
+        (0, 3, None, output_value(0, 1, 3)),  # attempt 3: open when the process was killed
+        (0, 4, None, output_value(0, 2, 3)),
+        (0, 5, None, b"not an output value"),
+    ]
+    assert fenced_records(committed, uncommitted, [log]) == 2

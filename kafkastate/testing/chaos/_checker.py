@@ -34,6 +34,7 @@ __all__ = [
     "check_group",
     "check_txn",
     "committed_offsets",
+    "fenced_records",
     "mark_killed",
     "read_topics",
 ]
@@ -59,6 +60,10 @@ class CheckResult:
         read: records read back.
         acked: distinct records the workload logged as acknowledged.
         failed: records the workload logged as failed (their fate is unknown).
+        fenced: (transactional output) records only a ``read_uncommitted`` reader sees
+            whose attempt the log does not name: written in a transaction a killed process
+            left open, aborted when its restart fenced it. Not a violation: the evidence
+            that a kill met an open transaction.
         counts: check name -> violations (:data:`CHECK_NAMES`).
         examples: a few violations per check, for the report.
     """
@@ -67,6 +72,7 @@ class CheckResult:
     read: int = 0
     acked: int = 0
     failed: int = 0
+    fenced: int = 0
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CHECK_NAMES, 0))
     examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
@@ -88,7 +94,11 @@ record, and the partitions it could not read to their end."""
 
 
 def read_topics(
-    bootstrap: str, topics: Sequence[str], *, timeout: float = 180.0
+    bootstrap: str,
+    topics: Sequence[str],
+    *,
+    timeout: float = 180.0,
+    isolation: str = "read_committed",
 ) -> dict[str, Read]:
     """Read every partition of ``topics`` from the start to its end with confluent-kafka,
     ``read_committed``, one consumer for all.
@@ -113,7 +123,7 @@ def read_topics(
             "bootstrap.servers": bootstrap,
             "group.id": "chaos-checker",
             "enable.auto.commit": False,
-            "isolation.level": "read_committed",
+            "isolation.level": isolation,
             "enable.partition.eof": True,
         }
     )
@@ -354,6 +364,24 @@ def check_txn(
     result.failed += len(cut)
     _input_consumed(result, input_ends, committed, set(seen) | set(committed_inputs))
     return result
+
+
+def fenced_records(
+    committed_read: Sequence[tuple[int, int, bytes | None, bytes | None]],
+    uncommitted_read: Sequence[tuple[int, int, bytes | None, bytes | None]],
+    txn_logs: Iterable[Path],
+) -> int:
+    """How many output records of attempts the log does not name only a
+    ``read_uncommitted`` reader sees (see :attr:`CheckResult.fenced`)."""
+    logged = {int(e["attempt"]) for e in _load(txn_logs) if "attempt" in e}
+    visible = {(p, o) for p, o, _k, _v in committed_read}
+    count = 0
+    for partition, offset, _key, value in uncommitted_read:
+        parts = (value or b"").split(b":")
+        if (partition, offset) in visible or len(parts) != 3 or not parts[2].isdigit():
+            continue
+        count += int(parts[2]) not in logged
+    return count
 
 
 def check_group(

@@ -26,6 +26,7 @@ from ._checker import (
     check_produce,
     check_txn,
     committed_offsets,
+    fenced_records,
     mark_killed,
     read_topics,
 )
@@ -132,6 +133,12 @@ class ChaosReport:
             "|---|---:|",
             *(f"| {kind} | {kinds[kind]} |" for kind in FAULT_KINDS if kinds[kind]),
             f"| **total** | {sum(kinds.values())} |",
+        ]
+        lines += [
+            f"{r.topic}: {r.fenced:,} records of transactions a killed process left open,"
+            " aborted when its restart fenced it (read_uncommitted only)"
+            for r in self.results
+            if r.fenced
         ]
         return "\n".join(lines)
 
@@ -270,7 +277,7 @@ def _txn_check(
     cluster: KafkaCluster, read: Read | None, *, source: str, sink: str, group: str, log: Path
 ) -> CheckResult:
     records, unreadable = read or ([], [])
-    return check_txn(
+    result = check_txn(
         sink,
         records,
         unreadable,
@@ -278,6 +285,9 @@ def _txn_check(
         committed=committed_offsets(cluster.bootstrap, group, source, PARTITIONS),
         txn_logs=[log],
     )
+    uncommitted = read_topics(cluster.bootstrap, [sink], isolation="read_uncommitted")
+    result.fenced = fenced_records(records, uncommitted[sink][0], [log])
+    return result
 
 
 def _workloads(options: ChaosOptions, out: Path, bootstrap: str, direct: str) -> list[_Workload]:
@@ -492,6 +502,7 @@ def run_chaos(options: ChaosOptions) -> ChaosReport:
                         "acked": r.acked,
                         "failed": r.failed,
                         "read": r.read,
+                        "fenced": r.fenced,
                         "counts": r.counts,
                         "examples": dict(r.examples),
                     }
