@@ -217,27 +217,18 @@ async def _on_asyncio(args: argparse.Namespace, program: Program) -> None:
     )
 
     async def cycle(kind: str, topic: str) -> None:
-        if kind == "producer":
-            producer = AIOKafkaProducer(bootstrap_servers=args.bootstrap)
-            await producer.start()
-            try:
-                await producer.partitions_for(topic)
-            finally:
-                await producer.stop()
-        elif kind == "consumer":
-            consumer = AIOKafkaConsumer(bootstrap_servers=args.bootstrap)
-            await consumer.start()
-            try:
-                await consumer.topics()
-            finally:
-                await consumer.stop()
-        else:
-            admin = AIOKafkaAdminClient(bootstrap_servers=args.bootstrap)
-            await admin.start()
-            try:
-                await admin.list_topics()
-            finally:
-                await admin.close()
+        clients: dict[str, tuple[Callable[..., Any], Callable[[Any], Any], str]] = {
+            "producer": (AIOKafkaProducer, lambda c: c.partitions_for(topic), "stop"),
+            "consumer": (AIOKafkaConsumer, lambda c: c.topics(), "stop"),
+            "admin": (AIOKafkaAdminClient, lambda c: c.list_topics(), "close"),
+        }
+        make, call, stop = clients[kind]
+        client: Any = make(bootstrap_servers=args.bootstrap)
+        await client.start()
+        try:
+            await call(client)
+        finally:
+            await getattr(client, stop)()
 
     ops = _common_ops(
         cycle, lambda: len(asyncio.all_tasks()), lambda: asyncio.to_thread(_hear), asyncio.sleep
