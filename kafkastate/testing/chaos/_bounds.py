@@ -204,6 +204,14 @@ PRODUCER_OPTIONS: dict[str, Any] = {
 }
 
 
+def _consumer_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "fetch_max_bytes": args.fetch_max_bytes,
+        "max_partition_fetch_bytes": args.fetch_max_bytes,
+        "auto_offset_reset": "earliest",
+    }
+
+
 # -- the three runtimes' ops --------------------------------------------------------------
 
 
@@ -245,9 +253,7 @@ async def _on_asyncio(args: argparse.Namespace, program: Program) -> None:
     elif args.bound == "consumer":
         consumer = AIOKafkaConsumer(
             bootstrap_servers=args.bootstrap,
-            fetch_max_bytes=args.fetch_max_bytes,
-            max_partition_fetch_bytes=args.fetch_max_bytes,
-            auto_offset_reset="earliest",
+            **_consumer_options(args),
         )
         await consumer.start()
         try:
@@ -301,9 +307,7 @@ async def _on_trio(args: argparse.Namespace, program: Program) -> None:
     elif args.bound == "consumer":
         async with open_consumer(
             bootstrap_servers=args.bootstrap,
-            fetch_max_bytes=args.fetch_max_bytes,
-            max_partition_fetch_bytes=args.fetch_max_bytes,
-            auto_offset_reset="earliest",
+            **_consumer_options(args),
         ) as consumer:
             await run_async(
                 program, {**ops, "assign": consumer.assign, "getmany": consumer.getmany}
@@ -352,9 +356,7 @@ def _on_blocking(args: argparse.Namespace, program: Program) -> None:
     elif args.bound == "consumer":
         consumer = KafkaConsumer(
             bootstrap_servers=args.bootstrap,
-            fetch_max_bytes=args.fetch_max_bytes,
-            max_partition_fetch_bytes=args.fetch_max_bytes,
-            auto_offset_reset="earliest",
+            **_consumer_options(args),
         )
         try:
 
