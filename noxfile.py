@@ -194,10 +194,13 @@ def chaos(session: nox.Session) -> None:
     """The long chaos run (docs/reliability.md): a 3-broker cluster behind Toxiproxy, the
     idempotent producer (1,000,000 records per runtime) and the transactional pipeline on
     asyncio, trio and blocking under 24 faults, judged by confluent-kafka; exit 1 on any
-    violation, with the seed and schedule. ``-- --records 200000 --duration 600 --faults 20
-    --seed S`` shortens or replays a run. Toxiproxy is built with Go into the harness cache
-    on first use."""
+    violation, with the seed and schedule; then the resource bounds (``--bounds``: producer
+    and consumer RSS against a slow cluster, 10,000 connect/close cycles per runtime).
+    ``-- --records 200000 --duration 600 --faults 20 --seed S`` shortens or replays a run.
+    Toxiproxy is built with Go into the harness cache on first use."""
     session.run("python", "-m", "kafkastate.testing.chaos", *(session.posargs or ["--long"]))
+    if not session.posargs:  # the resource bounds: RSS under backpressure, leaks over cycles
+        session.run("python", "-m", "kafkastate.testing.chaos", "--bounds", "--out", "chaos-bounds")
 
 
 FUZZ_TESTS = (

@@ -2,8 +2,10 @@
 proxied listener -- and a short run: a 3-broker cluster behind Toxiproxy, the idempotent
 and transactional workloads on one runtime under a few faults, judged by confluent-kafka.
 
-The short run's runtime and seed rotate by day (``KAFKASTATE_CHAOS_SEED`` picks them); a
-failure prints the seed and the fault schedule, and the command that replays them.
+The short run always kills and restarts one transactional or group process (``client_kill``)
+besides three broker or network faults. Its runtime, seed and fault kinds rotate by day
+(``KAFKASTATE_CHAOS_SEED`` picks them); a failure prints the seed and the fault schedule,
+and the command that replays them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import random
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ from kafkastate.testing.chaos import (
     make_schedule,
     run_chaos,
 )
+from kafkastate.testing.chaos._checker import mark_killed
 from kafkastate.testing.chaos._group import (
     GroupArgs,
     GroupLog,
@@ -39,7 +43,13 @@ from kafkastate.testing.chaos._group import (
     prefill_ends,
 )
 from kafkastate.testing.chaos._plot import timeline_svg
-from kafkastate.testing.chaos._txn import TxnArgs, output_value, run_blocking, txn_program
+from kafkastate.testing.chaos._txn import (
+    ATTEMPTS_PER_INCARNATION,
+    TxnArgs,
+    output_value,
+    run_blocking,
+    txn_program,
+)
 from kafkastate.testing.chaos._workload import record_value
 from kafkastate.testing.pytest_plugin import unavailable
 
@@ -54,7 +64,7 @@ def test_schedule_is_seeded_non_overlapping_and_covers_every_kind() -> None:
         assert i * 20.0 <= fault.at < (i + 1) * 20.0
         assert fault.at + fault.duration < (i + 1) * 20.0  # healed before the next slot
         assert fault.node is None or 1 <= fault.node <= 3
-    for start in range(0, 21, len(FAULT_KINDS)):
+    for start in range(0, 21 - len(FAULT_KINDS) + 1, len(FAULT_KINDS)):
         chunk = schedule[start : start + len(FAULT_KINDS)]
         assert sorted(f.kind for f in chunk) == sorted(FAULT_KINDS)
     by_kind = {f.kind: f for f in schedule}
@@ -63,6 +73,7 @@ def test_schedule_is_seeded_non_overlapping_and_covers_every_kind() -> None:
     assert set(by_kind["latency"].params) == {"latency", "jitter"}
     assert set(by_kind["bandwidth"].params) == {"rate"}
     assert set(by_kind["reset_peer"].params) == {"timeout"}
+    assert by_kind["client_kill"].node is None and set(by_kind["client_kill"].params) == {"target"}
 
 
 def test_timeline_svg_draws_one_bar_per_fault() -> None:
@@ -259,6 +270,67 @@ def test_member_program_commits_each_batch_and_stops_at_the_end() -> None:
     assert 30.0 <= member_lifetime(args, 0, 1) <= 60.0
 
 
+def test_a_killed_process_leaves_a_torn_line_and_an_unlogged_attempt(tmp_path: Path) -> None:
+    first = ATTEMPTS_PER_INCARNATION  # incarnation 1's attempts count from here
+    log = tmp_path / "txn"
+    log.write_text(
+        json.dumps({"attempt": 1, "offsets": {"0": [0]}, "outcome": "committed"})
+        + "\n"
+        + '{"attempt": 2, "offs'  # SIGKILL while the line was written
+    )
+    mark_killed(log, 10.0)
+    with open(log, "a") as handle:
+        handle.write(
+            json.dumps({"attempt": first + 1, "offsets": {"0": [3]}, "outcome": "committed"})
+        )
+        handle.write("\n")
+    lines = log.read_text().splitlines()
+    assert lines[1] == '{"attempt": 2, "offs' and json.loads(lines[2])["ev"] == "killed"
+    # attempt 2 committed inputs 1-2, then the kill cut its log line; 3 is the restart's
+    out = [
+        (0, i, None, output_value(0, src, att))
+        for i, (src, att) in enumerate([(0, 1), (1, 2), (2, 2), (3, first + 1)])
+    ]
+    result = check_txn("o", out, [], input_ends={0: 4}, committed={0: 4}, txn_logs=[log])
+    assert result.ok, result.examples
+    assert (result.acked, result.failed) == (2, 1)  # attempt 2: an unknown outcome
+
+    # without a kill, an unlogged attempt is a violation; a torn line mid-file an error
+    clean = _acks(
+        tmp_path / "clean", [{"attempt": 1, "offsets": {"0": [0]}, "outcome": "committed"}]
+    )
+    unlogged = check_txn("o", out[:2], [], input_ends={0: 2}, committed={0: 2}, txn_logs=[clean])
+    assert unlogged.counts["lost"] == 1
+    (tmp_path / "mid").write_text('{"attempt": 1\n{"attempt": 2}\n')
+    with pytest.raises(ValueError, match="not JSON"):
+        check_txn("o", [], [], input_ends={}, committed={}, txn_logs=[tmp_path / "mid"])
+
+
+def test_group_check_ends_a_killed_process_ownership_at_the_kill(tmp_path: Path) -> None:
+    rows: list[dict[str, Any]] = [
+        {"ev": "assigned", "m": "0.0", "parts": [0, 1], "t": 1.0},
+        {"ev": "batch", "m": "0.0", "recs": {"0": [0], "1": [0]}, "t": 1.5},
+        {"ev": "killed", "t": 2.0},
+        {"ev": "assigned", "m": "r1/0.0", "parts": [0, 1], "t": 15.0},
+        {"ev": "batch", "m": "r1/0.0", "recs": {"0": [0, 1], "1": [0]}, "t": 15.5},
+        {
+            "ev": "commit",
+            "m": "r1/0.0",
+            "offsets": {"0": 2, "1": 1},
+            "t0": 16,
+            "ok": True,
+            "t": 16.1,
+        },
+    ]
+    result = check_group("in", {0: 2, 1: 1}, {0: 2, 1: 1}, [_acks(tmp_path / "g", rows)])
+    assert result.ok, result.examples
+    assert result.read == 2  # members: 0.0 and r1/0.0
+    del rows[2]  # without the mark, 0.0 still owned both
+    result = check_group("in", {0: 2, 1: 1}, {0: 2, 1: 1}, [_acks(tmp_path / "h", rows)])
+    assert result.counts["owners"] == 2
+    assert GroupArgs("in", "g", 6, 3, 10.0, 1, incarnation=2).member_name(1, 4) == "r2/1.4"
+
+
 # -- the transactional program, stepped by hand -----------------------------------------------
 
 
@@ -337,6 +409,9 @@ def test_short_chaos_run(tmp_path: Path) -> None:
     pytest.importorskip("trio")
     seed = _short_run_seed()
     runtime = RUNTIMES[seed % len(RUNTIMES)]
+    # a client kill every time, with three of the broker and network kinds (rotating by seed)
+    others = [kind for kind in FAULT_KINDS if kind != "client_kill"]
+    kinds = ("client_kill", *random.Random(seed).sample(others, 3))
     options = ChaosOptions(
         seed=seed,
         records=10_000,
@@ -347,6 +422,7 @@ def test_short_chaos_run(tmp_path: Path) -> None:
         group_records=3_000,
         runtimes=(runtime,),
         out=tmp_path / "chaos",
+        kinds=kinds,
     )
     try:
         report = run_chaos(options)
@@ -368,6 +444,9 @@ def test_short_chaos_run(tmp_path: Path) -> None:
         ]
     )
     assert len(report.timeline) == options.faults
+    assert report.faults_by_kind()["client_kill"] == 1
+    killed = next(row for row in report.timeline if row["kind"] == "client_kill")
+    assert "SIGKILL" in str(killed["detail"]), killed
     assert {r.topic for r in report.results} == {
         f"chaos-produce-{runtime}",
         f"chaos-txn-out-{runtime}",
@@ -376,3 +455,57 @@ def test_short_chaos_run(tmp_path: Path) -> None:
     produced = next(r for r in report.results if r.topic.startswith("chaos-produce"))
     assert produced.acked + produced.failed == options.records
     assert produced.acked > 0
+
+
+def test_txn_program_keeps_its_pace_inside_the_open_transaction(tmp_path: Path) -> None:
+    import time  # noqa: PLC0415
+
+    from kafkastate.structs import TopicPartition  # noqa: PLC0415
+
+    tp = TopicPartition("in", 0)
+    calls: list[str] = []
+    batches = iter([[0, 1], [2, 3]])
+    ops = {
+        "assign": lambda tps: None,
+        "end_offsets": lambda tps: {tp: 4},
+        "committed": lambda _tp: None,
+        "seek": lambda _tp, offset: None,
+        "getmany": lambda **_: {tp: [_Record(o) for o in next(batches)]},
+        "sleep": lambda seconds: (calls.append("sleep"), time.sleep(seconds)),
+        "begin_transaction": lambda: calls.append("begin"),
+        "send": lambda topic, value, partition: None,
+        "send_offsets_to_transaction": lambda offsets, group: calls.append("offsets"),
+        "commit_transaction": lambda: calls.append("commit"),
+        "abort_transaction": lambda: calls.append("abort"),
+    }
+    args = TxnArgs("in", "out", "g", partitions=1, batch=2, abort_every=9, duration=0.4)
+    started = time.monotonic()
+    with open(tmp_path / "log", "w") as handle:
+        run_blocking(txn_program(args, handle), ops)
+    assert time.monotonic() - started >= 0.35  # paced over the duration
+    first = calls[: calls.index("commit") + 1]
+    assert first[:2] == ["begin", "offsets"] and set(first[2:-1]) == {"sleep"}  # open
+    assert calls.count("commit") == 2 and calls[calls.index("commit") + 1] == "begin"
+
+
+def test_fenced_records_are_the_unlogged_attempts_only_read_uncommitted_sees(
+    tmp_path: Path,
+) -> None:
+    from kafkastate.testing.chaos._checker import fenced_records  # noqa: PLC0415
+
+    log = _acks(
+        tmp_path / "txn",
+        [
+            {"attempt": 1, "offsets": {"0": [0]}, "outcome": "committed"},
+            {"attempt": 2, "offsets": {"0": [1]}, "outcome": "aborted"},
+        ],
+    )
+    committed = [(0, 0, None, output_value(0, 0, 1))]
+    uncommitted = [
+        *committed,
+        (0, 1, None, output_value(0, 1, 2)),  # aborted on purpose: logged
+        (0, 3, None, output_value(0, 1, 3)),  # attempt 3: open when the process was killed
+        (0, 4, None, output_value(0, 2, 3)),
+        (0, 5, None, b"not an output value"),
+    ]
+    assert fenced_records(committed, uncommitted, [log]) == 2

@@ -7,6 +7,7 @@ import random
 import sys
 from pathlib import Path
 
+from ._bounds import BoundsOptions, bounds_table, run_bounds
 from ._faults import FAULT_KINDS
 from ._runner import RUNTIMES, ChaosOptions, run_chaos
 from ._toxiproxy import ensure_toxiproxy
@@ -38,6 +39,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only build Toxiproxy into the harness cache (if needed) and print its path",
     )
+    parser.add_argument(
+        "--bounds",
+        action="store_true",
+        help="measure the resource bounds instead (docs/reliability.md#resource-bounds)",
+    )
+    parser.add_argument(
+        "--cycles", type=int, default=10_000, help="--bounds: connect/close cycles per runtime"
+    )
+    parser.add_argument(
+        "--bound-seconds", type=float, default=60.0, help="--bounds: seconds per RSS measurement"
+    )
     parser.add_argument("--seed", type=int, default=None, help="default: a random one")
     parser.add_argument("--records", type=int, help="records per runtime")
     parser.add_argument("--keys", type=int)
@@ -53,6 +65,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.install_proxy:
         print(ensure_toxiproxy())
         return 0
+    if args.bounds:
+        bounds = run_bounds(
+            BoundsOptions(
+                runtimes=tuple(r for r in args.runtimes.split(",") if r),
+                brokers=3,
+                seconds=args.bound_seconds,
+                cycles=args.cycles,
+                out=args.out,
+                kafka_version=args.kafka_version,
+            )
+        )
+        print(bounds_table(bounds))
+        ok = all(b.ok for b in bounds)
+        print(("PASS" if ok else "FAIL") + f"; details in {args.out / 'bounds.json'}")
+        return 0 if ok else 1
     preset = LONG if args.long else SHORT
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     options = ChaosOptions(

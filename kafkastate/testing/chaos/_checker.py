@@ -34,6 +34,8 @@ __all__ = [
     "check_group",
     "check_txn",
     "committed_offsets",
+    "fenced_records",
+    "mark_killed",
     "read_topics",
 ]
 
@@ -58,6 +60,10 @@ class CheckResult:
         read: records read back.
         acked: distinct records the workload logged as acknowledged.
         failed: records the workload logged as failed (their fate is unknown).
+        fenced: (transactional output) records only a ``read_uncommitted`` reader sees
+            whose attempt the log does not name: written in a transaction a killed process
+            left open, aborted when its restart fenced it. Not a violation: the evidence
+            that a kill met an open transaction.
         counts: check name -> violations (:data:`CHECK_NAMES`).
         examples: a few violations per check, for the report.
     """
@@ -66,6 +72,7 @@ class CheckResult:
     read: int = 0
     acked: int = 0
     failed: int = 0
+    fenced: int = 0
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CHECK_NAMES, 0))
     examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
@@ -87,7 +94,11 @@ record, and the partitions it could not read to their end."""
 
 
 def read_topics(
-    bootstrap: str, topics: Sequence[str], *, timeout: float = 180.0
+    bootstrap: str,
+    topics: Sequence[str],
+    *,
+    timeout: float = 180.0,
+    isolation: str = "read_committed",
 ) -> dict[str, Read]:
     """Read every partition of ``topics`` from the start to its end with confluent-kafka,
     ``read_committed``, one consumer for all.
@@ -112,7 +123,7 @@ def read_topics(
             "bootstrap.servers": bootstrap,
             "group.id": "chaos-checker",
             "enable.auto.commit": False,
-            "isolation.level": "read_committed",
+            "isolation.level": isolation,
             "enable.partition.eof": True,
         }
     )
@@ -149,13 +160,35 @@ def read_topics(
         consumer.close()
 
 
+def mark_killed(path: Path, at: float) -> None:
+    """Append ``{"ev": "killed", "t": at}`` to a workload's log after its process was
+    SIGKILLed, first ending the line the kill may have cut (a torn line)."""
+    with open(path, "ab+") as handle:
+        size = handle.seek(0, 2)
+        torn = False
+        if size > 0:
+            handle.seek(size - 1)
+            torn = handle.read(1) != b"\n"
+        handle.seek(0, 2)
+        handle.write((b"\n" if torn else b"") + json.dumps({"ev": "killed", "t": at}).encode())
+        handle.write(b"\n")
+
+
 def _load(paths: Iterable[Path]) -> list[dict[str, Any]]:
-    entries = []
+    """The JSON lines of ``paths``. A line that does not parse is the one a SIGKILL cut
+    (the process was writing it): allowed as a file's last line or just before a
+    ``killed`` mark, and skipped; anywhere else it is an error."""
+    entries: list[dict[str, Any]] = []
     for path in paths:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    entries.append(json.loads(line))
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = [line for line in handle.read().split("\n") if line.strip()]
+        for i, line in enumerate(lines):
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                following = lines[i + 1] if i + 1 < len(lines) else None
+                if following is not None and '"ev": "killed"' not in following:
+                    raise ValueError(f"{path}: line {i + 1} is not JSON: {line!r}") from None
     return entries
 
 
@@ -253,6 +286,11 @@ def check_txn(
     """Judge a transactional workload's output (read ``read_committed``) against its input,
     the group's committed offsets and the workload's log of attempts.
 
+    A process SIGKILLed and restarted (a ``killed`` mark in the log) leaves its last attempt
+    unlogged, or its line torn: if that attempt committed, its output is visible and counts
+    as an unknown outcome (``failed``); otherwise its transaction was aborted when the new
+    producer fenced the old one.
+
     Every input record must be in the output exactly once (``lost``, ``duplicates``), in
     input order per partition (``order``); no record of an attempt aborted on purpose may be
     visible (``aborted_read``); an attempt logged as committed must be visible (``lost``);
@@ -275,7 +313,11 @@ def check_txn(
         result.violation("unreadable", f"partition {partition} not read to its end")
     attempts: dict[int, str] = {}
     committed_inputs: dict[tuple[int, int], int] = {}
+    kills = 0
     for entry in _load(txn_logs):
+        if entry.get("ev") == "killed":
+            kills += 1
+            continue
         attempt, outcome = int(entry["attempt"]), str(entry["outcome"])
         attempts[attempt] = outcome
         if outcome == "unknown":
@@ -287,12 +329,19 @@ def check_txn(
     result.acked = len(committed_inputs)
     seen: dict[tuple[int, int], int] = {}
     last: dict[int, int] = {}
+    cut: set[int] = set()
     for partition, offset, _key, value in sorted(records, key=lambda r: (r[0], r[1])):
         try:
             in_partition, in_offset, attempt = (int(x) for x in (value or b"").split(b":"))
         except ValueError:
             result.violation("lost", f"p{partition}@{offset}: unexpected value {value!r}")
             continue
+        if attempt not in attempts:
+            # only a kill leaves a visible attempt unlogged: it committed, then the process
+            # died before its log line (an unknown outcome, like a failed commit)
+            if not kills:
+                result.violation("lost", f"p{partition}@{offset}: attempt {attempt} not logged")
+            cut.add(attempt)
         source = (in_partition, in_offset)
         if attempts.get(attempt) == "aborted":
             result.violation("aborted_read", f"p{partition}@{offset}: from aborted {attempt}")
@@ -312,8 +361,27 @@ def check_txn(
                 f"input p{source[0]}@{source[1]} committed in attempt {attempt},"
                 f" read {seen.get(source)}",
             )
+    result.failed += len(cut)
     _input_consumed(result, input_ends, committed, set(seen) | set(committed_inputs))
     return result
+
+
+def fenced_records(
+    committed_read: Sequence[tuple[int, int, bytes | None, bytes | None]],
+    uncommitted_read: Sequence[tuple[int, int, bytes | None, bytes | None]],
+    txn_logs: Iterable[Path],
+) -> int:
+    """How many output records of attempts the log does not name only a
+    ``read_uncommitted`` reader sees (see :attr:`CheckResult.fenced`)."""
+    logged = {int(e["attempt"]) for e in _load(txn_logs) if "attempt" in e}
+    visible = {(p, o) for p, o, _k, _v in committed_read}
+    count = 0
+    for partition, offset, _key, value in uncommitted_read:
+        parts = (value or b"").split(b":")
+        if (partition, offset) in visible or len(parts) != 3 or not parts[2].isdigit():
+            continue
+        count += int(parts[2]) not in logged
+    return count
 
 
 def check_group(
@@ -331,7 +399,8 @@ def check_group(
     (the member was removed from the group, e.g. its session expired while a fault cut it
     off, and learns it only later) counts as owned until the start of the member's last
     commit the coordinator accepted: a commit of a removed member accepted after another
-    member got the partition is a violation, its late ``lost`` callback is not.
+    member got the partition is a violation, its late ``lost`` callback is not. A
+    ``killed`` mark (the runner SIGKILLed the process) ends every ownership at its time.
 
     Args:
         topic: the input topic.
@@ -350,12 +419,19 @@ def check_group(
     processed: set[tuple[int, int]] = set()
     members: set[str] = set()
     for entry in _load(member_logs):
-        member, event, at = str(entry["m"]), str(entry["ev"]), float(entry["t"])
-        members.add(member)
+        member, event, at = str(entry.get("m", "")), str(entry["ev"]), float(entry["t"])
+        if event != "killed":
+            members.add(member)
         if event == "assigned":
             for partition in entry["parts"]:
                 owned.setdefault((member, int(partition)), at)
                 confirmed[(member, int(partition))] = at
+        elif event == "killed":
+            # the process died: its members (the only ones owning anything in this log)
+            # processed nothing after this
+            for (holder, partition), since in sorted(owned.items()):
+                intervals[partition].append((since, at, holder))
+            owned.clear()
         elif event in ("revoked", "lost", "closing"):
             parts = entry.get("parts") or [p for m, p in owned if m == member]
             for partition in parts:

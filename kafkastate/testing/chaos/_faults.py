@@ -38,6 +38,8 @@ FAULT_KINDS = (
     "latency",  # every proxy adds `latency_ms` (+ jitter) each way
     "bandwidth",  # every proxy is limited to `rate_kb` KB/s each way
     "reset_peer",  # one broker's connections are reset (TCP RST) after `timeout_ms`
+    "client_kill",  # SIGKILL a transactional or group workload process, restart it after
+    # `duration` (it reuses its transactional.id / group and must recover)
 )
 
 
@@ -50,8 +52,9 @@ class Fault:
         kind: one of :data:`FAULT_KINDS`.
         duration: seconds until it is healed.
         node: the broker it hits; ``None`` for the leader/controller kinds (found when the
-            fault fires) and for the kinds that hit every proxy.
-        params: the toxic's attributes (milliseconds, KB/s).
+            fault fires), for the kinds that hit every proxy and for ``client_kill``.
+        params: the toxic's attributes (milliseconds, KB/s); for ``client_kill``,
+            ``target``: a seeded number that picks the workload process among those running.
     """
 
     at: float
@@ -122,6 +125,8 @@ def make_schedule(
             params = {"rate": rng.choice((16, 64, 256))}
         elif kind == "reset_peer":
             params = {"timeout": rng.choice((0, 100, 500))}
+        elif kind == "client_kill":
+            params = {"target": rng.randrange(1 << 16)}
         faults.append(
             Fault(at=round(at, 2), kind=kind, duration=round(duration, 2), node=node, params=params)
         )
@@ -162,6 +167,9 @@ class FaultInjector:
         proxy: the Toxiproxy in front of every broker (proxies named by :func:`proxy_name`).
         schedule: the faults.
         find_leader: returns the broker that leads a workload partition now (or ``None``).
+        kill_client: carries out a ``client_kill`` (SIGKILL a workload process, wait the
+            fault's duration, restart it) and says what it did; ``None``: the kind is
+            skipped.
         restart_timeout: seconds a killed broker has to come back.
     """
 
@@ -172,6 +180,7 @@ class FaultInjector:
         schedule: Sequence[Fault],
         find_leader: Callable[[], int | None],
         *,
+        kill_client: Callable[[Fault], str] | None = None,
         restart_timeout: float = 120.0,
     ) -> None:
         self.cluster = cluster
@@ -180,6 +189,7 @@ class FaultInjector:
         self.timeline: list[Applied] = []
         self.errors: list[str] = []
         self._find_leader = find_leader
+        self._kill_client = kill_client
         self._restart_timeout = restart_timeout
         self._t0 = time.monotonic()
 
@@ -213,6 +223,12 @@ class FaultInjector:
         self.timeline.append(applied)
         if fault.kind in ("latency", "bandwidth", "reset_peer"):
             self._toxic(fault, node, applied)
+        elif fault.kind == "client_kill":
+            applied.detail = (
+                "no client to kill: skipped"
+                if self._kill_client is None
+                else self._kill_client(fault)
+            )
         elif node is None:
             applied.detail = "no broker to hit: skipped"
             return

@@ -12,6 +12,11 @@ once the commits reach the input's end. One log per process (JSON lines, one sha
 - ``{"ev": "batch", "m", "recs": {partition: [offsets]}, "t"}`` what it processed;
 - ``{"ev": "commit", "m", "offsets", "t0", "t1", "ok"}`` each commit and its outcome.
 
+The process may be SIGKILLed and restarted (the ``client_kill`` fault): the runner then
+appends ``{"ev": "killed", "t"}`` (every member of the dead process gave up what it owned
+then), and the new process's members (named ``r<incarnation>/<slot>.<generation>``) rejoin
+the group, resume from its committed offsets and pace from the first process's start.
+
 The member's loop is a program of :class:`~._txn.Op` like the transactional workload's, so
 the three runtimes share it.
 """
@@ -54,6 +59,13 @@ class GroupArgs:
     seed: int
     duration: float = 0.0
     """Seconds the commits are paced over (0: as fast as they go)."""
+    incarnation: int = 0
+    """How many times the process was killed and restarted before this one."""
+
+    def member_name(self, slot: int, generation: int) -> str:
+        """The log's name of the ``generation``-th member of ``slot`` in this process."""
+        name = f"{slot}.{generation}"
+        return name if self.incarnation == 0 else f"r{self.incarnation}/{name}"
 
 
 class GroupLog:

@@ -18,6 +18,7 @@ _COLOURS = {
     "latency": "#1f77b4",
     "bandwidth": "#17becf",
     "reset_peer": "#2ca02c",
+    "client_kill": "#e377c2",
 }
 _ROW, _LEFT, _RIGHT, _TOP = 26, 120, 20, 30
 

@@ -26,9 +26,11 @@ from ._checker import (
     check_produce,
     check_txn,
     committed_offsets,
+    fenced_records,
+    mark_killed,
     read_topics,
 )
-from ._faults import FAULT_KINDS, FaultInjector, make_schedule, proxy_name
+from ._faults import FAULT_KINDS, Fault, FaultInjector, make_schedule, proxy_name
 from ._plot import timeline_svg
 from ._toxiproxy import Toxiproxy, ensure_toxiproxy
 
@@ -78,6 +80,7 @@ class ChaosOptions:
             f" --keys {self.keys} --duration {self.duration:g} --faults {self.faults}"
             f" --txn-records {self.txn_records} --group-records {self.group_records}"
             f" --runtimes {','.join(self.runtimes)}"
+            + ("" if tuple(self.kinds) == FAULT_KINDS else f" --kinds {','.join(self.kinds)}")
         )
 
 
@@ -131,6 +134,12 @@ class ChaosReport:
             *(f"| {kind} | {kinds[kind]} |" for kind in FAULT_KINDS if kinds[kind]),
             f"| **total** | {sum(kinds.values())} |",
         ]
+        lines += [
+            f"{r.topic}: {r.fenced:,} records of transactions a killed process left open,"
+            " aborted when its restart fenced it (read_uncommitted only)"
+            for r in self.results
+            if r.fenced
+        ]
         return "\n".join(lines)
 
     def reproducer(self) -> str:
@@ -141,16 +150,16 @@ class ChaosReport:
         )
 
 
-def _topics_admin(bootstrap: str, topics: Sequence[str]) -> None:
+def _topics_admin(
+    bootstrap: str, topics: Sequence[str], partitions: int = PARTITIONS, replicas: int = BROKERS
+) -> None:
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415
     from confluent_kafka.cimpl import NewTopic  # noqa: PLC0415
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    isr = {"min.insync.replicas": str(min(2, replicas))}
     futures = admin.create_topics(
-        [
-            NewTopic(t, PARTITIONS, replication_factor=BROKERS, config={"min.insync.replicas": "2"})
-            for t in topics
-        ]
+        [NewTopic(t, partitions, replication_factor=replicas, config=isr) for t in topics]
     )
     for future in futures.values():
         future.result(timeout=60)
@@ -178,7 +187,9 @@ def _leader_finder(bootstrap: str, topics: Sequence[str], seed: int) -> Callable
 
 @dataclass
 class _Workload:
-    """One workload process: its name, command line, the topics it needs, and its check."""
+    """One workload process: its name, command line, the topics it needs, and its check;
+    ``log``/``resume`` for the ones a ``client_kill`` may kill (``resume``: the options a
+    restarted process needs besides its incarnation and pacing start)."""
 
     name: str
     argv: list[str]
@@ -186,6 +197,73 @@ class _Workload:
     read: str | None
     check: Callable[[KafkaCluster, Read | None], CheckResult]
     prefill: tuple[str, int] | None = None
+    log: Path | None = None
+    resume: Callable[[], list[str]] | None = None
+
+
+class _Processes:
+    """The workload processes; carries out ``client_kill`` faults (from the injector's
+    thread, the one that started them)."""
+
+    def __init__(self, workloads: Sequence[_Workload], out: Path) -> None:
+        self._workloads = {w.name: w for w in workloads}
+        self._out = out
+        self.running: dict[str, subprocess.Popen[str]] = {}
+        self.incarnations: Counter[str] = Counter()
+        self.started = time.monotonic()
+        self._logged: dict[str, int] = {}  # log sizes when each process started
+
+    def _log_size(self, name: str) -> int:
+        log = self._workloads[name].log
+        return log.stat().st_size if log is not None and log.exists() else 0
+
+    def start(self, workload: _Workload, extra: Sequence[str] = ()) -> None:
+        """Start (or restart, with ``extra`` options) one workload's process."""
+        self._logged[workload.name] = self._log_size(workload.name)
+        mode = "a" if self.incarnations[workload.name] else "w"
+        with open(self._out / f"workload-{workload.name}.log", mode) as output:
+            self.running[workload.name] = subprocess.Popen(
+                [
+                    *_pdeathsig_prefix(),
+                    *(sys.executable, "-m", "kafkastate.testing.chaos._workload"),
+                    *workload.argv,
+                    *extra,
+                ],
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+
+    def kill_and_restart(self, fault: Fault) -> str:
+        """SIGKILL one running transactional or group process (picked by the fault's
+        ``target``), mark its log, wait the fault's duration and start it again: same
+        transactional.id / group, the next incarnation, paced from the first start."""
+        alive = sorted(
+            name
+            for name, process in self.running.items()
+            if self._workloads[name].log is not None and process.poll() is None
+        )
+        if not alive:
+            return "no transactional or group workload running: skipped"
+        # rather one that has logged work since it (re)started than one still starting
+        working = [name for name in alive if self._log_size(name) > self._logged[name]]
+        candidates = working or alive
+        name = candidates[fault.params.get("target", 0) % len(candidates)]
+        workload, process = self._workloads[name], self.running[name]
+        process.kill()
+        process.wait()
+        if workload.log is not None:  # always: alive only lists workloads with a log
+            mark_killed(workload.log, time.monotonic())
+        time.sleep(fault.duration)
+        self.incarnations[name] += 1
+        extra = [
+            *("--incarnation", str(self.incarnations[name])),
+            *("--paced-from", repr(self.started)),
+            *(workload.resume() if workload.resume is not None else []),
+        ]
+        self.start(workload, extra)
+        return f"SIGKILL {name} (pid {process.pid}), restarted after {fault.duration} s"
 
 
 def _produce_check(
@@ -199,7 +277,7 @@ def _txn_check(
     cluster: KafkaCluster, read: Read | None, *, source: str, sink: str, group: str, log: Path
 ) -> CheckResult:
     records, unreadable = read or ([], [])
-    return check_txn(
+    result = check_txn(
         sink,
         records,
         unreadable,
@@ -207,9 +285,14 @@ def _txn_check(
         committed=committed_offsets(cluster.bootstrap, group, source, PARTITIONS),
         txn_logs=[log],
     )
+    uncommitted = read_topics(cluster.bootstrap, [sink], isolation="read_uncommitted")
+    result.fenced = fenced_records(records, uncommitted[sink][0], [log])
+    return result
 
 
-def _workloads(options: ChaosOptions, out: Path, bootstrap: str) -> list[_Workload]:
+def _workloads(options: ChaosOptions, out: Path, bootstrap: str, direct: str) -> list[_Workload]:
+    """The workloads of a run (``bootstrap``: through the proxy; ``direct``: the brokers'
+    own listener, for the runner's reads)."""
     common = ["--bootstrap", bootstrap, "--duration", str(options.duration)]
     found: list[_Workload] = []
     for runtime in options.runtimes:
@@ -243,6 +326,7 @@ def _workloads(options: ChaosOptions, out: Path, bootstrap: str) -> list[_Worklo
                 read=sink,
                 check=partial(_txn_check, source=source, sink=sink, group=group, log=log),
                 prefill=(source, options.txn_records),
+                log=log,
             )
         )
     for runtime in options.runtimes if options.group_records else ():
@@ -261,9 +345,19 @@ def _workloads(options: ChaosOptions, out: Path, bootstrap: str) -> list[_Worklo
                 read=None,
                 check=partial(_group_check, source=source, group=group, log=log),
                 prefill=(source, options.group_records),
+                log=log,
+                resume=partial(_group_resume, direct, group, source),
             )
         )
     return found
+
+
+def _group_resume(bootstrap: str, group: str, source: str) -> list[str]:
+    """A restarted group process starts from the group's committed offsets (so it knows
+    when the input is done even if the dead one committed the end)."""
+    committed = committed_offsets(bootstrap, group, source, PARTITIONS)
+    done = ",".join(f"{p}:{o}" for p, o in sorted(committed.items()) if o >= 0)
+    return ["--resume", done] if done else []
 
 
 def _group_check(
@@ -344,33 +438,27 @@ def run_chaos(options: ChaosOptions) -> ChaosReport:
             if upstream is None:  # pragma: no cover -- start(proxy_ports=...) sets it
                 raise RuntimeError("the cluster has no PROXIED listener")
             proxy.create_proxy(proxy_name(broker.node_id), proxy_ports[broker.node_id], upstream)
-        workloads = _workloads(options, out, str(cluster.proxied_bootstrap))
+        workloads = _workloads(options, out, str(cluster.proxied_bootstrap), cluster.bootstrap)
         topics = [topic for w in workloads for topic in w.topics]
         _topics_admin(cluster.bootstrap, topics)
         for workload in workloads:
             if workload.prefill is not None:
                 _prefill(cluster.bootstrap, *workload.prefill)
+        processes = _Processes(workloads, out)
         injector = FaultInjector(
-            cluster, proxy, schedule, _leader_finder(cluster.bootstrap, topics, options.seed)
+            cluster,
+            proxy,
+            schedule,
+            _leader_finder(cluster.bootstrap, topics, options.seed),
+            kill_client=processes.kill_and_restart,
         )
-        workers: dict[str, subprocess.Popen[str]] = {}
         for workload in workloads:
-            with open(out / f"workload-{workload.name}.log", "w") as output:
-                workers[workload.name] = subprocess.Popen(
-                    [
-                        *_pdeathsig_prefix(),
-                        *(sys.executable, "-m", "kafkastate.testing.chaos._workload"),
-                        *workload.argv,
-                    ],
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                )
+            processes.start(workload)
         injector.run()  # in this thread: the brokers it restarts live as long as it does
         workload_errors: list[str] = []
         budget = options.duration * 4 + 300
-        for name, worker in workers.items():
+        for name in list(processes.running):
+            worker = processes.running[name]
             try:
                 code = worker.wait(timeout=max(1.0, budget - (time.monotonic() - started)))
             except subprocess.TimeoutExpired:
@@ -414,6 +502,7 @@ def run_chaos(options: ChaosOptions) -> ChaosReport:
                         "acked": r.acked,
                         "failed": r.failed,
                         "read": r.read,
+                        "fenced": r.fenced,
                         "counts": r.counts,
                         "examples": dict(r.examples),
                     }

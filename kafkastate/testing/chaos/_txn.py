@@ -4,11 +4,18 @@ that a driver carries out on one runtime (asyncio, trio: awaited; blocking: call
 The program reads ``input`` (assign-based, ``read_committed``), and per batch: begins a
 transaction, writes one output record per input record to the same partition (value
 ``b"<partition>:<offset>:<attempt>"``), adds the input offsets with
-``send_offsets_to_transaction`` and commits -- except every ``abort_every``-th attempt, which
+``send_offsets_to_transaction``, waits while it is ahead of its pace (up to 5 s, with the
+transaction open) and commits -- except every ``abort_every``-th attempt, which
 it aborts on purpose and re-reads. An attempt that fails (a fault got in the way) is aborted
 if the producer still can, and the consumer goes back to the group's committed offsets. The
 log (JSON lines) names each attempt's outcome: ``committed``, ``aborted`` (on purpose) or
 ``unknown`` (an error; it may have committed), with its input offsets.
+
+The process may be SIGKILLed and restarted (the ``client_kill`` fault): the new process
+reuses the transactional.id, so its producer fences the old one and the broker aborts the
+open transaction; it resumes from the group's committed offsets. Its attempts are numbered
+from ``incarnation * ATTEMPTS_PER_INCARNATION`` so they never collide with the old ones in
+the shared log, and the attempt the kill cut is simply not logged (or half a line).
 """
 
 from __future__ import annotations
@@ -23,7 +30,18 @@ from typing import IO, Any
 from kafkastate.errors import KafkaError
 from kafkastate.structs import TopicPartition
 
-__all__ = ["Op", "TxnArgs", "output_value", "run_async", "run_blocking", "txn_program"]
+__all__ = [
+    "ATTEMPTS_PER_INCARNATION",
+    "Op",
+    "TxnArgs",
+    "output_value",
+    "run_async",
+    "run_blocking",
+    "txn_program",
+]
+
+ATTEMPTS_PER_INCARNATION = 1_000_000
+"""Attempt numbers a process may use before the next incarnation's start."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +64,11 @@ class TxnArgs:
     batch: int
     abort_every: int
     duration: float
+    incarnation: int = 0
+    """How many times the process was killed and restarted before this one."""
+    paced_from: float | None = None
+    """The ``time.monotonic()`` the pacing counts from (a restarted process keeps the first
+    one's; ``None``: now)."""
 
 
 def output_value(partition: int, offset: int, attempt: int) -> bytes:
@@ -64,19 +87,16 @@ def txn_program(args: TxnArgs, log: IO[str]) -> Program:
     ends: dict[TopicPartition, int] = yield Op("end_offsets", (tps,))
     position = yield from _rewind(tps)
     total = sum(ends.values())
-    started = time.monotonic()
-    attempt = 0
+    started = time.monotonic() if args.paced_from is None else args.paced_from
+    tried = 0
     while any(position[tp] < ends[tp] for tp in tps):
-        done = sum(position.values())
-        due = started + args.duration * done / max(total, 1)
-        if due > time.monotonic():
-            yield Op("sleep", (min(1.0, due - time.monotonic()),))
         batch: dict[TopicPartition, list[Any]] = yield Op(
             "getmany", kwargs={"timeout_ms": 500, "max_records": args.batch}
         )
         if not batch:
             continue
-        attempt += 1
+        tried += 1
+        attempt = args.incarnation * ATTEMPTS_PER_INCARNATION + tried
         offsets = {tp: [r.offset for r in records] for tp, records in batch.items() if records}
         entry: dict[str, Any] = {
             "attempt": attempt,
@@ -93,7 +113,13 @@ def txn_program(args: TxnArgs, log: IO[str]) -> Program:
                     )
             following = {tp: found[-1] + 1 for tp, found in offsets.items()}
             yield Op("send_offsets_to_transaction", (following, args.group))
-            if attempt % args.abort_every == 0:
+            # the pace is kept inside the open transaction, so a fault or a client kill
+            # most likely meets one open (a few seconds at most: far from its timeout)
+            done = sum(position.values()) + sum(len(found) for found in offsets.values())
+            due = min(started + args.duration * done / max(total, 1), time.monotonic() + 5.0)
+            while (ahead := due - time.monotonic()) > 0:
+                yield Op("sleep", (min(1.0, ahead),))
+            if tried % args.abort_every == 0:
                 yield Op("abort_transaction")
                 entry["outcome"] = "aborted"
                 for tp, found in offsets.items():

@@ -302,7 +302,7 @@ def _txn_blocking(args: argparse.Namespace, program: Program) -> None:
 
 def _txn(args: argparse.Namespace) -> int:
     params = _from_args(TxnArgs, args)
-    with open(args.log, "w", encoding="utf-8") as handle:
+    with _open_log(args.log, args.incarnation) as handle:
         program = txn_program(params, handle)
         _run_on(args.runtime, _txn_asyncio, _txn_trio, _txn_blocking, args, program)
     print(json.dumps({"done": True}))
@@ -313,8 +313,12 @@ GROUP_CONSUMER_OPTIONS: dict[str, Any] = {
     "enable_auto_commit": False,
     "auto_offset_reset": "earliest",
     "request_timeout_ms": 15_000,
+    "session_timeout_ms": 10_000,
 }
-"""The group workload's members: offsets committed by hand after each batch."""
+"""The group workload's members: offsets committed by hand after each batch. The session
+timeout is aiokafka's default on every runtime, so the members of a process a
+``client_kill`` SIGKILLed leave the group within 10 s (kafka-python's 45 s would stall the
+group that long)."""
 
 
 def _member_ops(consumer: Any, getmany: Any, sleep: Any) -> dict[str, Any]:
@@ -337,7 +341,7 @@ async def _group_async(
     async def slot(index: int) -> None:
         generation = 0
         while not progress.done():
-            member = f"{index}.{generation}"
+            member = params.member_name(index, generation)
             lifetime = member_lifetime(params, index, generation)
             try:
                 async with open_member() as consumer:
@@ -397,7 +401,7 @@ def _group_blocking(
         generation = 0
         try:
             while not progress.done():
-                member = f"{index}.{generation}"
+                member = params.member_name(index, generation)
                 lifetime = member_lifetime(params, index, generation)
                 consumer = KafkaConsumer(
                     bootstrap_servers=args.bootstrap,
@@ -425,10 +429,26 @@ def _group_blocking(
         raise failures[0]
 
 
+def _open_log(path: str, incarnation: int) -> IO[str]:
+    """The workload's log: a new file, or (a restarted process) the old one to append to
+    (the runner ended the line the kill may have cut: ``mark_killed``)."""
+    return open(path, "w" if incarnation == 0 else "a", encoding="utf-8")
+
+
+def _resumed(text: str) -> dict[int, int]:
+    """``--resume`` (``partition:offset,...``) as a dict."""
+    pairs = (item.split(":") for item in text.split(",") if item)
+    return {int(partition): int(offset) for partition, offset in pairs}
+
+
 def _group(args: argparse.Namespace) -> int:
     params = _from_args(GroupArgs, args)
-    progress = GroupProgress(ends=prefill_ends(args.records, args.partitions))
-    with open(args.log, "w", encoding="utf-8") as handle:
+    progress = GroupProgress(
+        ends=prefill_ends(args.records, args.partitions), committed=_resumed(args.resume)
+    )
+    if args.paced_from is not None:
+        progress.started = args.paced_from
+    with _open_log(args.log, args.incarnation) as handle:
         log = GroupLog(handle)
         _run_on(
             args.runtime, _group_asyncio, _group_trio, _group_blocking, params, log, progress, args
@@ -473,6 +493,16 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--seed", type=int, default=0)
     group.add_argument("--duration", type=float, default=60.0)
     group.add_argument("--log", required=True)
+    group.add_argument(
+        "--resume", default="", help="partition:offset,... the group had committed (restart)"
+    )
+    for restartable in (txn, group):
+        restartable.add_argument(
+            "--incarnation", type=int, default=0, help="restarts before this process"
+        )
+        restartable.add_argument(
+            "--paced-from", type=float, default=None, help="time.monotonic() to pace from"
+        )
     args = parser.parse_args(argv)
     run = {"produce": _produce, "txn": _txn, "group": _group}[args.workload]
     return run(args)

@@ -1,0 +1,116 @@
+"""Resource bounds (kafkastate.testing.chaos._bounds): the programs stepped by hand, and a
+short measurement on a real broker behind Toxiproxy: producer RSS while the broker is slow
+(backpressure), consumer RSS while the application does not read, and no file descriptor,
+thread or task left behind by a few hundred connect/close cycles per runtime. The chaos
+session measures the same with 3 brokers, a minute each and 10,000 cycles per runtime."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkastate.testing import PrerequisiteError
+from kafkastate.testing.chaos._bounds import (
+    MIB,
+    Bound,
+    BoundsOptions,
+    bounds_table,
+    consumer_program,
+    cycles_program,
+    open_fds,
+    os_threads,
+    producer_program,
+    rss,
+    run_bounds,
+)
+from kafkastate.testing.chaos._txn import run_blocking
+from kafkastate.testing.pytest_plugin import unavailable
+
+
+def test_proc_readings_are_this_process() -> None:
+    before = rss()
+    block = bytearray(64 * MIB)
+    block[::4096] = b"x" * len(block[::4096])  # touch every page: resident now
+    assert rss() - before >= 48 * MIB
+    del block
+    fds = open_fds()
+    with open(__file__, "rb"):
+        assert open_fds() == fds + 1
+    assert os_threads() >= 1
+
+
+def test_producer_program_takes_its_baseline_before_the_slow_phase() -> None:
+    calls: list[str] = []
+    told: list[dict[str, Any]] = []
+    ops = {
+        "send": lambda topic, value: calls.append("send"),
+        "flush": lambda: calls.append("flush"),
+        "tell": told.append,
+        "hear": lambda: calls.append("hear"),
+    }
+    run_blocking(producer_program("t", seconds=0.05, warmup=3), ops)
+    assert calls[:5] == ["send", "send", "send", "flush", "hear"]
+    assert calls[-2:] == ["hear", "flush"]
+    assert told[0]["ready"] and told[1]["sent"] == calls.count("send") - 3
+    assert told[1]["peak"] >= told[1]["baseline"] == told[0]["baseline"] > 0
+
+
+def test_consumer_program_reads_once_then_stops() -> None:
+    polls: list[int] = []
+    told: list[dict[str, Any]] = []
+
+    def getmany(timeout_ms: int, max_records: int) -> dict[str, list[int]]:
+        polls.append(max_records)
+        return {} if len(polls) == 1 else {"tp": [1, 2]}  # nothing yet, then a batch
+
+    ops = {
+        "assign": lambda parts: None,
+        "getmany": getmany,
+        "sleep": lambda s: None,
+        "tell": told.append,
+    }
+    run_blocking(consumer_program("t", 2, seconds=0.05), ops)
+    assert polls == [10, 10]
+    assert told == [{"baseline": told[0]["baseline"], "peak": told[0]["peak"], "read": 2}]
+
+
+def test_cycles_program_reports_what_the_cycles_left() -> None:
+    opened: list[str] = []
+    tasks = iter([4, 5])
+    told: list[dict[str, Any]] = []
+    ops = {
+        "cycle": lambda kind, topic: opened.append(kind),
+        "sleep": lambda seconds: None,
+        "tasks": lambda: next(tasks),
+        "tell": told.append,
+    }
+    run_blocking(cycles_program("t", cycles=5, warmup=1), ops)
+    warmup = ["producer", "consumer", "admin"]
+    assert opened == [*warmup, "producer", "consumer", "admin", "producer", "consumer"]
+    assert told[0]["before"]["tasks"] == 4 and told[0]["after"]["tasks"] == 5
+    assert told[0]["cycles"] == 5
+    assert "| tasks | asyncio | +1 | +0 | False |" in bounds_table(
+        [Bound("tasks", "asyncio", 1, 0)]
+    )
+
+
+@pytest.mark.integration
+def test_short_resource_bounds(tmp_path: Path) -> None:
+    pytest.importorskip("confluent_kafka", reason="the topic is written with confluent-kafka")
+    pytest.importorskip("trio")
+    options = BoundsOptions(seconds=4.0, cycles=150, out=tmp_path / "bounds")
+    try:
+        bounds = run_bounds(options)
+    except PrerequisiteError as exc:
+        unavailable(exc)
+    assert len(bounds) == 5 * len(options.runtimes)
+    assert all(b.ok for b in bounds), (
+        bounds_table(bounds) + "\n" + repr([b.detail for b in bounds if not b.ok])
+    )
+    for bound in bounds:
+        if bound.name == "producer_rss":  # it filled the buffer: the limit was reached
+            assert bound.detail["sent"] * 1024 >= options.buffer_memory, bound.detail
+        if bound.name == "consumer_rss":
+            assert bound.detail["read"] > 0
