@@ -79,7 +79,7 @@ def typed(recs: list[Any]) -> list[tuple[Any, ...]]:
     out = []
     for r in recs:
         out.append((type(r), tuple(r), tuple(type(f) for f in r)))
-        headers = r[5] if len(r) == 6 else r[8]  # noqa: PLR2004 (a Record's 6 fields)
+        headers = r[5] if len(r) == 6 else r[8]  # a Record has 6 fields
         out.append(tuple((type(k), type(v)) for k, v in headers))
     return out
 
