@@ -1,8 +1,8 @@
 """Records as the application gets them, shared by the consumer adapters: the machine's
 runs of :class:`~kafkastate.structs.ConsumerRecord` tuples (decoded as such by the core),
-grouped per partition, with the user's deserializers run here (user code). A deserializer that raises loses nothing: the record
-it failed on and every record after it go back to the machine
-(:meth:`~kafkastate.core.consumer.consumer.ConsumerMachine.give_back`); what was
+grouped per partition, with the user's deserializers run here (user code). A deserializer
+that raises loses nothing: the record it failed on and every record after it go back to the
+machine (:meth:`~kafkastate.core.consumer.consumer.ConsumerMachine.give_back`); what was
 deserialized before it is returned, and the next read raises on that record again until
 the application seeks past it (Java's behaviour)."""
 
