@@ -194,18 +194,31 @@ def _produce_confluent(point: Point, values: list[bytes], samples: list[float]) 
     return clock() - start
 
 
+def _classes(client: str) -> tuple[Any, Any, Any]:
+    """The client's producer, consumer and TopicPartition classes (None for confluent-kafka),
+    imported before the clocks start, as bench_producer.py's workers do."""
+    if client == "aiokafka":
+        import aiokafka
+
+        return aiokafka.AIOKafkaProducer, aiokafka.AIOKafkaConsumer, aiokafka.TopicPartition
+    if client == "ks-asyncio":
+        import kafkastate.asyncio as ks
+
+        return ks.AIOKafkaProducer, ks.AIOKafkaConsumer, ks.TopicPartition
+    import confluent_kafka  # noqa: F401
+
+    return None, None, None
+
+
 def produce(point: Point) -> dict[str, Any]:
     values = make_values(POOL, point.size)
     samples: list[float] = []
+    producer_cls, _, _ = _classes(point.client)
     cpu0 = cpu_seconds()
     if point.client == "confluent":
         elapsed = _produce_confluent(point, values, samples)
     else:
-        if point.client == "aiokafka":
-            from aiokafka import AIOKafkaProducer
-        else:
-            from kafkastate.asyncio import AIOKafkaProducer  # type: ignore[assignment]
-        elapsed = asyncio.run(_produce_aio(AIOKafkaProducer, point, values, samples))
+        elapsed = asyncio.run(_produce_aio(producer_cls, point, values, samples))
     lat = sorted(samples)
     return {
         "elapsed": elapsed,
@@ -283,19 +296,13 @@ def _consume_confluent(point: Point) -> int:
 
 
 def consume(point: Point) -> dict[str, Any]:
+    _, consumer_cls, tp = _classes(point.client)
     cpu0 = cpu_seconds()
     start = time.perf_counter()
     if point.client == "confluent":
         total = _consume_confluent(point)
     else:
-        if point.client == "aiokafka":
-            from aiokafka import AIOKafkaConsumer, TopicPartition
-        else:
-            from kafkastate.asyncio import (  # type: ignore[assignment]
-                AIOKafkaConsumer,
-                TopicPartition,
-            )
-        total = asyncio.run(_consume_aio(AIOKafkaConsumer, TopicPartition, point))
+        total = asyncio.run(_consume_aio(consumer_cls, tp, point))
     elapsed = time.perf_counter() - start
     if total != point.records:
         raise SystemExit(f"read {total} records, expected {point.records}")
@@ -460,6 +467,18 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def save(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """The charts of ``rows`` into ``--plots``, the rows into ``--json``."""
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    footer = f"./ks bench --curves, {date}, one local broker; docs/performance.md"
+    plots = pathlib.Path(args.plots)
+    plots.mkdir(parents=True, exist_ok=True)
+    for name, svg in charts(rows, footer).items():
+        (plots / name).write_text(svg)
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps({"rows": rows}, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", default=None, help="HOST:PORT of a running broker")
@@ -482,19 +501,11 @@ def main() -> None:
             for sweep in SWEEPS[op]:
                 if wanted is None or sweep in wanted:
                     rows += sweep_points(op, sweep, args, broker)
+                    save(rows, args)  # after every sweep: a run cut short keeps its curves
     finally:
         broker.stop()
-    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    footer = f"./ks bench --curves, {date}, one local broker; docs/performance.md"
-    plots = pathlib.Path(args.plots)
-    plots.mkdir(parents=True, exist_ok=True)
-    for name, svg in charts(rows, footer).items():
-        (plots / name).write_text(svg)
-        print(f"chart: {plots / name}")
     print("\n" + markdown(rows))
     print(f"\ncurves: {len(rows)} runs in {time.monotonic() - began:,.0f} s")
-    if args.json:
-        pathlib.Path(args.json).write_text(json.dumps({"rows": rows}, indent=1))
     if not rows or any(not math.isfinite(r["rate"]) for r in rows):
         sys.exit(1)
 
