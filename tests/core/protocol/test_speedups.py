@@ -741,20 +741,24 @@ class _Consumer(tuple[Any, ...]):
     __slots__ = ()
 
 
+# (key, value, headers) of each record of a batch
+consumer_batches_st = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.binary(max_size=20)),
+        st.one_of(st.none(), st.binary(max_size=40)),
+        st.lists(
+            st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=8))),
+            max_size=3,
+        ),
+    ),
+    min_size=1,
+    max_size=20,
+)
+
+
 @needs_c
 @given(
-    batches=st.lists(
-        st.tuples(
-            st.one_of(st.none(), st.binary(max_size=20)),
-            st.one_of(st.none(), st.binary(max_size=40)),
-            st.lists(
-                st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=8))),
-                max_size=3,
-            ),
-        ),
-        min_size=1,
-        max_size=20,
-    ),
+    batches=consumer_batches_st,
     append_time=st.booleans(),
 )
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -802,18 +806,7 @@ def test_consumer_tuples_without_headers_are_not_tracked_by_the_gc() -> None:
 
 
 @given(
-    batches=st.lists(
-        st.tuples(
-            st.one_of(st.none(), st.binary(max_size=20)),
-            st.one_of(st.none(), st.binary(max_size=40)),
-            st.lists(
-                st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=8))),
-                max_size=3,
-            ),
-        ),
-        min_size=1,
-        max_size=20,
-    ),
+    batches=consumer_batches_st,
     append_time=st.booleans(),
     epoch=st.integers(-1, 2**31 - 1),
 )
