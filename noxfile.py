@@ -59,8 +59,10 @@ def demo(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Every comparison of docs/performance.md in one run on one broker the harness starts
     (produce awaited and fire-and-forget, consume getmany/getone/async for/read_committed,
-    against aiokafka, confluent-kafka and Kafka's Java perf tools): tables, JSON and CSV in
-    bench/results/, charts in docs/plots/perf-*.svg (``-- --quick`` for a smoke run)."""
+    against aiokafka, confluent-kafka and Kafka's Java perf tools; Spark read and write
+    against the JVM connector; memory; the cost curves): tables, JSON and CSV in
+    bench/results/, charts in docs/plots/perf-*.svg and curve-*.svg (``-- --quick`` for a
+    smoke run; ``--no-spark``, ``--no-curves``, ``--no-java`` leave parts out)."""
     session.run("python", "bench/bench_all.py", *session.posargs)
 
 
@@ -120,7 +122,8 @@ def plots(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def bench_spark(session: nox.Session) -> None:
-    """Spark batch read (``format("kafkastate")`` on local[2]) against kafkastate's consumer
+    """Spark batch read and write: ``format("kafkastate")`` against Spark's JVM connector
+    (``format("kafka")``) on local[2] at 1, 4 and 16 partitions, and kafkastate's consumer
     in one process, on a broker the harness starts (``-- --quick`` for a smoke run)."""
     session.run("python", "bench/bench_spark.py", *session.posargs)
 

@@ -11,7 +11,17 @@ settings, or ``--bootstrap``):
    ``consume(500)``; 100 B and 1 KiB values, 1 partition;
 3. the ceiling: Kafka's own ``kafka-producer-perf-test`` and ``kafka-consumer-perf-test``
    (``org.apache.kafka.tools.ProducerPerformance`` / ``ConsumerPerformance``, the
-   ``kafka-tools`` jar fetched with Maven next to the harness's jars) with the same settings.
+   ``kafka-tools`` jar fetched with Maven next to the harness's jars) with the same settings;
+4. Spark (``bench_spark.py``): the ``kafkastate`` data source against Spark's JVM Kafka
+   connector, batch read and write, 1, 4 and 16 partitions (``--quick``: 4), same session;
+   ``--no-spark`` leaves it out, and so does a missing pyspark or connector (said why);
+5. memory: every client's peak RSS in the produce and consume runs above, against the
+   goals ``buffer_memory`` + 30 MB (producers) and ``fetch_max_bytes`` x brokers + 30 MB
+   (consumers), kafkastate's defaults;
+6. the cost curves (``bench_curves.py``; part of the full run, about 10-15 minutes; off in
+   ``--quick`` unless ``--curves``, off with ``--no-curves``): throughput, produce latency
+   and CPU per million records against record size, partitions (1 to 1,000), linger and
+   clients per process, kafkastate next to aiokafka and confluent-kafka.
 
 Clients run in fresh subprocesses, the order rotated run by run (``--repeat``; the best run
 counts), so their ratios come from the same minutes of the same machine. Written to
@@ -200,6 +210,115 @@ def size_of(cell: str) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# Spark: the kafkastate data source against the JVM connector (bench_spark.py)
+
+
+def spark_rows(broker: Broker, args: argparse.Namespace, out: pathlib.Path) -> list[dict[str, Any]]:
+    """bench_spark.py's rows (read and write, both sources, 1/4/16 partitions); none, with
+    the reason on stdout, under ``--no-spark`` or without pyspark."""
+    if args.no_spark:
+        print("\nSpark: left out (--no-spark)", flush=True)
+        return []
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        print("\nSpark: left out (pyspark is not installed: the spark extra)", flush=True)
+        return []
+    extra = ["--bootstrap", broker.bootstrap, "--connector", args.spark_connector]
+    extra += ["--quick"] if args.quick else ["--repeat", str(max(args.repeat, 1))]
+    return run_script("bench_spark.py", extra, out / "spark.json")
+
+
+def spark_skipped(rows: list[dict[str, Any]], args: argparse.Namespace) -> str | None:
+    """Why the Spark table is empty or lacks the JVM connector, or None."""
+    if args.no_spark:
+        return "left out (--no-spark)"
+    spark = [r for r in rows if r["kind"] == "spark"]
+    if not spark:
+        return "left out (no pyspark, or the Spark run failed: see the log)"
+    if not any(r["client"] == SPARK_JVM for r in spark):
+        return "the JVM connector was left out (no jars: see the log)"
+    return None
+
+
+SPARK_KS, SPARK_JVM, SPARK_ONE = "ks-spark", "jvm-spark", "ks-sync"
+SPARK_GOALS = {"read": 2.0, "write": 1.0}  # kafkastate / JVM connector, issue 23
+
+
+def spark_table(rows: list[dict[str, Any]], *, skipped: str | None) -> list[str]:
+    """Markdown: per read/write and partition count, both sources and their ratio."""
+    rate = {(r["cell"], r["client"]): r["rate"] for r in rows if r["kind"] == "spark"}
+    cells = list(dict.fromkeys(r["cell"] for r in rows if r["kind"] == "spark"))
+    out = [f"Spark: {skipped}.", ""] if skipped else []
+    if not cells:
+        return out
+    out += [
+        '| cell | format("kafkastate") | format("kafka") (JVM) | kafkastate / JVM | goal '
+        "| kafkastate.sync consumer |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for cell in cells:
+        ks, jvm, one = (rate.get((cell, c)) for c in (SPARK_KS, SPARK_JVM, SPARK_ONE))
+        goal = SPARK_GOALS[cell.split("-", 1)[0]]
+        line = [f"`{cell}`", *("—" if v is None else f"{v:,.0f}" for v in (ks, jvm))]
+        line += [ratio(ks, jvm), f"≥ {goal:.1f}", "—" if one is None else f"{one:,.0f}"]
+        out.append("| " + " | ".join(line) + " |")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# memory: peak RSS at full speed against the goals
+
+MIB = 1024 * 1024
+BUFFER_MEMORY = 32 * MIB  # kafkastate's (and Java's) buffer_memory default
+FETCH_MAX_BYTES = 52_428_800  # fetch_max_bytes default
+BROKERS = 1  # the benchmark's cluster
+MEMORY_GOALS = {
+    "producer": (BUFFER_MEMORY + 30 * MIB) / MIB,
+    "consumer": (FETCH_MAX_BYTES * BROKERS + 30 * MIB) / MIB,
+}
+
+
+def memory_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Markdown: per kind and client, the highest peak RSS over the cells (the cell named),
+    the growth over the RSS after imports, and the goal (kafkastate's defaults)."""
+    out = [
+        "| kind | client | peak RSS | cell | over the RSS after imports | goal | within |",
+        "|---|---|---:|---|---:|---:|---|",
+    ]
+    for kind, goal in MEMORY_GOALS.items():
+        measured = [r for r in rows if r["kind"] == kind and r.get("rss_mb") is not None]
+        for client in dict.fromkeys(r["client"] for r in measured):
+            top = max((r for r in measured if r["client"] == client), key=lambda r: r["rss_mb"])
+            base = top.get("rss_import_mb")
+            grew = "—" if base is None else f"{top['rss_mb'] - base:,.0f}"
+            within = "yes" if top["rss_mb"] <= goal else f"no (+{top['rss_mb'] - goal:,.0f})"
+            out.append(
+                f"| {kind} | {LABELS.get(client, client)} | {top['rss_mb']:,.0f} "
+                f"| `{top['cell']}` | {grew} | {goal:,.0f} | {within} |"
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# cost curves (bench_curves.py, --curves)
+
+
+def curve_rows(broker: Broker, args: argparse.Namespace, out: pathlib.Path) -> list[dict[str, Any]]:
+    """bench_curves.py's rows (kind ``curve``); its charts go to ``--plots``."""
+    extra = ["--bootstrap", broker.bootstrap, "--plots", args.plots]
+    extra += ["--records", "20000"] if args.quick else []
+    return run_script("bench_curves.py", extra, out / "curves.json")
+
+
+def curve_summary(rows: list[dict[str, Any]]) -> list[str]:
+    """A line naming the curves' charts, when they ran."""
+    if not any(r["kind"] == "curve" for r in rows):
+        return []
+    return ["", "Cost curves: `docs/plots/curve-*.svg` (docs/performance.md)."]
+
+
+# ---------------------------------------------------------------------------------------------
 # report
 
 
@@ -258,6 +377,12 @@ def main() -> None:
         help="comma-separated fnmatch patterns of KIND/CELL to run, e.g. 'produce/*' or "
         "'produce/100B-*,consume/100B-*' (default: everything)",
     )
+    parser.add_argument("--no-spark", action="store_true", help="leave the Spark comparison out")
+    parser.add_argument(
+        "--spark-connector", default="auto", help="JVM connector version (auto, none, X.Y.Z)"
+    )
+    parser.add_argument("--curves", action="store_true", help="the cost curves even in --quick")
+    parser.add_argument("--no-curves", action="store_true", help="leave the cost curves out")
     args = parser.parse_args()
     produce_cells = selected("produce", PRODUCE_CELLS, args.only)
     consume_cells = selected("consume", CONSUME_CELLS, args.only)
@@ -321,6 +446,9 @@ def main() -> None:
                 best = max(java_consume(broker, classpath, size, n) for _ in range(args.repeat))
                 rows.append({"kind": "consumer", "cell": cell, "client": JAVA, "rate": best})
                 print(f"java consumer {cell}: {best:,.0f} records/s", flush=True)
+        rows += spark_rows(broker, args, out)
+        if (args.curves or not args.quick) and not args.no_curves:
+            rows += curve_rows(broker, args, out)
     finally:
         broker.stop()
     meta = {
@@ -362,6 +490,15 @@ def main() -> None:
         "### Consume (records/s)",
         "",
         *table(rows, "consumer", CONSUME_CLIENTS),
+        "",
+        "### Memory (peak RSS, MiB)",
+        "",
+        *memory_table(rows),
+        "",
+        "### Spark (records/s)",
+        "",
+        *spark_table(rows, skipped=spark_skipped(rows, args)),
+        *curve_summary(rows),
     ]
     (out / "latest.md").write_text("\n".join(lines) + "\n")
     print("\n" + "\n".join(lines))

@@ -38,6 +38,10 @@ PERF_CLIENTS = {
     "aiokafka": ("aiokafka", "#d97706"),
     "confluent": ("confluent-kafka", "#16a34a"),
     "java": ("Kafka Java perf tool", "#6b7280"),
+    # the Spark comparison (bench/bench_spark.py)
+    "ks-spark": ('Spark format("kafkastate")', "#1f6feb"),
+    "jvm-spark": ('Spark format("kafka"), JVM connector', "#6b7280"),
+    "ks-sync": ("kafkastate.sync consumer, one process", "#0a3069"),
 }
 
 
@@ -130,10 +134,10 @@ def charts(text: str) -> dict[str, str]:
 
 
 def perf_charts(results: dict[str, Any]) -> dict[str, str]:
-    """``perf-producer.svg`` and ``perf-consumer.svg``: records/s per cell and client of a
-    ``bench/bench_all.py`` run (its ``latest.json``)."""
+    """``perf-producer.svg``, ``perf-consumer.svg`` and ``perf-spark.svg`` (when Spark ran):
+    records/s per cell and client of a ``bench/bench_all.py`` run (its ``latest.json``)."""
     out = {}
-    for kind in ("producer", "consumer"):
+    for kind in ("producer", "consumer", "spark"):
         rows = [r for r in results["rows"] if r["kind"] == kind]
         cells = list(dict.fromkeys(r["cell"] for r in rows))
         if not cells:

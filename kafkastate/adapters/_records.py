@@ -1,8 +1,8 @@
 """Records as the application gets them, shared by the consumer adapters: the machine's
-runs turned into :class:`~kafkastate.structs.ConsumerRecord` tuples, with the user's
-deserializers run here (user code). A deserializer that raises loses nothing: the record
-it failed on and every record after it go back to the machine
-(:meth:`~kafkastate.core.consumer.consumer.ConsumerMachine.give_back`); what was
+runs of :class:`~kafkastate.structs.ConsumerRecord` tuples (decoded as such by the core),
+grouped per partition, with the user's deserializers run here (user code). A deserializer
+that raises loses nothing: the record it failed on and every record after it go back to the
+machine (:meth:`~kafkastate.core.consumer.consumer.ConsumerMachine.give_back`); what was
 deserialized before it is returned, and the next read raises on that record again until
 the application seeks past it (Java's behaviour)."""
 
@@ -13,7 +13,6 @@ from typing import Any
 
 from kafkastate.core.config import Deserialize
 from kafkastate.core.consumer.consumer import ConsumerMachine, Run
-from kafkastate.core.protocol.records import consumer_tuples
 from kafkastate.structs import ConsumerRecord, TopicPartition
 from kafkastate.tracing import Tracing
 
@@ -53,7 +52,7 @@ def to_consumer_records(
     convert = key_deserializer is not None or value_deserializer is not None
     for i, ((topic, partition), records, epoch) in enumerate(runs):
         tp = TopicPartition(topic, partition)
-        made = consumer_tuples(ConsumerRecord, records, topic, partition, epoch)
+        made = records
         if tracing is not None:
             tracing.received(made)
         if convert:
@@ -92,8 +91,7 @@ def one_consumer_record(
     Raises:
         Exception: what a deserializer raised (the record went back to ``machine``).
     """
-    (topic, partition), records, epoch = run
-    record = consumer_tuples(ConsumerRecord, records, topic, partition, epoch)[0]
+    record = run[1][0]
     if tracing is not None:
         tracing.received((record,))
     if key_deserializer is None and value_deserializer is None:

@@ -72,7 +72,6 @@ from kafkastate.core.consumer.fetcher import (
     RecordsFetched,
 )
 from kafkastate.core.metadata import ClusterMetadata
-from kafkastate.core.protocol.records import Record
 from kafkastate.core.states import StateTable, register, transition
 from kafkastate.errors import (
     ConsumerStoppedError,
@@ -83,7 +82,7 @@ from kafkastate.errors import (
     KafkaError,
     RebalanceListenerError,
 )
-from kafkastate.structs import ConsumerGroupMetadata, OffsetAndMetadata
+from kafkastate.structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata
 
 __all__ = [
     "ALLOWED",
@@ -101,8 +100,9 @@ __all__ = [
 ]
 
 TopicPartition = tuple[str, int]
-Run = tuple[TopicPartition, list[Record], int]
-"""``(partition, records, leader_epoch)``: records of one partition, in offset order."""
+Run = tuple[TopicPartition, list[ConsumerRecord], int]
+"""``(partition, records, leader_epoch)``: records of one partition, in offset order, as
+the application gets them (before its deserializers run)."""
 
 _LISTENER_METHODS: Final = ("on_partitions_revoked", "on_partitions_assigned")
 
@@ -788,7 +788,7 @@ class ConsumerMachine:
         tp = self.check_partition(partition)
         for entry in self._held:
             if entry[0] == tp:
-                record: Record = entry[1][entry[3]]
+                record: ConsumerRecord = entry[1][entry[3]]
                 return record.offset
         return self.fetcher.position(tp)
 

@@ -93,7 +93,6 @@ from kafkastate.core.consumer.group848 import ConsumerGroupConfig, ConsumerGroup
 from kafkastate.core.deadlines import earliest
 from kafkastate.core.metadata import NodeId
 from kafkastate.core.metrics import FetchCounters, GroupCounters, throttle_seconds
-from kafkastate.core.protocol.records import Record
 from kafkastate.errors import (
     ConsumerStoppedError,
     IllegalStateError,
@@ -101,6 +100,7 @@ from kafkastate.errors import (
     KafkaError,
     LocalProtocolError,
 )
+from kafkastate.structs import ConsumerRecord
 
 __all__ = [
     "EARLIEST",
@@ -480,7 +480,7 @@ class FetcherMachine(ClientDriven):
 
     def poll(
         self, max_records: int, *, now: float
-    ) -> list[tuple[TopicPartition, list[Record], int]]:
+    ) -> list[tuple[TopicPartition, list[ConsumerRecord], int]]:
         """Hand out up to ``max_records`` fetched records and advance the positions.
 
         Partitions take turns (one partition's run of records, then the next), so a busy
@@ -830,7 +830,7 @@ class FetcherMachine(ClientDriven):
         if arrived:
             self._events.append(RecordsFetched(partitions=tuple(arrived)))
 
-    def _take(self, done: _Completed, p: _Partition, limit: int) -> list[Record]:
+    def _take(self, done: _Completed, p: _Partition, limit: int) -> list[ConsumerRecord]:
         """Up to ``limit`` records from ``done`` (:func:`.decode.take`)."""
         return decode.take(done, p, limit, self.config)
 

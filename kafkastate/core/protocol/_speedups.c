@@ -322,6 +322,95 @@ new_record(PyObject *items[6])
     return new_tuple_of(record_type, items, 6);
 }
 
+#define CONSUMER_RECORD_FIELDS 13
+
+/* The size fields of a consumer record: len(obj) of a key or value, -1 for None. */
+static PyObject *
+size_of(PyObject *obj)
+{
+    if (obj == Py_None) {
+        return PyLong_FromLong(-1);
+    }
+    Py_ssize_t n = PyObject_Length(obj);
+    return n < 0 ? NULL : PyLong_FromSsize_t(n);
+}
+
+/* sum(len(key) + len(value)) over a headers tuple of (str, bytes | None) pairs, -1 for none;
+ * sets *atomic to 0 when there are headers (the record then holds containers). */
+static PyObject *
+header_size_of(PyObject *headers, int *atomic)
+{
+    if (!PyTuple_Check(headers)) {
+        PyErr_SetString(PyExc_TypeError, "a Record's headers must be a tuple");
+        return NULL;
+    }
+    Py_ssize_t nh = PyTuple_GET_SIZE(headers);
+    if (nh == 0) {
+        return PyLong_FromLong(-1);
+    }
+    *atomic = 0;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t h = 0; h < nh; h++) {
+        PyObject *pair = PyTuple_GET_ITEM(headers, h);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a header must be a (key, value) tuple");
+            return NULL;
+        }
+        Py_ssize_t klen = PyObject_Length(PyTuple_GET_ITEM(pair, 0));
+        if (klen < 0) {
+            return NULL;
+        }
+        total += klen;
+        PyObject *hv = PyTuple_GET_ITEM(pair, 1);
+        if (hv != Py_None) {
+            Py_ssize_t vlen = PyObject_Length(hv);
+            if (vlen < 0) {
+                return NULL;
+            }
+            total += vlen;
+        }
+    }
+    return PyLong_FromSsize_t(total);
+}
+
+/* A consumer record of `type` from a Record's six new references (stolen, also on failure),
+ * the run's topic, partition and leader epoch and the int of the timestamp type (borrowed):
+ * (topic, partition, leader_epoch, offset, timestamp, int(timestamp_type), key, value,
+ * headers, None, key size, value size, header size). Without headers it holds only atomic
+ * objects and is untracked by the cyclic GC, as CPython does for such tuples. */
+static PyObject *
+new_consumer_record(PyTypeObject *type, PyObject *record[6], PyObject *topic,
+                    PyObject *partition, PyObject *epoch, PyObject *ts_int)
+{
+    PyObject *items[CONSUMER_RECORD_FIELDS];
+    int atomic = 1;
+    items[0] = Py_NewRef(topic);
+    items[1] = Py_NewRef(partition);
+    items[2] = Py_NewRef(epoch);
+    items[3] = record[0];
+    items[4] = record[1];
+    items[5] = Py_NewRef(ts_int);
+    Py_DECREF(record[2]); /* the TimestampType: its int takes its place */
+    items[6] = record[3];
+    items[7] = record[4];
+    items[8] = record[5];
+    items[9] = Py_NewRef(Py_None);
+    items[10] = size_of(record[3]);
+    items[11] = items[10] == NULL ? NULL : size_of(record[4]);
+    items[12] = items[11] == NULL ? NULL : header_size_of(record[5], &atomic);
+    if (items[12] == NULL) {
+        for (int f = 0; f < CONSUMER_RECORD_FIELDS; f++) {
+            Py_XDECREF(items[f]);
+        }
+        return NULL;
+    }
+    PyObject *rec = new_tuple_of(type, items, CONSUMER_RECORD_FIELDS);
+    if (rec != NULL && atomic && PyObject_GC_IsTracked(rec)) {
+        PyObject_GC_UnTrack(rec);
+    }
+    return rec;
+}
+
 static int
 as_ssize(PyObject *obj, Py_ssize_t *out)
 {
@@ -341,20 +430,38 @@ as_int64(PyObject *obj, int64_t *out)
 }
 
 PyDoc_STRVAR(parse_records_doc,
-"parse_records(buf, pos, end, count, base_offset, base_ts, ts_type, append_ts, /)\n"
+"parse_records(buf, pos, end, count, base_offset, base_ts, ts_type, append_ts,\n"
+"              [cls, topic, partition, leader_epoch], /)\n"
 "--\n"
 "\n"
 "Decode `count` magic 2 records from buf[pos:end] into a list of Record tuples.\n"
 "\n"
 "Same arguments and results as records._parse_records (passed positionally); malformed\n"
-"input raises the exception class given to setup(), or UnicodeDecodeError.");
+"input raises the exception class given to setup(), or UnicodeDecodeError. With the four\n"
+"last arguments, each record is decoded straight into a `cls` tuple of the consumer-record\n"
+"layout instead (what consumer_records() would make of the Record): one tuple per record.");
 
 static PyObject *
 parse_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_Format(PyExc_TypeError, "parse_records() takes 8 arguments (%zd given)", nargs);
+    if (nargs != 8 && nargs != 12) {
+        PyErr_Format(PyExc_TypeError, "parse_records() takes 8 or 12 arguments (%zd given)",
+                     nargs);
         return NULL;
+    }
+    /* consumer-record mode: the class and the three fields every record of the run shares */
+    PyTypeObject *consumer_type = NULL;
+    PyObject *topic = NULL, *partition = NULL, *epoch = NULL, *ts_int = NULL;
+    if (nargs == 12) {
+        PyObject *cls = args[8];
+        if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
+            PyErr_SetString(PyExc_TypeError, "parse_records() needs a tuple subclass");
+            return NULL;
+        }
+        consumer_type = (PyTypeObject *)cls;
+        topic = args[9];
+        partition = args[10];
+        epoch = args[11];
     }
     if (record_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_speedups.setup() was not called");
@@ -375,6 +482,9 @@ parse_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     }
     PyObject *ts_type = args[6];
     PyObject *append_ts = args[7] == Py_None ? NULL : args[7];
+    if (consumer_type != NULL && (ts_int = PyNumber_Long(ts_type)) == NULL) { /* IntEnum */
+        return NULL;
+    }
     if (pos < 0 || pos > end || end > PyBytes_GET_SIZE(bufobj)) {
         PyErr_Format(PyExc_ValueError, "bad record section bounds %zd..%zd of %zd bytes", pos,
                      end, PyBytes_GET_SIZE(bufobj));
@@ -392,6 +502,7 @@ parse_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     }
     PyObject *out = PyList_New(cap);
     if (out == NULL) {
+        Py_XDECREF(ts_int);
         return NULL;
     }
     /* Records of one batch often share a timestamp: reuse the last int object. */
@@ -480,7 +591,10 @@ parse_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
             PyErr_Format(malformed, "record at offset %S does not match its length", items[0]);
             goto error_items;
         }
-        PyObject *rec = new_record(items);
+        PyObject *rec = consumer_type == NULL
+                            ? new_record(items)
+                            : new_consumer_record(consumer_type, items, topic, partition, epoch,
+                                                  ts_int);
         if (rec == NULL) {
             goto error;
         }
@@ -493,6 +607,7 @@ parse_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         goto error;
     }
     Py_XDECREF(last_ts);
+    Py_XDECREF(ts_int);
     if (pos != end) {
         PyErr_Format(malformed, "the declared %zd records do not end where the batch does",
                      count);
@@ -502,6 +617,7 @@ parse_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     return out;
 error:
     Py_XDECREF(last_ts);
+    Py_XDECREF(ts_int);
     Py_DECREF(out); /* unset items are NULL, which list deallocation skips */
     return NULL;
 }
@@ -860,8 +976,6 @@ PyDoc_STRVAR(consumer_records_doc,
 "hold only atomic objects and are untracked by the cyclic GC, as CPython does for such\n"
 "tuples. Returns the list.");
 
-#define CONSUMER_RECORD_FIELDS 13
-
 static PyObject *
 consumer_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -897,9 +1011,6 @@ consumer_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
             goto error;
         }
         PyObject *ts_type = PyTuple_GET_ITEM(r, 2);
-        PyObject *key = PyTuple_GET_ITEM(r, 3);
-        PyObject *value = PyTuple_GET_ITEM(r, 4);
-        PyObject *headers = PyTuple_GET_ITEM(r, 5);
         if (ts_type != last_ts_type) {
             PyObject *as_int = PyNumber_Long(ts_type); /* IntEnum -> int */
             if (as_int == NULL) {
@@ -908,69 +1019,13 @@ consumer_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
             Py_XSETREF(last_ts_int, as_int);
             last_ts_type = ts_type;
         }
-        Py_ssize_t key_size = -1, value_size = -1, header_size = -1;
-        if (key != Py_None && (key_size = PyObject_Length(key)) < 0) {
-            goto error;
+        PyObject *fields[6];
+        for (int f = 0; f < 6; f++) {
+            fields[f] = Py_NewRef(PyTuple_GET_ITEM(r, f));
         }
-        if (value != Py_None && (value_size = PyObject_Length(value)) < 0) {
-            goto error;
-        }
-        int atomic = 1;
-        if (!PyTuple_Check(headers)) {
-            PyErr_SetString(PyExc_TypeError, "a Record's headers must be a tuple");
-            goto error;
-        }
-        Py_ssize_t nh = PyTuple_GET_SIZE(headers);
-        if (nh > 0) {
-            atomic = 0;
-            header_size = 0;
-            for (Py_ssize_t h = 0; h < nh; h++) {
-                PyObject *pair = PyTuple_GET_ITEM(headers, h);
-                if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-                    PyErr_SetString(PyExc_TypeError, "a header must be a (key, value) tuple");
-                    goto error;
-                }
-                Py_ssize_t klen = PyObject_Length(PyTuple_GET_ITEM(pair, 0));
-                if (klen < 0) {
-                    goto error;
-                }
-                header_size += klen;
-                PyObject *hv = PyTuple_GET_ITEM(pair, 1);
-                if (hv != Py_None) {
-                    Py_ssize_t vlen = PyObject_Length(hv);
-                    if (vlen < 0) {
-                        goto error;
-                    }
-                    header_size += vlen;
-                }
-            }
-        }
-        PyObject *items[CONSUMER_RECORD_FIELDS];
-        items[0] = Py_NewRef(topic);
-        items[1] = Py_NewRef(partition);
-        items[2] = Py_NewRef(epoch);
-        items[3] = Py_NewRef(PyTuple_GET_ITEM(r, 0));
-        items[4] = Py_NewRef(PyTuple_GET_ITEM(r, 1));
-        items[5] = Py_NewRef(last_ts_int);
-        items[6] = Py_NewRef(key);
-        items[7] = Py_NewRef(value);
-        items[8] = Py_NewRef(headers);
-        items[9] = Py_NewRef(Py_None);
-        items[10] = PyLong_FromSsize_t(key_size);
-        items[11] = PyLong_FromSsize_t(value_size);
-        items[12] = PyLong_FromSsize_t(header_size);
-        if (items[10] == NULL || items[11] == NULL || items[12] == NULL) {
-            for (int f = 0; f < CONSUMER_RECORD_FIELDS; f++) {
-                Py_XDECREF(items[f]);
-            }
-            goto error;
-        }
-        PyObject *rec = new_tuple_of(type, items, CONSUMER_RECORD_FIELDS);
+        PyObject *rec = new_consumer_record(type, fields, topic, partition, epoch, last_ts_int);
         if (rec == NULL) {
             goto error;
-        }
-        if (atomic && PyObject_GC_IsTracked(rec)) {
-            PyObject_GC_UnTrack(rec);
         }
         PyList_SET_ITEM(out, i, rec);
     }

@@ -1,11 +1,14 @@
 """Type stub for the optional C accelerator ``_speedups.c`` (see records.py)."""
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from kafkastate.core.protocol.records import Record, TimestampType
 
+_T = TypeVar("_T")
+
 def setup(record_type: type[Record], malformed: type[Exception], /) -> None: ...
+@overload
 def parse_records(
     buf: bytes,
     pos: int,
@@ -17,6 +20,22 @@ def parse_records(
     append_ts: int | None,
     /,
 ) -> list[Record]: ...
+@overload
+def parse_records(
+    buf: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    ts_type: TimestampType,
+    append_ts: int | None,
+    cls: type[_T],
+    topic: str,
+    partition: int,
+    leader_epoch: int,
+    /,
+) -> list[_T]: ...
 def append_record(
     parts: list[bytes | bytearray | memoryview],
     offset_delta: int,

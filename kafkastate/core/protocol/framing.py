@@ -353,7 +353,9 @@ class FrameDecoder:
             self._compact()
             return None
         start = self._pos + 4
-        frame = bytes(self._buf[start : start + size])
+        # one copy (a bytearray slice then bytes() would copy a big Fetch response twice)
+        with memoryview(self._buf) as view, view[start : start + size] as payload:
+            frame = bytes(payload)
         self._pos = start + size
         if self._pos == len(self._buf):
             self._buf.clear()

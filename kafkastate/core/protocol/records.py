@@ -192,7 +192,7 @@ else:
 SPEEDUPS_AVAILABLE: Final = _speedups is not None
 """True if the C accelerator ``kafkastate.core.protocol._speedups`` was built and imports."""
 
-_ParseRecords = Callable[[bytes, int, int, int, int, int, TimestampType, int | None], list[Record]]
+_ParseRecords = Callable[..., list[Any]]  # 8 arguments (Records) or 12 (consumer records)
 _AppendRecord = Callable[
     [list[bytes | Buffer], int, int, Buffer | None, Buffer | None, _HeadersIn], int | None
 ]
@@ -861,7 +861,10 @@ def _parse_records(
     base_ts: int,
     ts_type: TimestampType,
     append_ts: int | None,
-) -> list[Record]:
+    consumer: tuple[type[Any], str, int, int] | None = None,
+) -> list[Any]:
+    # With ``consumer`` (cls, topic, partition, leader epoch) each record is built straight
+    # as a consumer-record tuple (consumer_tuples' layout): one object per record.
     # The hot loop (protocol guide, "Record"). Varints take an inline path for 1 and 2 byte
     # encodings (one-byte zigzag values come from a table). No per-field bounds checks: a read
     # past the buffer raises IndexError, a record whose fields do not add up to its length
@@ -874,6 +877,9 @@ def _parse_records(
     no_headers = _NO_HEADERS
     read_uvarint = _read_uvarint
     unzz = _UNZIGZAG
+    if consumer is not None:
+        ccls, topic, partition, epoch = consumer
+        ts_int = int(ts_type)
     for _ in range(count):
         # length, kept zigzagged: compared doubled against the bytes consumed at the end
         b = buf[pos]
@@ -957,9 +963,33 @@ def _parse_records(
             headers, pos = _parse_headers(buf, pos, n)
         if (pos - start) << 1 != rec_len:
             raise _Malformed(f"record at offset {offset} does not match its length")
-        add(
-            new(cls, (offset, ts if append_ts is None else append_ts, ts_type, key, value, headers))
-        )
+        if append_ts is not None:
+            ts = append_ts
+        if consumer is None:
+            add(new(cls, (offset, ts, ts_type, key, value, headers)))
+        else:
+            add(
+                new(
+                    ccls,
+                    (
+                        topic,
+                        partition,
+                        epoch,
+                        offset,
+                        ts,
+                        ts_int,
+                        key,
+                        value,
+                        headers,
+                        None,
+                        -1 if key is None else len(key),
+                        -1 if value is None else len(value),
+                        sum(len(k) + (0 if v is None else len(v)) for k, v in headers)
+                        if headers
+                        else -1,
+                    ),
+                )
+            )
     if pos != end:
         raise _Malformed(f"the declared {count} records do not end where the batch does")
     return out
@@ -1126,6 +1156,30 @@ class RecordBatch:
             CorruptRecordError: the records section is malformed, does not hold exactly
                 ``record_count`` records, or does not decompress.
         """
+        return self._decode(None)
+
+    def consumer_records(self, cls: type[_T], topic: str, partition: int) -> list[_T]:
+        """Decode the records straight into ``cls`` tuples of the consumer-record layout
+        (see :func:`consumer_tuples`; leader epoch: the batch's), one object per record
+        where the C accelerator is in use (the consumer's hot path).
+
+        Args:
+            cls: a tuple subclass with those 13 fields
+                (:class:`kafkastate.structs.ConsumerRecord`).
+            topic: the batch's topic.
+            partition: the batch's partition.
+
+        Returns:
+            One ``cls`` per record, in offset order; equal to
+            ``consumer_tuples(cls, self.records(), topic, partition, epoch)``.
+
+        Raises:
+            CorruptRecordError: as :meth:`records`.
+        """
+        made: list[_T] = self._decode((cls, topic, partition))
+        return made
+
+    def _decode(self, consumer: tuple[type[Any], str, int] | None) -> list[Any]:
         codec = self.attributes & _ATTR_CODEC
         buf = self._buf
         pos = self._start + RECORD_BATCH_OVERHEAD
@@ -1148,7 +1202,7 @@ class RecordBatch:
         try:
             c_parse = _c_parse_records
             if c_parse is not None:
-                return c_parse(
+                head = (
                     buf,
                     pos,
                     end,
@@ -1158,6 +1212,10 @@ class RecordBatch:
                     ts_type,
                     append_ts,
                 )
+                if consumer is None:
+                    return c_parse(*head)
+                cls, topic, partition = consumer
+                return c_parse(*head, cls, topic, partition, self.partition_leader_epoch)
             return _parse_records(
                 buf,
                 pos=pos,
@@ -1167,6 +1225,7 @@ class RecordBatch:
                 base_ts=self.base_timestamp,
                 ts_type=ts_type,
                 append_ts=append_ts,
+                consumer=None if consumer is None else (*consumer, self.partition_leader_epoch),
             )
         except (_Malformed, IndexError, ValueError) as exc:
             # ValueError: UnicodeDecodeError in a header key.
@@ -1362,6 +1421,11 @@ class LegacyBatch:
             The records in offset order (a new list each call).
         """
         return list(self._records)
+
+    def consumer_records(self, cls: type[_T], topic: str, partition: int) -> list[_T]:
+        """The records as ``cls`` consumer-record tuples (see
+        :meth:`RecordBatch.consumer_records`; leader epoch -1: magic 0/1 has none)."""
+        return consumer_tuples(cls, list(self._records), topic, partition, -1)
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self._records)

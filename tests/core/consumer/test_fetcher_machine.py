@@ -20,6 +20,7 @@ from kafkastate.core.protocol.records import (
     build_control_batch,
 )
 from kafkastate.errors import KafkaConfigurationError, LocalProtocolError, NoOffsetForPartitionError
+from kafkastate.structs import ConsumerRecord
 
 TS = 1_700_000_000_000
 TP = ("t", 0)
@@ -101,6 +102,26 @@ def test_records_before_the_position_and_max_records() -> None:
     second = m.poll(10, now=1.0)
     assert [r.offset for _tp, rs, _e in second for r in rs] == [14, 15]
     assert m.position(TP) == 16 and not m.has_records()
+
+
+@pytest.mark.usefixtures("implementation")
+def test_records_are_handed_out_as_the_consumer_records_the_application_gets() -> None:
+    """One object per record: the runs hold ``ConsumerRecord``s decoded straight from the
+    batches (C and pure Python), each with its own batch's leader epoch."""
+    m = machine()
+    m.assign([TP], now=0.0)
+    first = RecordBatchBuilder(base_offset=0, partition_leader_epoch=3)
+    first.append(TS, b"k", b"v0", [("h", b"x")])
+    second = RecordBatchBuilder(base_offset=1, partition_leader_epoch=4)
+    second.append(TS + 1, None, b"v1")
+    feed(m, first.build() + second.build(), [], at=0)
+    records = [r for _tp, rs, _e in m.poll(10, now=1.0) for r in rs]
+    assert [type(r) for r in records] == [ConsumerRecord, ConsumerRecord]
+    assert records == [
+        ConsumerRecord("t", 0, 3, 0, TS, 0, b"k", b"v0", (("h", b"x"),), None, 1, 2, 2),
+        ConsumerRecord("t", 0, 4, 1, TS + 1, 0, None, b"v1", (), None, -1, 2, -1),
+    ]
+    assert type(records[0].timestamp_type) is int
 
 
 def test_pause_keeps_fetched_data_for_later() -> None:

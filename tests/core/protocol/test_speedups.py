@@ -73,20 +73,25 @@ def both(fn: Callable[[], Any]) -> tuple[Any, Any]:
     return py, c
 
 
-def typed(recs: list[Record]) -> list[tuple[Any, ...]]:
-    """Records with the type of every field, so ``1 == True``-style coincidences cannot hide."""
+def typed(recs: list[Any]) -> list[tuple[Any, ...]]:
+    """Records (or consumer records) with the type of every field, so ``1 == True``-style
+    coincidences cannot hide."""
     out = []
     for r in recs:
         out.append((type(r), tuple(r), tuple(type(f) for f in r)))
-        out.append(tuple((type(k), type(v)) for k, v in r.headers))
+        headers = r[5] if len(r) == 6 else r[8]  # a Record has 6 fields
+        out.append(tuple((type(k), type(v)) for k, v in headers))
     return out
 
 
 def decode(data: bytes, *, check_crcs: bool = True) -> tuple[str, Any]:
-    """What a consumer sees: every batch's records, or the type of the error."""
+    """What a consumer sees: every batch's records, or the type of the error (and, per
+    batch, what decoding straight into consumer records gives: the same records or the same
+    error type)."""
     try:
         out = []
         for batch in iter_batches(data, check_crcs=check_crcs, max_decompressed_size=1 << 20):
+            out.append(outcome(lambda: typed(batch.consumer_records(_Consumer, "t", 1))))  # noqa: B023
             out.append(typed(batch.records()))
             if batch.is_control:
                 out.append((batch.control_type, batch.marker))
@@ -736,20 +741,24 @@ class _Consumer(tuple[Any, ...]):
     __slots__ = ()
 
 
+# (key, value, headers) of each record of a batch
+consumer_batches_st = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.binary(max_size=20)),
+        st.one_of(st.none(), st.binary(max_size=40)),
+        st.lists(
+            st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=8))),
+            max_size=3,
+        ),
+    ),
+    min_size=1,
+    max_size=20,
+)
+
+
 @needs_c
 @given(
-    batches=st.lists(
-        st.tuples(
-            st.one_of(st.none(), st.binary(max_size=20)),
-            st.one_of(st.none(), st.binary(max_size=40)),
-            st.lists(
-                st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=8))),
-                max_size=3,
-            ),
-        ),
-        min_size=1,
-        max_size=20,
-    ),
+    batches=consumer_batches_st,
     append_time=st.booleans(),
 )
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -794,6 +803,61 @@ def test_consumer_tuples_without_headers_are_not_tracked_by_the_gc() -> None:
     # lazily); this spares the cyclic GC walking every record a consumer holds.
     assert not gc.is_tracked(plain)
     assert gc.is_tracked(with_headers)
+
+
+@given(
+    batches=consumer_batches_st,
+    append_time=st.booleans(),
+    epoch=st.integers(-1, 2**31 - 1),
+)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_consumer_records_decode_straight_into_consumer_tuples(
+    batches: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    append_time: bool,
+    epoch: int,
+) -> None:
+    """``Batch.consumer_records`` (one object per record in C) gives what ``records()``
+    then ``consumer_tuples`` give, in both codecs, with the batch's leader epoch."""
+    builder = RecordBatchBuilder(
+        base_offset=7,
+        timestamp_type=TimestampType.LOG_APPEND_TIME if append_time else TimestampType.CREATE_TIME,
+        partition_leader_epoch=epoch,
+    )
+    for key, value, headers in batches:
+        builder.append(TS, key, value, headers)
+    (batch,) = iter_batches(builder.build())
+
+    def two_steps() -> list[Any]:
+        return records.consumer_tuples(_Consumer, batch.records(), "topic", 3, epoch)
+
+    py, c = both(lambda: batch.consumer_records(_Consumer, "topic", 3))
+    reference, _ = both(two_steps)
+    assert typed(py) == typed(c) == typed(reference)
+    assert all(type(x) is _Consumer and type(x[5]) is int for x in c)
+    assert [x[2] for x in c] == [epoch] * len(batches)
+
+
+@needs_c
+def test_consumer_records_without_headers_are_not_tracked_by_the_gc() -> None:
+    builder = RecordBatchBuilder(base_offset=0)
+    builder.append(TS, b"k", b"v", [])
+    builder.append(TS, None, b"v", [("h", b"x")])
+    (batch,) = iter_batches(builder.build())
+    with codec(True):
+        plain, with_headers = batch.consumer_records(_Consumer, "t", 0)
+    assert not gc.is_tracked(plain)
+    assert gc.is_tracked(with_headers)
+
+
+@needs_c
+def test_parse_records_refuses_a_consumer_class_that_is_not_a_tuple() -> None:
+    parse = records._speedups.parse_records
+    create = TimestampType.CREATE_TIME
+    with pytest.raises(TypeError, match="tuple subclass"):
+        parse(b"", 0, 0, 0, 0, 0, create, None, dict, "t", 0, 0)
+    with pytest.raises(TypeError, match="8 or 12 arguments"):
+        parse(b"", 0, 0, 0, 0, 0, create, None, _Consumer)  # type: ignore[call-overload]
+    assert parse(b"", 0, 0, 0, 0, 0, create, None, _Consumer, "t", 0, 0) == []
 
 
 @needs_c

@@ -44,8 +44,9 @@ from kafkastate.core.consumer.fetch.state import (
     await_metadata,
     move,
 )
-from kafkastate.core.protocol.records import Batch, Record, iter_batches
+from kafkastate.core.protocol.records import Batch, iter_batches
 from kafkastate.errors import KafkaError, RecordTooLargeError, error_for_code
+from kafkastate.structs import ConsumerRecord
 
 if TYPE_CHECKING:
     from kafkastate.core.consumer.fetcher import FetcherConfig
@@ -62,7 +63,7 @@ class _Completed:
     records: bytes
     aborted: list[tuple[int, int]]  # (first_offset, producer_id), sorted
     batches: Any = None  # iterator over decoded batches, made on first poll
-    pending: list[Record] = attrs.field(factory=list)  # the decoded batch being handed out
+    pending: list[ConsumerRecord] = attrs.field(factory=list)  # the decoded batch being handed out
     taken: int = 0  # how many of ``pending`` were handed out
     aborted_producers: set[int] = attrs.field(factory=set)
     next_offset: int = -1  # the position after everything consumed so far
@@ -169,7 +170,9 @@ def read_partition(
     return True
 
 
-def take(done: _Completed, p: _Partition, limit: int, config: FetcherConfig) -> list[Record]:
+def take(
+    done: _Completed, p: _Partition, limit: int, config: FetcherConfig
+) -> list[ConsumerRecord]:
     """Up to ``limit`` records from ``done``, skipping what the application must not
     see; advances the position (``config``: ``check_crcs``, ``isolation_level`` and the
     fetch limits for the error).
@@ -178,7 +181,7 @@ def take(done: _Completed, p: _Partition, limit: int, config: FetcherConfig) -> 
         CorruptRecordError: a batch failed to decode (or its CRC check).
         RecordTooLargeError: no whole batch at the position (see the module docstring).
     """
-    out: list[Record] = []
+    out: list[ConsumerRecord] = []
     if done.batches is None:
         done.batches = iter_batches(done.records, check_crcs=config.check_crcs)
     read_committed = config.read_committed
@@ -215,7 +218,8 @@ def take(done: _Completed, p: _Partition, limit: int, config: FetcherConfig) -> 
             p.position = max(p.position, batch.next_offset)
             continue
         position = p.position
-        records = batch.records()
+        # decoded straight into the records the application gets: one object per record
+        records = batch.consumer_records(ConsumerRecord, done.tp[0], done.tp[1])
         if batch.base_offset < position:  # the batch began before the position
             records = [r for r in records if r.offset >= position]
         done.pending, done.taken = records, 0
@@ -253,8 +257,8 @@ def hand_out(
     completed: MutableMapping[TopicPartition, _Completed],
     parts: Mapping[TopicPartition, _Partition],
     max_records: int,
-    take_from: Callable[[_Completed, _Partition, int], list[Record]],
-) -> tuple[list[tuple[TopicPartition, list[Record], int]], bool]:
+    take_from: Callable[[_Completed, _Partition, int], list[ConsumerRecord]],
+) -> tuple[list[tuple[TopicPartition, list[ConsumerRecord], int]], bool]:
     """``poll``'s turn over the fetched data: each partition hands out one run, in turn.
 
     Args:
@@ -271,7 +275,7 @@ def hand_out(
         KafkaError: the first partition to fail, if nothing was handed out before it (the
             partition is FAILED with it either way).
     """
-    out: list[tuple[TopicPartition, list[Record], int]] = []
+    out: list[tuple[TopicPartition, list[ConsumerRecord], int]] = []
     left = max_records
     drained: list[TopicPartition] = []
     for tp in list(completed):
