@@ -324,6 +324,12 @@ class MemberBase:
         """The subscribed topics."""
         return self._topics
 
+    @property
+    def has_news(self) -> bool:
+        """Whether the member has requests to send or events to hand over: its host
+        must step (a command such as ``polled`` may queue them)."""
+        return bool(self._events) or (bool(self._out) and not self.coordinator_wanted)
+
     def take_requests(self) -> list[OutgoingRequest]:
         """What to send to the coordinator now (empty while it is wanted)."""
         if self.coordinator_wanted:

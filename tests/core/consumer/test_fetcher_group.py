@@ -254,3 +254,35 @@ def test_a_new_member_joins_once_metadata_describes_its_topics() -> None:
     while not peer.has(ApiKey.JOIN_GROUP):
         peer.advance()
     assert peer.now < 3.0  # well before the wait would have given up
+
+
+def test_a_kip848_member_back_from_a_poll_timeout_sends_its_join_on_the_next_poll() -> None:
+    # Found by the simulator (--workload group848): the poll that ends a poll-timeout leave
+    # queued the join heartbeat, but a fetcher with no partitions had nothing else to step
+    # for, so the join waited for some unrelated event (up to metadata.max.age).
+    group = ConsumerGroupConfig(group_id="g", max_poll_interval=2.0)
+    peer = FetcherPeer(partitions=2, group=group, group_id="g", auto_offset_reset="earliest")
+    answer_coordinator(peer)
+    sent = peer.take(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+    cls = response_type(ApiKey.CONSUMER_GROUP_HEARTBEAT, sent.req.version)
+    peer.answer(
+        sent,
+        build(
+            cls,
+            throttle_time=NO_TIME,
+            error_code=ErrorCode.none,
+            error_message=None,
+            member_id=sent.req.body.member_id,
+            member_epoch=5,
+            heartbeat_interval=datetime.timedelta(seconds=5),
+            assignment=build(nested_type(cls, "Assignment"), topic_partitions=()),
+        ),
+    )
+    peer.advance(peer.now + 2.5)  # no poll for max_poll_interval: the member leaves
+    leave = peer.take(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+    assert leave.req.body.member_epoch == -1
+    peer.pending.remove(leave)
+    assert peer.m.poll(10, now=peer.now) == []
+    peer.pump()
+    join = peer.take(ApiKey.CONSUMER_GROUP_HEARTBEAT).req.body
+    assert (join.member_epoch, join.member_id) == (0, sent.req.body.member_id)
