@@ -55,10 +55,9 @@ from kafkastate.sim.cluster import SERVED_VERSIONS, Request, SimCluster
 from kafkastate.sim.coordinator848 import ConsumerCoordinator, ConsumerGroup, ConsumerGroupState
 from kafkastate.sim.entropy import Entropy
 from kafkastate.sim.scheduler import InvariantViolation
-from kafkastate.sim.world import FAULTS, Sim, SimConfig
+from kafkastate.sim.world import Sim, SimConfig
 
 __all__ = [
-    "FAULTS848",
     "PLANTED848_BUGS",
     "PLANTED848_CATCHES",
     "Cluster848",
@@ -74,9 +73,6 @@ PLANTED848_CATCHES: Final = {
     "coordinator_ignores_member_epoch": "G5",
 }
 """The invariant that must catch each of them."""
-FAULTS848: Final = FAULTS
-"""The fault kinds: the classic workload's (coordinator failover, holds, resets, pauses
-past the session, member and broker crashes)."""
 
 _NOT_COORDINATOR: Final = 16
 _NO_TIME: Final = datetime.timedelta(0)
@@ -129,27 +125,13 @@ class Sim848Config(SimConfig):
 
     @classmethod
     def draw(cls, entropy: Entropy, *, planted: str | None = None) -> Sim848Config:
-        """A swarm configuration (each fault kind on with probability 1/2)."""
-        assignor = ("uniform", "range")[entropy.below(2, "assignor")]
-        session = 6_000 + 2_000 * entropy.below(5, "session")
-        faults = tuple(f for f in FAULTS848 if entropy.below(2, f"fault {f}"))
+        """The classic workload's swarm configuration (sizes, timeouts, fault kinds), with
+        a server-side assignor."""
+        base = attrs.asdict(SimConfig.draw(entropy), recurse=False)
+        base["assignor"] = "range" if base["assignor"] in ("range", "sticky") else "uniform"
         if planted == "coordinator_ignores_member_epoch":
-            faults = ("hold", "pause")  # zombies: members fenced behind their back
-        return cls(
-            brokers=1 + entropy.below(3, "brokers"),
-            partitions=2 + entropy.below(5, "partitions"),
-            members=2 + entropy.below(3, "members"),
-            assignor=assignor,
-            static=bool(entropy.below(2, "static")),
-            session_ms=session,
-            heartbeat_ms=1_000 + 500 * entropy.below(4, "heartbeat"),
-            max_poll_ms=session + 4_000 + 2_000 * entropy.below(4, "max poll"),
-            faults=faults,
-            fault_every_ms=2_000 + 1_000 * entropy.below(4, "fault rate"),
-            latency_ms=1 + entropy.below(5, "latency"),
-            commit_on_revoke=not entropy.below(4, "no commit on revoke"),
-            planted=planted,
-        )
+            base["faults"] = ("hold", "pause")  # zombies: members fenced behind their back
+        return cls(**{**base, "planted": planted})
 
 
 class Sim848(Sim):
