@@ -325,10 +325,10 @@ class MemberBase:
         return self._topics
 
     @property
-    def has_news(self) -> bool:
-        """Whether the member has requests to send or events to hand over: its host
-        must step (a command such as ``polled`` may queue them)."""
-        return bool(self._events) or (bool(self._out) and not self.coordinator_wanted)
+    def has_requests(self) -> bool:
+        """Whether :meth:`take_requests` has something to send now: its host must step (a
+        command such as ``polled`` may queue a request)."""
+        return bool(self._out) and not self.coordinator_wanted
 
     def take_requests(self) -> list[OutgoingRequest]:
         """What to send to the coordinator now (empty while it is wanted)."""
