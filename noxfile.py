@@ -145,13 +145,26 @@ def dst_planted(session: nox.Session) -> None:
     (``-- --seeds N``); each table must show the bug's own invariant (docs/simulation.md)."""
     from kafkastate.sim.txnworld import TXN_PLANTED_CATCHES  # noqa: PLC0415
     from kafkastate.sim.world import PLANTED_CATCHES  # noqa: PLC0415
+    from kafkastate.sim.world848 import PLANTED848_CATCHES  # noqa: PLC0415
 
     seeds = session.posargs or ["--seeds", "50"]
-    for workload, catches in (("group", PLANTED_CATCHES), ("txn", TXN_PLANTED_CATCHES)):
+    workloads = (
+        ("group", PLANTED_CATCHES),
+        ("group848", PLANTED848_CATCHES),
+        ("txn", TXN_PLANTED_CATCHES),
+    )
+    for workload, catches in workloads:
         for bug, invariant in catches.items():
             session.log(f"{bug}: must be caught by {invariant}")
             planted = ("--workload", workload, "--planted", bug)
             session.run(*_SWEEP, *planted, *seeds, success_codes=[0, 1])
+
+
+@nox.session(venv_backend="none")
+def dst_848(session: nox.Session) -> None:
+    """A long deterministic-simulation sweep of KIP-848 consumer groups
+    (``-- --seeds N --start S``)."""
+    session.run(*_SWEEP, "--workload", "group848", *(session.posargs or ["--seeds", "1000"]))
 
 
 @nox.session(venv_backend="none")

@@ -1,12 +1,14 @@
 """``python -m kafkastate.sim``: run, sweep and replay simulated runs.
 
-    python -m kafkastate.sim run SEED [--workload group|txn] [--planted BUG] [--no-defence]
+    python -m kafkastate.sim run SEED [--workload group|group848|txn] [--planted BUG] [--no-defence]
                                       [--trace FILE] [--shrink [--max-runs N]]
-    python -m kafkastate.sim sweep [--seeds N] [--start S] [--jobs N] [--workload group|txn]
+    python -m kafkastate.sim sweep [--seeds N] [--start S] [--jobs N] [--workload W]
                                    [--planted BUG] [--no-defence] [--shrink] [--coverage]
     python -m kafkastate.sim replay RUN.json [--trace FILE]
 
 ``--workload group`` (the default) runs consumer groups (:mod:`kafkastate.sim.world`);
+``--workload group848`` consumer groups on the KIP-848 protocol
+(:mod:`kafkastate.sim.world848`);
 ``--workload txn`` an exactly-once transactional pipeline (:mod:`kafkastate.sim.txnworld`),
 where ``--no-defence`` switches the producer's KIP-890 client defence off (the harness
 must then find the Jepsen anomaly).
@@ -60,6 +62,7 @@ from kafkastate.sim.world import (
     Sim,
     SimConfig,
 )
+from kafkastate.sim.world848 import PLANTED848_BUGS, PLANTED848_CATCHES, Sim848, Sim848Config
 
 
 def _make(entropy: Entropy, workload: str, planted: str | None, defence: bool) -> Sim | TxnSim:
@@ -67,6 +70,10 @@ def _make(entropy: Entropy, workload: str, planted: str | None, defence: bool) -
         if planted is not None and planted not in TXN_PLANTED_BUGS:
             raise SystemExit(f"--planted for --workload txn is one of {TXN_PLANTED_BUGS}")
         return TxnSim(entropy, TxnConfig.draw(entropy, planted=planted, defence=defence))
+    if workload == "group848":
+        if planted is not None and planted not in PLANTED848_BUGS:
+            raise SystemExit(f"--planted for --workload group848 is one of {PLANTED848_BUGS}")
+        return Sim848(entropy, Sim848Config.draw(entropy, planted=planted))
     if planted is not None and planted not in PLANTED_BUGS:
         raise SystemExit(f"--planted for --workload group is one of {PLANTED_BUGS}")
     return Sim(entropy, SimConfig.draw(entropy, planted=planted))
@@ -86,13 +93,19 @@ def _recording(
     """What a replay file holds: the seed, the options, the tape, the trace hash."""
     return {
         "seed": seed,
-        "workload": "txn" if isinstance(sim, TxnSim) else "group",
+        "workload": _workload(sim),
         "config": attrs.asdict(sim.config),
         "tape": sim.entropy.tape,
         "trace_hash": sim.trace_hash(),
         "invariant": None if failure is None else failure.invariant,
         "message": None if failure is None else str(failure),
     }
+
+
+def _workload(sim: Sim | TxnSim) -> str:
+    if isinstance(sim, TxnSim):
+        return "txn"
+    return "group848" if isinstance(sim, Sim848) else "group"
 
 
 def _record(
@@ -281,12 +294,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="report the machines' transitions and the fault kinds the sweep reached",
     )
-    catches = {**PLANTED_CATCHES, **TXN_PLANTED_CATCHES}
+    catches = {**PLANTED_CATCHES, **PLANTED848_CATCHES, **TXN_PLANTED_CATCHES}
     for command in (run, sweep):
-        command.add_argument("--workload", choices=("group", "txn"), default="group")
+        command.add_argument("--workload", choices=("group", "group848", "txn"), default="group")
         command.add_argument(
             "--planted",
-            choices=PLANTED_BUGS + TXN_PLANTED_BUGS,
+            choices=PLANTED_BUGS + PLANTED848_BUGS + TXN_PLANTED_BUGS,
             help="a planted bug (the invariant that must catch it): "
             + ", ".join(f"{bug} ({inv})" for bug, inv in catches.items()),
         )

@@ -26,12 +26,17 @@ broker answers it depends on how fast its markers are written.
 Scenarios keep to what a single broker shows deterministically: a dynamic member's join
 and leave, session expiry (timeouts with a wide margin on both sides), static members'
 restart and replacement (KIP-345), a cooperative two-round rebalance, commits with a stale
-generation and during CompletingRebalance, and transaction fencing, abort and timeout.
+generation and during CompletingRebalance, transaction fencing, abort and timeout, and
+KIP-848 groups (ConsumerGroupHeartbeat: reconciliation when a second member joins, fenced
+and stale epochs, leaving, static members' -2 leave and takeover), answered by the model's
+:class:`~kafkastate.sim.coordinator848.ConsumerCoordinator`. KIP-848 topic ids are
+normalised like member ids (``t1``...).
 """
 
 from __future__ import annotations
 
 import datetime
+import uuid
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Final, Protocol
 
@@ -46,7 +51,7 @@ from kafkastate.core.consumer.assignors import (
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, request_type
 from kafkastate.sim.cluster import Request
-from kafkastate.sim.coordinator import ClassicCoordinator
+from kafkastate.sim.coordinator848 import ConsumerCoordinator
 from kafkastate.sim.txncluster import (
     ADD_PARTITIONS_TO_TXN,
     END_TXN,
@@ -72,6 +77,10 @@ SESSION_TIMEOUT: Final = 6.0
 """The members' ``session.timeout.ms``: the broker's smallest (``group.min.session.timeout.ms``)."""
 REBALANCE_TIMEOUT: Final = 20.0
 """The members' ``max.poll.interval.ms`` (JoinGroup's rebalance timeout)."""
+METADATA_VERSION: Final = 12
+"""Metadata version a session asks topic ids with."""
+OFFSET_COMMIT_848: Final = 9
+"""The OffsetCommit version a KIP-848 member commits with (member epochs)."""
 GRACE: Final = 2.0
 """Seconds a real broker gets to answer before a request counts as parked."""
 PATIENCE: Final = 15.0
@@ -109,7 +118,9 @@ class SimDriver:
     """
 
     def __init__(self, topics: Mapping[str, int]) -> None:
-        self.cluster = TxnCluster(1, ClassicCoordinator(), txn_node=1)
+        coordinator = ConsumerCoordinator()
+        self.cluster = TxnCluster(1, coordinator, txn_node=1)
+        coordinator.topics = self.cluster.topics
         for name, partitions in topics.items():
             self.cluster.create_topic(name, partitions)
         self.now = 0.0
@@ -170,6 +181,8 @@ def normalise(value: Any, names: dict[str, str]) -> Any:
             return int(value.total_seconds() * 1000)
         if isinstance(value, bytes):
             return value.hex()
+        if isinstance(value, uuid.UUID):
+            return _symbol(names, "t", str(value))  # a topic id (the broker makes them up)
         return value if value is None or isinstance(value, str | bool) else int(value)
     out: dict[str, Any] = {}
     for field in fields:
@@ -180,7 +193,7 @@ def normalise(value: Any, names: dict[str, str]) -> Any:
             out[field] = _symbol(names, "m", str(item))
         elif field == "producer_id" and int(item) >= 0:
             out[field] = _symbol(names, "p", str(int(item)))
-        elif field == "assignment":
+        elif field == "assignment" and isinstance(item, bytes):
             got = decode_assignment(bytes(item)).partitions if item else ()
             out[field] = sorted([topic, p] for topic, p in got)
         elif field == "metadata":
@@ -226,6 +239,9 @@ class Session:
         self.steps: dict[str, Any] = {}
         self._names: dict[str, str] = {}
         self._parked: dict[str, tuple[str, Hashable, int]] = {}
+        self._topic_uuid: Any = None
+        self.epochs: dict[str, int] = {}
+        """client -> its last KIP-848 member epoch."""
 
     # -- plumbing
 
@@ -247,6 +263,9 @@ class Session:
                 self.ids[client] = str(answer.member_id)
             if int(answer.error_code) == 0:
                 self.generation[client] = int(answer.generation_id)
+        kip848 = hasattr(answer, "member_epoch") and int(answer.error_code) == 0
+        if kip848 and int(answer.member_epoch) > 0:
+            self.epochs[client] = int(answer.member_epoch)
         self.steps[step] = normalise(answer, self._names)
         return answer
 
@@ -414,6 +433,89 @@ class Session:
 
     def _assignment(self, partitions: tuple[int, ...]) -> bytes:
         return encode_assignment(Assignment(partitions=tuple((self.topic, p) for p in partitions)))
+
+    # -- KIP-848 requests
+
+    def _topic_id(self) -> Any:
+        """The topic's id (Metadata; the broker makes ids up, normalised as ``t1``)."""
+        if self._topic_uuid is None:
+            cls = request_type(ApiKey.METADATA, METADATA_VERSION)
+            topic = build(nested_type(cls, "MetadataRequestTopic"), name=self.topic, topic_id=None)
+            request = build(
+                cls,
+                topics=(topic,),
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+            answer = self.driver.answer(self.driver.submit("metadata", request), wait=PATIENCE)
+            if answer is None:
+                raise TimeoutError(f"no Metadata answer for {self.topic!r}")
+            self._topic_uuid = next(t.topic_id for t in answer.topics)
+        return self._topic_uuid
+
+    def member_id848(self, client: str) -> str:
+        """The client's member id (KIP-1082: the client makes it up)."""
+        return self.ids.setdefault(client, str(uuid.uuid4()))
+
+    def heartbeat848(
+        self,
+        step: str,
+        client: str,
+        *,
+        epoch: int | None = None,
+        owned: tuple[int, ...] = (),
+        instance: str | None = None,
+        member_id: str | None = None,
+    ) -> Any | None:
+        """ConsumerGroupHeartbeat at member ``epoch`` (by default the client's last one)
+        owning partitions ``owned`` (a full request, as kafkastate's member sends; -1 / -2
+        leave)."""
+        if epoch is None:
+            epoch = self.epochs.get(client, 0)
+        cls = self._cls(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+        leaving = epoch < 0
+        tp_cls = nested_type(cls, "TopicPartitions")
+        request = build(
+            cls,
+            group_id=self.group,
+            member_id=self.member_id848(client) if member_id is None else member_id,
+            member_epoch=epoch,
+            instance_id=instance,
+            rack_id=None,
+            rebalance_timeout=datetime.timedelta(seconds=REBALANCE_TIMEOUT),
+            subscribed_topic_names=None if leaving else (self.topic,),
+            subscribed_topic_regex=None,
+            server_assignor="uniform" if epoch == 0 else None,
+            topic_partitions=None
+            if leaving
+            else ((build(tp_cls, topic_id=self._topic_id(), partitions=owned),) if owned else ()),
+        )
+        return self._send(step, client, request)
+
+    def commit848(self, step: str, client: str, *, epoch: int | None = None) -> Any | None:
+        """OffsetCommit v9 of partition 0 at member ``epoch`` (by default the client's)."""
+        if epoch is None:
+            epoch = self.epochs.get(client, 0)
+        cls = request_type(ApiKey.OFFSET_COMMIT, OFFSET_COMMIT_848)
+        part = build(
+            nested_type(cls, "OffsetCommitRequestPartition"),
+            partition_index=0,
+            committed_offset=5,
+            committed_leader_epoch=-1,
+            committed_metadata="",
+        )
+        topic = build(
+            nested_type(cls, "OffsetCommitRequestTopic"), name=self.topic, partitions=(part,)
+        )
+        request = build(
+            cls,
+            group_id=self.group,
+            generation_id_or_member_epoch=epoch,
+            member_id=self.member_id848(client),
+            group_instance_id=None,
+            topics=(topic,),
+        )
+        return self._send(step, client, request)
 
     # -- transaction requests
 
@@ -628,12 +730,69 @@ def transactions(s: Session) -> None:
     s.init_producer("T2 init again (KIP-360)", "T2", tid="tx-b", own=True, timeout=1.0)
 
 
+def kip848_reconciliation(s: Session) -> None:
+    """KIP-848: A joins and gets every partition; B joins and waits while A is asked to
+    revoke half (A's epoch stays until it reports them gone); B gets them only then;
+    commits at the current and other epochs; fenced and unknown epochs and members; B
+    leaves and A gets everything back. Epochs are each member's last one (as answered)."""
+    s.heartbeat848("A joins", "A", epoch=0)
+    s.heartbeat848("A heartbeat owning 0-3", "A", owned=(0, 1, 2, 3))
+    s.heartbeat848("B joins", "B", epoch=0)
+    s.heartbeat848("B heartbeat, nothing free", "B")
+    s.heartbeat848("A heartbeat, asked to revoke", "A", owned=(0, 1, 2, 3))
+    s.heartbeat848("A heartbeat, not revoked yet", "A", owned=(0, 1, 2, 3))
+    s.heartbeat848("B heartbeat while A revokes", "B")
+    s.commit848("A commits at its epoch", "A")
+    s.commit848("A commits at an older epoch", "A", epoch=s.epochs["A"] - 1)
+    s.commit848("A commits at a newer epoch", "A", epoch=s.epochs["A"] + 1)
+    a_before = s.epochs["A"]
+    s.heartbeat848("A heartbeat, revoked", "A", owned=(0, 1))
+    s.heartbeat848("B heartbeat, partitions free", "B")
+    s.heartbeat848("B heartbeat owning them", "B", owned=(2, 3))
+    s.commit848("B commits at its epoch", "B")
+    s.heartbeat848("B heartbeat, older epoch", "B", epoch=s.epochs["B"] - 1, owned=(2, 3))
+    s.heartbeat848("B heartbeat, newer epoch", "B", epoch=s.epochs["B"] + 1, owned=(2, 3))
+    s.heartbeat848("B heartbeat after the fenced ones", "B", owned=(2, 3))
+    s.heartbeat848("unknown member", "C", epoch=1)
+    s.heartbeat848("A heartbeat, previous epoch", "A", epoch=a_before, owned=(0, 1))
+    s.heartbeat848("B leaves", "B", epoch=-1)
+    s.heartbeat848("A heartbeat after B left", "A", owned=(0, 1))
+    s.heartbeat848("B heartbeat after leaving", "B", owned=(2, 3))
+    s.commit848("B commits after leaving", "B")
+    s.heartbeat848("A heartbeat owning 0-3 again", "A", owned=(0, 1, 2, 3))
+    s.heartbeat848("B joins again (same id)", "B", epoch=0)
+
+
+def kip848_static(s: Session) -> None:
+    """KIP-848 static members: a temporary leave (epoch -2) keeps the assignment, a new
+    member id of the instance takes it over without a rebalance; the old id is fenced; a
+    third id is refused while the instance is held; leaving for good."""
+    s.heartbeat848("S1 joins", "S1", epoch=0, instance="is")
+    s.heartbeat848("D joins", "D", epoch=0)
+    s.heartbeat848("S1 heartbeat", "S1", owned=(0, 1, 2, 3), instance="is")
+    s.heartbeat848("S1 revoked", "S1", owned=(0, 1), instance="is")
+    s.heartbeat848("D heartbeat", "D")
+    s.heartbeat848("D heartbeat owning 2-3", "D", owned=(2, 3))
+    s.heartbeat848("S1 leaves for now (-2)", "S1", epoch=-2, instance="is")
+    s.heartbeat848("D heartbeat after S1 left", "D", owned=(2, 3))
+    s.heartbeat848("S2 joins as the instance", "S2", epoch=0, instance="is")
+    s.heartbeat848("old S1 heartbeat", "S1", epoch=s.epochs["S1"], owned=(0, 1), instance="is")
+    s.heartbeat848("S3 joins while S2 holds it", "S3", epoch=0, instance="is")
+    s.heartbeat848("D heartbeat, no rebalance", "D", owned=(2, 3))
+    s.heartbeat848("-2 without instance id", "D", epoch=-2)
+    s.heartbeat848("S2 leaves for good", "S2", epoch=-1, instance="is")
+    s.heartbeat848("D heartbeat after S2 left", "D", owned=(2, 3))
+    s.heartbeat848("S2 heartbeat after leaving", "S2", epoch=1, owned=(0, 1), instance="is")
+
+
 SCENARIOS: Final[dict[str, Callable[[Session], None]]] = {
     "join_and_leave": join_and_leave,
     "session_expiry": session_expiry,
     "static_members": static_members,
     "cooperative": cooperative,
     "transactions": transactions,
+    "kip848_reconciliation": kip848_reconciliation,
+    "kip848_static": kip848_static,
 }
 """Every scenario, by name."""
 
@@ -651,8 +810,9 @@ def served_versions(broker: Mapping[int, int] | None = None) -> dict[int, int]:
         END_TXN,
     )
     out = {}
-    for key in keys:
-        high = TXN_SERVED_VERSIONS[key][1]
+    model = {**TXN_SERVED_VERSIONS, ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1)}
+    for key in (*keys, ApiKey.CONSUMER_GROUP_HEARTBEAT):
+        high = model[key][1]
         out[key] = high if broker is None else min(high, broker[key])
     return out
 

@@ -65,6 +65,7 @@ from kafkastate.core.consumer.assignors import ASSIGNORS
 from kafkastate.core.consumer.consumer import ConsumerMachine
 from kafkastate.core.consumer.fetcher import FetcherConfig, FetcherMachine
 from kafkastate.core.consumer.group import GroupConfig
+from kafkastate.core.consumer.group848 import ConsumerGroupConfig
 from kafkastate.core.metadata import MetadataConfig
 from kafkastate.sim.app import AUTO_COMMIT_MS, GROUP, TOPIC, _AppListener, _GroupHost
 from kafkastate.sim.cluster import SimCluster
@@ -225,6 +226,24 @@ class Sim(GroupInvariants):
         listener: Callable[[str], Any] | None = None,
         check: Callable[[Sim], None] | None = None,
     ) -> None:
+        super().__init__(entropy, config, self._make_cluster(config))
+        self._make_listener = listener
+        self._user_check = check
+        self.cluster.create_topic(TOPIC, config.partitions)
+        self.consumed: dict[tuple[str, int], set[int]] = defaultdict(set)
+        self._generation = 0
+        self._generations_seen = 0
+        # member (instance id or member id) -> generation -> its assignment then
+        self._assigned: dict[str, dict[int, set[tuple[str, int]]]] = {}
+        for p in range(config.partitions):
+            self.cluster.append(TOPIC, p, [f"{p}:{i}".encode() for i in range(config.records)])
+        self.written = config.records
+        for i in range(config.members):
+            self._start_host(f"m{i}")
+        self._line(f"config {attrs.asdict(config)}")
+
+    def _make_cluster(self, config: SimConfig) -> SimCluster:
+        """The cluster and its group coordinator (planted bugs applied)."""
         coordinator = ClassicCoordinator(
             min_session_timeout=6.0, initial_rebalance_delay=config.initial_delay_ms / 1000
         )
@@ -241,21 +260,7 @@ class Sim(GroupInvariants):
         cluster = SimCluster(config.brokers, coordinator)
         if config.planted == "broker_hides_tail":
             hides_the_tail(cluster)
-        super().__init__(entropy, config, cluster)
-        self._make_listener = listener
-        self._user_check = check
-        self.cluster.create_topic(TOPIC, config.partitions)
-        self.consumed: dict[tuple[str, int], set[int]] = defaultdict(set)
-        self._generation = 0
-        self._generations_seen = 0
-        # member (instance id or member id) -> generation -> its assignment then
-        self._assigned: dict[str, dict[int, set[tuple[str, int]]]] = {}
-        for p in range(config.partitions):
-            self.cluster.append(TOPIC, p, [f"{p}:{i}".encode() for i in range(config.records)])
-        self.written = config.records
-        for i in range(config.members):
-            self._start_host(f"m{i}")
-        self._line(f"config {attrs.asdict(config)}")
+        return cluster
 
     # ------------------------------------------------------------------ running
 
@@ -316,22 +321,8 @@ class Sim(GroupInvariants):
             use_fetch_sessions=False,
             fetch_max_wait=0.5,
         )
-        assignor: Any = ASSIGNORS[cfg.assignor]()
-        if cfg.planted == "cooperative_moves_owned":
-            assignor = GreedyCooperative()
-        elif cfg.planted == "assignor_drops_partition":
-            assignor = DropsLastPartition()
-        group = GroupConfig(
-            group_id=GROUP,
-            assignors=(assignor,),
-            session_timeout=cfg.session_ms / 1000,
-            heartbeat_interval=cfg.heartbeat_ms / 1000,
-            max_poll_interval=cfg.max_poll_ms / 1000,
-            request_timeout=max(10.0, cfg.session_ms / 1000),
-            group_instance_id=f"static-{name}" if cfg.static else None,
-        )
         rng = random.Random(self.entropy.below(1 << 30, f"rng {name}"))
-        inner = FetcherMachine(fetcher, rng=rng, group=group)
+        inner = FetcherMachine(fetcher, rng=rng, group=self._group_config(name))
         # The application commits what it processed before a revocation exactly when its
         # consumer auto-commits; its periodic commits are the auto-commit's timer.
         machine = ConsumerMachine(
@@ -357,6 +348,24 @@ class Sim(GroupInvariants):
         self._line(f"{name} start #{incarnation}")
         self._pump(host)
         self._at(self.now, "app", (name, incarnation))
+
+    def _group_config(self, name: str) -> GroupConfig | ConsumerGroupConfig:
+        """Host ``name``'s group membership settings."""
+        cfg = self.config
+        assignor: Any = ASSIGNORS[cfg.assignor]()
+        if cfg.planted == "cooperative_moves_owned":
+            assignor = GreedyCooperative()
+        elif cfg.planted == "assignor_drops_partition":
+            assignor = DropsLastPartition()
+        return GroupConfig(
+            group_id=GROUP,
+            assignors=(assignor,),
+            session_timeout=cfg.session_ms / 1000,
+            heartbeat_interval=cfg.heartbeat_ms / 1000,
+            max_poll_interval=cfg.max_poll_ms / 1000,
+            request_timeout=max(10.0, cfg.session_ms / 1000),
+            group_instance_id=f"static-{name}" if cfg.static else None,
+        )
 
     # ------------------------------------------------------------------- faults
 

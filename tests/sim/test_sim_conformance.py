@@ -2,8 +2,8 @@
 
 Each scenario of :mod:`kafkastate.sim.conformance` (join and leave, session expiry, static
 members under KIP-345, a cooperative rebalance, stale-generation commits, transaction
-fencing, abort and timeout) runs against the simulated cluster and against the broker the
-harness starts; the normalised answers must be the same, step by step. A difference is a
+fencing, abort and timeout, KIP-848 reconciliation, fencing and static members) runs
+against the simulated cluster and against the broker the harness starts; the normalised answers must be the same, step by step. A difference is a
 bug in the model (or a Kafka version it does not model).
 
 The real broker's answers are also kept in ``conformance_golden.json`` (refreshed when the
@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from kafkastate.adapters.blocking import BlockingAdmin, BlockingConnection
+from kafkastate.admin import ConfigResource, ConfigResourceType
 from kafkastate.core.protocol.requests import NewTopic
 from kafkastate.sim.conformance import (
     SCENARIOS,
@@ -32,6 +33,7 @@ from kafkastate.sim.conformance import (
     run_scenario,
     served_versions,
 )
+from kafkastate.sync import KafkaAdminClient
 from tests._support.coordinators import wait_for_coordinators
 
 GOLDEN = Path(__file__).with_name("conformance_golden.json")
@@ -120,9 +122,22 @@ def _diff(model: dict[str, Any], kafka: dict[str, Any]) -> str:
 def test_the_model_answers_like_kafka(name: str, real_broker: Any) -> None:
     host, port, broker, topic = real_broker
     versions = served_versions(broker)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    if name.startswith("kip848"):
+        # KIP-1263 batches target assignments (one per consumer.assignment.interval.ms, 1 s
+        # by default): the model computes each at once, as the broker does with 0
+        setting = {"consumer.assignment.interval.ms": "0"}
+        admin = KafkaAdminClient(bootstrap_servers=f"{host}:{port}")
+        try:
+            admin.alter_configs(
+                [ConfigResource(ConfigResourceType.GROUP, group, configs=setting)],
+                incremental=True,
+            )
+        finally:
+            admin.close()
     driver = RealDriver(host, port)
     try:
-        kafka = run_scenario(name, driver, versions, group=f"g-{uuid.uuid4().hex[:8]}", topic=topic)
+        kafka = run_scenario(name, driver, versions, group=group, topic=topic)
     finally:
         driver.close()
     kafka = json.loads(json.dumps(kafka).replace(topic, TOPIC))

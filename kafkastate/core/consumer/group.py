@@ -327,6 +327,12 @@ class MemberBase:
         """The subscribed topics."""
         return self._topics
 
+    @property
+    def has_requests(self) -> bool:
+        """Whether :meth:`take_requests` has something to send now: its host must step (a
+        command such as ``polled`` may queue a request)."""
+        return bool(self._out) and not self.coordinator_wanted
+
     def take_requests(self) -> list[OutgoingRequest]:
         """What to send to the coordinator now (empty while it is wanted)."""
         if self.coordinator_wanted:

@@ -116,6 +116,30 @@ def answer_offset_fetch(peer: FetcherPeer, committed: dict[int, int]) -> None:
     peer.answer(sent, build(cls, throttle_time=NO_TIME, groups=(group,)))
 
 
+def answer_heartbeat848(
+    peer: FetcherPeer, sent: Sent, *, epoch: int, partitions: tuple[int, ...]
+) -> None:
+    """Answer a ConsumerGroupHeartbeat: ``epoch``, partitions of ``t`` assigned."""
+    cls = response_type(ApiKey.CONSUMER_GROUP_HEARTBEAT, sent.req.version)
+    topic_id = {n: i for i, n in peer.topic_ids().items()}["t"]
+    tps = build(nested_type(cls, "TopicPartitions"), topic_id=topic_id, partitions=partitions)
+    peer.answer(
+        sent,
+        build(
+            cls,
+            throttle_time=NO_TIME,
+            error_code=ErrorCode.none,
+            error_message=None,
+            member_id=sent.req.body.member_id,
+            member_epoch=epoch,
+            heartbeat_interval=datetime.timedelta(seconds=5),
+            assignment=build(
+                nested_type(cls, "Assignment"), topic_partitions=(tps,) if partitions else ()
+            ),
+        ),
+    )
+
+
 def group_events(peer: FetcherPeer) -> list[Any]:
     return [
         e
@@ -207,22 +231,7 @@ def test_the_kip848_member_runs_in_the_fetcher_too() -> None:
     sent = peer.take(ApiKey.CONSUMER_GROUP_HEARTBEAT)
     req = sent.req.body
     assert (req.member_epoch, req.subscribed_topic_names) == (0, ("t",))
-    cls = response_type(ApiKey.CONSUMER_GROUP_HEARTBEAT, sent.req.version)
-    topic_id = {n: i for i, n in peer.topic_ids().items()}["t"]
-    tps = build(nested_type(cls, "TopicPartitions"), topic_id=topic_id, partitions=(0, 1))
-    peer.answer(
-        sent,
-        build(
-            cls,
-            throttle_time=NO_TIME,
-            error_code=ErrorCode.none,
-            error_message=None,
-            member_id=req.member_id,
-            member_epoch=5,
-            heartbeat_interval=datetime.timedelta(seconds=5),
-            assignment=build(nested_type(cls, "Assignment"), topic_partitions=(tps,)),
-        ),
-    )
+    answer_heartbeat848(peer, sent, epoch=5, partitions=(0, 1))
     (assigned,) = group_events(peer)
     assert assigned.assigned == (("t", 0), ("t", 1)) and assigned.generation == 5
     peer.m.assignment_done(now=peer.now)
@@ -254,3 +263,22 @@ def test_a_new_member_joins_once_metadata_describes_its_topics() -> None:
     while not peer.has(ApiKey.JOIN_GROUP):
         peer.advance()
     assert peer.now < 3.0  # well before the wait would have given up
+
+
+def test_a_kip848_member_back_from_a_poll_timeout_sends_its_join_on_the_next_poll() -> None:
+    # Found by the simulator (--workload group848): the poll that ends a poll-timeout leave
+    # queued the join heartbeat, but a fetcher with no partitions had nothing else to step
+    # for, so the join waited for some unrelated event (up to metadata.max.age).
+    group = ConsumerGroupConfig(group_id="g", max_poll_interval=2.0)
+    peer = FetcherPeer(partitions=2, group=group, group_id="g", auto_offset_reset="earliest")
+    answer_coordinator(peer)
+    sent = peer.take(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+    answer_heartbeat848(peer, sent, epoch=5, partitions=())
+    peer.advance(peer.now + 2.5)  # no poll for max_poll_interval: the member leaves
+    leave = peer.take(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+    assert leave.req.body.member_epoch == -1
+    peer.pending.remove(leave)
+    assert peer.m.poll(10, now=peer.now) == []
+    peer.pump()
+    join = peer.take(ApiKey.CONSUMER_GROUP_HEARTBEAT).req.body
+    assert (join.member_epoch, join.member_id) == (0, sent.req.body.member_id)
