@@ -3,8 +3,9 @@
 Each scenario of :mod:`kafkastate.sim.conformance` (join and leave, session expiry, static
 members under KIP-345, a cooperative rebalance, stale-generation commits, transaction
 fencing, abort and timeout, KIP-848 reconciliation, fencing and static members) runs
-against the simulated cluster and against the broker the harness starts; the normalised answers must be the same, step by step. A difference is a
-bug in the model (or a Kafka version it does not model).
+against the simulated cluster and against the broker the harness starts; the normalised
+answers must be the same, step by step. A difference is a bug in the model (or a Kafka
+version it does not model).
 
 The real broker's answers are also kept in ``conformance_golden.json`` (refreshed when the
 real-broker test passes with ``KAFKASTATE_UPDATE_GOLDEN=1``), so that the model is checked
