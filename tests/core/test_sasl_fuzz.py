@@ -50,7 +50,7 @@ SERVER_FIRST_SEEDS = [
 SERVER_FINAL_SEEDS = [SERVER_FINAL, b"e=invalid-proof", SERVER_FINAL + b",x=1"]
 # A server-first message needs a few thousand PBKDF2 rounds when it parses; the default
 # suite keeps the SCRAM share small.
-SCRAM_DEFAULT = 400
+SCRAM_DEFAULT = 100
 
 
 def client() -> ScramMechanism:

@@ -148,7 +148,7 @@ def test_parse_of_random_responses(name: str) -> None:
     run_mutations(
         parse,
         seeds,
-        count=fuzz_count(200),
+        count=fuzz_count(50),
         seed=f"admin-parse-{name}",
         derive_input=derive_response,
     )
