@@ -176,11 +176,11 @@ def table(lines: Iterable[str]) -> str:
     return "\n".join(out)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--report", type=Path, default=REPORT)
     parser.add_argument("--check", action="store_true", help="fail if the doc is stale")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     lines = args.report.read_text(encoding="utf-8").splitlines()
     doc = DOC.read_text(encoding="utf-8")
     head, sep, rest = doc.partition(START)
