@@ -27,7 +27,7 @@ pytest.importorskip("material", reason="the docs extra (mkdocs-material) is not 
 pytest.importorskip("mkdocstrings_handlers.python", reason="mkdocstrings[python] is missing")
 
 sys.path.insert(0, str(ROOT))
-from tools import gen_plots  # noqa: E402
+from tools import gen_fuzz_table, gen_plots  # noqa: E402
 from tools.mkdocs_hooks import MORE, nav_of  # noqa: E402
 
 
@@ -137,6 +137,11 @@ def test_reference_pages_have_the_public_names(site: pathlib.Path) -> None:
 def test_plots_match_the_stored_results() -> None:
     assert gen_plots.main(["--check"]) == 0, "python tools/gen_plots.py"
     assert len(list((DOCS / "plots").glob("*.svg"))) >= 3
+
+
+def test_fuzz_table_matches_the_stored_report() -> None:
+    """docs/reliability.md's fuzzing figures are the campaign report's, regenerated."""
+    assert gen_fuzz_table.main(["--check"]) == 0, "python tools/gen_fuzz_table.py"
 
 
 def test_nav_drops_missing_pages_and_adds_unlisted_ones(tmp_path: pathlib.Path) -> None:

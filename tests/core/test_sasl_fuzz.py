@@ -1,5 +1,7 @@
 """Fuzzing the SASL server messages the client parses: SCRAM server-first and
-server-final (RFC 5802, the RFC 7677 exchange as seed) and OAUTHBEARER's error status.
+server-final (RFC 5802, the RFC 7677 exchange as seed), OAUTHBEARER's error status, the
+GSSAPI security-layer offer (RFC 4752, after the GSS library's unwrap), AWS_MSK_IAM's
+answer, and the OAuth token endpoint's HTTP answer with the JWT inside (core/oauth.py).
 
 The only allowed outcome besides success is a KafkaError (AuthenticationFailedError);
 every input runs under the per-input time bound of tests/_support/fuzzing.py, so a
@@ -16,7 +18,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkastate.core.sasl import OAuthBearerMechanism, ScramMechanism
+from kafkastate.core.oauth import jwt_claims, read_token_response
+from kafkastate.core.sasl import (
+    AwsMskIamMechanism,
+    GssapiMechanism,
+    OAuthBearerMechanism,
+    ScramMechanism,
+)
 from kafkastate.errors import AuthenticationFailedError
 from tests._support.fuzzing import (
     FUZZ,
@@ -26,6 +34,7 @@ from tests._support.fuzzing import (
     run_mutations,
     time_bound,
 )
+from tests.core.test_sasl_gssapi import ScriptedContext
 
 NONCE = "rOprNGfwEbeRWgbNEkqO"
 SERVER_FIRST = (
@@ -41,7 +50,7 @@ SERVER_FIRST_SEEDS = [
 SERVER_FINAL_SEEDS = [SERVER_FINAL, b"e=invalid-proof", SERVER_FINAL + b",x=1"]
 # A server-first message needs a few thousand PBKDF2 rounds when it parses; the default
 # suite keeps the SCRAM share small.
-SCRAM_DEFAULT = 400
+SCRAM_DEFAULT = 100
 
 
 def client() -> ScramMechanism:
@@ -94,10 +103,72 @@ def test_mutated_oauthbearer_status() -> None:
     run_mutations(oauth_status, seeds, count=fuzz_count(), seed="oauth-status")
 
 
+def gssapi_offer(data: bytes) -> bytes | None:
+    """The server's wrapped layer offer, after the context is established (the scripted
+    context's unwrap strips a ``W:`` tag: the core reads what the GSS library returns)."""
+    m = GssapiMechanism(ScriptedContext("kafka@broker"))
+    m.first_message()
+    m.on_challenge(b"AP-REP")
+    return m.on_challenge(data)
+
+
+def test_mutated_gssapi_layer_offers() -> None:
+    seeds = [b"W:\x01\x00\x00\x00", b"W:\x07\xff\xff\xff", b"W:\x04\x00\x10\x00", b"W:"]
+    run_mutations(gssapi_offer, seeds, count=fuzz_count(), seed="gssapi-offer")
+
+
+def msk_iam_answer(data: bytes) -> bytes | None:
+    return AwsMskIamMechanism(lambda host: b"{}", "broker").on_challenge(data)
+
+
+def test_mutated_aws_msk_iam_answers() -> None:
+    seeds = [b'{"version":"2020_10_22","request-id":"a1b2"}', b"{}", b"[1]", b'"v"']
+    run_mutations(msk_iam_answer, seeds, count=fuzz_count(), seed="aws-msk-iam")
+
+
+def jwt(claims: bytes) -> str:
+    body = base64.urlsafe_b64encode(claims).rstrip(b"=").decode()
+    return f"eyJhbGciOiJub25lIn0.{body}.sig"
+
+
+TOKEN_BODIES = [
+    b'{"access_token":"%s","token_type":"Bearer","expires_in":3600}' % jwt(b"{}").encode(),
+    b'{"access_token":"%s"}' % jwt(b'{"exp":1700000000,"sub":"a"}').encode(),
+    b'{"access_token":"t","expires_in":"60"}',
+    b'{"error":"invalid_client","error_description":"bad secret"}',
+    b"<html>502</html>",
+]
+STATUSES = (200, 200, 200, 400, 401, 429, 500, 503, 302, 0, -1, 999)
+
+
+def token_answer(data: bytes) -> object:
+    """The token endpoint's answer: the first byte picks the HTTP status, the rest is the
+    body; the JWT's claims are read as the token's lifetime source."""
+    status = STATUSES[data[0] % len(STATUSES)] if data else 200
+    issued = read_token_response(status, data[1:], now=10.0, wall_now=1_700_000_000.0)
+    return jwt_claims(issued.token)
+
+
+def test_mutated_token_endpoint_answers() -> None:
+    seeds = [bytes([i]) + body for i, body in enumerate(TOKEN_BODIES)]
+    run_mutations(token_answer, seeds, count=fuzz_count(), seed="oauth-token-endpoint")
+
+
+def test_mutated_jwt_claims() -> None:
+    seeds = [b'{"exp":1700000000,"sub":"a","scope":"x y"}', b"{}", b'{"exp":"soon"}', b"[]"]
+
+    def claims(data: bytes) -> object:
+        return jwt_claims(jwt(data)) | jwt_claims(data.decode("latin-1"))
+
+    run_mutations(claims, seeds, count=fuzz_count(), seed="jwt-claims")
+
+
 @given(st.binary(max_size=200))
 @FUZZ
 def test_arbitrary_server_messages(data: bytes) -> None:
-    check_each(data, server_first, server_final, oauth_status)
+    check_each(
+        data, server_first, server_final, oauth_status, gssapi_offer, msk_iam_answer, token_answer
+    )
 
 
 @given(

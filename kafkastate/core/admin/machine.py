@@ -989,10 +989,8 @@ class AdminMachine(ClientDriven):
         if op.op_id not in self._ops:
             return  # answered after its deadline
         try:
-            outcomes = op.spec.parse_from(response, list(unit.keys), node)
-        except (AttributeError, TypeError, ValueError, IndexError) as exc:
-            outcomes = {}
-            error = KafkaError(f"{op.spec.name}: unexpected response: {exc!r}")
+            outcomes = ops.parse_outcomes(op.spec, response, list(unit.keys), node)
+        except KafkaError as error:
             for key in unit.keys:
                 self._fail(op, key, error)
             return

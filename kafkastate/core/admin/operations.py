@@ -67,6 +67,7 @@ __all__ = [
     "PerBroker",
     "error_of",
     "Operation",
+    "parse_outcomes",
     "Route",
     "ToCoordinator",
     "ToLeader",
@@ -149,6 +150,23 @@ _error = error_of
 
 def _no_answer(key: object) -> KafkaError:
     return KafkaError(f"the broker's response did not mention {key!r}")
+
+
+def parse_outcomes(
+    spec: Operation, response: Any, keys: Sequence[Any], node: int
+) -> dict[Any, Any]:
+    """Each key's outcome from a response, as the machine reads it.
+
+    A response that decodes but holds what the operation cannot read (a value out of its
+    range, a shape it does not expect) is a broker bug, not ours to crash on.
+
+    Raises:
+        KafkaError: the response cannot be read ("unexpected response"); every key fails.
+    """
+    try:
+        return spec.parse_from(response, keys, node)
+    except (AttributeError, TypeError, ValueError, IndexError) as exc:
+        raise KafkaError(f"{spec.name}: unexpected response: {exc!r}") from None
 
 
 def _capped(versions: ApiVersionTable, api_key: int, cap: int) -> type[Any]:

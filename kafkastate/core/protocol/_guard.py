@@ -144,6 +144,11 @@ def _array(element: _Step, flexible: bool, name: str, nullable: bool) -> _Step:
 def _nullable_struct(inner: _Step) -> _Step:
     def step(buf: memoryview, pos: int, end: int) -> int:
         marker, pos = _int(buf, pos, end, 1)
+        # Kafka writes -1 (null) or 1. kio's reader takes only -1 for null, Java any
+        # negative: another marker would make this walk and kio's parse disagree about
+        # what follows (a fuzzer found -128, read as present by kio).
+        if marker not in (-1, 1):
+            raise LengthError(f"nullable struct marker {marker} is neither -1 nor 1")
         return pos if marker < 0 else inner(buf, pos, end)
 
     return step

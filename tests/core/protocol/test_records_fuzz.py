@@ -6,22 +6,24 @@ Seeded ``random.Random`` mutations (byte flips, interesting values, truncation, 
 deletion, duplication) of valid batches and legacy sets for every codec, with CRC checks on
 and off; "structure-aware" mutations of the decompressed records section re-wrapped with a
 valid CRC, so the record parser sees them even with ``check_crcs=True``; and Hypothesis over
-raw bytes and chosen edits. Sized to run in a few seconds.
+raw bytes and chosen edits. Small in the default suite; ``nox -s fuzz`` scales it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import struct
 import zlib
+from collections.abc import Sequence
 
 import crc32c
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkastate.core.protocol.compression import Compression, compress
+from kafkastate.core.protocol.compression import Compression, compress, decompress
 from kafkastate.core.protocol.records import (
     ControlRecordType,
     RecordBatchBuilder,
@@ -30,7 +32,7 @@ from kafkastate.core.protocol.records import (
     iter_batches,
 )
 from kafkastate.errors import CorruptRecordError, UnsupportedCodecError
-from tests._support.fuzzing import time_bound
+from tests._support.fuzzing import derive, fuzz_count, run_mutations, time_bound
 from tests._support.mutation import mutate
 
 # Every test runs twice: on the pure-Python record codec, then on the C accelerator.
@@ -42,9 +44,9 @@ TS = 1_700_000_000_000
 # (nox -s fuzz) sets the inputs per decoder, split over the seeds of each test.
 SCALE = int(os.environ.get("KAFKASTATE_FUZZ_SCALE", "1"))
 EXAMPLES = os.environ.get("KAFKASTATE_FUZZ_EXAMPLES")
-MUTATIONS = 150 * SCALE if EXAMPLES is None else max(150, int(EXAMPLES) // 16)
+MUTATIONS = 40 * SCALE if EXAMPLES is None else max(150, int(EXAMPLES) // 16)
 FUZZ = settings(
-    max_examples=150 * SCALE if EXAMPLES is None else max(150, int(EXAMPLES) // 100),
+    max_examples=25 * SCALE if EXAMPLES is None else max(150, int(EXAMPLES) // 100),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
@@ -57,18 +59,20 @@ def consume(data: bytes, *, check_crcs: bool) -> None:
 
 
 def _consume(data: bytes, *, check_crcs: bool) -> None:
-    try:
-        for batch in iter_batches(data, check_crcs=check_crcs, max_decompressed_size=1 << 20):
-            repr(batch)
-            _ = (batch.base_offset, batch.last_offset, batch.next_offset, batch.compression)
-            _ = (batch.timestamp_type, batch.is_transactional, batch.is_control)
-            _ = (batch.producer_id, batch.delete_horizon_ms, batch.record_count)
-            for record in batch:
-                _ = (record.offset, record.timestamp, record.key, record.value, record.headers)
-            if batch.is_control:
-                _ = (batch.control_type, batch.marker)
-    except ALLOWED:
-        pass
+    with contextlib.suppress(*ALLOWED):
+        _decode_all(data, check_crcs=check_crcs)
+
+
+def _decode_all(data: bytes, *, check_crcs: bool) -> None:
+    for batch in iter_batches(data, check_crcs=check_crcs, max_decompressed_size=1 << 20):
+        repr(batch)
+        _ = (batch.base_offset, batch.last_offset, batch.next_offset, batch.compression)
+        _ = (batch.timestamp_type, batch.is_transactional, batch.is_control)
+        _ = (batch.producer_id, batch.delete_horizon_ms, batch.record_count)
+        for record in batch:
+            _ = (record.offset, record.timestamp, record.key, record.value, record.headers)
+        if batch.is_control:
+            _ = (batch.control_type, batch.marker)
 
 
 def v2_batch(compression: Compression, seed: int) -> bytes:
@@ -132,13 +136,56 @@ def test_seed_corpus_is_valid(name: str, data: bytes) -> None:
     assert batches and all(batch.records() is not None for batch in batches)
 
 
+def consume_both(data: bytes) -> None:
+    """One input as a consumer with ``check_crcs`` off, then on; the error of the
+    second decode that failed is the input's outcome."""
+    refused: Exception | None = None
+    for check_crcs in (False, True):
+        try:
+            _decode_all(data, check_crcs=check_crcs)
+        except ALLOWED as exc:
+            refused = exc
+    if refused is not None:
+        raise refused
+
+
+def derive_batch(data: bytes, rng: random.Random, seeds: Sequence[bytes]) -> bytes:
+    """Byte-level inputs (:func:`derive`) half the time; otherwise the records section
+    (decompressed) is mutated and re-wrapped with a valid CRC, so the record parser,
+    not the CRC check, meets the damage."""
+    if rng.random() < 0.5 or len(data) < 61:
+        return derive(data, rng, seeds)
+    magic = data[16]
+    if magic == 2:
+        records = decompress(data[22] & 0x07, data[61:])
+        return rewrap_v2(data, mutate(records, rng), rng.choice([0, 0, 0, -1, 1]))
+    codec = data[17] & 0x07
+    if codec == Compression.NONE:
+        return derive(data, rng, seeds)
+    return rewrap_legacy(magic, Compression(codec), mutate(legacy_inner(data), rng))
+
+
+def legacy_inner(wrapper: bytes) -> bytes:
+    """The decompressed message set inside the first (compressed) legacy message."""
+    pos = 18 + 8 * (wrapper[16] == 1)
+    (key_size,) = struct.unpack_from(">i", wrapper, pos)
+    pos += 4 + max(key_size, 0)
+    (value_size,) = struct.unpack_from(">i", wrapper, pos)
+    value = wrapper[pos + 4 : pos + 4 + value_size]
+    return decompress(wrapper[17] & 0x07, value, lz4_broken_header_checksum=wrapper[16] == 0)
+
+
 @pytest.mark.parametrize(("name", "data"), CORPUS, ids=[name for name, _ in CORPUS])
-def test_random_mutations(name: str, data: bytes) -> None:
-    rng = random.Random(f"mutations-{name}")
-    for _ in range(MUTATIONS):
-        mutated = mutate(data, rng)
-        consume(mutated, check_crcs=False)
-        consume(mutated, check_crcs=True)
+def test_random_mutations(name: str, data: bytes, implementation: str) -> None:
+    """The volume loop of one format and codec: KAFKASTATE_FUZZ_EXAMPLES inputs in
+    ``nox -s fuzz``, each decoded with CRC checks off and on."""
+    run_mutations(
+        consume_both,
+        [data],
+        count=fuzz_count(MUTATIONS),
+        seed=f"records-{implementation}-{name}",
+        derive_input=derive_batch,
+    )
 
 
 @pytest.mark.parametrize(("name", "data"), CORPUS, ids=[name for name, _ in CORPUS])
