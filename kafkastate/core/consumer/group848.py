@@ -491,7 +491,9 @@ class ConsumerGroupMember(MemberBase):
         if response.member_id:
             self.member_id = str(response.member_id)
         self.epoch = int(response.member_epoch)
-        self._interval = response.heartbeat_interval.total_seconds() or self._interval
+        interval = response.heartbeat_interval.total_seconds()
+        if interval > 0:  # a zero or negative interval (no broker sends one) keeps the last
+            self._interval = interval
         self._next_heartbeat = now + self._interval
         if self.state is Member848State.JOINING and self.epoch > 0:
             self._to(Member848State.STABLE, what="joined")

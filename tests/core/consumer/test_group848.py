@@ -51,6 +51,7 @@ def answer(
     epoch: int = 1,
     parts: tuple[int, ...] | None = None,
     now: float = 0.0,
+    interval: float = 5.0,
 ) -> None:
     cls = response_type(ApiKey.CONSUMER_GROUP_HEARTBEAT, VERSIONS.version_for(68))
     assignment = None
@@ -67,7 +68,7 @@ def answer(
         error_message=None,
         member_id=m.member_id,
         member_epoch=epoch,
-        heartbeat_interval=datetime.timedelta(seconds=5),
+        heartbeat_interval=datetime.timedelta(seconds=interval),
         assignment=assignment,
     )
     m.handle_response("heartbeat", body, now=now)
@@ -104,6 +105,21 @@ def test_join_reconcile_and_report() -> None:
     assert m.state is Member848State.STABLE and m.commit_identity() == (3, m.member_id, None)
     answer(m, epoch=3, now=0.2)
     assert m.get_timer() == pytest.approx(5.2)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, -2_160_000.0])
+def test_a_heartbeat_interval_that_is_not_positive_keeps_the_last_one(bad: float) -> None:
+    # The fuzzer's input: an answer with a negative interval (about -25 days) made the
+    # member heartbeat without pause.
+    m = member()
+    m.subscribe(["t"], now=0.0)
+    m.update_topic_ids({TOPIC_ID: "t"}, now=0.0)
+    m.coordinator_found(now=0.0)
+    heartbeat(m)
+    answer(m, epoch=1, now=0.0, interval=3.0)
+    assert m.get_timer() == pytest.approx(3.0)
+    answer(m, epoch=1, now=10.0, interval=bad)
+    assert m.get_timer() == pytest.approx(13.0)
 
 
 def test_revoke_first_then_assign() -> None:
