@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from kafkastate.core.consumer.assignors import RebalanceProtocol, decode_assignment
-from kafkastate.core.consumer.group import GroupMember
+from kafkastate.core.consumer.group import GroupMember, MemberState
 from kafkastate.core.producer.accumulator import RecordsAcknowledged
 from kafkastate.core.producer.transactions import TRANSITIONS
 from kafkastate.sim.app import GROUP, TOPIC, GroupApp, _GroupHost
@@ -56,6 +56,9 @@ if TYPE_CHECKING:
     from kafkastate.sim.txnworld import TxnConfig
 
 __all__ = ["GroupInvariants", "TxnInvariants"]
+
+# a classic member in these states has applied its generation's assignment
+_HAS_ASSIGNMENT = frozenset({MemberState.ASSIGNING, MemberState.STABLE})
 
 
 @attrs.frozen
@@ -80,6 +83,8 @@ class GroupInvariants(GroupApp):
     _generations_seen: int
     # member (instance id or member id) -> generation -> its assignment then
     _assigned: dict[str, dict[int, set[tuple[str, int]]]]
+    # member (instance id or member id) -> the generations whose assignment it received
+    _received: dict[str, set[int]]
 
     def _coordinator_timer(self) -> None:
         """G7: the coordinator's deadlines remove no member before its session ends."""
@@ -143,6 +148,7 @@ class GroupInvariants(GroupApp):
             self._check_double_ownership()
         for host in self.hosts.values():
             app = host.app
+            self._note_received(host)
             if (  # cheapest tests first: this runs for every host after every event
                 app.owned
                 and host.alive
@@ -164,6 +170,20 @@ class GroupInvariants(GroupApp):
                 self._user_check(self)
             except AssertionError as exc:
                 raise InvariantViolation("USER", str(exc), at=self.now) from exc
+
+    def _note_received(self, host: _GroupHost) -> None:
+        """G6's bookkeeping: the generations whose assignment each member received (its
+        SyncGroup answered, the assignment applied). Only those count as what it owned
+        before: the coordinator stores an assignment the member may never get."""
+        member = host.machine.member
+        if (
+            host.alive
+            and isinstance(member, GroupMember)
+            and member.generation >= 0
+            and member.state in _HAS_ASSIGNMENT
+        ):
+            key = member.config.group_instance_id or member.member_id
+            self._received.setdefault(key, set()).add(member.generation)
 
     def _ownership_view(self) -> _OwnershipView:
         """What the applications own, as the trace line shows it and whether two alive
@@ -208,8 +228,10 @@ class GroupInvariants(GroupApp):
     def _check_commits(self) -> None:
         """G5/G6: every commit the coordinator accepted since the last check came from a
         member of the current generation, for a partition it was assigned in this
-        generation or the one before (cooperative members commit what they revoke after
-        the new generation started)."""
+        generation or in the last earlier one whose assignment it received (cooperative
+        members commit what they revoke after the new generation started; a member whose
+        SyncGroup was refused -- REBALANCE_IN_PROGRESS -- or lost kept the assignment
+        before, not the one the coordinator stored for it)."""
         coordinator = self.cluster.coordinator
         group = coordinator.groups.get(GROUP)
         if group is None:
@@ -240,7 +262,10 @@ class GroupInvariants(GroupApp):
             )
             if generation not in history:
                 continue  # not seen stable yet
-            earlier = [g for g in history if g < generation]
+            received = self._received.get(
+                member_id if committer is None else committer.instance_id or member_id, set()
+            )
+            earlier = [g for g in history if g < generation and g in received]
             allowed = history[generation] | (history[max(earlier)] if earlier else set())
             if tp not in allowed:
                 raise InvariantViolation(

@@ -235,6 +235,8 @@ class Sim(GroupInvariants):
         self._generations_seen = 0
         # member (instance id or member id) -> generation -> its assignment then
         self._assigned: dict[str, dict[int, set[tuple[str, int]]]] = {}
+        # member (instance id or member id) -> the generations whose assignment it received
+        self._received: dict[str, set[int]] = {}
         for p in range(config.partitions):
             self.cluster.append(TOPIC, p, [f"{p}:{i}".encode() for i in range(config.records)])
         self.written = config.records

@@ -213,6 +213,30 @@ def test_scenario_7_initial_rebalance_delay_with_staggered_joins() -> None:
     assert _generation(sim) == 1  # everyone made the first generation
 
 
+def test_cooperative_member_whose_sync_was_refused_commits_what_it_still_owns() -> None:
+    # m2 joins; in generation 3 the leader takes events-5 from m1 (to hand it over next
+    # round). m1's SyncGroup is held until the leader has rejoined, so it gets
+    # REBALANCE_IN_PROGRESS and never receives that assignment: it still owns events-5
+    # (KIP-429), says so in its next JoinGroup, gets generation 4 without it, revokes it and
+    # commits it with generation 4. Kafka accepts that and nobody else owns events-5 then;
+    # G6 used to count the generation-3 assignment the coordinator stored (but m1 never
+    # got) as what m1 owned before generation 4, and flagged the commit (Hypothesis found it).
+    sim = _scenario(
+        members=2,
+        partitions=6,
+        assignor="cooperative-sticky",
+        session_ms=6_000,
+        heartbeat_ms=1_500,
+        max_poll_ms=10_000,
+        chaos_ms=20_000,
+        script=((5_000, "add", "m2"), (6_123, "hold", "m1", 1, 1_000)),
+    )
+    revoked = [line for line in sim.trace if "m1 revoked [('events', 5)] lost=False" in line]
+    assert revoked and int(revoked[0].split()[0]) > 7_000  # in generation 4, as described
+    assert sim.cluster.coordinator.groups["sim-group"].generation >= 5
+    assert len(sim.live_owners()) == 3
+
+
 # ------------------------------------------------------------- replay and shrinking
 
 
