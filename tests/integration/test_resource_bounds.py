@@ -91,6 +91,22 @@ def test_cycles_program_reports_what_the_cycles_left() -> None:
     assert opened == [*warmup, "producer", "consumer", "admin", "producer", "consumer"]
     assert told[0]["before"]["tasks"] == 4 and told[0]["after"]["tasks"] == 5
     assert told[0]["cycles"] == 5
+    assert [s["cycle"] for s in told[0]["samples"]] == [0, 5]
+
+
+def test_cycles_program_samples_the_curve_every_n_cycles() -> None:
+    tasks = iter([1, 2, 3, 4])
+    told: list[dict[str, Any]] = []
+    ops = {
+        "cycle": lambda kind, topic: None,
+        "sleep": lambda seconds: None,
+        "tasks": lambda: next(tasks),
+        "tell": told.append,
+    }
+    run_blocking(cycles_program("t", cycles=7, warmup=1, every=3), ops)
+    samples = told[0]["samples"]
+    assert [(s["cycle"], s["tasks"]) for s in samples] == [(0, 1), (3, 2), (6, 3), (7, 4)]
+    assert all(s["fds"] > 0 and s["threads"] >= 1 and s["rss"] > 0 for s in samples)
     assert "| tasks | asyncio | +1 | +0 | False |" in bounds_table(
         [Bound("tasks", "asyncio", 1, 0)]
     )

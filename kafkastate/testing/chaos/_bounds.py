@@ -144,21 +144,32 @@ def consumer_program(topic: str, partitions: int, seconds: float) -> Program:
     yield Op("tell", ({"baseline": peak.baseline, "peak": peak.peak, "read": read},))
 
 
-def cycles_program(topic: str, cycles: int, warmup: int = 3) -> Program:
+def cycles_program(topic: str, cycles: int, warmup: int = 3, every: int = 1000) -> Program:
     """Open and close a producer, a consumer and an admin client in turn (``warmup`` of
-    each first), then report what the process holds compared with after the warm-up."""
+    each first), then report what the process holds compared with after the warm-up.
+
+    Every ``every`` cycles (and after the warm-up and the last cycle) the process's fds,
+    threads, tasks and RSS are sampled, after a settle; each sample is written to stderr
+    (the measurement's log) as it is taken and the report carries them all (``samples``),
+    so a run that is stopped early still shows its curve."""
     kinds = ("producer", "consumer", "admin")
     for kind in kinds * warmup:
         yield Op("cycle", (kind, topic))
     yield from _settle()
     before = {"fds": open_fds(), "threads": os_threads(), "tasks": (yield Op("tasks"))}
     rss_before = rss()
+    samples = [_sample(0, before, rss_before)]
     started = time.monotonic()
     for i in range(cycles):
         yield Op("cycle", (kinds[i % len(kinds)], topic))
+        if every and (i + 1) % every == 0 and i + 1 < cycles:
+            yield from _settle()
+            held = {"fds": open_fds(), "threads": os_threads(), "tasks": (yield Op("tasks"))}
+            samples.append(_sample(i + 1, held, rss(), time.monotonic() - started))
     elapsed = time.monotonic() - started
     yield from _settle()
     after = {"fds": open_fds(), "threads": os_threads(), "tasks": (yield Op("tasks"))}
+    samples.append(_sample(cycles, after, rss(), elapsed))
     yield Op(
         "tell",
         (
@@ -168,9 +179,17 @@ def cycles_program(topic: str, cycles: int, warmup: int = 3) -> Program:
                 "rss_growth": rss() - rss_before,
                 "cycles": cycles,
                 "seconds": round(elapsed, 1),
+                "samples": samples,
             },
         ),
     )
+
+
+def _sample(cycle: int, held: dict[str, int], rss_now: int, seconds: float = 0.0) -> dict[str, Any]:
+    """One point of the cycles curve, also written to stderr as it is taken."""
+    sample = {"cycle": cycle, **held, "rss": rss_now, "seconds": round(seconds, 1)}
+    print(json.dumps(sample), file=sys.stderr, flush=True)
+    return sample
 
 
 def _settle() -> Generator[Op, Any, None]:
@@ -386,6 +405,7 @@ def worker(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fetch-max-bytes", type=int, default=MIB)
     parser.add_argument("--cycles", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--every", type=int, default=1000)
     args = parser.parse_args(argv)
     faulthandler.register(signal.SIGUSR1)  # the stacks of a measurement that hangs
     if args.bound == "producer":
@@ -393,7 +413,7 @@ def worker(argv: Sequence[str] | None = None) -> int:
     elif args.bound == "consumer":
         program = consumer_program(args.topic, args.partitions, args.seconds)
     else:
-        program = cycles_program(args.topic, args.cycles)
+        program = cycles_program(args.topic, args.cycles, every=args.every)
     if args.runtime == "asyncio":
         import asyncio  # noqa: PLC0415
 
