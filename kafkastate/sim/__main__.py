@@ -261,7 +261,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"all {args.seeds} seeds passed")
     print(
         f"{args.seeds} seeds in {elapsed:.1f} s ({60 * args.seeds / elapsed:.0f} seeds/min, "
-        f"{args.jobs} job{'s' if args.jobs > 1 else ''}; {cpu:.1f} s CPU: "
+        f"{args.jobs} job{'s' if args.jobs > 1 else ''}; {cpu:.2f} s CPU: "
         f"{60 * args.seeds / max(cpu, 1e-9):.0f} seeds/min per core)"
     )
     if args.coverage:
