@@ -5,6 +5,7 @@ log ends (JSON lines, tab-separated rows), a client's run from its stats_cb line
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,7 @@ def _run(bootstrap: str, path: Path) -> None:
                 producer.send(topic, b"x" * 100, key=b"%d" % i)
                 if i % 50 == 0:
                     producer.flush()
+                    time.sleep(0.06)  # production spans several 50 ms reports, so rates show
             producer.flush()
         with KafkaConsumer(  # no group: its own partitions, from the start
             bootstrap_servers=bootstrap,
