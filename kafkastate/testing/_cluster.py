@@ -297,10 +297,26 @@ class Broker(JvmProcess):
         self._signal(signal.SIGSTOP)
         self._paused = True
 
-    def resume(self) -> None:
-        """SIGCONT a paused JVM."""
+    def resume(self, *, settle: bool = False, timeout: float | None = None) -> None:
+        """SIGCONT a paused JVM.
+
+        A pause longer than ``broker.session.timeout.ms`` ends with the controller fencing
+        the node at its first session check after the SIGCONT, until the node's next
+        heartbeat: for about a heartbeat interval, creating a topic fails with "all brokers
+        are currently fenced". ``settle`` waits that out.
+
+        Args:
+            settle: block until the node is ready (answers, lists its peers, unfenced) and
+                has stayed ready for three heartbeat intervals.
+            timeout: seconds for ``settle`` (default as in :meth:`start`).
+
+        Raises:
+            BrokerStartError: ``settle`` and the node was not steadily ready in time.
+        """
         self._signal(signal.SIGCONT)
         self._paused = False
+        if settle:
+            _wait_settled([self], _start_timeout(timeout))
 
     def restart(self, *, timeout: float | None = None, graceful: bool = True) -> None:
         """Stop (or kill) and start again with the same node id, data dir and ports.
@@ -397,6 +413,32 @@ def _start_timeout(timeout: float | None) -> float:
     if timeout is not None:
         return timeout
     return float(os.environ.get("KAFKASTATE_START_TIMEOUT", "120"))
+
+
+_SETTLED = 1.5  # three broker.heartbeat.interval.ms of the harness's config
+
+
+def _wait_settled(brokers: Sequence[Broker], timeout: float) -> None:
+    """Wait until every one of ``brokers`` is ready and stays so for :data:`_SETTLED` s
+    (outlasting a fence that follows a pause)."""
+    deadline = time.monotonic() + timeout
+    steady_since = None
+    while True:
+        _wait_all(brokers, max(0.1, deadline - time.monotonic()))
+        now = time.monotonic()
+        if any(broker._ready_error() is not None for broker in brokers):
+            steady_since = None
+        elif steady_since is None:
+            steady_since = now
+        elif now - steady_since >= _SETTLED:
+            return
+        if now >= deadline:
+            first = brokers[0]
+            raise BrokerStartError(
+                first.failure_report(f"broker(s) not steadily ready after {timeout:.0f} s"),
+                first.log_file,
+            )
+        time.sleep(_POLL)
 
 
 def _wait_all(brokers: Sequence[Broker], timeout: float) -> None:
@@ -1073,12 +1115,16 @@ class KafkaCluster:
         Raises:
             BrokerStartError: a node did not come back.
         """
+        resumed = []
         for broker in self.brokers:
             if broker.is_paused:
                 broker.resume()
+                resumed.append(broker)
             elif not broker.is_running:
                 broker.start(wait=False)
         self.wait_ready(timeout)
+        if resumed:
+            _wait_settled(resumed, _start_timeout(timeout))  # a fence after the pause
 
     def env(self) -> dict[str, str]:
         """The ``KAFKASTATE_*`` variables describing this cluster (what the CLI prints).

@@ -12,6 +12,7 @@ import gc
 import json
 import os
 import ssl
+import types
 import uuid
 import weakref
 from typing import Any
@@ -134,6 +135,26 @@ async def test_clean_exit_delivers_lingering_records(kafka_cluster: Any) -> None
     _check_against_log(metas, consume(bootstrap, topic, 5), topic)
 
 
+@types.coroutine
+def _counting_suspensions(coro: Any, counter: list[int]) -> Any:
+    """Run ``coro`` to its end from inside the calling task, counting how often it
+    suspends (gives the event loop a turn): a count that does not depend on which task the
+    scheduler picks next, as asyncio's and trio's do."""
+    sent: Any = None
+    thrown: BaseException | None = None
+    while True:
+        try:
+            trap = coro.send(sent) if thrown is None else coro.throw(thrown)
+        except StopIteration as stop:
+            return stop.value
+        counter[0] += 1
+        sent, thrown = None, None
+        try:
+            sent = yield trap
+        except BaseException as exc:  # handed to the coroutine (Cancelled too)
+            thrown = exc
+
+
 @pytest.mark.anyio
 async def test_awaited_send_yields_only_for_sendable_batches(kafka_cluster: Any) -> None:
     # A record that only opens a batch (waiting for its linger) does not yield to the event
@@ -141,14 +162,6 @@ async def test_awaited_send_yields_only_for_sendable_batches(kafka_cluster: Any)
     # fills a batch does, so the producer's task sends it while this one goes on.
     bootstrap = kafka_cluster.bootstrap
     topic = _topic(bootstrap, partitions=8)
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await anyio.sleep(0)
-            ticks += 1
-
     keys = {}  # one key per partition
     for i in range(1000):
         key = b"k%d" % i
@@ -157,17 +170,20 @@ async def test_awaited_send_yields_only_for_sendable_batches(kafka_cluster: Any)
         async with open_producer(bootstrap, linger_ms=60_000, batch_size=1000) as producer:
             await producer.enqueue(topic, b"warm-up", keys[0])  # waits for the metadata
             await producer.flush()
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(ticker)
-                await anyio.sleep(0.01)
-                ticks = 0
-                opened = [await producer.enqueue(topic, b"v" * 100, keys[p]) for p in range(8)]
-                assert ticks == 0, "a batch that only waits for its linger cost a yield"
-                filling = [await producer.enqueue(topic, b"v" * 100, keys[0]) for _ in range(12)]
-                assert ticks > 0, "a full batch is sendable now: the send yields"
-                with anyio.fail_after(10):  # well under the linger: sent because full
-                    await filling[0].wait()
-                tg.cancel_scope.cancel()
+
+            async def enqueue(partition: int, yields: list[int]) -> Delivery:
+                coro = producer.enqueue(topic, b"v" * 100, keys[partition])
+                return await _counting_suspensions(coro, yields)
+
+            opened_yields = [0]
+            opened = [await enqueue(p, opened_yields) for p in range(8)]
+            assert opened_yields == [0], "a batch that only waits for its linger cost a yield"
+            filling_yields = [0]
+            filling = [await enqueue(0, filling_yields) for _ in range(12)]
+            # 13 records of ~110 bytes fill one 1000-byte batch, not two
+            assert filling_yields == [1], "a full batch is sendable now: the send yields once"
+            with anyio.fail_after(10):  # well under the linger: sent because full
+                await filling[0].wait()
     assert all(d.result().topic == topic for d in opened + filling)  # delivered at close
 
 

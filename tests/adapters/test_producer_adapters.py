@@ -743,7 +743,7 @@ def test_unresponsive_leader_fails_records_at_delivery_timeout(
     try:
         report = produce(adapter, plan)
     finally:
-        broker.resume()
+        broker.resume(settle=True)  # not fenced for the next test's topic
     elapsed = time.monotonic() - started
     assert report.start_error is None
     before, during = report.outcomes
@@ -794,7 +794,7 @@ def test_full_buffer_memory_send_times_out_at_max_block(kafka_cluster: Any, adap
     try:
         report = produce(adapter, plan)
     finally:
-        broker.resume()
+        broker.resume(settle=True)  # not fenced for the next test's topic
     assert report.start_error is None
     assert isinstance(report.outcomes[0], Acked)
     refused = [o for o in report.outcomes if isinstance(o, Refused)]

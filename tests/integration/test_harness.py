@@ -820,6 +820,33 @@ def test_tls_files_client_certificate_hostnames_and_crl(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
+def test_resume_settle_outlasts_the_fence_after_a_long_pause(kafka_cluster: KafkaCluster) -> None:
+    # Paused past broker.session.timeout.ms (3 s), the node is fenced at the controller's
+    # first session check after SIGCONT and unfenced at its next heartbeat; in between a
+    # topic cannot be created. resume(settle=True) returns only after that window.
+    if not kafka_cluster.controllable:
+        pytest.skip("KAFKASTATE_BOOTSTRAP names a cluster the harness cannot pause")
+    kafka = pytest.importorskip("kafka.admin")
+    broker = kafka_cluster.brokers[0]
+    broker.pause()
+    try:
+        time.sleep(3.6)
+    finally:
+        started = time.monotonic()
+        broker.resume(settle=True)
+    assert time.monotonic() - started >= 1.5  # stayed ready for three heartbeat intervals
+    assert not broker.is_paused
+    admin = kafka.KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap)
+    try:
+        name = f"settled-{uuid.uuid4().hex[:8]}"
+        rf = len(kafka_cluster.brokers)
+        result = admin.create_topics([kafka.NewTopic(name, 1, rf)])
+        assert [t["error_code"] for t in result["topics"]] == [0]
+    finally:
+        admin.close()
+
+
+@pytest.mark.integration
 def test_shared_cluster_listeners_really_work(kafka_cluster: KafkaCluster) -> None:
     if not kafka_cluster.controllable:
         pytest.skip("external cluster: listener details are not the harness's")
@@ -979,8 +1006,7 @@ def test_three_brokers_replicate_and_survive_kill_restart_pause(
         assert _probe_fails(frozen.host, frozen.port)
         assert cluster.broker(1).probe()
     finally:
-        frozen.resume()
-    cluster.wait_ready(60)  # leave the shared cluster healthy
+        frozen.resume(settle=True)  # leave the shared cluster healthy
 
 
 @needs_jvm
