@@ -185,7 +185,7 @@ def java_consume(broker: Broker, classpath: str, size: int, records: int) -> flo
 
 def run_script(script: str, extra: list[str], json_path: pathlib.Path) -> list[dict[str, Any]]:
     """Run one of the end-to-end benchmarks (its tables go to our stdout); its rows."""
-    if extra[extra.index("--cells") + 1] == "":
+    if "--cells" in extra and extra[extra.index("--cells") + 1] == "":
         return []  # --only selected none of its cells
     argv = [sys.executable, str(HERE.parent / script), *extra, "--json", str(json_path)]
     print(f"\n$ {' '.join(argv[1:])}", flush=True)
