@@ -1,4 +1,4 @@
-"""Your asyncio consumer code in the simulation: :func:`run_async`.
+"""Your asyncio (or trio) consumer code in the simulation: :func:`run_async`.
 
 Theory of operation
 -------------------
@@ -19,6 +19,8 @@ adapter's own driver runs, on an event loop whose parts are the simulator's.
   under anyio's own stream): bytes written go up the connection's pipe, bytes the broker
   answers come down it, a reset or a broker crash ends it as a real reset would
   (``ConnectionResetError``), a blocked link or a crashed broker refuses the connect.
+* On trio (``backend="trio"``), :mod:`kafkastate.sim.triosim` does the same with trio's own
+  hooks: a clock, a socket factory and a hostname resolver.
 * The machines the adapter builds draw their randomness from the seed, and the simulator
   sees the consumer machines (:data:`kafkastate.adapters._common.MACHINE_HOOKS`).
 
@@ -47,8 +49,9 @@ import selectors
 import socket
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from typing import Any, Final, cast
+from typing import Any, Final, Protocol, cast
 
+import anyio
 import attrs
 
 from kafkastate.adapters._common import MACHINE_HOOKS
@@ -124,6 +127,14 @@ class SimMember:
         return out
 
 
+class _Receiver(Protocol):
+    """A connection's client end: what the network delivers to."""
+
+    def deliver(self, data: bytes) -> None: ...
+
+    def lost(self, exc: Exception) -> None: ...
+
+
 class _Endpoint:
     """A member's end of its connections, where the network delivers (the host driver's
     ``machine``: bytes in, resets)."""
@@ -131,17 +142,17 @@ class _Endpoint:
     member = None  # no group machine of the simulator's to read: the member is yours
 
     def __init__(self) -> None:
-        self.transports: dict[NodeId, _SimTransport] = {}
+        self.receivers: dict[NodeId, _Receiver] = {}
 
     def receive_data(self, node: NodeId, data: bytes, *, now: float) -> None:
-        transport = self.transports.get(node)
-        if transport is not None:
-            transport.protocol.data_received(data)
+        receiver = self.receivers.get(node)
+        if receiver is not None:
+            receiver.deliver(data)
 
     def connection_lost(self, node: NodeId, *, now: float) -> None:
-        transport = self.transports.pop(node, None)
-        if transport is not None:
-            transport.lost(ConnectionResetError(f"connection {node} reset"))
+        receiver = self.receivers.pop(node, None)
+        if receiver is not None:
+            receiver.lost(ConnectionResetError(f"connection {node} reset"))
 
 
 class _AsyncHost(_GroupHost):
@@ -150,24 +161,74 @@ class _AsyncHost(_GroupHost):
     def __init__(self, name: str, incarnation: int) -> None:
         self.endpoint = _Endpoint()
         super().__init__(name, cast(ConsumerMachine, self.endpoint), incarnation)
-        self.task: asyncio.Task[None] | None = None
+        self.running = False  # your member function has not returned yet
         self.consumers: list[ConsumerMachine] = []  # the machines your code's consumers run
 
 
-class _SimTransport(asyncio.Transport):
-    """One simulated TCP connection under anyio's stream (what ``create_connection``
-    returns on a real loop)."""
+class _Connect:
+    """One connect of a member's, until the network answers it."""
 
-    def __init__(self, sim: AsyncSim, host: _AsyncHost, conn: _Conn, protocol: Any) -> None:
+    def __init__(self, sim: AsyncSim, host: _AsyncHost, broker: int) -> None:
+        self.sim, self.host, self.broker = sim, host, broker
+        self.conn: _Conn | None = None
+        self.error: OSError | None = None
+        self.answered = anyio.Event()
+        self.abandoned = False
+
+    async def wait(self) -> _Conn:
+        """The connection, once the broker accepted it.
+
+        Raises:
+            ConnectionRefusedError: a crashed broker, or a held link.
+        """
+        self.sim._at(self.sim.now + self.sim._delay("connect"), "member_connect", (self,))
+        try:
+            await self.answered.wait()
+        except BaseException:
+            self.abandoned = True  # (a connect timeout): what the broker answers is dropped
+            if self.conn is not None:
+                self.sim._client_close(self.conn)
+            raise
+        if self.conn is None:
+            raise self.error or ConnectionRefusedError(f"b{self.broker}")
+        return self.conn
+
+    def close(self, conn: _Conn) -> None:
+        """The member closed the connection."""
+        self.host.endpoint.receivers.pop(conn.node, None)
+        self.host.conns.pop(conn.node, None)
+        self.sim._client_close(conn)
+        self.sim._line(f"{self.host.name} closed conn {conn.cid}")
+
+    def write(self, conn: _Conn, data: bytes) -> None:
+        """The member wrote ``data``."""
+        if conn.open and self.host.alive:
+            self.sim._send(conn, "up", data)
+
+
+class _SimTransport(asyncio.Transport):
+    """One simulated TCP connection under anyio's asyncio stream (what
+    ``create_connection`` returns on a real loop)."""
+
+    def __init__(self, connect: _Connect, conn: _Conn, protocol: Any) -> None:
         super().__init__({"peername": (f"{_BROKER_NET}{conn.broker}", 9092)})
-        self.sim, self.host, self.conn, self.protocol = sim, host, conn, protocol
+        self.connect, self.conn, self.protocol = connect, conn, protocol
         self.closing = False
+        connect.host.endpoint.receivers[conn.node] = self
+
+    def deliver(self, data: bytes) -> None:
+        self.protocol.data_received(data)
+
+    def lost(self, exc: Exception) -> None:
+        """The network ended the connection (a reset, the broker crashed)."""
+        if not self.closing:
+            self.closing = True
+            self.protocol.connection_lost(exc)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self.closing:
             raise RuntimeError("the connection is closed")
-        if self.conn.open and self.host.alive:
-            self.sim._send(self.conn, "up", bytes(data))
+        self.connect.write(self.conn, bytes(data))
 
     def is_closing(self) -> bool:
         return self.closing
@@ -179,19 +240,10 @@ class _SimTransport(asyncio.Transport):
         if self.closing:
             return
         self.closing = True
-        self.host.endpoint.transports.pop(self.conn.node, None)
-        self.host.conns.pop(self.conn.node, None)
-        self.sim._client_close(self.conn)
-        self.sim._line(f"{self.host.name} closed conn {self.conn.cid}")
-        loop = self.sim._loop
+        self.connect.close(self.conn)
+        loop = self.connect.sim._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon(self.protocol.connection_lost, None)
-
-    def lost(self, exc: Exception) -> None:
-        """The network ended the connection (a reset, the broker crashed)."""
-        if not self.closing:
-            self.closing = True
-            self.protocol.connection_lost(exc)
 
     def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
         pass
@@ -221,8 +273,14 @@ class _SimSelector(selectors.DefaultSelector):
         self.ready: Callable[[], bool] = lambda: False
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        self.sim._advance(timeout, self.ready)
+        limit = None if timeout is None else _ms_at(self.sim.now / 1000 + timeout)
+        if not self.sim._advance(limit, self.ready):
+            raise _Stuck
         return super().select(0)  # the loop's own self-pipe, if anything woke it
+
+
+class _Stuck(Exception):
+    """Nothing can happen any more (after a failure: members that never end)."""
 
 
 class SimEventLoop(asyncio.SelectorEventLoop):
@@ -247,17 +305,17 @@ class SimEventLoop(asyncio.SelectorEventLoop):
         proto: int = 0,
         flags: int = 0,
     ) -> list[tuple[socket.AddressFamily, socket.SocketKind, int, str, tuple[str, int]]]:
-        name = host.decode() if isinstance(host, bytes) else str(host)
-        broker = self._sim._broker_named(name)
-        if broker is None:
-            raise socket.gaierror(socket.EAI_NONAME, f"{name} is not a simulated broker")
-        address = (f"{_BROKER_NET}{broker}", int(port or 0))
-        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", address)]
+        return self._sim._resolve(host, port)
 
     async def create_connection(  # type: ignore[override]
         self, protocol_factory: Callable[[], asyncio.BaseProtocol], host: str, port: int, **_: Any
     ) -> tuple[asyncio.Transport, asyncio.BaseProtocol]:
-        return await self._sim._connect(protocol_factory, host)
+        connect = self._sim._connecting(host)
+        conn = await connect.wait()
+        protocol = protocol_factory()
+        transport = _SimTransport(connect, conn, protocol)
+        protocol.connection_made(transport)
+        return transport, protocol
 
 
 class AsyncSim(Sim):
@@ -269,6 +327,8 @@ class AsyncSim(Sim):
         member: your ``async def member(m: SimMember)``.
         check: your invariant after every event.
         final: your invariant at the end.
+        backend: ``"asyncio"`` (:class:`SimEventLoop`) or ``"trio"`` (trio with the
+            simulator's clock and sockets, :mod:`kafkastate.sim.triosim`).
     """
 
     def __init__(
@@ -279,6 +339,7 @@ class AsyncSim(Sim):
         member: Member,
         check: Check | None = None,
         final: Check | None = None,
+        backend: str = "asyncio",
     ) -> None:
         unsupported = [f for f in config.faults if f not in ASYNC_FAULTS]
         if unsupported or config.script or config.planted:
@@ -287,32 +348,62 @@ class AsyncSim(Sim):
                 f"bug (got faults {unsupported}, script {config.script!r}, planted "
                 f"{config.planted!r})"
             )
+        if backend not in ("asyncio", "trio"):
+            raise ValueError(f"backend must be 'asyncio' or 'trio', not {backend!r}")
+        self.backend = backend
         self._member = member
         self._final = final
         self._starting: list[_AsyncHost] = []
         self.stopping = False
         """True once the run is over (members end their loops)."""
         self._failure: InvariantViolation | None = None
-        self._failed: asyncio.Event | None = None
+        self._failed: anyio.Event | None = None
+        self._members: Any = None  # the task group of the members
         self._loop: SimEventLoop | None = None
         super().__init__(entropy, config, check=cast(Any, check))
 
     # ------------------------------------------------------------------ running
 
     def run(self) -> None:
-        """Run the members on a :class:`SimEventLoop`: chaos, heal, settle, stop; raises
-        InvariantViolation on the first failure."""
+        """Run the members: chaos, heal, settle, stop; raises InvariantViolation on the
+        first failure."""
+        if self.backend == "trio":
+            from kafkastate.sim.triosim import run_on_trio  # noqa: PLC0415
+
+            run_on_trio(self)
+        else:
+            self._run_on_asyncio()
+        if self._failure is not None:
+            raise self._failure
+
+    def _run_on_asyncio(self) -> None:
         loop = self._loop = SimEventLoop(self)
-        hooks = MACHINE_HOOKS.set(self)
         try:
             loop.run_until_complete(self._main())
+        except _Stuck:
+            pass  # (a failure's members that never end: the failure is what counts)
         finally:
-            MACHINE_HOOKS.reset(hooks)
-            self._tear_down(loop)
+            with contextlib.suppress(_Stuck):
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
 
     async def _main(self) -> None:
+        """The run, in a task of the loop (asyncio or trio, through anyio)."""
+        hooks = MACHINE_HOOKS.set(self)
+        self._failed = anyio.Event()
+        try:
+            async with anyio.create_task_group() as members:
+                self._members = members
+                try:
+                    await self._phases()
+                except InvariantViolation as exc:
+                    self._fail(exc)
+                members.cancel_scope.cancel()  # a failed run's members
+        finally:
+            MACHINE_HOOKS.reset(hooks)
+
+    async def _phases(self) -> None:
         cfg = self.config
-        self._failed = asyncio.Event()
         for t in range(cfg.chaos_ms // 8, cfg.chaos_ms, cfg.chaos_ms // 8):
             self._at(t, "write", ())  # records keep coming while the faults happen
         if cfg.faults:
@@ -336,14 +427,15 @@ class AsyncSim(Sim):
             )
         self.stopping = True
         self._line("stop")
-        tasks = [task for task in self._tasks().values() if not task.done()]
-        if tasks:
-            await asyncio.wait(tasks, timeout=STOP_MS / 1000)
+        with anyio.move_on_after(STOP_MS / 1000):
+            while self._running():
+                await self._wait(0.1)
         self._raise_failure()
-        late = sorted(name for name, task in self._tasks().items() if not task.done())
-        if late:
+        if self._running():
             raise InvariantViolation(
-                "APP", f"{late} still running {STOP_MS} ms after running turned False", at=self.now
+                "APP",
+                f"{self._running()} still running {STOP_MS} ms after running turned False",
+                at=self.now,
             )
         if self._final is not None:
             try:
@@ -352,56 +444,53 @@ class AsyncSim(Sim):
                 raise InvariantViolation("USER", str(exc), at=self.now) from exc
 
     async def _wait(self, seconds: float) -> None:
-        """Sleep in virtual time; a member's failure ends the run at once."""
+        """Sleep in virtual time; a failure ends the run at once."""
         assert self._failed is not None
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._failed.wait(), seconds)
+        with anyio.move_on_after(seconds):
+            await self._failed.wait()
         self._raise_failure()
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
             raise self._failure
 
-    def _tasks(self) -> dict[str, asyncio.Task[None]]:
-        """The members' tasks, by name."""
-        return {
-            name: host.task
+    def _fail(self, exc: InvariantViolation) -> None:
+        """The run failed: nothing happens in the world any more (virtual time still moves
+        for your code's timeouts as it ends)."""
+        if self._failure is None:
+            self._failure = exc
+            self._heap.clear()
+            if self._failed is not None:
+                self._failed.set()
+
+    def _running(self) -> list[str]:
+        return sorted(
+            name
             for name, host in self.hosts.items()
-            if isinstance(host, _AsyncHost) and host.task is not None
-        }
+            if isinstance(host, _AsyncHost) and host.running
+        )
 
-    def _tear_down(self, loop: SimEventLoop) -> None:
-        """Cancel what still runs (a failed run's members), with the world stopped: virtual
-        time still moves for timeouts, nothing else happens."""
-        self._heap.clear()
-        try:
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        except InvariantViolation:
-            pass  # stuck in cancellation: leave what is left
-        finally:
-            loop.close()
-
-    def _advance(self, timeout: float | None, ready: Callable[[], bool]) -> None:
-        """The loop waits up to ``timeout`` seconds: run the simulator's events until one
-        makes a task ready, or move virtual time to the loop's next timer."""
-        limit = None if timeout is None else _ms_at(self.now / 1000 + timeout)
+    def _advance(self, limit: int | None, ready: Callable[[], bool]) -> bool:
+        """The event loop waits until virtual ``limit`` ms (None: no timer): run the
+        simulator's events until one makes a task ready, or move virtual time to
+        ``limit``. False if nothing can happen any more."""
         while True:
             due = self._heap[0][0] if self._heap else None
             if due is None or (limit is not None and due > limit):
                 if limit is None:
-                    raise InvariantViolation(
-                        "STUCK", "every task waits and nothing is due", at=self.now
-                    )
+                    if self._failure is None:
+                        self._fail(InvariantViolation("STUCK", "every task waits", at=self.now))
+                        return True  # the run's task wakes to the failure
+                    return False
                 self.now = max(self.now, limit)
-                return
-            self._run_until(due)
+                return True
+            try:
+                self._run_until(due)
+            except InvariantViolation as exc:
+                self._fail(exc)
+                return True
             if ready():
-                return
+                return True
 
     # ------------------------------------------------------------------ members
 
@@ -410,7 +499,7 @@ class AsyncSim(Sim):
         host = _AsyncHost(name, 0 if old is None else old.incarnation + 1)
         self.hosts[name] = host
         self._line(f"{name} start #{host.incarnation}")
-        if self._loop is None or not self._loop.is_running():
+        if self._members is None:
             self._starting.append(host)
         else:
             self._spawn(host)
@@ -425,9 +514,8 @@ class AsyncSim(Sim):
             random=random.Random(self.entropy.below(1 << 30, f"random {host.name}")),
             sim=self,
         )
-        host.task = asyncio.get_running_loop().create_task(
-            self._run_member(host, member), name=f"member {host.name}"
-        )
+        host.running = True
+        self._members.start_soon(self._run_member, host, member, name=f"member {host.name}")
 
     async def _run_member(self, host: _AsyncHost, member: SimMember) -> None:
         _HOST.set(host)
@@ -435,13 +523,13 @@ class AsyncSim(Sim):
             await self._member(member)
         except Exception as exc:
             self._line(f"{host.name} raised {exc!r}")
-            if self._failure is None:
-                self._failure = InvariantViolation(*_blame(host.name, exc), at=self.now)
-                self._failure.__cause__ = exc
-                assert self._failed is not None
-                self._failed.set()
+            failure = InvariantViolation(*_blame(host.name, exc), at=self.now)
+            failure.__cause__ = exc
+            self._fail(failure)
         else:
             self._line(f"{host.name} ended")
+        finally:
+            host.running = False
 
     def rng(self) -> random.Random:
         """A machine's randomness, from the seed (the adapter's MACHINE_HOOKS)."""
@@ -471,47 +559,51 @@ class AsyncSim(Sim):
                 return int(number)
         return None
 
-    async def _connect(
-        self, protocol_factory: Callable[[], asyncio.BaseProtocol], address: str
-    ) -> tuple[asyncio.Transport, asyncio.BaseProtocol]:
-        """A member's connect: one network delay, then the broker answers or refuses."""
+    def _resolve(
+        self, host: bytes | str | None, port: bytes | str | int | None
+    ) -> list[tuple[socket.AddressFamily, socket.SocketKind, int, str, tuple[str, int]]]:
+        """getaddrinfo: the simulated brokers' addresses.
+
+        Raises:
+            socket.gaierror: not a simulated broker.
+        """
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        broker = self._broker_named(name)
+        if broker is None:
+            raise socket.gaierror(socket.EAI_NONAME, f"{name} is not a simulated broker")
+        address = (f"{_BROKER_NET}{broker}", int(port or 0))
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", address)]
+
+    def _connecting(self, address: str) -> _Connect:
+        """A member's connect to ``address``.
+
+        Raises:
+            ConnectionRefusedError: not a member's, or not a simulated broker's address.
+        """
         host = _HOST.get()
         broker = self._broker_named(address)
         if host is None or broker is None:
             raise ConnectionRefusedError(f"{address}: only members reach the simulated brokers")
-        done: asyncio.Future[tuple[asyncio.Transport, asyncio.BaseProtocol]]
-        done = asyncio.get_running_loop().create_future()
-        self._at(
-            self.now + self._delay("connect"), "aio_connect", (host, broker, protocol_factory, done)
-        )
-        return await done
+        return _Connect(self, host, broker)
 
-    def _on_aio_connect(
-        self,
-        host: _AsyncHost,
-        broker: int,
-        protocol_factory: Callable[[], asyncio.BaseProtocol],
-        done: asyncio.Future[tuple[asyncio.Transport, asyncio.BaseProtocol]],
-    ) -> None:
-        if done.done():
-            return  # given up meanwhile (a connect timeout)
+    def _on_member_connect(self, connect: _Connect) -> None:
+        host, broker = connect.host, connect.broker
+        if connect.abandoned:
+            return
         if (
             not host.alive
             or broker not in self.cluster.alive
             or (host.name, broker) in self._blocked
         ):
             self._line(f"{host.name} connect b{broker} refused")
-            done.set_exception(ConnectionRefusedError(f"b{broker} refused the connection"))
-            return
-        self._next_conn += 1
-        conn = _Conn(self._next_conn, host.name, NodeId(self._next_conn), broker)
-        self._conns[conn.cid] = conn
-        host.conns[conn.node] = conn
-        protocol = protocol_factory()
-        transport = host.endpoint.transports[conn.node] = _SimTransport(self, host, conn, protocol)
-        protocol.connection_made(transport)
-        self._line(f"{host.name} connected b{broker} conn {conn.cid}")
-        done.set_result((transport, protocol))
+            connect.error = ConnectionRefusedError(f"b{broker} refused the connection")
+        else:
+            self._next_conn += 1
+            conn = connect.conn = _Conn(self._next_conn, host.name, NodeId(self._next_conn), broker)
+            self._conns[conn.cid] = conn
+            host.conns[conn.node] = conn
+            self._line(f"{host.name} connected b{broker} conn {conn.cid}")
+        connect.answered.set()
 
     def _pump(self, host: _GroupHost) -> None:
         """Nothing to drain: the member's own loop reads what arrived."""
@@ -523,11 +615,10 @@ class AsyncSim(Sim):
 
     def _settled(self) -> bool:
         group = self.cluster.coordinator.groups.get(GROUP)
-        running = [task for task in self._tasks().values() if not task.done()]
         return (
             group is not None
             and group.state is GroupState.STABLE
-            and len(group.members) == len(running)
+            and len(group.members) == len(self._running())
         )
 
     def _all_committed(self) -> bool:
@@ -573,6 +664,7 @@ def run_async(
     *,
     check: Check | None = None,
     final: Check | None = None,
+    backend: str = "asyncio",
     **overrides: Any,
 ) -> AsyncSim:
     """Run your member code in the group world of ``seed``; the same arguments give the
@@ -583,6 +675,7 @@ def run_async(
         member: ``async def member(m: SimMember)``, run once per member.
         check: your invariant, after every event.
         final: your invariant, at the end.
+        backend: ``"asyncio"`` or ``"trio"``.
         overrides: :class:`~kafkastate.sim.world.SimConfig` fields to fix.
 
     Returns:
@@ -593,7 +686,12 @@ def run_async(
     """
     entropy = SeededEntropy(seed)
     sim = AsyncSim(
-        entropy, async_config(entropy, overrides), member=member, check=check, final=final
+        entropy,
+        async_config(entropy, overrides),
+        member=member,
+        check=check,
+        final=final,
+        backend=backend,
     )
     sim.run()
     return sim

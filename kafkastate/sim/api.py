@@ -77,8 +77,9 @@ class SimFailure:
     """The run's trace hash (a replay must give the same)."""
     trace: tuple[str, ...] = attrs.field(repr=False, eq=False)
     """The run's trace, one line per event (the last lines lead to the failure)."""
-    members: bool = False
-    """Whether the run was of your asyncio member code (``member=``)."""
+    backend: str | None = None
+    """What ran your member code (``member=``): ``"asyncio"`` or ``"trio"``; None for the
+    model application."""
 
     def save(self, path: str | Path) -> Path:
         """Write the failure to a JSON file (:meth:`load` reads it back).
@@ -105,7 +106,7 @@ class SimFailure:
         """The failure, its last trace lines, and how to replay it."""
         tail = "\n".join(f"    {line}" for line in self.trace[-12:])
         fixed = "".join(f", {k}={v!r}" for k, v in self.overrides.items())
-        code = "member" if self.members else "app"
+        code = "app" if self.backend is None else "member"
         return (
             f"seed {self.seed} failed: {self.message}\n"
             f"  last events:\n{tail}\n"
@@ -145,6 +146,7 @@ class KafkaSim:
         check: Check | None = None,
         final: Check | None = None,
         reset: Callable[[], None] | None = None,
+        backend: str = "asyncio",
         **overrides: Any,
     ) -> Sim:
         """Run one seed to its end.
@@ -156,6 +158,7 @@ class KafkaSim:
             check: your invariant, after every event.
             final: your invariant, at the end.
             reset: clears your application's outside state first.
+            backend: what runs your member code: ``"asyncio"`` or ``"trio"``.
             overrides: more SimConfig fields to fix (over the constructor's).
 
         Returns:
@@ -164,7 +167,7 @@ class KafkaSim:
         Raises:
             InvariantViolation: the first invariant that failed.
         """
-        code = _Code(app, member, check, final, reset)
+        code = _Code(app, member, check, final, reset, backend)
         sim = code.sim(seed, {**self.overrides, **overrides})
         code.run(sim)
         return sim
@@ -178,6 +181,7 @@ class KafkaSim:
         final: Check | None = None,
         reset: Callable[[], None] | None = None,
         seeds: Iterable[int] | None = None,
+        backend: str = "asyncio",
         **overrides: Any,
     ) -> SimFailure | None:
         """Run every seed until one fails (arguments as :meth:`run`'s).
@@ -185,7 +189,7 @@ class KafkaSim:
         Returns:
             The first failure, or None if every seed passed.
         """
-        code = _Code(app, member, check, final, reset)
+        code = _Code(app, member, check, final, reset, backend)
         fixed = {**self.overrides, **overrides}
         for seed in self.seeds if seeds is None else seeds:
             failure = code.attempt(seed, fixed)
@@ -202,6 +206,7 @@ class KafkaSim:
         final: Check | None = None,
         reset: Callable[[], None] | None = None,
         seeds: Iterable[int] | None = None,
+        backend: str = "asyncio",
         **overrides: Any,
     ) -> None:
         """:meth:`sweep`, as an assertion.
@@ -211,7 +216,7 @@ class KafkaSim:
         """
         failure = self.sweep(
             app=app, member=member, check=check, final=final, reset=reset, seeds=seeds,
-            **overrides,
+            backend=backend, **overrides,
         )  # fmt: skip
         if failure is not None:
             raise SimFailed(failure)
@@ -235,7 +240,7 @@ class KafkaSim:
         Raises:
             AssertionError: the seed passes now.
         """
-        code = _Code(app, member, check, final, reset)
+        code = _Code(app, member, check, final, reset, failure.backend or "asyncio")
         again = code.attempt(failure.seed, dict(failure.overrides))
         if again is None:
             raise AssertionError(f"seed {failure.seed} passes now")
@@ -251,6 +256,7 @@ class _Code:
     check: Check | None
     final: Check | None
     reset: Callable[[], None] | None
+    backend: str
 
     def sim(self, seed: int, fixed: dict[str, Any]) -> Sim:
         """The run of ``seed`` (``fixed`` SimConfig fields), not started."""
@@ -267,6 +273,7 @@ class _Code:
                 member=self.member,
                 check=self.check,
                 final=self.final,
+                backend=self.backend,
             )
         config = attrs.evolve(SimConfig.draw(entropy), **fixed)
         return Sim(entropy, config, listener=self.app, check=self.check)
@@ -293,7 +300,7 @@ class _Code:
                 overrides=dict(fixed),
                 trace_hash=sim.trace_hash(),
                 trace=tuple(sim.trace),
-                members=self.member is not None,
+                backend=None if self.member is None else self.backend,
             )
         return None
 
