@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import random
 import ssl
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from contextvars import ContextVar
+from typing import Any, Final, Protocol
 
 import anyio.to_thread
 
@@ -28,9 +30,13 @@ from kafkastate.helpers import create_ssl_context
 log = logging.getLogger("kafkastate.tls")
 
 __all__ = [
+    "MACHINE_HOOKS",
+    "MachineHooks",
     "check_ms",
     "fetch_token",
     "fetch_token_blocking",
+    "machine_built",
+    "machine_rng",
     "no_brokers_error",
     "resolve",
     "report_statistics",
@@ -41,6 +47,41 @@ __all__ = [
 
 Token = tuple[str, Mapping[str, str] | None]
 """A provider's answer: the token and its SASL extensions."""
+
+
+class MachineHooks(Protocol):
+    """What a simulator running adapter code wants of the machines the adapter builds."""
+
+    def rng(self) -> random.Random:
+        """A new machine's randomness."""
+        ...
+
+    def built(self, machine: Any) -> None:
+        """A consumer machine was built (the simulator's invariants read it)."""
+        ...
+
+
+MACHINE_HOOKS: ContextVar[MachineHooks | None] = ContextVar(
+    "kafkastate_machine_hooks", default=None
+)
+"""Unset outside the simulator. Inside it (:mod:`kafkastate.sim.aio` sets it for the code it
+runs), the async adapter's machines draw their randomness -- backoff jitter, sticky
+partitions, SCRAM nonces, KIP-848 member ids -- from the seed, so a seed replays, and the
+simulator sees each consumer machine built."""
+
+
+def machine_rng() -> random.Random:
+    """A new machine's randomness: ``random.SystemRandom()``, or the simulator's seeded
+    generator inside a simulated run (:data:`MACHINE_HOOKS`)."""
+    hooks = MACHINE_HOOKS.get()
+    return random.SystemRandom() if hooks is None else hooks.rng()
+
+
+def machine_built(machine: Any) -> None:
+    """Tell the simulator, if one runs this code, of a consumer machine built."""
+    hooks = MACHINE_HOOKS.get()
+    if hooks is not None:
+        hooks.built(machine)
 
 
 def resolve(role: str, flavour: str, given: Mapping[str, Any], *, owner: str) -> dict[str, Any]:

@@ -18,6 +18,10 @@
 * :mod:`kafkastate.sim.api` -- :class:`~kafkastate.sim.api.KafkaSim`: your application's
   listener and processing in the simulation over many seeds, failures replayed (the pytest
   plugin's ``kafka_sim`` fixture).
+* :mod:`kafkastate.sim.aio` -- :func:`~kafkastate.sim.aio.run_async`: your asyncio consumer
+  code (``AIOKafkaConsumer``, listener, commits) on a virtual-time event loop over the
+  simulated network (``kafka_sim``'s ``member=``); :mod:`kafkastate.sim.triosim` for trio
+  code.
 * :mod:`kafkastate.sim.conformance` -- scripted scenarios that run against the broker
   model and a real broker (tests/sim/test_sim_conformance.py).
 * ``python -m kafkastate.sim run|sweep|replay [--workload txn]`` -- the command line;

@@ -175,10 +175,13 @@ class GroupInvariants(GroupApp):
         """G6's bookkeeping: the generations whose assignment each member received (its
         SyncGroup answered, the assignment applied). Only those count as what it owned
         before: the coordinator stores an assignment the member may never get."""
-        member = host.machine.member
+        if host.alive:
+            self._note_member(host.machine.member)
+
+    def _note_member(self, member: Any) -> None:
+        """G6's bookkeeping for one group member machine (see ``_note_received``)."""
         if (
-            host.alive
-            and isinstance(member, GroupMember)
+            isinstance(member, GroupMember)
             and member.generation >= 0
             and member.state in _HAS_ASSIGNMENT
         ):

@@ -244,8 +244,9 @@ def pytest_terminal_summary(
 @pytest.fixture
 def kafka_sim(request: pytest.FixtureRequest) -> KafkaSim:
     """A :class:`~kafkastate.sim.api.KafkaSim` (docs/simulation.md, "Your code in the
-    simulation"): ``kafka_sim.check(app=..., check=..., reset=...)`` sweeps the seeds and
-    fails with the seed and how to replay it.
+    simulation"): ``kafka_sim.check(app=..., check=..., reset=...)`` -- or, for your
+    asyncio/trio consumer code, ``kafka_sim.check(member=..., final=..., backend=...)`` --
+    sweeps the seeds and fails with the seed and how to replay it.
 
     Returns:
         The simulator's user API, with the seeds the command line asks for.

@@ -10,7 +10,6 @@ success). An operation the broker does not support raises UnsupportedVersionErro
 
 from __future__ import annotations
 
-import random
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -25,7 +24,7 @@ from kafkastate.adapters._admin import (
     only,
     scram_results,
 )
-from kafkastate.adapters._common import resolve, tls_context
+from kafkastate.adapters._common import machine_rng, resolve, tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.adapters.anyio.observe import Observed
 from kafkastate.admin import (
@@ -742,7 +741,7 @@ async def running_admin(options: Mapping[str, Any], config: AdminConfig) -> Asyn
     """An :class:`Admin` of resolved options and their :class:`AdminConfig` (built once,
     when the options were checked), running for the ``async with`` block: it waits for a
     bootstrap server first; leaving the block closes the connections."""
-    machine = AdminMachine(config, rng=random.SystemRandom())
+    machine = AdminMachine(config, rng=machine_rng())
     admin = Admin(machine)
     driver = AsyncDriver(
         machine,

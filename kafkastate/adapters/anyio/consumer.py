@@ -21,7 +21,6 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-import random
 import re
 import time
 from collections import deque
@@ -32,7 +31,7 @@ from typing import Any, Final
 import anyio
 import anyio.lowlevel
 
-from kafkastate.adapters._common import resolve, tls_context
+from kafkastate.adapters._common import machine_built, machine_rng, resolve, tls_context
 from kafkastate.adapters._records import one_consumer_record, to_consumer_records
 from kafkastate.adapters.anyio.driver import REFUSAL_CHECK, AsyncDriver, wait_for_cluster
 from kafkastate.adapters.anyio.observe import Observed
@@ -715,7 +714,8 @@ async def running_consumer(
         wait_for_cluster: wait for a bootstrap server (``request_timeout_ms``) before
             subscribing, as aiokafka's ``start()`` does.
     """
-    machine = consumer_machine(options, rng=random.SystemRandom())
+    machine = consumer_machine(options, rng=machine_rng())
+    machine_built(machine)
     request_timeout = machine.config.client.connection.request_timeout
     consumer = Consumer(
         machine,

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Mapping, Sequence
@@ -39,7 +38,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 
-from kafkastate.adapters._common import call_logged, resolve, tls_context
+from kafkastate.adapters._common import call_logged, machine_rng, resolve, tls_context
 from kafkastate.adapters.anyio.driver import AsyncDriver, wait_for_cluster
 from kafkastate.adapters.anyio.observe import Observed
 from kafkastate.core.client import MetadataUpdated
@@ -1081,7 +1080,7 @@ async def running_producer(
         wait_for_cluster: wait for a bootstrap server (``request_timeout_ms``) first, as
             aiokafka's ``start()`` does.
     """
-    machine = ProducerMachine(config, rng=random.SystemRandom())
+    machine = ProducerMachine(config, rng=machine_rng())
     producer = Producer(machine, max_block=options["max_block_ms"] / 1000)
     producer.tracing = tracing_of(options)
     driver = AsyncDriver(
