@@ -45,12 +45,11 @@ from typing import Any, Final
 import attrs
 from kio.schema.errors import ErrorCode
 
-from kafkastate.core.consumer.fetcher import GroupFailed
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig
 from kafkastate.core.protocol.requests import build
 from kafkastate.core.protocol.versions import ApiKey, response_type
 from kafkastate.errors import UnreleasedInstanceIdError
-from kafkastate.sim.app import GROUP, TOPIC, _GroupHost
+from kafkastate.sim.app import GROUP, TOPIC
 from kafkastate.sim.cluster import SERVED_VERSIONS, Request, SimCluster
 from kafkastate.sim.coordinator848 import ConsumerCoordinator, ConsumerGroup, ConsumerGroupState
 from kafkastate.sim.entropy import Entropy
@@ -167,14 +166,8 @@ class Sim848(Sim):
             group_remote_assignor=cfg.assignor,
         )
 
-    def _on_machine_event(self, host: _GroupHost, event: Any) -> bool:
-        super()._on_machine_event(host, event)
-        if isinstance(event, GroupFailed) and isinstance(event.error, UnreleasedInstanceIdError):
-            # the instance's previous member has not left nor expired: start again later
-            self._crash_host(host)
-            self._at(self.now + 1_000, "restart", (host.name,))
-            return False
-        return True
+    # UNRELEASED_INSTANCE_ID: the instance's previous member has not left nor expired
+    restarted_on = (*Sim.restarted_on, UnreleasedInstanceIdError)
 
     # ------------------------------------------------------------ invariants
 
