@@ -23,6 +23,8 @@ Invariants, in KIP-848 form (failures name them; ../shared/DST.md A3.6):
 * G4 -- per partition, the application's callbacks alternate assigned / revoked-or-lost;
 * G5 -- every commit the coordinator accepted carried the member's current epoch and was
   for a partition the member held then;
+* G6 -- and for a partition the member had received (a heartbeat answer gave it to the
+  member, whose application was assigned it);
 * G7 -- no member is removed for its session before the session ended;
 * C1, P4, PI -- as in the classic workload (the application model checks them);
 * (L) G2 -- once Stable, the target assignment gives every partition to one member;
@@ -142,6 +144,9 @@ class Sim848(Sim):
     def __init__(self, entropy: Entropy, config: Sim848Config, **kwargs: Any) -> None:
         self._epochs_seen = 0
         self._removed_seen = 0
+        self._told: dict[str, set[tuple[str, int]]] = {}
+        """G6: member id -> every partition a heartbeat answer gave it (its application
+        was assigned it)."""
         super().__init__(entropy, config, **kwargs)
 
     def _make_cluster(self, config: SimConfig) -> SimCluster:
@@ -212,6 +217,9 @@ class Sim848(Sim):
                 owner[tp] = name
         for host in self.hosts.values():
             self._check_callback_order(host)
+        for host in self.hosts.values():
+            if host.alive and host.app.owned:
+                self._told.setdefault(host.machine.member.member_id, set()).update(host.app.owned)
         self._check_commits848()
         epoch = -1 if group is None else group.epoch
         self.trace.append(f"{self.now} {kind} epoch={epoch} {self._ownership()}")
@@ -239,7 +247,8 @@ class Sim848(Sim):
         self._removed_seen = len(group.removed)
 
     def _check_commits848(self) -> None:
-        """G5: an accepted commit carried the member's epoch, for a partition it held."""
+        """G5: an accepted commit carried the member's epoch, for a partition it held; G6:
+        a partition the member had received (a heartbeat answer carried it)."""
         commits = self.cluster.consumer_coordinator.commits
         while commits:
             commit = commits.pop(0)
@@ -256,6 +265,13 @@ class Sim848(Sim):
                 raise InvariantViolation(
                     "G5",
                     f"{commit.member_id} committed {commit.partition} it does not hold",
+                    at=self.now,
+                )
+            if commit.partition not in self._told.get(commit.member_id, ()):
+                raise InvariantViolation(
+                    "G6",
+                    f"{commit.member_id} committed {commit.partition} at epoch {commit.epoch} "
+                    "before a heartbeat answer gave it that partition",
                     at=self.now,
                 )
 
