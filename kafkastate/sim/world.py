@@ -436,6 +436,13 @@ class Sim(GroupInvariants):
             self._line(f"fault coordinator -> b{self.cluster.coordinator_node}")
         self._at(self.now + cfg.fault_every_ms, "fault", ())
 
+    def _broker_down(self, node: int) -> None:
+        if node == self.cluster.coordinator_node and len(self.cluster.alive) > 1:
+            # the coordinator's broker crashes: its groups fail over to the next live one
+            # (loaded from their last records) before its connections reset
+            self._move_coordinator(min(self.cluster.alive - {node}))
+        super()._broker_down(node)
+
     def _on_script(self, action: str, *args: Any) -> None:
         self._line(f"script {action} {args}")
         if action == "pause":
