@@ -13,8 +13,10 @@ return, as a broker holds it).
 The model is deliberately small: logs belong to the cluster (every replica in sync, so a
 crashed broker loses nothing; the high watermark is the log end), leaders are routing only
 (a partition is led by the first live broker from ``partition % brokers``), and moving the
-coordinator keeps the group's state (as if the new coordinator had replayed it from
-``__consumer_offsets``) while requests to the old one get NOT_COORDINATOR.
+coordinator with :meth:`SimCluster.move_group_coordinator` unloads the groups and loads them from
+their last records, as a new coordinator replays ``__consumer_offsets``
+(:meth:`~kafkastate.sim.coordinator.ClassicCoordinator.failover`), while requests to the old
+one get NOT_COORDINATOR.
 
 Pure: no IO, no clock; time comes with every call.
 """
@@ -212,6 +214,15 @@ class SimCluster:
             live = sorted(self.alive)
             if live:
                 self.coordinator_node = live[0]
+
+    def move_group_coordinator(self, node: int, *, now: float) -> None:
+        """The group coordinator moves to broker ``node`` (its ``__consumer_offsets``
+        partition gets a new leader): the old one unloads the groups, the new one loads them
+        from their last records (:meth:`ClassicCoordinator.failover`); requests to the old
+        one get NOT_COORDINATOR."""
+        if node != self.coordinator_node:
+            self.coordinator_node = node
+            self.coordinator.failover(now=now)
 
     # -------------------------------------------------------------- requests
 

@@ -23,7 +23,7 @@ collects its answer later with :meth:`Session.collect`. CONCURRENT_TRANSACTIONS 
 coordinator still loading) is retried, as a client does, and not recorded: how often a
 broker answers it depends on how fast its markers are written.
 
-Scenarios keep to what a single broker shows deterministically: a dynamic member's join
+Scenarios keep to what a broker shows deterministically: a dynamic member's join
 and leave, session expiry (timeouts with a wide margin on both sides), static members'
 restart and replacement (KIP-345), a cooperative two-round rebalance, commits with a stale
 generation and during CompletingRebalance, transaction fencing, abort and timeout, and
@@ -31,6 +31,18 @@ KIP-848 groups (ConsumerGroupHeartbeat: reconciliation when a second member join
 and stale epochs, leaving, static members' -2 leave and takeover), answered by the model's
 :class:`~kafkastate.sim.coordinator848.ConsumerCoordinator`. KIP-848 topic ids are
 normalised like member ids (``t1``...).
+
+One scenario needs three brokers (:data:`BROKERS`): ``coordinator_move`` moves the group's
+coordinator twice (:meth:`Driver.move_coordinator`: the real driver reorders the replicas of
+``__consumer_offsets`` and elects the preferred leader; the model's
+:meth:`~kafkastate.sim.cluster.SimCluster.move_group_coordinator`), once while a rebalance is being
+prepared and once while it completes. Group requests go to the broker the last
+FindCoordinator named (:meth:`Session.find_coordinator`, recorded with the node as ``n1``,
+``n2``... by first appearance), so the steps between a move and the next FindCoordinator
+show what the old coordinator answers. How long a new coordinator takes to load is timing:
+the real driver's move returns once the new coordinator answers for the group and the old
+one refuses it, and COORDINATOR_LOAD_IN_PROGRESS is retried, as a client does, not
+recorded.
 """
 
 from __future__ import annotations
@@ -61,6 +73,7 @@ from kafkastate.sim.txncluster import (
 from kafkastate.structs import TopicPartition
 
 __all__ = [
+    "BROKERS",
     "PARKED",
     "SCENARIOS",
     "Driver",
@@ -85,6 +98,8 @@ GRACE: Final = 2.0
 """Seconds a real broker gets to answer before a request counts as parked."""
 PATIENCE: Final = 15.0
 """Seconds a real broker gets to answer a request that must be answered."""
+_LOADING: Final = 14
+"""COORDINATOR_LOAD_IN_PROGRESS: a group request meeting it is sent again (a client does)."""
 _RETRIED: Final = frozenset({14, 15, 51})
 """COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE (a broker that just started),
 CONCURRENT_TRANSACTIONS (a transaction still completing): a client retries them."""
@@ -95,8 +110,14 @@ _MEMBER_FIELDS: Final = frozenset({"member_id", "leader"})
 class Driver(Protocol):
     """Where a session's requests go: the simulated cluster or a real broker."""
 
-    def submit(self, client: str, request: Any) -> Hashable:
-        """Send ``request`` for ``client``; returns a ticket for its answer."""
+    def submit(self, client: str, request: Any, node: int | None = None) -> Hashable:
+        """Send ``request`` for ``client`` to broker ``node`` (None: the bootstrap
+        broker); returns a ticket for its answer."""
+        ...
+
+    def move_coordinator(self) -> None:
+        """Move the group coordinator to the next broker (node ids in a cycle); return
+        once the new one answers for the groups and the old one refuses them."""
         ...
 
     def answer(self, ticket: Hashable, *, wait: float) -> Any | None:
@@ -111,15 +132,16 @@ class Driver(Protocol):
 
 
 class SimDriver:
-    """The simulated single-broker cluster, in virtual time.
+    """The simulated cluster, in virtual time.
 
     Args:
         topics: topics to create, name -> partitions.
+        brokers: how many brokers (the coordinators start on broker 1).
     """
 
-    def __init__(self, topics: Mapping[str, int]) -> None:
+    def __init__(self, topics: Mapping[str, int], *, brokers: int = 1) -> None:
         coordinator = ConsumerCoordinator()
-        self.cluster = TxnCluster(1, coordinator, txn_node=1)
+        self.cluster = TxnCluster(brokers, coordinator, txn_node=1)
         coordinator.topics = self.cluster.topics
         for name, partitions in topics.items():
             self.cluster.create_topic(name, partitions)
@@ -127,12 +149,12 @@ class SimDriver:
         self._answers: dict[Hashable, Any] = {}
         self._tickets = 0
 
-    def submit(self, client: str, request: Any) -> Hashable:
+    def submit(self, client: str, request: Any, node: int | None = None) -> Hashable:
         self._tickets += 1
         token = (client, self._tickets)
         api_key, version = int(request.__api_key__), int(request.__version__)
         parsed = Request(api_key, version, self._tickets, request)
-        for answer in self.cluster.handle(1, token, parsed, self.now):
+        for answer in self.cluster.handle(node or 1, token, parsed, self.now):
             self._answers[token] = answer
         self._settle()
         return token
@@ -140,6 +162,12 @@ class SimDriver:
     def answer(self, ticket: Hashable, *, wait: float) -> Any | None:
         del wait
         return self._answers.pop(ticket, None)
+
+    def move_coordinator(self) -> None:
+        nodes = self.cluster.nodes
+        current = nodes.index(self.cluster.coordinator_node)
+        self.cluster.move_group_coordinator(nodes[(current + 1) % len(nodes)], now=self.now)
+        self._settle()
 
     def sleep(self, seconds: float) -> None:
         until = self.now + seconds
@@ -196,7 +224,7 @@ def normalise(value: Any, names: dict[str, str]) -> Any:
         elif field == "assignment" and isinstance(item, bytes):
             got = decode_assignment(bytes(item)).partitions if item else ()
             out[field] = sorted([topic, p] for topic, p in got)
-        elif field == "metadata":
+        elif field == "metadata" and isinstance(item, bytes):
             sub = decode_subscription(bytes(item))
             out[field] = {
                 "topics": list(sub.topics),
@@ -206,6 +234,16 @@ def normalise(value: Any, names: dict[str, str]) -> Any:
         else:
             out[field] = normalise(item, names)
     return out
+
+
+def _code(answer: Any) -> int:
+    """An answer's error code: its own, or its first partition's (OffsetCommit)."""
+    code = getattr(answer, "error_code", None)
+    if code is None:
+        topics = getattr(answer, "topics", None) or ()
+        parts = [p for t in topics for p in t.partitions]
+        code = parts[0].error_code if parts else 0
+    return int(code)
 
 
 def _symbol(names: dict[str, str], prefix: str, raw: str) -> str:
@@ -242,6 +280,11 @@ class Session:
         self._topic_uuid: Any = None
         self.epochs: dict[str, int] = {}
         """client -> its last KIP-848 member epoch."""
+        self.node: int | None = None
+        """The broker group requests go to: the one the last FindCoordinator named (None:
+        the bootstrap broker)."""
+        self.session_timeout = SESSION_TIMEOUT
+        """The ``session.timeout.ms`` JoinGroup asks for, in seconds."""
 
     # -- plumbing
 
@@ -249,12 +292,16 @@ class Session:
         return request_type(api_key, self.versions[api_key])
 
     def _send(self, step: str, client: str, request: Any) -> Any | None:
-        ticket = self.driver.submit(client, request)
-        answer = self.driver.answer(ticket, wait=GRACE)
-        if answer is None:
-            self._parked[step] = (client, ticket, int(request.__api_key__))
-            self.steps[step] = PARKED
-            return None
+        for _attempt in range(50):
+            ticket = self.driver.submit(client, request, self.node)
+            answer = self.driver.answer(ticket, wait=GRACE)
+            if answer is None:
+                self._parked[step] = (client, ticket, int(request.__api_key__))
+                self.steps[step] = PARKED
+                return None
+            if _code(answer) != _LOADING:
+                break
+            self.driver.sleep(0.1)  # a coordinator still loading the group: again
         return self._record(step, client, answer)
 
     def _record(self, step: str, client: str, answer: Any) -> Any:
@@ -283,6 +330,48 @@ class Session:
     def sleep(self, seconds: float) -> None:
         """Let time pass (no step recorded)."""
         self.driver.sleep(seconds)
+
+    # -- the coordinator
+
+    def find_coordinator(self, step: str) -> None:
+        """FindCoordinator for the group (retrying what a client retries); group requests
+        go to the broker it names from now on. Recorded: the error code and the node as a
+        symbol (``n1``...: node ids depend on the cluster)."""
+        request = build(
+            self._cls(ApiKey.FIND_COORDINATOR),
+            key=self.group,
+            key_type=0,
+            coordinator_keys=(self.group,),
+        )
+        for _attempt in range(50):
+            answer = self.driver.answer(self.driver.submit("find", request), wait=PATIENCE)
+            if answer is None:
+                raise TimeoutError(f"no FindCoordinator answer for {self.group!r}")
+            entry = (getattr(answer, "coordinators", None) or (answer,))[0]
+            code = int(entry.error_code)
+            if code not in _RETRIED:
+                break
+            self.driver.sleep(0.1)
+        node = None
+        if code == 0:
+            self.node = int(entry.node_id)
+            node = _symbol(self._names, "n", f"node {self.node}")
+        self.steps[step] = {"error_code": code, "node": node}
+
+    def move_coordinator(self) -> None:
+        """Move the group's coordinator to another broker (no step recorded)."""
+        self.driver.move_coordinator()
+
+    def offset_fetch(self, step: str, client: str) -> Any | None:
+        """OffsetFetch of the topic's four partitions."""
+        cls = self._cls(ApiKey.OFFSET_FETCH)
+        topic = build(
+            nested_type(cls, "OffsetFetchRequestTopic"),
+            name=self.topic,
+            partition_indexes=(0, 1, 2, 3),
+        )
+        request = build(cls, group_id=self.group, topics=(topic,), require_stable=False)
+        return self._send(step, client, request)
 
     # -- group requests
 
@@ -313,7 +402,7 @@ class Session:
         request = build(
             cls,
             group_id=self.group,
-            session_timeout=datetime.timedelta(seconds=SESSION_TIMEOUT),
+            session_timeout=datetime.timedelta(seconds=self.session_timeout),
             rebalance_timeout=datetime.timedelta(seconds=REBALANCE_TIMEOUT),
             member_id="" if new else self.ids.get(client, ""),
             group_instance_id=instance,
@@ -785,6 +874,62 @@ def kip848_static(s: Session) -> None:
     s.heartbeat848("S2 heartbeat after leaving", "S2", epoch=1, owned=(0, 1), instance="is")
 
 
+def coordinator_move(s: Session) -> None:
+    """Three brokers: the group's coordinator moves while a rebalance is being prepared
+    (B's JoinGroup parked), and again while one completes (B's SyncGroup parked). The old
+    coordinator answers the parked requests, and everything after, NOT_COORDINATOR; the new
+    one has the group as its last record left it -- Stable at the last synced generation,
+    without the member that had joined but not synced, the generation begun but not synced
+    gone (its number is taken again), the committed offsets kept."""
+    s.session_timeout = 30.0  # a move takes a real cluster a few seconds
+    s.find_coordinator("find coordinator")
+    s.join("A join (no id)", "A")
+    s.join("A join", "A")
+    s.sync("A sync 1", "A", plan={"A": (0, 1, 2, 3)})
+    s.commit("A commit 1", "A")
+    s.join("B join (no id)", "B")
+    s.join("B join", "B")  # parked until A rejoins
+    s.heartbeat("A heartbeat while B waits", "A")
+    s.move_coordinator()
+    s.collect("B join")
+    s.heartbeat("A heartbeat at the old coordinator", "A")
+    s.commit("A commit at the old coordinator", "A", offset=6)
+    s.find_coordinator("find coordinator after the move")
+    s.heartbeat("A heartbeat at the new coordinator", "A")
+    s.offset_fetch("offsets at the new coordinator", "A")
+    s.commit("A commit 1 at the new coordinator", "A", offset=7)
+    s.join("B rejoins with its member id", "B")
+    s.join("B join again (no id)", "B", new=True)
+    s.join("B join 2", "B")  # parked until A rejoins
+    s.join("A rejoin", "A")
+    s.collect("B join 2")
+    s.sync("B sync 2", "B")  # parked until the leader's SyncGroup
+    s.sync("A sync 2", "A", plan={"A": (0, 1), "B": (2, 3)})
+    s.collect("B sync 2")
+    s.commit("B commit 2", "B", offset=8)
+    s.join("A rejoin (leader, Stable)", "A")  # parked until B rejoins
+    s.heartbeat("B heartbeat while A waits", "B")
+    s.join("B rejoin", "B")
+    s.collect("A rejoin (leader, Stable)")
+    s.sync("B sync 3", "B")  # parked until the leader's SyncGroup
+    s.move_coordinator()
+    s.collect("B sync 3")
+    s.find_coordinator("find coordinator after the second move")
+    s.sync("A sync 3 at the new coordinator", "A", plan={"A": (0, 1), "B": (2, 3)})
+    s.heartbeat("B heartbeat at generation 3", "B")
+    s.heartbeat("B heartbeat at generation 2", "B", generation=2)
+    s.commit("B commit at generation 2", "B", generation=2, offset=9)
+    s.sync("B sync at generation 2", "B", generation=2)
+    s.join("A rejoin after the second move", "A")  # parked until B rejoins
+    s.join("B rejoin after the second move", "B")
+    s.collect("A rejoin after the second move")
+    s.sync("B sync 3 again", "B")
+    s.sync("A sync 3 again", "A", plan={"A": (0, 1), "B": (2, 3)})
+    s.collect("B sync 3 again")
+    s.commit("A commit 3", "A", offset=10)
+    s.offset_fetch("offsets at the end", "B")
+
+
 SCENARIOS: Final[dict[str, Callable[[Session], None]]] = {
     "join_and_leave": join_and_leave,
     "session_expiry": session_expiry,
@@ -793,13 +938,19 @@ SCENARIOS: Final[dict[str, Callable[[Session], None]]] = {
     "transactions": transactions,
     "kip848_reconciliation": kip848_reconciliation,
     "kip848_static": kip848_static,
+    "coordinator_move": coordinator_move,
 }
 """Every scenario, by name."""
+
+BROKERS: Final[Mapping[str, int]] = {"coordinator_move": 3}
+"""Scenarios that need more than one broker: name -> brokers."""
 
 
 def served_versions(broker: Mapping[int, int] | None = None) -> dict[int, int]:
     """The versions a session speaks: the model's highest, capped by a broker's."""
     keys = (
+        ApiKey.FIND_COORDINATOR,
+        ApiKey.OFFSET_FETCH,
         ApiKey.JOIN_GROUP,
         ApiKey.SYNC_GROUP,
         ApiKey.HEARTBEAT,

@@ -8,9 +8,22 @@ Empty -> PreparingRebalance -> CompletingRebalance -> Stable, JoinGroup with KIP
 MEMBER_ID_REQUIRED for dynamic members, static members (KIP-345) replaced without a rebalance
 when the group is Stable, parked JoinGroup and SyncGroup requests answered when the join
 phase completes or the leader's SyncGroup arrives, heartbeats, LeaveGroup, the session,
-join and pending-sync timers, and OffsetCommit validation (A2.5). Left out: persistence and
-coordinator failover, group size limits, the initial-rebalance delay extension beyond one
-delay, KIP-848 groups, DescribeGroups.
+join and pending-sync timers, and OffsetCommit validation (A2.5). Left out: group size limits,
+the initial-rebalance delay extension beyond one delay, KIP-848 groups, DescribeGroups.
+
+Coordinator failover (:meth:`ClassicCoordinator.failover`): a group's state lives in memory,
+and only some changes are written to ``__consumer_offsets`` as a GroupMetadata record -- a
+new group (empty), a join phase ending with no members, the leader's SyncGroup (the
+generation with its assignments), a static member replaced in a Stable group. When the
+partition moves to another leader, the old coordinator unloads every group
+(``GroupMetadataManager.onUnloaded``: the group goes Dead; JoinGroups parked in
+PreparingRebalance, SyncGroups parked in CompletingRebalance or Stable are answered
+NOT_COORDINATOR) and the new one replays the records: each group comes back from its last
+record -- Stable at that generation with those members and assignments, or Empty -- with
+every member's session started afresh (``onLoaded``). What was not written is gone: a
+rebalance under way, a member that had joined but not synced, a generation begun but not
+synced (whose number the next generation takes again). Committed offsets are records too
+and stay.
 
 Requests and answers are kio entities at the version the client chose; a request is handed
 in with a caller token, and every answer -- at once or later, when a parked request
@@ -33,13 +46,14 @@ from kio.schema.errors import ErrorCode
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, response_type
 
-__all__ = ["ClassicCoordinator", "GroupState", "Reply", "SimGroup", "SimMember"]
+__all__ = ["ClassicCoordinator", "GroupState", "Persisted", "Reply", "SimGroup", "SimMember"]
 
 NEW_MEMBER_JOIN_TIMEOUT: Final = 300.0  # CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS
 _NO_TIME: Final = datetime.timedelta(0)
 
 # error codes
 _NONE: Final = 0
+_NOT_COORDINATOR: Final = 16
 _ILLEGAL_GENERATION: Final = 22
 _INCONSISTENT_GROUP_PROTOCOL: Final = 23
 _INVALID_GROUP_ID: Final = 24
@@ -70,12 +84,13 @@ def commit_answer(cls: type[Any], prefix: str, topics: Any, code: int) -> tuple[
 
 
 class GroupState(enum.Enum):
-    """ClassicGroupState (Dead is left out: no unloading here)."""
+    """ClassicGroupState (Dead: unloaded, when the coordinator moves)."""
 
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
+    DEAD = "Dead"
 
 
 _VALID_PREVIOUS: Final = {
@@ -87,6 +102,13 @@ _VALID_PREVIOUS: Final = {
     },
     GroupState.COMPLETING_REBALANCE: {GroupState.PREPARING_REBALANCE},
     GroupState.STABLE: {GroupState.COMPLETING_REBALANCE},
+    GroupState.DEAD: {
+        GroupState.STABLE,
+        GroupState.PREPARING_REBALANCE,
+        GroupState.COMPLETING_REBALANCE,
+        GroupState.EMPTY,
+        GroupState.DEAD,
+    },
 }
 
 
@@ -123,6 +145,19 @@ class SimMember:
         return next(m for n, m in self.protocols if n == protocol)
 
 
+@attrs.frozen
+class Persisted:
+    """A classic group as its last GroupMetadata record has it (what a new coordinator
+    loads): the generation, the selected protocol, the leader, the members with their
+    assignments (each member's protocols reduced to the selected one, as the record keeps
+    only its subscription)."""
+
+    generation: int
+    protocol_name: str | None
+    leader: str | None
+    members: tuple[SimMember, ...]
+
+
 @attrs.define
 class SimGroup:
     """One classic group."""
@@ -142,6 +177,32 @@ class SimGroup:
     initial: bool = False  # the rebalance started from Empty
     transitions: list[tuple[GroupState, GroupState]] = attrs.field(factory=list)
     offsets: dict[tuple[str, int], int] = attrs.field(factory=dict)
+    persisted: Persisted | None = None
+    """The group's last GroupMetadata record (None: none written)."""
+    loaded: set[int] = attrs.field(factory=set)
+    """Indexes in :attr:`generations` of generations a failover loaded (not begun)."""
+
+    def persist(self) -> None:
+        """Write the group's GroupMetadata record (what a failover loads)."""
+        protocol = self.protocol_name
+
+        def protocols(m: SimMember) -> tuple[tuple[str, bytes], ...]:
+            return m.protocols if protocol is None else ((protocol, m.metadata(protocol)),)
+
+        self.persisted = Persisted(
+            generation=self.generation,
+            protocol_name=protocol,
+            leader=self.leader,
+            members=tuple(
+                attrs.evolve(
+                    m,
+                    join_token=None,
+                    sync_token=None,
+                    protocols=protocols(m),
+                )
+                for m in self.members.values()
+            ),
+        )
 
     def transition(self, to: GroupState) -> None:
         if self.state not in _VALID_PREVIOUS[to]:
@@ -293,6 +354,7 @@ class ClassicCoordinator:
                 self._join_reply(SimGroup(""), None, token, version, code=_UNKNOWN_MEMBER_ID)
                 return
             group = self.groups[req.group_id] = SimGroup(req.group_id)
+            group.persist()  # a new group's empty record
         protocols = tuple((p.name, bytes(p.metadata)) for p in req.protocols)
         if (
             req.protocol_type != "consumer"
@@ -397,6 +459,7 @@ class ClassicCoordinator:
             # may change: updateStaticMemberThenRebalanceOrCompleteJoin compares only the
             # selected protocol): the current generation's answer (a static leader skips
             # assigning, v9+).
+            group.persist()
             self._join_reply(group, member, token, version, skip_assignment=group.leader == new_id)
             return
         member.join_token, member.join_version = token, version
@@ -493,6 +556,7 @@ class ClassicCoordinator:
         if not group.members:
             group.protocol_name = group.leader = None
             group.transition(GroupState.EMPTY)
+            group.persist()
             return
         group.protocol_name = self._select_protocol(group)
         if group.leader not in group.members or group.members[group.leader].join_token is None:
@@ -549,6 +613,7 @@ class ClassicCoordinator:
                 m.assignment = given.get(m.member_id, b"")
             group.sync_deadline = None
             group.transition(GroupState.STABLE)
+            group.persist()  # the generation's record: a failover comes back to it
             for m in group.members.values():
                 if m.sync_token is not None:
                     self._sync_reply(group, m.sync_token, m.sync_version, m.assignment)
@@ -716,6 +781,58 @@ class ClassicCoordinator:
             )
         response = build(cls, throttle_time=_NO_TIME, topics=tuple(topics))
         self._replies.append(Reply(token, ApiKey.OFFSET_COMMIT, response))
+
+    # ------------------------------------------------------------- failover
+
+    def failover(self, *, now: float) -> None:
+        """The coordinator moved (its ``__consumer_offsets`` partition has a new leader):
+        the old one unloads every group, answering its parked requests NOT_COORDINATOR,
+        and the new one loads each from its last record (see the module's docstring)."""
+        self._now = max(self._now, now)
+        for group in self.groups.values():
+            self._unload(group)
+            self._load(group, now)
+
+    def _unload(self, group: SimGroup) -> None:
+        """``onUnloaded``: Dead; parked JoinGroups (PreparingRebalance) and SyncGroups
+        (CompletingRebalance, Stable) answered NOT_COORDINATOR."""
+        before = group.state
+        group.transition(GroupState.DEAD)
+        for member in group.members.values():
+            if before is GroupState.PREPARING_REBALANCE and member.join_token is not None:
+                self._join_reply(
+                    group,
+                    None,
+                    member.join_token,
+                    member.join_version,
+                    code=_NOT_COORDINATOR,
+                    member_id=member.member_id,
+                )
+            if (
+                before in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
+                and member.sync_token is not None
+            ):
+                self._sync_error(member.sync_token, member.sync_version, _NOT_COORDINATOR)
+
+    def _load(self, group: SimGroup, now: float) -> None:
+        """Replay the group's last record (``ClassicGroup`` from GroupMetadataValue:
+        Stable with members, else Empty) and start every member's session now."""
+        record = group.persisted or Persisted(0, None, None, ())
+        group.state = GroupState.STABLE if record.members else GroupState.EMPTY
+        group.generation = record.generation
+        group.generations.append(record.generation)
+        group.loaded.add(len(group.generations) - 1)
+        group.protocol_name = record.protocol_name
+        group.leader = record.leader
+        group.members = {
+            m.member_id: attrs.evolve(m, is_new=False, heartbeat_deadline=now + m.session_timeout)
+            for m in record.members
+        }
+        group.static = {m.instance_id: m.member_id for m in record.members if m.instance_id}
+        group.pending.clear()
+        group.pending_sync.clear()
+        group.join_deadline = group.sync_deadline = None
+        group.initial = False
 
     # --------------------------------------------------------------- timers
 

@@ -56,6 +56,8 @@ from kafkastate.sim.coordinator import ClassicCoordinator, Reply
 
 __all__ = [
     "ASSIGNORS",
+    "GROUP848_TRANSITIONS",
+    "MEMBER848_TRANSITIONS",
     "Commit848",
     "ConsumerCoordinator",
     "ConsumerGroup",
@@ -105,6 +107,16 @@ class MemberState(enum.Enum):
     UNRELEASED_PARTITIONS = "unreleased_partitions"
 
 
+GROUP848_TRANSITIONS: Final = tuple(
+    (a, b) for a in ConsumerGroupState for b in ConsumerGroupState if a is not b
+)
+"""The group state is derived from the epochs (DST.md A2.8), so any change is possible:
+the transitions a coverage report counts (:attr:`ConsumerGroup.transitions`)."""
+MEMBER848_TRANSITIONS: Final = tuple((a, b) for a in MemberState for b in MemberState if a is not b)
+"""A member's reconciliation may move between any two of its states
+(:attr:`ConsumerGroup.member_transitions`)."""
+
+
 @attrs.define
 class Member848:
     """One member as the coordinator sees it."""
@@ -143,6 +155,11 @@ class ConsumerGroup:
     epochs: list[int] = attrs.Factory(list)  # every group epoch, in order (G1)
     removed: list[tuple[str, str, float, float]] = attrs.Factory(list)
     """Members removed: (member id, why, when, its session deadline then)."""
+    transitions: list[tuple[ConsumerGroupState, ConsumerGroupState]] = attrs.Factory(list)
+    """Every change of :attr:`state`, as the coordinator answered or timed out (coverage)."""
+    member_transitions: list[tuple[MemberState, MemberState]] = attrs.Factory(list)
+    """Every change of a member's reconciliation state (coverage)."""
+    last_state: ConsumerGroupState = ConsumerGroupState.EMPTY
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -164,6 +181,19 @@ class ConsumerGroup:
             if member_id != but and tp in member.holds():
                 return member_id
         return None
+
+    def note_state(self) -> None:
+        """Record a change of the derived state since the last note."""
+        state = self.state
+        if state is not self.last_state:
+            self.transitions.append((self.last_state, state))
+            self.last_state = state
+
+    def set_member_state(self, member: Member848, state: MemberState) -> None:
+        """Move ``member``'s reconciliation to ``state`` (recorded when it changes)."""
+        if state is not member.state:
+            self.member_transitions.append((member.state, state))
+            member.state = state
 
     def bump(self) -> None:
         """A new group epoch: membership or subscriptions changed."""
@@ -227,6 +257,9 @@ class ConsumerCoordinator(ClassicCoordinator):
             return
         self._expire(now)
         fields = self._heartbeat848(request, now)
+        group = self.consumer_groups.get(request.group_id)
+        if group is not None:
+            group.note_state()
         cls = response_type(api_key, version)
         body = build(cls, throttle_time=_NO_TIME, error_message=None, **fields)
         self._replies.append(Reply(token, api_key, body))
@@ -240,6 +273,20 @@ class ConsumerCoordinator(ClassicCoordinator):
                 if m.rebalance_deadline is not None:
                     times.append(m.rebalance_deadline)
         return min(times) if times else None
+
+    def failover(self, *, now: float) -> None:
+        """The coordinator moved: classic groups are unloaded and loaded from their last
+        records; a consumer group's whole state is in records, so it comes back as it was,
+        with every member's session (and a revoking member's rebalance timeout) started
+        afresh (``onLoaded``). The offsets of a consumer group are no classic group."""
+        consumer = {g: self.groups.pop(g) for g in list(self.groups) if g in self.consumer_groups}
+        super().failover(now=now)
+        self.groups.update(consumer)
+        for group in self.consumer_groups.values():
+            for member in group.members.values():
+                member.session_deadline = now + self.session_timeout
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    member.rebalance_deadline = now + member.rebalance_timeout
 
     # ------------------------------------------------------------ heartbeat
 
@@ -401,7 +448,7 @@ class ConsumerCoordinator(ClassicCoordinator):
         """A member joins again at epoch 0: what it held is released."""
         member.assigned = set()
         member.revoking = set()
-        member.state = MemberState.STABLE
+        group.set_member_state(member, MemberState.STABLE)
         member.rebalance_deadline = None
         member.previous_epoch = member.epoch
         member.epoch = 0
@@ -505,7 +552,7 @@ class ConsumerCoordinator(ClassicCoordinator):
                 keep.add(tp)
         if revoke and (owned is None or owned & revoke):
             self._set_epoch(member, epoch)
-            member.state = MemberState.UNREVOKED_PARTITIONS
+            group.set_member_state(member, MemberState.UNREVOKED_PARTITIONS)
             member.assigned = member.assigned & target
             member.revoking = revoke
             member.rebalance_deadline = now + member.rebalance_timeout
@@ -513,7 +560,9 @@ class ConsumerCoordinator(ClassicCoordinator):
         self._set_epoch(member, group.assignment_epoch)
         member.assigned = keep
         member.revoking = set()
-        member.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+        group.set_member_state(
+            member, MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+        )
 
     @staticmethod
     def _set_epoch(member: Member848, epoch: int) -> None:
@@ -569,6 +618,7 @@ class ConsumerCoordinator(ClassicCoordinator):
                     self.remove(group, member_id, "session expired", now)
                 elif member.rebalance_deadline is not None and now >= member.rebalance_deadline:
                     self.remove(group, member_id, "rebalance timeout", now)
+            group.note_state()
 
 
 def _error(code: int) -> dict[str, Any]:

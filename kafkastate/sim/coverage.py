@@ -9,9 +9,13 @@ checked against its registered :class:`~kafkastate.core.states.StateTable`; whil
 (:func:`~kafkastate.core.states.observe_transitions`), so it counts every transition of
 every machine the runs drove -- nothing in the machines changes. After each run,
 :meth:`Coverage.add_run` adds what the simulated brokers did (the group coordinator's
-``SimGroup.transitions``, the transaction coordinator's state histories) and the fault
-kinds the run drew. The report lists, per machine, the transitions of its table that the
-sweep never reached -- a sweep that never took a transition says so.
+``SimGroup.transitions``, the KIP-848 coordinator's group and member state changes --
+``ConsumerGroup.transitions`` and ``member_transitions`` -- and the transaction
+coordinator's state histories) and the fault kinds the run drew. The report lists, per
+machine, how many of its states and transitions the sweep reached, and names the ones it
+never reached -- a sweep that never took a transition says so. A ``--workload group848``
+sweep drives the core's ``ConsumerGroupMember`` and the KIP-848 coordinator model; the
+classic ``GroupMember`` and coordinator then say "never driven", and the other way round.
 """
 
 from __future__ import annotations
@@ -23,12 +27,20 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafkastate.core.states import StateTable, observe_transitions, registered_tables
-from kafkastate.sim.coordinator import _VALID_PREVIOUS
+from kafkastate.sim.coordinator import _VALID_PREVIOUS, GroupState
+from kafkastate.sim.coordinator848 import (
+    GROUP848_TRANSITIONS,
+    MEMBER848_TRANSITIONS,
+    ConsumerGroupState,
+    MemberState,
+)
 from kafkastate.sim.txncluster import EMPTY, TXN_TRANSITIONS
 
 __all__ = ["Coverage"]
 
 _GROUP_COORDINATOR = "group coordinator (sim)"
+_GROUP848 = "consumer group coordinator (sim, KIP-848)"
+_MEMBER848 = "consumer group member at the coordinator (sim, KIP-848)"
 _TXN_COORDINATOR = "transaction coordinator (sim)"
 
 
@@ -64,6 +76,11 @@ class Coverage:
         for group in sim.cluster.coordinator.groups.values():
             for before, after in group.transitions:
                 self.transitions[(_GROUP_COORDINATOR, before.name, after.name)] += 1
+        for group848 in getattr(sim.cluster.coordinator, "consumer_groups", {}).values():
+            for a, b in group848.transitions:
+                self.transitions[(_GROUP848, a.name, b.name)] += 1
+            for a, b in group848.member_transitions:
+                self.transitions[(_MEMBER848, a.name, b.name)] += 1
         for meta in getattr(sim.cluster, "txns", {}).values():
             states = [EMPTY, *meta.history]
             for before, after in itertools.pairwise(states):
@@ -88,11 +105,44 @@ class Coverage:
             for name, table in registered_tables().items()
         }
         out[_GROUP_COORDINATOR] = [
-            (before.name, to.name) for to, froms in _VALID_PREVIOUS.items() for before in froms
+            (before.name, to.name)
+            for to, froms in _VALID_PREVIOUS.items()
+            for before in sorted(froms, key=list(GroupState).index)
         ]
+        out[_GROUP848] = [(a.name, b.name) for a, b in GROUP848_TRANSITIONS]
+        out[_MEMBER848] = [(a.name, b.name) for a, b in MEMBER848_TRANSITIONS]
         out[_TXN_COORDINATOR] = [
             (before, to) for to, froms in TXN_TRANSITIONS.items() for before in sorted(froms)
         ]
+        return out
+
+    def states(self) -> dict[str, tuple[list[str], str]]:
+        """Every machine's states and its initial one: ``machine -> ([state], initial)``."""
+        out = {
+            name: ([s.name for s in table.states], table.initial.name)
+            for name, table in registered_tables().items()
+        }
+        out[_GROUP_COORDINATOR] = ([s.name for s in GroupState], GroupState.EMPTY.name)
+        out[_GROUP848] = (
+            [s.name for s in ConsumerGroupState],
+            ConsumerGroupState.EMPTY.name,
+        )
+        out[_MEMBER848] = ([s.name for s in MemberState], MemberState.STABLE.name)
+        out[_TXN_COORDINATOR] = (list(TXN_TRANSITIONS), EMPTY)
+        return out
+
+    def unreached_states(self) -> dict[str, list[str]]:
+        """Per machine, the states no run was in (a machine some transition drove was in
+        its initial state and in both ends of each transition it took)."""
+        reached: dict[str, set[str]] = {}
+        for machine, before, after in self.transitions:
+            reached.setdefault(machine, set()).update((before, after))
+        out = {}
+        for machine, (states, initial) in self.states().items():
+            seen = reached.get(machine, set())
+            if seen:
+                seen = seen | {initial}
+            out[machine] = [s for s in states if s not in seen]
         return out
 
     def unreached(self) -> dict[str, list[tuple[str, str]]]:
@@ -106,13 +156,21 @@ class Coverage:
         """The coverage report, as text."""
         lines = [f"coverage over {self.runs} runs"]
         never = self.unreached()
+        never_in = self.unreached_states()
+        states = self.states()
         for machine, edges in self.tables().items():
             missed = never[machine]
             reached = len(edges) - len(missed)
             if not reached:
                 lines.append(f"  {machine}: never driven ({len(edges)} transitions)")
                 continue
-            lines.append(f"  {machine}: {reached}/{len(edges)} transitions")
+            count = len(states[machine][0])
+            lines.append(
+                f"  {machine}: {reached}/{len(edges)} transitions, "
+                f"{count - len(never_in[machine])}/{count} states"
+            )
+            if never_in[machine]:
+                lines.append(f"    never in: {', '.join(never_in[machine])}")
             if missed:
                 shown = ", ".join(f"{a}->{b}" for a, b in missed)
                 lines.append(f"    never: {shown}")

@@ -135,8 +135,19 @@ class GroupInvariants(GroupApp):
         group = self.cluster.coordinator.groups.get(GROUP)
         if group is not None and self._generations_seen != len(group.generations):
             # every generation begun is the one before + 1 (several may begin in one event:
-            # a join completing, then the group emptying)
-            for generation in group.generations[self._generations_seen :]:
+            # a join completing, then the group emptying); a failover loads the last
+            # generation written, never one ahead of the group's
+            for i in range(self._generations_seen, len(group.generations)):
+                generation = group.generations[i]
+                if i in group.loaded:
+                    if generation > self._generation:
+                        raise InvariantViolation(
+                            "G1",
+                            f"generation {generation} loaded after {self._generation}",
+                            at=self.now,
+                        )
+                    self._generation = generation
+                    continue
                 if generation != self._generation + 1:
                     raise InvariantViolation(
                         "G1", f"generation {self._generation} -> {generation}", at=self.now
@@ -172,9 +183,9 @@ class GroupInvariants(GroupApp):
                 raise InvariantViolation("USER", str(exc), at=self.now) from exc
 
     def _note_received(self, host: _GroupHost) -> None:
-        """G6's bookkeeping: the generations whose assignment each member received (its
-        SyncGroup answered, the assignment applied). Only those count as what it owned
-        before: the coordinator stores an assignment the member may never get."""
+        """G6's bookkeeping: the generations whose assignment each member id received (its
+        SyncGroup answered, the assignment applied). Only those count as what it owns: the
+        coordinator stores an assignment the member may never get, or not get yet."""
         if host.alive:
             self._note_member(host.machine.member)
 
@@ -185,8 +196,7 @@ class GroupInvariants(GroupApp):
             and member.generation >= 0
             and member.state in _HAS_ASSIGNMENT
         ):
-            key = member.config.group_instance_id or member.member_id
-            self._received.setdefault(key, set()).add(member.generation)
+            self._received.setdefault(member.member_id, set()).add(member.generation)
 
     def _ownership_view(self) -> _OwnershipView:
         """What the applications own, as the trace line shows it and whether two alive
@@ -230,11 +240,12 @@ class GroupInvariants(GroupApp):
 
     def _check_commits(self) -> None:
         """G5/G6: every commit the coordinator accepted since the last check came from a
-        member of the current generation, for a partition it was assigned in this
-        generation or in the last earlier one whose assignment it received (cooperative
-        members commit what they revoke after the new generation started; a member whose
-        SyncGroup was refused -- REBALANCE_IN_PROGRESS -- or lost kept the assignment
-        before, not the one the coordinator stored for it)."""
+        member of the current generation, for a partition the member had *received*: its
+        assignment of this generation once the SyncGroup answer reached it, or of the last
+        earlier generation whose assignment it received (cooperative members commit what
+        they revoke after the new generation started; a member whose SyncGroup was refused
+        -- REBALANCE_IN_PROGRESS -- or lost kept the assignment before, not the one the
+        coordinator stored for it). A member cannot own what it has not been told."""
         coordinator = self.cluster.coordinator
         group = coordinator.groups.get(GROUP)
         if group is None:
@@ -265,14 +276,20 @@ class GroupInvariants(GroupApp):
             )
             if generation not in history:
                 continue  # not seen stable yet
-            received = self._received.get(
-                member_id if committer is None else committer.instance_id or member_id, set()
-            )
+            received = self._received.get(member_id, set())
             earlier = [g for g in history if g < generation and g in received]
-            allowed = history[generation] | (history[max(earlier)] if earlier else set())
+            allowed = history[max(earlier)] if earlier else set()
+            if generation in received:
+                allowed = allowed | history[generation]
             if tp not in allowed:
+                unreceived = tp in history[generation]
                 raise InvariantViolation(
-                    "G6", f"{member_id} committed {tp} it does not own", at=self.now
+                    "G6",
+                    f"{member_id} committed {tp} of generation {generation} before it received "
+                    "that assignment"
+                    if unreceived
+                    else f"{member_id} committed {tp} it does not own",
+                    at=self.now,
                 )
 
     def _check_poll_interval(self, host: _GroupHost) -> None:

@@ -221,6 +221,13 @@ class Network(Scheduler, Generic[H]):
             cid, request = _token(reply.token)
             self._respond(self._conns[cid], request, reply.response)
 
+    def _move_coordinator(self, node: int) -> None:
+        """The group coordinator moves to broker ``node``: the groups are unloaded (parked
+        requests answered NOT_COORDINATOR) and loaded there from their last records."""
+        self.cluster.move_group_coordinator(node, now=self._s())
+        self._coordinator_out()
+        self._arm_cluster_timers()
+
     def _arm_cluster_timers(self) -> None:
         due = self.cluster.coordinator.get_timer()
         if due is not None:

@@ -22,19 +22,22 @@ from kafkastate.core.consumer.assignors import (
     Assignment,
     CooperativeStickyAssignor,
     RangeAssignor,
+    decode_assignment,
 )
 from kafkastate.core.consumer.consumer import ListenerCallRequested
 from kafkastate.core.metadata import NodeId
 from kafkastate.core.producer.accumulator import RecordId, RecordsAcknowledged, RecordsFailed
-from kafkastate.core.protocol.framing import FrameDecoder
-from kafkastate.core.protocol.versions import ApiKey
-from kafkastate.sim.cluster import Request, response_frame
+from kafkastate.core.protocol.framing import FrameDecoder, encode_request
+from kafkastate.core.protocol.requests import build, nested_type
+from kafkastate.core.protocol.versions import ApiKey, request_type
+from kafkastate.sim.cluster import Request, parse_request, response_frame
 from kafkastate.sim.coordinator import ClassicCoordinator, GroupState
 from kafkastate.sim.txncluster import TxnCluster, _restamp, _split_batches
 from kafkastate.structs import TopicPartition
 
 __all__ = [
     "CommitsOthers",
+    "CommitsPlan",
     "SkipsRecords",
     "aborts_on_commit",
     "hasty_sessions",
@@ -314,20 +317,28 @@ class IgnoresPollInterval(_Wrapper):
         self.wrapped.connection_lost(node, now=now)
 
 
-class IgnoresAbortedTransactions(_Wrapper):
-    """``consumer_ignores_aborted``: a read_committed consumer that ignores the
-    AbortedTransactions list: the list is taken out of each Fetch response before the
-    machine reads it."""
+class _OnTheWire(_Wrapper):
+    """A wrapper that reads the frames the machine sends and receives: a decoder per node
+    and direction, started afresh with each connection."""
 
     def __init__(self, machine: Any) -> None:
         super().__init__(machine)
         self._sent: dict[NodeId, FrameDecoder] = {}
         self._received: dict[NodeId, FrameDecoder] = {}
-        self._fetches: dict[tuple[NodeId, int], int] = {}  # -> the Fetch request's version
 
     def _reset(self, node: NodeId) -> None:
         self._sent.pop(node, None)
         self._received.pop(node, None)
+
+    @staticmethod
+    def _frames(decoders: dict[NodeId, FrameDecoder], node: NodeId, data: bytes) -> list[bytes]:
+        """The whole frames (without size prefixes) ``data`` completes on ``node``."""
+        decoder = decoders.setdefault(node, FrameDecoder())
+        decoder.feed(data)
+        out = []
+        while (frame := decoder.next_frame()) is not None:
+            out.append(bytes(frame))
+        return out
 
     def connection_made(self, node: NodeId, *, now: float) -> None:
         self._reset(node)
@@ -337,23 +348,28 @@ class IgnoresAbortedTransactions(_Wrapper):
         self._reset(node)
         self.wrapped.connection_lost(node, now=now)
 
+
+class IgnoresAbortedTransactions(_OnTheWire):
+    """``consumer_ignores_aborted``: a read_committed consumer that ignores the
+    AbortedTransactions list: the list is taken out of each Fetch response before the
+    machine reads it."""
+
+    def __init__(self, machine: Any) -> None:
+        super().__init__(machine)
+        self._fetches: dict[tuple[NodeId, int], int] = {}  # -> the Fetch request's version
+
     def data_to_send(self) -> list[tuple[NodeId, bytes]]:
         out = list(self.wrapped.data_to_send())
         for node, data in out:
-            decoder = self._sent.setdefault(node, FrameDecoder())
-            decoder.feed(data)
-            while (frame := decoder.next_frame()) is not None:
+            for frame in self._frames(self._sent, node, data):
                 api_key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
                 if api_key == ApiKey.FETCH:
                     self._fetches[(node, correlation_id)] = version
         return out
 
     def receive_data(self, node: NodeId, data: bytes, *, now: float) -> None:
-        decoder = self._received.setdefault(node, FrameDecoder())
-        decoder.feed(data)
         out = bytearray()
-        while (frame := decoder.next_frame()) is not None:
-            payload = bytes(frame)
+        for payload in self._frames(self._received, node, data):
             (correlation_id,) = struct.unpack_from(">i", payload, 0)
             version = self._fetches.pop((node, correlation_id), None)
             if version is None:
@@ -445,6 +461,100 @@ class CommitsOthers(_Wrapper):
             if others:
                 offsets = {**offsets, TopicPartition(*others[0]): 0}
         return self.wrapped.commit(offsets, now=now)
+
+
+class CommitsPlan(_OnTheWire):
+    """``consumer_commits_before_assignment``: a group leader that acts on its own share of
+    the plan as soon as it sends it: right behind its SyncGroup, on the same connection, it
+    commits offset 0 of every partition the plan gives it -- before the SyncGroup answer
+    has told it anything. The coordinator takes the SyncGroup first (the group is Stable at
+    the new generation) and then the commit: of the current generation, from a member,
+    for partitions the generation gives it (only G6, which asks that the member has
+    received that assignment, sees it).
+
+    The commit is put on the wire by this wrapper: the machine's correlation ids are moved
+    up by one per commit put in (a broker reads them in order), the commits' answers are
+    taken out, and the machine's answers given back their ids."""
+
+    VERSION = 8
+    """OffsetCommit version of the commits put in (generation, member id, instance id)."""
+
+    def __init__(self, machine: Any) -> None:
+        super().__init__(machine)
+        self._shift: dict[NodeId, int] = {}
+        self._ids: dict[tuple[NodeId, int], int | None] = {}  # wire id -> machine's (None: ours)
+
+    def _reset(self, node: NodeId) -> None:
+        super()._reset(node)
+        self._shift.pop(node, None)
+        self._ids = {k: v for k, v in self._ids.items() if k[0] != node}
+
+    def data_to_send(self) -> list[tuple[NodeId, bytes]]:
+        out = []
+        for node, data in self.wrapped.data_to_send():
+            wire = bytearray()
+            for frame in self._frames(self._sent, node, data):
+                request = bytearray(frame)
+                (correlation_id,) = struct.unpack_from(">i", request, 4)
+                shift = self._shift.get(node, 0)
+                struct.pack_into(">i", request, 4, correlation_id + shift)
+                self._ids[(node, correlation_id + shift)] = correlation_id
+                wire += struct.pack(">i", len(request)) + request
+                commit = self._commit_of(parse_request(frame))
+                if commit is not None:
+                    ours = correlation_id + shift + 1
+                    self._shift[node] = shift + 1
+                    self._ids[(node, ours)] = None
+                    wire += encode_request(commit, correlation_id=ours, client_id="planted")
+            out.append((node, bytes(wire)))
+        return out
+
+    def _commit_of(self, request: Request) -> Any:
+        """The OffsetCommit a leader's SyncGroup makes it send (None: not a leader's)."""
+        body = request.body
+        if request.api_key != ApiKey.SYNC_GROUP or not body.assignments:
+            return None
+        mine = [bytes(a.assignment) for a in body.assignments if a.member_id == body.member_id]
+        planned = decode_assignment(mine[0]).partitions if mine and mine[0] else ()
+        if not planned:
+            return None
+        cls = request_type(ApiKey.OFFSET_COMMIT, self.VERSION)
+        part_cls = nested_type(cls, "OffsetCommitRequestPartition")
+        topics: dict[str, list[Any]] = {}
+        for topic, partition in sorted(planned):
+            topics.setdefault(topic, []).append(
+                build(
+                    part_cls,
+                    partition_index=partition,
+                    committed_offset=0,
+                    committed_leader_epoch=-1,
+                    committed_metadata="",
+                )
+            )
+        return build(
+            cls,
+            group_id=body.group_id,
+            generation_id_or_member_epoch=body.generation_id,
+            member_id=body.member_id,
+            group_instance_id=body.group_instance_id,
+            topics=tuple(
+                build(nested_type(cls, "OffsetCommitRequestTopic"), name=t, partitions=tuple(ps))
+                for t, ps in topics.items()
+            ),
+        )
+
+    def receive_data(self, node: NodeId, data: bytes, *, now: float) -> None:
+        out = bytearray()
+        for frame in self._frames(self._received, node, data):
+            response = bytearray(frame)
+            (wire,) = struct.unpack_from(">i", response, 0)
+            correlation_id = self._ids.pop((node, wire), wire)
+            if correlation_id is None:
+                continue  # the answer to a commit put in: the machine never asked
+            struct.pack_into(">i", response, 0, correlation_id)
+            out += struct.pack(">i", len(response)) + response
+        if out:
+            self.wrapped.receive_data(node, bytes(out), now=now)
 
 
 class RepeatsRecords(_Wrapper):

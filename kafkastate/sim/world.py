@@ -63,10 +63,11 @@ import attrs
 from kafkastate.core.client import ClientConfig
 from kafkastate.core.consumer.assignors import ASSIGNORS
 from kafkastate.core.consumer.consumer import ConsumerMachine
-from kafkastate.core.consumer.fetcher import FetcherConfig, FetcherMachine
+from kafkastate.core.consumer.fetcher import FetcherConfig, FetcherMachine, GroupFailed
 from kafkastate.core.consumer.group import GroupConfig
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig
 from kafkastate.core.metadata import MetadataConfig
+from kafkastate.errors import FencedInstanceIdError
 from kafkastate.sim.app import AUTO_COMMIT_MS, GROUP, TOPIC, _AppListener, _GroupHost
 from kafkastate.sim.cluster import SimCluster
 from kafkastate.sim.coordinator import ClassicCoordinator
@@ -74,6 +75,7 @@ from kafkastate.sim.entropy import Entropy
 from kafkastate.sim.invariants import GroupInvariants
 from kafkastate.sim.planted import (
     CommitsOthers,
+    CommitsPlan,
     DropsLastPartition,
     GreedyCooperative,
     IgnoresPollInterval,
@@ -111,6 +113,7 @@ PLANTED_BUGS: Final = (
     "broker_hides_tail",
     "coordinator_stalls_rebalances",
     "coordinator_syncs_while_preparing",
+    "consumer_commits_before_assignment",
 )
 """Deliberately broken variants the harness must catch (its self-test)."""
 PLANTED_CATCHES: Final = {
@@ -126,6 +129,7 @@ PLANTED_CATCHES: Final = {
     "broker_hides_tail": "C2",
     "coordinator_stalls_rebalances": "L1",
     "coordinator_syncs_while_preparing": "G0",
+    "consumer_commits_before_assignment": "G6",
 }
 """The invariant that must catch each planted bug (and no other before it)."""
 FAULTS: Final = (
@@ -341,6 +345,8 @@ class Sim(GroupInvariants):
             machine = cast(ConsumerMachine, SkipsRecords(machine))
         elif cfg.planted == "consumer_commits_unowned":
             machine = cast(ConsumerMachine, CommitsOthers(machine, cfg.partitions, TOPIC))
+        elif cfg.planted == "consumer_commits_before_assignment":
+            machine = cast(ConsumerMachine, CommitsPlan(machine))
         host = _GroupHost(name, machine, incarnation)
         if self._make_listener is not None:
             host.listener = self._make_listener(name)
@@ -368,6 +374,21 @@ class Sim(GroupInvariants):
             request_timeout=max(10.0, cfg.session_ms / 1000),
             group_instance_id=f"static-{name}" if cfg.static else None,
         )
+
+    restarted_on: tuple[type[Exception], ...] = (FencedInstanceIdError,)
+    """Errors fatal for a consumer, as in Java, that its application meets by starting the
+    consumer again a second later, as a supervisor would. FENCED_INSTANCE_ID: a static
+    member meets it when a coordinator failover loads its instance under the member id of
+    the last record, not the one it joined with since (the new consumer takes the instance
+    over)."""
+
+    def _on_machine_event(self, host: _GroupHost, event: Any) -> bool:
+        super()._on_machine_event(host, event)
+        if isinstance(event, GroupFailed) and isinstance(event.error, self.restarted_on):
+            self._crash_host(host)
+            self._at(self.now + 1_000, "restart", (host.name,))
+            return False
+        return True
 
     # ------------------------------------------------------------------- faults
 
@@ -411,9 +432,16 @@ class Sim(GroupInvariants):
                 self._close(conn, notify_client=True)
         elif kind == "coordinator_move" and len(self.cluster.alive) > 1:
             live = sorted(self.cluster.alive)
-            self.cluster.coordinator_node = live[self.entropy.below(len(live), "coordinator")]
+            self._move_coordinator(live[self.entropy.below(len(live), "coordinator")])
             self._line(f"fault coordinator -> b{self.cluster.coordinator_node}")
         self._at(self.now + cfg.fault_every_ms, "fault", ())
+
+    def _broker_down(self, node: int) -> None:
+        if node == self.cluster.coordinator_node and len(self.cluster.alive) > 1:
+            # the coordinator's broker crashes: its groups fail over to the next live one
+            # (loaded from their last records) before its connections reset
+            self._move_coordinator(min(self.cluster.alive - {node}))
+        super()._broker_down(node)
 
     def _on_script(self, action: str, *args: Any) -> None:
         self._line(f"script {action} {args}")
@@ -427,7 +455,7 @@ class Sim(GroupInvariants):
         elif action == "hold":
             self._hold(*args)
         elif action == "coordinator_move":
-            self.cluster.coordinator_node = args[0]
+            self._move_coordinator(args[0])
         else:
             raise ValueError(f"unknown script action {action!r}")
 

@@ -23,6 +23,8 @@ Invariants, in KIP-848 form (failures name them; ../shared/DST.md A3.6):
 * G4 -- per partition, the application's callbacks alternate assigned / revoked-or-lost;
 * G5 -- every commit the coordinator accepted carried the member's current epoch and was
   for a partition the member held then;
+* G6 -- and for a partition the member had received (a heartbeat answer gave it to the
+  member, whose application was assigned it);
 * G7 -- no member is removed for its session before the session ended;
 * C1, P4, PI -- as in the classic workload (the application model checks them);
 * (L) G2 -- once Stable, the target assignment gives every partition to one member;
@@ -45,12 +47,11 @@ from typing import Any, Final
 import attrs
 from kio.schema.errors import ErrorCode
 
-from kafkastate.core.consumer.fetcher import GroupFailed
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig
 from kafkastate.core.protocol.requests import build
 from kafkastate.core.protocol.versions import ApiKey, response_type
 from kafkastate.errors import UnreleasedInstanceIdError
-from kafkastate.sim.app import GROUP, TOPIC, _GroupHost
+from kafkastate.sim.app import GROUP, TOPIC
 from kafkastate.sim.cluster import SERVED_VERSIONS, Request, SimCluster
 from kafkastate.sim.coordinator848 import ConsumerCoordinator, ConsumerGroup, ConsumerGroupState
 from kafkastate.sim.entropy import Entropy
@@ -143,6 +144,9 @@ class Sim848(Sim):
     def __init__(self, entropy: Entropy, config: Sim848Config, **kwargs: Any) -> None:
         self._epochs_seen = 0
         self._removed_seen = 0
+        self._told: dict[str, set[tuple[str, int]]] = {}
+        """G6: member id -> every partition a heartbeat answer gave it (its application
+        was assigned it)."""
         super().__init__(entropy, config, **kwargs)
 
     def _make_cluster(self, config: SimConfig) -> SimCluster:
@@ -167,14 +171,8 @@ class Sim848(Sim):
             group_remote_assignor=cfg.assignor,
         )
 
-    def _on_machine_event(self, host: _GroupHost, event: Any) -> bool:
-        super()._on_machine_event(host, event)
-        if isinstance(event, GroupFailed) and isinstance(event.error, UnreleasedInstanceIdError):
-            # the instance's previous member has not left nor expired: start again later
-            self._crash_host(host)
-            self._at(self.now + 1_000, "restart", (host.name,))
-            return False
-        return True
+    # UNRELEASED_INSTANCE_ID: the instance's previous member has not left nor expired
+    restarted_on = (*Sim.restarted_on, UnreleasedInstanceIdError)
 
     # ------------------------------------------------------------ invariants
 
@@ -219,6 +217,9 @@ class Sim848(Sim):
                 owner[tp] = name
         for host in self.hosts.values():
             self._check_callback_order(host)
+        for host in self.hosts.values():
+            if host.alive and host.app.owned:
+                self._told.setdefault(host.machine.member.member_id, set()).update(host.app.owned)
         self._check_commits848()
         epoch = -1 if group is None else group.epoch
         self.trace.append(f"{self.now} {kind} epoch={epoch} {self._ownership()}")
@@ -246,7 +247,8 @@ class Sim848(Sim):
         self._removed_seen = len(group.removed)
 
     def _check_commits848(self) -> None:
-        """G5: an accepted commit carried the member's epoch, for a partition it held."""
+        """G5: an accepted commit carried the member's epoch, for a partition it held; G6:
+        a partition the member had received (a heartbeat answer carried it)."""
         commits = self.cluster.consumer_coordinator.commits
         while commits:
             commit = commits.pop(0)
@@ -263,6 +265,13 @@ class Sim848(Sim):
                 raise InvariantViolation(
                     "G5",
                     f"{commit.member_id} committed {commit.partition} it does not hold",
+                    at=self.now,
+                )
+            if commit.partition not in self._told.get(commit.member_id, ()):
+                raise InvariantViolation(
+                    "G6",
+                    f"{commit.member_id} committed {commit.partition} at epoch {commit.epoch} "
+                    "before a heartbeat answer gave it that partition",
                     at=self.now,
                 )
 

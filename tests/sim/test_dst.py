@@ -57,6 +57,7 @@ WITHIN = {
     "broker_hides_tail": 3,
     "coordinator_stalls_rebalances": 3,
     "coordinator_syncs_while_preparing": 3,
+    "consumer_commits_before_assignment": 3,
 }
 
 
@@ -70,6 +71,22 @@ def test_planted_bug_is_found_by_its_own_invariant(bug: str) -> None:
             assert exc.invariant == invariant, f"{bug} seed {seed}: {exc}"
             return
     pytest.fail(f"{bug} not found by {invariant} within {WITHIN[bug]} seeds")
+
+
+def test_a_commit_before_the_assignment_arrived_is_caught_over_a_50_seed_sweep() -> None:
+    # G6 asks that the committer has *received* the assignment: a leader committing its
+    # own share of the plan right behind its SyncGroup (the coordinator takes both before
+    # the answer reaches the leader) is a G6 failure -- and nothing else's. Measured: 49 of
+    # 50 seeds (on seed 41 the leader is the member of three that two partitions leave out)
+    failures = {}
+    for seed in range(50):
+        try:
+            _run(seed, planted="consumer_commits_before_assignment")
+        except InvariantViolation as exc:
+            failures[seed] = exc
+    assert {exc.invariant for exc in failures.values()} == {"G6"}
+    assert len(failures) >= 45, sorted(set(range(50)) - set(failures))
+    assert all("before it received that assignment" in str(exc) for exc in failures.values())
 
 
 def test_a_network_that_reorders_a_pipe_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

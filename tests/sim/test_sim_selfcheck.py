@@ -237,6 +237,56 @@ def test_sweep_coverage_on_the_command_line(
     assert "coverage over 2 runs" in out and "transitions" in out
 
 
+def test_a_kip848_sweep_reports_the_kip848_machines_and_what_they_never_reached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the core's KIP-848 member and the model's KIP-848 coordinator (its groups' derived
+    # states, its members' reconciliation states) are counted; the classic ones are not
+    # driven; what no seed reached is named
+    monkeypatch.chdir(tmp_path)
+    argv = ["sweep", "--seeds", "2", "--workload", "group848", "--coverage"]
+    assert sim_main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+
+    def line(machine: str) -> int:
+        return next(i for i, text in enumerate(lines) if text.startswith(f"  {machine}: "))
+
+    assert "never driven" in lines[line("GroupMember")]
+    for machine in (
+        "ConsumerGroupMember",
+        "consumer group coordinator (sim, KIP-848)",
+        "consumer group member at the coordinator (sim, KIP-848)",
+    ):
+        i = line(machine)
+        assert "transitions, " in lines[i] and " states" in lines[i], lines[i]
+    member = line("ConsumerGroupMember")
+    assert lines[member + 1].startswith("    never")  # e.g. a member that never closed
+    coordinator = line("consumer group coordinator (sim, KIP-848)")
+    assert lines[coordinator + 1].startswith("    never: ")
+
+
+def test_coverage_of_kip848_runs_counts_states_and_transitions() -> None:
+    from kafkastate.sim.world848 import Sim848, Sim848Config  # noqa: PLC0415
+
+    with Coverage(FAULTS) as coverage:
+        entropy = SeededEntropy(1)
+        sim = Sim848(entropy, Sim848Config.draw(entropy))
+        sim.run()
+        coverage.add_run(sim)
+    machines = {machine for machine, _a, _b in coverage.transitions}
+    assert {
+        "ConsumerGroupMember",
+        "consumer group coordinator (sim, KIP-848)",
+        "consumer group member at the coordinator (sim, KIP-848)",
+    } <= machines
+    assert "GroupMember" not in machines
+    never_in = coverage.unreached_states()
+    assert "CLOSED" in never_in["ConsumerGroupMember"]  # the application never closes
+    group848 = never_in["consumer group coordinator (sim, KIP-848)"]
+    assert "STABLE" not in group848 and set(group848) < {"EMPTY", "ASSIGNING", "RECONCILING"}
+    assert never_in["GroupMember"] == [s.name for s in registered_tables()["GroupMember"].states]
+
+
 def test_sweep_shrinks_the_first_failure_of_each_invariant(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

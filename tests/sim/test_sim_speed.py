@@ -102,10 +102,12 @@ def test_a_kept_response_encoding_is_kios_encoding() -> None:
 
 
 # Trace hashes written by the code before the speed work (same seeds, drawn configs): the
-# caches change no event, no draw and no trace line.
+# caches change no event, no draw and no trace line. Both seeds move the group coordinator
+# (seed 0 crashes its broker, seed 5 moves it at 27 s): their hashes are the ones since a
+# move unloads the group and loads it from its last record (issue 22).
 BEFORE = {
-    0: "65849fd6209b86db271eda47ff3fcd5aa1f2782b61c652a200ca9d8954ded7ce",
-    5: "80116e2da6517a4b811e1580ec70c208711aba829379df3878f4298ca5a57221",
+    0: "3d8c71242354a4412ec23a53ee4449f23191c961f3568ac0a4daa76e71f17e6a",
+    5: "ada12bef96833cbc4e05e3f2f5a3cc1b910474d1ba364df5bb6a7a9dcfab52c5",
 }
 
 
