@@ -30,6 +30,7 @@ import asyncio
 import math
 import ssl
 import sys
+import time
 from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Protocol
@@ -399,11 +400,20 @@ async def wait_for_cluster(
 def _event_loop_clock() -> Callable[[], float]:
     """``anyio.current_time`` without its per-call backend lookup (it is on the hot path)."""
     try:
-        return asyncio.get_running_loop().time
+        loop = asyncio.get_running_loop()
     except RuntimeError:  # not on asyncio
         pass
+    else:
+        if type(loop).time is asyncio.BaseEventLoop.time:
+            return time.monotonic  # what that method returns, one Python call less
+        return loop.time
     trio = sys.modules.get("trio")
     if trio is not None:
-        current_time: Callable[[], float] = trio.current_time
-        return current_time
+        try:
+            # what trio.current_time() asks on every call: the run's clock (a MockClock
+            # too), which stays the same for the whole run
+            clock: Callable[[], float] = trio.lowlevel.current_clock().current_time
+        except RuntimeError:  # not inside trio.run
+            clock = trio.current_time
+        return clock
     return anyio.current_time
