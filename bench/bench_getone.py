@@ -440,6 +440,21 @@ def report(
     sys.stdout.flush()
 
 
+def _progress(line: str, run: Run) -> None:
+    """One run's line on stderr, with its problems."""
+    print(f"  {line}" + (f" ‼ {run.problems}" if run.problems else ""), file=sys.stderr)
+
+
+def _clean_up(broker: Broker, topics: list[str]) -> None:
+    """Delete the topics (a failure is reported, not fatal) and stop the broker."""
+    for topic in topics:
+        try:
+            broker.delete_topic(topic)
+        except Exception as exc:  # reported, not fatal
+            print(f"could not delete topic {topic}: {exc!r}", file=sys.stderr)
+    broker.stop()
+
+
 def vs_getmany(args: Any, clients: list[str]) -> None:
     """``--vs-getmany``: each client's CPU per record against its runtime's getmany, in
     rounds (and against the ``--baseline`` tree's, when given)."""
@@ -473,18 +488,9 @@ def vs_getmany(args: Any, clients: list[str]) -> None:
             for client, tag, path in variants[shift:] + variants[:shift]:
                 run = run_one(broker, client, topic, 1, records=records, args=args, pythonpath=path)
                 runs[(client, tag)].append(run)
-                print(
-                    f"  round {rnd + 1} {client}{tag}: {run.cpu_us:.2f} µs/rec"
-                    + (f" ‼ {run.problems}" if run.problems else ""),
-                    file=sys.stderr,
-                )
+                _progress(f"round {rnd + 1} {client}{tag}: {run.cpu_us:.2f} µs/rec", run)
     finally:
-        if topic:
-            try:
-                broker.delete_topic(topic)
-            except Exception as exc:  # reported, not fatal
-                print(f"could not delete topic {topic}: {exc!r}", file=sys.stderr)
-        broker.stop()
+        _clean_up(broker, [topic] if topic else [])
 
     def per_round(a: list[Run], b: list[Run]) -> list[float]:
         return [
@@ -609,18 +615,9 @@ def main() -> None:
                         broker, client, topics[partitions], partitions, records=records, args=args
                     )
                     runs[(client, partitions)].append(run)
-                    print(
-                        f"  round {rnd + 1} {client} p{partitions}: {run.rate:,.0f} rec/s"
-                        + (f" ‼ {run.problems}" if run.problems else ""),
-                        file=sys.stderr,
-                    )
+                    _progress(f"round {rnd + 1} {client} p{partitions}: {run.rate:,.0f} rec/s", run)
     finally:
-        for topic in topics.values():
-            try:
-                broker.delete_topic(topic)
-            except Exception as exc:  # reported, not fatal
-                print(f"could not delete topic {topic}: {exc!r}", file=sys.stderr)
-        broker.stop()
+        _clean_up(broker, list(topics.values()))
     report(clients, runs, rounds, records)
     print(f"\nLoad average (1/5/15 min) before: {load_before}; after: {load()}.")
     print(f"\nTotal time {time.monotonic() - began:,.0f} s.")
