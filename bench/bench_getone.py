@@ -23,6 +23,20 @@ left out; ``first ms`` shows it).
     python bench/bench_getone.py                      # 100,000 records, 5 rounds
     python bench/bench_getone.py --records 50000 --rounds 5 --clients ks-asyncio,aiokafka
 
+``--vs-getmany`` measures the other figure of merit, the cost of one record at a time
+against ``getmany`` (issue 23's goal: ``getone`` and ``async for`` within 2x of ``getmany``
+per record): one 1-partition topic of N records (default 1,000,000), read by kafkastate's
+``getmany`` (500 records per call), ``getone`` and ``async for`` on asyncio
+(``AIOKafkaConsumer``) and trio (``open_consumer``), and aiokafka's ``getmany`` and
+``getone``; every round runs every client (the order rotates), and the table gives each
+client's CPU µs per record and its ratio to the same runtime's ``getmany`` taken within the
+round (median and spread over rounds). ``--baseline DIR`` also runs every kafkastate client
+with kafkastate imported from the source tree DIR (e.g. ``git archive main``), in the same
+rounds: before/after ratios from one run.
+
+    python bench/bench_getone.py --vs-getmany --rounds 3
+    python bench/bench_getone.py --vs-getmany --records 200000 --baseline /tmp/ks-main
+
 Without ``--bootstrap`` a broker is started with ``kafkastate.testing.KafkaCluster`` and
 stopped at the end.
 """
@@ -66,6 +80,35 @@ PARTITIONS = (1, 1000)
 RECORDS = (100_000, 10_000)  # full, --quick
 ROUNDS = (5, 1)  # full, --quick
 GETONE_CLIENTS = ("ks-asyncio", "ks-trio", "aiokafka")
+# --vs-getmany: client -> (runtime, the same runtime's getmany client)
+VS_CLIENTS = {
+    "ks-getmany": "ks-getmany",
+    "ks-asyncio": "ks-getmany",
+    "ks-iter": "ks-getmany",
+    "ks-trio-getmany": "ks-trio-getmany",
+    "ks-trio": "ks-trio-getmany",
+    "ks-trio-iter": "ks-trio-getmany",
+    "aiokafka-getmany": "aiokafka-getmany",
+    "aiokafka": "aiokafka-getmany",
+}
+VS_LABELS = {
+    "ks-getmany": "kafkastate asyncio getmany",
+    "ks-asyncio": "kafkastate asyncio getone",
+    "ks-iter": "kafkastate asyncio async for",
+    "ks-trio-getmany": "kafkastate trio getmany",
+    "ks-trio": "kafkastate trio getone",
+    "ks-trio-iter": "kafkastate trio async for",
+    "aiokafka-getmany": "aiokafka getmany",
+    "aiokafka": "aiokafka getone",
+}
+VS_RECORDS = (1_000_000, 100_000)  # full, --quick
+MAX_RECORDS = 500  # per getmany call
+PREPARED_AS = {  # the modules a worker imports first, as bench_producer's clients
+    "ks-getmany": "ks-asyncio",
+    "ks-trio-getmany": "ks-trio",
+    "ks-trio-iter": "ks-trio",
+    "aiokafka-getmany": "aiokafka",
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,6 +142,16 @@ class Tally:
         self.count += 1
         self.nbytes += len(value or b"")
 
+    def got_many(self, batch: dict[Any, list[Any]]) -> None:
+        """A ``getmany()`` result (the first record's time is the first batch's: the
+        steady figures then count 499 records too many in a million)."""
+        for records in batch.values():
+            if self.first is None and records:
+                self.first = time.perf_counter()
+                self.first_cpu = cpu_seconds()
+            self.count += len(records)
+            self.nbytes += sum(len(r.value or b"") for r in records)
+
 
 async def _getone_loop(consumer: Any, tally: Tally) -> None:
     """``getone()`` until the target (a stall ends at the parent's worker timeout)."""
@@ -106,6 +159,22 @@ async def _getone_loop(consumer: Any, tally: Tally) -> None:
     while tally.count < target:
         record = await getone()
         got(record.value)
+
+
+async def _getmany_loop(consumer: Any, tally: Tally) -> None:
+    """``getmany()`` (500 records at most) until the target."""
+    getmany, got_many, target = consumer.getmany, tally.got_many, tally.target
+    while tally.count < target:
+        got_many(await getmany(timeout_ms=1000, max_records=MAX_RECORDS))
+
+
+async def _iter_loop(consumer: Any, tally: Tally) -> None:
+    """``async for`` until the target."""
+    got, target = tally.got, tally.target
+    async for record in consumer:
+        got(record.value)
+        if tally.count >= target:
+            break
 
 
 def run_ks_asyncio(job: Job) -> Tally:
@@ -116,6 +185,22 @@ def run_ks_asyncio(job: Job) -> Tally:
     return asyncio.run(_run_aio(AIOKafkaConsumer, job))
 
 
+def run_ks_getmany(job: Job) -> Tally:
+    import asyncio
+
+    from kafkastate.asyncio import AIOKafkaConsumer
+
+    return asyncio.run(_run_aio(AIOKafkaConsumer, job, _getmany_loop))
+
+
+def run_ks_iter(job: Job) -> Tally:
+    import asyncio
+
+    from kafkastate.asyncio import AIOKafkaConsumer
+
+    return asyncio.run(_run_aio(AIOKafkaConsumer, job, _iter_loop))
+
+
 def run_aiokafka(job: Job) -> Tally:
     import asyncio
 
@@ -124,7 +209,15 @@ def run_aiokafka(job: Job) -> Tally:
     return asyncio.run(_run_aio(AIOKafkaConsumer, job))
 
 
-async def _run_aio(cls: Any, job: Job) -> Tally:
+def run_aiokafka_getmany(job: Job) -> Tally:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+
+    return asyncio.run(_run_aio(AIOKafkaConsumer, job, _getmany_loop))
+
+
+async def _run_aio(cls: Any, job: Job, loop: Callable[[Any, Tally], Any] = _getone_loop) -> Tally:
     tally = Tally(job)
     consumer = cls(
         bootstrap_servers=job.bootstrap,
@@ -139,13 +232,13 @@ async def _run_aio(cls: Any, job: Job) -> Tally:
 
         consumer.assign([TopicPartition(job.topic, p) for p in range(job.partitions)])
         await consumer.seek_to_beginning()
-        await _getone_loop(consumer, tally)
+        await loop(consumer, tally)
         return tally
     finally:
         await consumer.stop()
 
 
-def run_ks_trio(job: Job) -> Tally:
+def run_ks_trio(job: Job, loop: Callable[[Any, Tally], Any] = _getone_loop) -> Tally:
     import trio
 
     from kafkastate.trio import open_consumer
@@ -157,7 +250,7 @@ def run_ks_trio(job: Job) -> Tally:
         ) as consumer:
             consumer.assign([(job.topic, p) for p in range(job.partitions)])
             await consumer.seek_to_beginning()
-            await _getone_loop(consumer, tally)
+            await loop(consumer, tally)
         return tally
 
     result: Tally = trio.run(main)
@@ -166,8 +259,13 @@ def run_ks_trio(job: Job) -> Tally:
 
 RUNNERS: dict[str, Callable[[Job], Tally]] = {
     "ks-asyncio": run_ks_asyncio,
+    "ks-getmany": run_ks_getmany,
+    "ks-iter": run_ks_iter,
     "ks-trio": run_ks_trio,
+    "ks-trio-getmany": lambda job: run_ks_trio(job, _getmany_loop),
+    "ks-trio-iter": lambda job: run_ks_trio(job, _iter_loop),
     "aiokafka": run_aiokafka,
+    "aiokafka-getmany": run_aiokafka_getmany,
 }
 
 
@@ -255,10 +353,21 @@ def fill_topic(broker: Broker, partitions: int, records: int) -> tuple[str, floa
 
 
 def run_one(
-    broker: Broker, client: str, topic: str, partitions: int, *, records: int, args: Any
+    broker: Broker,
+    client: str,
+    topic: str,
+    partitions: int,
+    *,
+    records: int,
+    args: Any,
+    pythonpath: str | None = None,
 ) -> Run:
     data, problems = run_subprocess(
-        HERE, [client, broker.bootstrap, topic, records], ["--partitions", partitions], args
+        HERE,
+        [client, broker.bootstrap, topic, records],
+        ["--partitions", partitions],
+        args,
+        pythonpath=pythonpath,
     )
     if data is None:
         return Run(float("nan"), float("nan"), float("nan"), problems)
@@ -331,6 +440,98 @@ def report(
     sys.stdout.flush()
 
 
+def _progress(line: str, run: Run) -> None:
+    """One run's line on stderr, with its problems."""
+    print(f"  {line}" + (f" ‼ {run.problems}" if run.problems else ""), file=sys.stderr)
+
+
+def _clean_up(broker: Broker, topics: list[str]) -> None:
+    """Delete the topics (a failure is reported, not fatal) and stop the broker."""
+    for topic in topics:
+        try:
+            broker.delete_topic(topic)
+        except Exception as exc:  # reported, not fatal
+            print(f"could not delete topic {topic}: {exc!r}", file=sys.stderr)
+    broker.stop()
+
+
+def vs_getmany(args: Any, clients: list[str]) -> None:
+    """``--vs-getmany``: each client's CPU per record against its runtime's getmany, in
+    rounds (and against the ``--baseline`` tree's, when given)."""
+    records = args.records or VS_RECORDS[1 if args.quick else 0]
+    rounds = args.rounds or ROUNDS[1 if args.quick else 0]
+    trees: list[tuple[str, str | None]] = [("", None)]
+    if args.baseline:
+        trees.append((" (baseline)", str(pathlib.Path(args.baseline).resolve())))
+    variants = [
+        (client, tag, path)
+        for client in clients
+        for tag, path in trees
+        if path is None or client.startswith("ks-")
+    ]
+    runs: dict[tuple[str, str], list[Run]] = {(c, t): [] for c, t, _ in variants}
+    began = time.monotonic()
+    load_before = load()
+    broker = Broker(args.bootstrap)
+    topic = ""
+    try:
+        print(
+            f"# one record at a time against getmany ({platform.python_implementation()} "
+            f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs)\n"
+        )
+        print(f"{versions()}. Broker: {broker.description}.")
+        print(f"  filling 1 partition x{records:,}", file=sys.stderr)
+        topic, fill_s = fill_topic(broker, 1, records)
+        print(f"  filled in {fill_s:.1f} s", file=sys.stderr)
+        for rnd in range(rounds):
+            shift = rnd % len(variants)
+            for client, tag, path in variants[shift:] + variants[:shift]:
+                run = run_one(broker, client, topic, 1, records=records, args=args, pythonpath=path)
+                runs[(client, tag)].append(run)
+                _progress(f"round {rnd + 1} {client}{tag}: {run.cpu_us:.2f} µs/rec", run)
+    finally:
+        _clean_up(broker, [topic] if topic else [])
+
+    def per_round(a: list[Run], b: list[Run]) -> list[float]:
+        return [
+            x.cpu_us / y.cpu_us for x, y in zip(a, b, strict=True) if not (x.problems or y.problems)
+        ]
+
+    print(f"\n### CPU per record against getmany ({records:,} records of {SIZE} B, 1 partition)\n")
+    print(
+        "| client | CPU µs/rec | rec/s | **CPU / getmany's** | spread "
+        + ("| CPU / baseline's | spread " if args.baseline else "")
+        + "|"
+    )
+    print("|---|---:|---:|---:|---:|" + ("---:|---:|" if args.baseline else ""))
+    problems: list[str] = []
+    for client, tag, _path in variants:
+        mine = runs[(client, tag)]
+        base = runs.get((VS_CLIENTS[client], tag), [])
+        vs = per_round(mine, base) if base else []
+        good = [r for r in mine if not r.problems]
+        problems.extend(f"{VS_LABELS[client]}{tag}: {p}" for r in mine for p in r.problems)
+        row = (
+            f"| {VS_LABELS[client]}{tag} | {_median([r.cpu_us for r in good]):.2f} "
+            f"| {_median([r.rate for r in good]):,.0f} | **{_median(vs):.2f}** "
+            f"| {_spread(vs, '.2f')} |"
+        )
+        if args.baseline:
+            before = runs.get((client, trees[-1][0])) if tag == "" else None
+            after = per_round(mine, before) if before else []
+            row += f" {_median(after):.2f} | {_spread(after, '.2f')} |" if after else " | |"
+        print(row)
+    print(
+        f"\n{len(variants)} runs x {rounds} round(s), the order rotating; CPU µs per record "
+        "of the worker process (all threads) after its first record; ratios are taken within "
+        "a round, the table gives their median and min-max."
+    )
+    for problem in problems:
+        print(f"\n‼ {problem}")
+    print(f"\nLoad average (1/5/15 min) before: {load_before}; after: {load()}.")
+    print(f"\nTotal time {time.monotonic() - began:,.0f} s.")
+
+
 def load() -> str:
     try:
         one, five, fifteen = os.getloadavg()
@@ -344,7 +545,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="10,000 records, 1 round")
     parser.add_argument(
         "--clients",
-        default=",".join(GETONE_CLIENTS),
+        default=None,
         help=f"comma-separated subset of: {', '.join(GETONE_CLIENTS)}",
     )
     parser.add_argument("--records", type=int, default=None, help="records per topic")
@@ -354,17 +555,35 @@ def main() -> None:
     parser.add_argument(
         "--with-hypothesis", action="store_true", help="let workers import hypothesis"
     )
+    parser.add_argument(
+        "--vs-getmany",
+        action="store_true",
+        help="getone and async for against getmany, CPU per record (clients: "
+        + ", ".join(VS_CLIENTS)
+        + ")",
+    )
+    parser.add_argument(
+        "--baseline", default=None, help="--vs-getmany: also run kafkastate from this tree"
+    )
     # worker mode (one client, one topic), used by the parent
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument("--partitions", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        prepare_worker(args.worker, args.with_hypothesis)
+        prepare_worker(PREPARED_AS.get(args.worker, args.worker), args.with_hypothesis)
         worker(Job(args.worker, args.bootstrap, args.topic, args.partitions, args.records))
         return
 
-    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    if args.vs_getmany:
+        chosen = args.clients if args.clients is not None else ",".join(VS_CLIENTS)
+        picked = [c.strip() for c in chosen.split(",") if c.strip()]
+        if not picked or any(c not in VS_CLIENTS for c in picked):
+            parser.error(f"--vs-getmany clients: choose from {', '.join(VS_CLIENTS)}")
+        vs_getmany(args, picked)
+        return
+    clients = [c.strip() for c in (args.clients or ",".join(GETONE_CLIENTS)).split(",")]
+    clients = [c for c in clients if c]
     unknown = [c for c in clients if c not in GETONE_CLIENTS]
     if unknown or not clients:
         parser.error(f"unknown client(s) {unknown}; choose from {', '.join(GETONE_CLIENTS)}")
@@ -396,18 +615,9 @@ def main() -> None:
                         broker, client, topics[partitions], partitions, records=records, args=args
                     )
                     runs[(client, partitions)].append(run)
-                    print(
-                        f"  round {rnd + 1} {client} p{partitions}: {run.rate:,.0f} rec/s"
-                        + (f" ‼ {run.problems}" if run.problems else ""),
-                        file=sys.stderr,
-                    )
+                    _progress(f"round {rnd + 1} {client} p{partitions}: {run.rate:,.0f} rec/s", run)
     finally:
-        for topic in topics.values():
-            try:
-                broker.delete_topic(topic)
-            except Exception as exc:  # reported, not fatal
-                print(f"could not delete topic {topic}: {exc!r}", file=sys.stderr)
-        broker.stop()
+        _clean_up(broker, list(topics.values()))
     report(clients, runs, rounds, records)
     print(f"\nLoad average (1/5/15 min) before: {load_before}; after: {load()}.")
     print(f"\nTotal time {time.monotonic() - began:,.0f} s.")

@@ -753,10 +753,16 @@ def run_worker(
 
 
 def run_subprocess(
-    script: pathlib.Path, job: list[Any], extra: list[Any], args: argparse.Namespace
+    script: pathlib.Path,
+    job: list[Any],
+    extra: list[Any],
+    args: argparse.Namespace,
+    *,
+    pythonpath: str | None = None,
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """Run ``script`` as a worker for ``job`` (client, bootstrap, topic, records) plus the
-    ``extra`` options; its result (the last JSON line of its stdout) and what went wrong."""
+    ``extra`` options; its result (the last JSON line of its stdout) and what went wrong.
+    ``pythonpath``: the worker imports kafkastate from this source tree (a baseline)."""
     client, bootstrap, topic, records = job
     argv = [sys.executable, str(script), "--worker", client, "--bootstrap", bootstrap]
     argv += ["--topic", topic, "--records", str(records), *map(str, extra)]
@@ -765,7 +771,10 @@ def run_subprocess(
     timeout = args.worker_timeout or 120 + records / 5000
     problems: list[str] = []
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        env = None if pythonpath is None else {**os.environ, "PYTHONPATH": pythonpath}
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, check=False, env=env
+        )
     except subprocess.TimeoutExpired as exc:
         stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
         problems.append(f"TIMEOUT after {timeout:.0f} s; stderr tail: {stderr[-800:]!r}")

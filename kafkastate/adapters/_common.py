@@ -32,11 +32,14 @@ log = logging.getLogger("kafkastate.tls")
 __all__ = [
     "MACHINE_HOOKS",
     "MachineHooks",
+    "READ_MAX",
+    "READ_MIN",
     "check_ms",
     "fetch_token",
     "fetch_token_blocking",
     "machine_built",
     "machine_rng",
+    "next_read_size",
     "no_brokers_error",
     "resolve",
     "report_statistics",
@@ -47,6 +50,29 @@ __all__ = [
 
 Token = tuple[str, Mapping[str, str] | None]
 """A provider's answer: the token and its SASL extensions."""
+
+
+READ_MIN: Final = 64 << 10
+"""The bytes a socket read asks for first, and again after a read that did not fill it."""
+READ_MAX: Final = 1 << 20
+"""The most bytes one socket read asks for."""
+
+
+def next_read_size(asked: int, got: int) -> int:
+    """The bytes the next read of a connection asks for, every adapter's rule: twice what
+    the last read asked after one that filled it (a large response streaming in), up to
+    :data:`READ_MAX`; :data:`READ_MIN` after one that did not.
+
+    A read allocates the whole size it asks for, then shrinks the buffer to what came
+    (``socket.recv``, trio's ``receive_some``): 1 MiB reads of small, long-lived responses
+    fragmented glibc's heap (a process's RSS grew with every connect/close cycle;
+    docs/reliability.md#resource-bounds).
+
+    Args:
+        asked: what the last read asked for.
+        got: the bytes it returned.
+    """
+    return min(asked * 2, READ_MAX) if got >= asked else READ_MIN
 
 
 class MachineHooks(Protocol):

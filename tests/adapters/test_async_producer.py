@@ -12,7 +12,6 @@ import gc
 import json
 import os
 import ssl
-import types
 import uuid
 import weakref
 from typing import Any
@@ -37,6 +36,7 @@ from kafkastate.structs import TopicPartition
 kafka = pytest.importorskip("kafka")
 
 from tests._support.readback import consume  # noqa: E402 (after the importorskip)
+from tests._support.suspensions import counting_suspensions  # noqa: E402
 
 
 def _topic(bootstrap: str, partitions: int = 3) -> str:
@@ -135,26 +135,6 @@ async def test_clean_exit_delivers_lingering_records(kafka_cluster: Any) -> None
     _check_against_log(metas, consume(bootstrap, topic, 5), topic)
 
 
-@types.coroutine
-def _counting_suspensions(coro: Any, counter: list[int]) -> Any:
-    """Run ``coro`` to its end from inside the calling task, counting how often it
-    suspends (gives the event loop a turn): a count that does not depend on which task the
-    scheduler picks next, as asyncio's and trio's do."""
-    sent: Any = None
-    thrown: BaseException | None = None
-    while True:
-        try:
-            trap = coro.send(sent) if thrown is None else coro.throw(thrown)
-        except StopIteration as stop:
-            return stop.value
-        counter[0] += 1
-        sent, thrown = None, None
-        try:
-            sent = yield trap
-        except BaseException as exc:  # handed to the coroutine (Cancelled too)
-            thrown = exc
-
-
 @pytest.mark.anyio
 async def test_awaited_send_yields_only_for_sendable_batches(kafka_cluster: Any) -> None:
     # A record that only opens a batch (waiting for its linger) does not yield to the event
@@ -173,7 +153,7 @@ async def test_awaited_send_yields_only_for_sendable_batches(kafka_cluster: Any)
 
             async def enqueue(partition: int, yields: list[int]) -> Delivery:
                 coro = producer.enqueue(topic, b"v" * 100, keys[partition])
-                return await _counting_suspensions(coro, yields)
+                return await counting_suspensions(coro, yields)
 
             opened_yields = [0]
             opened = [await enqueue(p, opened_yields) for p in range(8)]

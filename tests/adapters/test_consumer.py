@@ -26,6 +26,8 @@ from kafkastate.sync import KafkaConsumer
 
 kafka = pytest.importorskip("kafka")
 
+from tests._support.suspensions import counting_suspensions  # noqa: E402 (after the importorskip)
+
 pytestmark = pytest.mark.integration
 
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
@@ -666,6 +668,51 @@ def test_deleted_records_reset_by_policy(kafka_cluster: Any, adapter: str) -> No
             return got
 
     assert anyio.run(main, backend="trio") == [6, 7, 8, 9]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("face", ["open_consumer", "AIOKafkaConsumer"])
+async def test_getone_and_iteration_yield_once_per_batch_taken(
+    kafka_cluster: Any, anyio_backend: str, face: str
+) -> None:
+    """A record at hand comes without a turn of the event loop; after each batch the
+    consumer took from the fetcher (``max_poll_records``) the next getone / iteration step
+    yields once, before taking its record: a reader of buffered records lets the other
+    tasks (the connection's among them) run."""
+    if face == "AIOKafkaConsumer" and anyio_backend != "asyncio":
+        pytest.skip("aiokafka's face runs on asyncio")
+    from kafkastate.asyncio import AIOKafkaConsumer  # noqa: PLC0415
+
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=1)
+    _produce(bootstrap, topic, 41, partitions=1)
+    tp = TopicPartition(topic, 0)
+    options = {"bootstrap_servers": bootstrap, "auto_offset_reset": "earliest"}
+
+    async def read(consumer: Any) -> None:
+        with anyio.fail_after(20):
+            first = await consumer.getmany(timeout_ms=10_000, max_records=1)
+        assert [r.offset for r in first[tp]] == [0]  # the other 40 came with it
+        getone_yields, iteration_yields = [0], [0]
+        got = [await counting_suspensions(consumer.getone(), getone_yields) for _ in range(20)]
+        got += [await counting_suspensions(anext(consumer), iteration_yields) for _ in range(20)]
+        assert [r.offset for r in got] == list(range(1, 41))
+        # batches of 10 taken at offsets 1, 11, 21 and 31: a yield at 2, 12, 22 and 32
+        assert (getone_yields, iteration_yields) == ([2], [2])
+        assert await consumer.position(tp) == 41
+
+    if face == "open_consumer":
+        async with open_consumer(max_poll_records=10, **options) as consumer:
+            consumer.assign([tp])
+            await read(consumer)
+    else:
+        aio = AIOKafkaConsumer(max_poll_records=10, enable_auto_commit=False, **options)
+        aio.assign([tp])
+        await aio.start()
+        try:
+            await read(aio)
+        finally:
+            await aio.stop()
 
 
 @pytest.mark.trio

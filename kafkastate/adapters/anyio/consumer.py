@@ -98,6 +98,7 @@ class Consumer(Observed):
             with ``deserialize(topic, headers, data)``), or None.
         value_deserializer: the same for values.
         request_timeout: seconds an offset query may take before KafkaTimeoutError.
+        tracing: traces every record handed out (OpenTelemetry), or None.
     """
 
     def __init__(
@@ -107,6 +108,7 @@ class Consumer(Observed):
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
         request_timeout: float = 30.0,
+        tracing: Tracing | None = None,
     ) -> None:
         self.machine: Final = machine
         """The sans-IO machine."""
@@ -114,13 +116,18 @@ class Consumer(Observed):
         self._value_deserializer = deserializer_of(value_deserializer)
         self._timeout = request_timeout
         self._driver: AsyncDriver | None = None
-        self._tracing: Tracing | None = None  # set by running_consumer with tracing on
+        self._tracing = tracing
         self._data = anyio.Event()  # set when records arrive; replaced after each wait
         self._changed = anyio.Event()  # set on metadata and answers
         self._answers: dict[int, Any] = {}
         self._calls: deque[ListenerCallRequested] = deque()
         self._call_wake = anyio.Event()
         self._left = anyio.Event()
+        self._turn_due = False  # getone lets other tasks run before its next record
+        # no deserializers and no tracing: records go out as the machine decoded them
+        self._as_fetched = (
+            self._key_deserializer is None and self._value_deserializer is None and tracing is None
+        )
 
     # ----------------------------------------------------------- assignment
 
@@ -252,26 +259,68 @@ class Consumer(Observed):
     async def getone(self, *partitions: tuple[str, int]) -> ConsumerRecord:
         """The next record (of these partitions), waiting as long as it takes.
 
+        A record already fetched is returned without waiting; after each batch the
+        consumer took from the fetcher (at most ``max_poll_records`` records) the next call
+        first lets other tasks run once (see :meth:`ready_record`).
+
         Raises:
             KafkaError: a partition failed.
             RebalanceListenerError: the rebalance listener raised.
         """
+        if self._turn_due:
+            self._turn_due = False
+            # (before taking a record: a cancellation here loses nothing)
+            await anyio.lowlevel.checkpoint()
         driver = self._running()
-        machine = self.machine
         while True:
-            data = self._data
-            pulls = machine.pulls
-            run = machine.take_one(partitions, now=driver.now())
-            if machine.pulls != pulls:
-                driver.wake()  # drained partitions are fetched again at once
-            if run is not None:
-                return one_consumer_record(
-                    run, machine, self._key_deserializer, self._value_deserializer, self._tracing
-                )
+            record = self.ready_record(partitions)
+            if record is not None:
+                return record
+            data = self._data  # (no await since the machine had nothing: no wake-up lost)
+            self._turn_due = False  # waiting lets the others run
             driver.wake()
             await self._wait_for(data, math.inf)
             if self._driver is not driver:
                 raise ConsumerStoppedError("the consumer was stopped while waiting for records")
+
+    def ready_record(self, partitions: Sequence[tuple[str, int]] = ()) -> ConsumerRecord | None:
+        """The next record (of ``partitions``) if one is at hand, without waiting: the
+        synchronous part of :meth:`getone`, which callers in a hurry (aiokafka's
+        ``getone`` and iteration) try first. Its position moves past it.
+
+        Fairness: when handing out made the machine take a batch from the fetcher (its
+        Fetch for the drained partitions is then due), this returns None once, before
+        taking anything, so that :meth:`getone` lets other tasks run -- the driver writes
+        that Fetch while the application reads on. A loop of ``getone`` /
+        ``async for`` thus yields to the event loop at least once per
+        ``max_poll_records`` records, not only when the buffer runs dry.
+
+        Returns:
+            The record, or None: nothing fetched yet, or a turn for other tasks is due
+            (await :meth:`getone`).
+
+        Raises:
+            KafkaError: a partition failed.
+            RebalanceListenerError: the rebalance listener raised.
+        """
+        if self._turn_due:
+            return None
+        driver = self._driver
+        if driver is None:
+            driver = self._running()  # raises
+        machine = self.machine
+        pulls = machine.pulls
+        run = machine.take_one(partitions, now=driver.now())
+        if machine.pulls != pulls:
+            driver.wake()  # drained partitions are fetched again at once
+            self._turn_due = True
+        if run is None:
+            return None
+        if self._as_fetched:
+            return run[1][0]
+        return one_consumer_record(
+            run, machine, self._key_deserializer, self._value_deserializer, self._tracing
+        )
 
     def __aiter__(self) -> Consumer:
         return self
@@ -284,6 +333,9 @@ class Consumer(Observed):
                 ``stop()``).
         """
         try:
+            record = self.ready_record()
+            if record is not None:
+                return record
             return await self.getone()
         except ConsumerStoppedError:
             raise StopAsyncIteration from None
@@ -722,8 +774,8 @@ async def running_consumer(
         key_deserializer=options["key_deserializer"],
         value_deserializer=options["value_deserializer"],
         request_timeout=request_timeout,
+        tracing=tracing_of(options),
     )
-    consumer._tracing = tracing_of(options)
     driver = AsyncDriver(
         machine,
         on_event=consumer._handle_event,

@@ -30,6 +30,7 @@ import asyncio
 import math
 import ssl
 import sys
+import time
 from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Protocol
@@ -38,7 +39,9 @@ import anyio
 import anyio.abc
 
 from kafkastate.adapters._common import (
+    READ_MIN,
     fetch_token,
+    next_read_size,
     no_brokers_error,
     report_statistics,
     tls_failure,
@@ -51,14 +54,6 @@ from kafkastate.core.report import StatisticsReported
 
 __all__ = ["REFUSAL_CHECK", "AsyncDriver", "EventMachine", "wait_for_cluster"]
 
-_READ_MIN = 64 << 10
-_READ_MAX = 1 << 20
-"""A read asks for ``_READ_MIN`` bytes, twice the last size after a read that filled it (a
-large response streaming in), up to ``_READ_MAX``, and ``_READ_MIN`` again after one that
-did not. On trio every read allocates the whole size it asks for, then shrinks it to what
-came: 1 MiB reads of small, long-lived responses fragmented glibc's heap (the RSS of a trio
-process grew by 0.6 to 1.7 KiB per connect/close cycle and did not level off, all of it
-freed memory; docs/reliability.md#resource-bounds)."""
 REFUSAL_CHECK = 0.1
 
 
@@ -341,7 +336,7 @@ class AsyncDriver:
         peer: tuple[str, int],
     ) -> None:
         machine = self._machine
-        size = _READ_MIN
+        size = READ_MIN
         while True:
             error: BaseException | None = None
             try:
@@ -363,7 +358,7 @@ class AsyncDriver:
             self.wake()
             if not data:
                 return
-            size = min(size * 2, _READ_MAX) if len(data) >= size else _READ_MIN
+            size = next_read_size(size, len(data))
 
 
 async def wait_for_cluster(
@@ -405,11 +400,20 @@ async def wait_for_cluster(
 def _event_loop_clock() -> Callable[[], float]:
     """``anyio.current_time`` without its per-call backend lookup (it is on the hot path)."""
     try:
-        return asyncio.get_running_loop().time
+        loop = asyncio.get_running_loop()
     except RuntimeError:  # not on asyncio
         pass
+    else:
+        if type(loop).time is asyncio.BaseEventLoop.time:
+            return time.monotonic  # what that method returns, one Python call less
+        return loop.time
     trio = sys.modules.get("trio")
     if trio is not None:
-        current_time: Callable[[], float] = trio.current_time
-        return current_time
+        try:
+            # what trio.current_time() asks on every call: the run's clock (a MockClock
+            # too), which stays the same for the whole run
+            clock: Callable[[], float] = trio.lowlevel.current_clock().current_time
+        except RuntimeError:  # not inside trio.run
+            clock = trio.current_time
+        return clock
     return anyio.current_time

@@ -197,7 +197,13 @@ class AIOKafkaConsumer(Lifecycle):
         Raises:
             ConsumerStoppedError: the consumer is stopped, or stopped meanwhile.
         """
-        return await self._reading().getone(*partitions)
+        consumer = self._consumer
+        if consumer is None or self._stopped:
+            consumer = self._reading()  # raises
+        record = consumer.ready_record(partitions)  # at hand: no second coroutine
+        if record is not None:
+            return record
+        return await consumer.getone(*partitions)
 
     async def getmany(
         self, *partitions: tuple[str, int], timeout_ms: float = 0, max_records: int | None = None
@@ -225,6 +231,12 @@ class AIOKafkaConsumer(Lifecycle):
         consumer = self._consumer
         if consumer is None:
             raise StopAsyncIteration  # stopped: aiokafka ends the iteration too
+        try:
+            record = consumer.ready_record()  # at hand: no second coroutine
+        except ConsumerStoppedError:
+            raise StopAsyncIteration from None  # stop() is under way
+        if record is not None:
+            return record
         return await consumer.__anext__()  # ends the iteration when stop() comes meanwhile
 
     def seek(self, partition: tuple[str, int], offset: int) -> None:

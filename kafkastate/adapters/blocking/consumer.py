@@ -315,11 +315,13 @@ class KafkaConsumer:
             self._run_listener_calls()
             runs = machine.poll(max_records, now=time.monotonic())
             if runs:
-                # Act on what handing out asked for (a connection, a fetch) before the
-                # application goes away: a ConnectRequested left queued goes stale once a
-                # later call runs the client's timers past its setup deadline, and the
-                # socket then opened for it is reported to a node no longer connecting.
-                self._sync_io()
+                # Write the Fetch that handing out queued for the drained partitions now,
+                # so that it is answered while the application works (kafka-python sends
+                # its fetches before returning too). What else the machine asked for (a
+                # connection) waits for the next call: the core ignores a connect report
+                # that went stale meanwhile.
+                if self._loop is not None:
+                    self._loop.flush()
                 return to_consumer_records(
                     runs, machine, self._key_deserializer, self._value_deserializer, self._tracing
                 )
@@ -362,7 +364,6 @@ class KafkaConsumer:
         """Read ``partition`` from ``offset`` next."""
         self._open()
         self._machine.seek(partition, offset, now=time.monotonic())
-        self._sync_io()
 
     @_locked
     def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
@@ -736,12 +737,6 @@ class KafkaConsumer:
                 self._machine.raise_pending_error()
             except RebalanceListenerError as exc:
                 log.error("%s", exc)
-
-    def _sync_io(self) -> None:
-        """Open, close and write what the machine asked for, now."""
-        if self._loop is not None:
-            self._handle_events()
-            self._loop.flush()
 
     def _handle_events(self) -> None:
         loop = self._loop

@@ -26,7 +26,12 @@ from typing import Any, Protocol
 
 import attrs
 
-from kafkastate.adapters._common import fetch_token_blocking, tls_failure
+from kafkastate.adapters._common import (
+    READ_MIN,
+    fetch_token_blocking,
+    next_read_size,
+    tls_failure,
+)
 from kafkastate.core.client import (
     Client,
     ClientConfig,
@@ -89,6 +94,7 @@ class BlockingConnection:
         self._closed_error: KafkaError | None = None
         self._closed = False
         self._peer: tuple[str, int] = ("?", 0)
+        self._read_size = READ_MIN
         self.versions: ApiVersionTable | None = None
 
     @classmethod
@@ -195,14 +201,16 @@ class BlockingConnection:
             wakes = [t for t in (self._machine.get_timer(), deadline) if t is not None]
             wait = max(0.0, min(wakes) - now) if wakes else None
             if self._selector.select(wait):
+                size = self._read_size
                 try:
-                    data = self._sock.recv(1 << 20)
+                    data = self._sock.recv(size)
                 except (BlockingIOError, ssl.SSLWantReadError):
                     continue
                 except OSError as exc:
                     error = tls_failure(exc, *self._peer, handshake=False)
                     self._machine.connection_lost(now=time.monotonic(), error=error)
                     continue
+                self._read_size = next_read_size(size, len(data))
                 self._machine.receive_data(data, now=time.monotonic())
             else:
                 self._machine.handle_timer(now=time.monotonic())
@@ -305,6 +313,7 @@ class SocketLoop:
         self._selector = selectors.DefaultSelector()
         self._socks: dict[NodeId, socket.socket] = {}
         self._peers: dict[NodeId, tuple[str, int]] = {}
+        self._read_sizes: dict[NodeId, int] = {}  # what each socket's next read asks for
         self._has_waker = waker is not None
         if waker is not None:
             self._selector.register(waker, selectors.EVENT_READ, data=None)
@@ -379,6 +388,7 @@ class SocketLoop:
         """Close ``node``'s socket, if any (the machine asked, or it broke)."""
         sock = self._socks.pop(node, None)
         self._peers.pop(node, None)
+        self._read_sizes.pop(node, None)
         if sock is not None:
             self._selector.unregister(sock)
             sock.close()
@@ -445,8 +455,9 @@ class SocketLoop:
             sock = self._socks.get(node)
             if sock is None:
                 continue
+            size = self._read_sizes.get(node, READ_MIN)
             try:
-                data = sock.recv(1 << 20)
+                data = sock.recv(size)
             except (BlockingIOError, ssl.SSLWantReadError):
                 continue
             except OSError as exc:
@@ -455,7 +466,9 @@ class SocketLoop:
                 self.forget(node)
                 machine.connection_lost(node, now=time.monotonic(), error=error)
                 continue
-            if not data:
+            if data:
+                self._read_sizes[node] = next_read_size(size, len(data))
+            else:
                 self.forget(node)
             machine.receive_data(node, data, now=time.monotonic())
         machine.handle_timer(now=time.monotonic())

@@ -371,7 +371,6 @@ class ConsumerMachine:
         self._paused: set[TopicPartition] = set()
         # Records pulled for one-at-a-time reading: [tp, records, epoch, next index].
         self._held: deque[list[Any]] = deque()
-        self._last_handout: dict[TopicPartition, float] = {}
         self._polled_at = -1e300
         # The rebalance in progress: group events wait here, one at a time.
         self._group_events: deque[PartitionsRevoked | PartitionsAssigned] = deque()
@@ -678,6 +677,25 @@ class ConsumerMachine:
             RebalanceListenerError: the listener raised (once).
             KafkaError: a partition or the group member failed.
         """
+        held = self._held
+        if held and not partitions and not self._paused and self._listener_error is None:
+            # The per-record path of getone / iteration: the head of the hand-out buffer,
+            # with nothing to filter. (A record is held only while the consumer is open or
+            # leaving -- close() and revocations drop them -- so reading is allowed, and
+            # the auto-commit timer was armed when it was pulled.)
+            entry = held[0]
+            tp, records, epoch, index = entry
+            if index + 1 == len(records):
+                held.popleft()
+            else:
+                entry[3] = index + 1
+            if now - self._polled_at >= _POLL_NOTE_EVERY:
+                self._note_poll(now)
+            return (tp, [records[index]], epoch)
+        return self._take_one(partitions, now)
+
+    def _take_one(self, partitions: Sequence[Any], now: float) -> Run | None:
+        """:meth:`take_one` when the hand-out buffer is empty or something filters it."""
         self._allow("read")
         self.raise_pending_error()
         self._time(now)
@@ -698,7 +716,6 @@ class ConsumerMachine:
                 del held[i]
             else:
                 entry[3] = index + 1
-            self._last_handout[tp] = now
             self._note_poll(now)
             return (tp, [record], entry[2])
         return None
@@ -738,7 +755,6 @@ class ConsumerMachine:
             taken = records[index : index + limit]
             limit -= len(taken)
             out.append((tp, taken, epoch))
-            self._last_handout[tp] = now
             if index + len(taken) < len(records):
                 entry[3] = index + len(taken)
                 keep.append(entry)
@@ -759,21 +775,15 @@ class ConsumerMachine:
                 fetcher.resume([tp for tp in others if tp not in self._paused], now=now)
         else:
             runs = fetcher.poll(limit, now=now)
-        for tp, _records, _epoch in runs:
-            self._last_handout[tp] = now
         return runs
 
     def _note_poll(self, now: float) -> None:
         """Records handed out from the buffer count as polls for ``max_poll_interval``
         (told to the member at most once a second)."""
-        if self.fetcher.member is not None and now - self._polled_at >= _POLL_NOTE_EVERY:
+        if now - self._polled_at >= _POLL_NOTE_EVERY:
             self._polled_at = now
-            self.fetcher.polled(now=now)
-
-    def last_handout(self, partition: Any) -> float | None:
-        """When records of ``partition`` were last handed out (the driver's clock), or
-        None."""
-        return self._last_handout.get(self.check_partition(partition))
+            if self.fetcher.member is not None:
+                self.fetcher.polled(now=now)
 
     # ---------------------------------------------------------------- positions
 

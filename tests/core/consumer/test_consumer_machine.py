@@ -212,6 +212,33 @@ def test_take_one_skips_paused_partitions_and_honours_a_filter() -> None:
     assert run is not None and run[0] == ("t", 0) and run[1][0].offset == 0
 
 
+def test_one_at_a_time_from_the_buffer_per_record_positions_listener_errors_close() -> None:
+    # take_one's per-record path (the head of the hand-out buffer): one pull per batch,
+    # positions per record, and what stands in its way still does.
+    peer = ConsumerPeer(listener=Listener())
+    peer.join()
+    peer.done(peer.calls()[0])
+    fetch_both(peer)
+    pulls = peer.m.pulls
+    got = [peer.m.take_one(now=peer.now) for _ in range(2)]
+    assert [(r[0], r[1][0].offset) for r in got if r] == [(("t", 0), 0), (("t", 0), 1)]
+    assert peer.m.pulls == pulls + 1  # both partitions' records came in one pull
+    assert peer.m.position(("t", 0)) == 2 and peer.m.consumed() == {("t", 0): 2, ("t", 1): 0}
+    rebalance_away_t0(peer)
+    (revoked,) = peer.calls()
+    peer.done(revoked, RuntimeError("boom"))
+    (again,) = peer.calls()
+    peer.done(again)
+    with pytest.raises(RebalanceListenerError, match="on_partitions_revoked"):
+        peer.m.take_one(now=peer.now)  # t-1's records are held: raised first, once
+    run = peer.m.take_one(now=peer.now)  # t-0's held record went with the revocation
+    assert run is not None and (run[0], run[1][0].offset) == (("t", 1), 0)
+    assert peer.m.pulls == pulls + 1
+    peer.m.close()
+    with pytest.raises(ConsumerStoppedError, match="closed"):
+        peer.m.take_one(now=peer.now)  # records were held: close() dropped them
+
+
 # ------------------------------------------------------------------------- auto-commit
 
 
