@@ -323,6 +323,12 @@ class _Sticky:
     checked_in: ClusterMetadata | None = None
 
 
+def sticky_state_class() -> type:
+    """The class of :meth:`Partitioner.sticky_lane`'s state, whose slots the accumulator's
+    compiled hot path (``_speedups.lane_sticky``) reads and writes."""
+    return _Sticky
+
+
 class Partitioner:
     """Chooses partitions: explicit, custom, murmur2 by key, or uniform sticky.
 
