@@ -2183,4 +2183,6 @@ class Accumulator:
 
 # The classes whose slots the compiled hot paths (records._c_lane_sticky and _c_lane_keyed)
 # read and write.
-_records.register_lane_classes(Accumulator, ProducerBatch, RecordBatchBuilder, sticky_state_class())
+_records.register_lane_classes(
+    Accumulator, ProducerBatch, RecordBatchBuilder, sticky_state_class(), Partitioner
+)

@@ -342,6 +342,19 @@ class Partitioner:
             value, value_bytes, cluster)``), or None for the built-in behaviour.
     """
 
+    # Slots: the accumulator's compiled keyed hot path (records._c_lane_hashed) reads
+    # ``_custom`` and ``_counts`` where the interpreter keeps them.
+    __slots__ = (
+        "__dict__",
+        "_counts",
+        "_custom",
+        "_method",
+        "_on_new_batch",
+        "_rng",
+        "_sticky",
+        "_sticky_bytes",
+    )
+
     def __init__(
         self,
         *,

@@ -628,14 +628,18 @@ class ProducerMachine(ClientDriven):
                     rid = c_sticky(acc, topic, timestamp_ms, bytes_value, cluster)
             else:
                 bytes_key: Any = key
-                chosen = self._partitioner.key_partition(topic, bytes_key, cluster)
-                c_keyed = _records._c_lane_keyed
-                if chosen is None:
-                    rid = None
-                elif c_keyed is None:
-                    rid = acc.append_keyed(topic, chosen, timestamp_ms, bytes_key, bytes_value)
-                else:
-                    rid = c_keyed(acc, topic, chosen, timestamp_ms, bytes_key, bytes_value)
+                c_hashed = _records._c_lane_hashed
+                rid = (
+                    None
+                    if c_hashed is None
+                    else c_hashed(
+                        acc, self._partitioner, topic, timestamp_ms, bytes_key, bytes_value, cluster
+                    )
+                )
+                if rid is None:  # (compiled: no partition count cached yet, or a full batch)
+                    chosen = self._partitioner.key_partition(topic, bytes_key, cluster)
+                    if chosen is not None:
+                        rid = acc.append_keyed(topic, chosen, timestamp_ms, bytes_key, bytes_value)
             if rid is not None:
                 if now > self._now:  # noqa: PLR1730 -- the hot path: no max() call
                     self._now = now

@@ -921,15 +921,9 @@ PyDoc_STRVAR(murmur2_doc,
 "partitioner.murmur2 (the Java client's Utils.murmur2) of a bytes-like object: the hash as\n"
 "a signed 32-bit int. The keyed producer's per-record partition choice.");
 
-static PyObject *
-murmur2(PyObject *Py_UNUSED(module), PyObject *data_obj)
+static int32_t
+murmur2_of(const unsigned char *data, Py_ssize_t length)
 {
-    Py_buffer view;
-    if (PyObject_GetBuffer(data_obj, &view, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
-    const unsigned char *data = (const unsigned char *)view.buf;
-    Py_ssize_t length = view.len;
     const uint32_t m = 0x5bd1e995u;
     uint32_t h = 0x9747b28cu ^ (uint32_t)length;
     Py_ssize_t words = length >> 2;
@@ -959,8 +953,19 @@ murmur2(PyObject *Py_UNUSED(module), PyObject *data_obj)
     h ^= h >> 13;
     h *= m;
     h ^= h >> 15;
+    return (int32_t)h;
+}
+
+static PyObject *
+murmur2(PyObject *Py_UNUSED(module), PyObject *data_obj)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(data_obj, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    int32_t h = murmur2_of((const unsigned char *)view.buf, view.len);
     PyBuffer_Release(&view);
-    return PyLong_FromLong((long)(int32_t)h);
+    return PyLong_FromLong((long)h);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1043,9 +1048,10 @@ error:
 
 /* lane_sticky() and lane_keyed() are the bodies of Accumulator.append_sticky and
  * append_keyed (with RecordBatchBuilder.append_value inlined): the same guards, the same
- * record bytes, the same state changes, in one call instead of three Python frames. The
- * state lives in the __slots__ of four classes (the accumulator, its batches, their builders
- * and the partitioner's sticky state); setup_lanes() finds each slot's offset from the class's
+ * record bytes, the same state changes, in one call instead of three Python frames;
+ * lane_hashed() is Partitioner.key_partition followed by lane_keyed(). The state lives in the
+ * __slots__ of five classes (the accumulator, its batches, their builders, the partitioner
+ * and its sticky state); setup_lanes() finds each slot's offset from the class's
  * member descriptor, and an object is only touched when its type is exactly the class that
  * was registered, so the offsets hold. Whatever is unusual (a slot holding something other
  * than an int, a subclass, a value beyond int64) returns None before anything changed: the
@@ -1057,6 +1063,7 @@ enum {
     B_ACCEPTING, B_SIZE, B_IDS, B_RECORDS, B_BUILDER,
     R_PARTS, R_NEXT_DELTA, R_BASE_TS, R_MAX_TS, R_SIZE,
     S_PRODUCED, S_CHECKED_IN,
+    P_CUSTOM, P_COUNTS,
     N_SLOTS
 };
 
@@ -1066,14 +1073,16 @@ static const char *const slot_names[N_SLOTS] = {
     "_accepting", "_size", "_ids", "_records", "_builder",
     "_parts", "_next_delta", "_base_ts", "_max_ts", "_size",
     "produced", "checked_in",
+    "_custom", "_counts",
 };
 
 /* which of the four registered classes owns each slot */
 static const int slot_class[N_SLOTS] = {
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 4, 4,
 };
 
-static PyTypeObject *lane_classes[4] = {NULL, NULL, NULL, NULL};
+#define N_CLASSES 5
+static PyTypeObject *lane_classes[N_CLASSES] = {NULL, NULL, NULL, NULL, NULL};
 static Py_ssize_t slot_offset[N_SLOTS];
 static PyObject *empty_tuple = NULL;
 
@@ -1368,6 +1377,9 @@ PyDoc_STRVAR(lane_keyed_doc,
 "Accumulator.append_keyed compiled: the record's id, or None (nothing changed: take the\n"
 "general path).");
 
+static PyObject *keyed_append(PyObject *acc, PyObject *topic, PyObject *partition,
+                              PyObject *ts, PyObject *key, PyObject *value);
+
 static PyObject *
 lane_keyed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1375,10 +1387,14 @@ lane_keyed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "lane_keyed() takes 6 arguments (%zd given)", nargs);
         return NULL;
     }
-    PyObject *acc = args[0];
-    PyObject *ts = args[3];
-    PyObject *key = args[4];
-    PyObject *value = args[5];
+    return keyed_append(args[0], args[1], args[2], args[3], args[4], args[5]);
+}
+
+/* lane_keyed's body: `partition` is the partition's int. */
+static PyObject *
+keyed_append(PyObject *acc, PyObject *topic, PyObject *partition, PyObject *ts, PyObject *key,
+             PyObject *value)
+{
     long long ts_v;
     if (!lanes_ready(acc) || !PyBytes_CheckExact(key) || !PyBytes_CheckExact(value) ||
         PyBytes_GET_SIZE(key) >= 64 || PyBytes_GET_SIZE(value) >= MAX_SMALL_VALUE ||
@@ -1393,7 +1409,7 @@ lane_keyed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         !PyDict_CheckExact(held) || PyDict_GET_SIZE(held) || SLOT(acc, A_CLOSED) != Py_False) {
         Py_RETURN_NONE;
     }
-    PyObject *tp = PyTuple_Pack(2, args[1], args[2]);
+    PyObject *tp = PyTuple_Pack(2, topic, partition);
     if (tp == NULL) {
         return NULL;
     }
@@ -1426,23 +1442,75 @@ lane_keyed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
-PyDoc_STRVAR(setup_lanes_doc,
-"setup_lanes(accumulator, batch, builder, sticky, /)\n"
+PyDoc_STRVAR(lane_hashed_doc,
+"lane_hashed(accumulator, partitioner, topic, timestamp_ms, key, value, cluster, /)\n"
 "--\n"
 "\n"
-"Register the classes whose __slots__ lane_sticky and lane_keyed read and write:\n"
-"Accumulator, ProducerBatch, RecordBatchBuilder and the partitioner's _Sticky.");
+"Partitioner.key_partition then Accumulator.append_keyed, compiled: the partition from the\n"
+"partitioner's count cached for `cluster` and murmur2 of the key, then the keyed append.\n"
+"The record's id, or None (nothing changed: no cached count, a custom partitioner, or\n"
+"append_keyed's None).");
+
+static PyObject *
+lane_hashed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "lane_hashed() takes 7 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *partitioner = args[1];
+    PyObject *key = args[4];
+    if (!lanes_ready(args[0]) || !Py_IS_TYPE(partitioner, lane_classes[4]) ||
+        SLOT(partitioner, P_CUSTOM) != Py_None || !PyBytes_CheckExact(key)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *counts = SLOT(partitioner, P_COUNTS);
+    if (counts == NULL || !PyDict_CheckExact(counts)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *counted = PyDict_GetItemWithError(counts, args[2]); /* borrowed */
+    if (counted == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE; /* key_partition fills the cache */
+    }
+    if (!PyTuple_CheckExact(counted) || PyTuple_GET_SIZE(counted) != 2 ||
+        PyTuple_GET_ITEM(counted, 0) != args[6] || !PyLong_CheckExact(PyTuple_GET_ITEM(counted, 1))) {
+        Py_RETURN_NONE;
+    }
+    long n = PyLong_AsLong(PyTuple_GET_ITEM(counted, 1));
+    if (n <= 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    int32_t h = murmur2_of((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
+    PyObject *partition = PyLong_FromLong((long)(((uint32_t)h & 0x7FFFFFFFu) % (unsigned long)n));
+    if (partition == NULL) {
+        return NULL;
+    }
+    PyObject *result = keyed_append(args[0], args[2], partition, args[3], key, args[5]);
+    Py_DECREF(partition);
+    return result;
+}
+
+PyDoc_STRVAR(setup_lanes_doc,
+"setup_lanes(accumulator, batch, builder, sticky, partitioner, /)\n"
+"--\n"
+"\n"
+"Register the classes whose __slots__ the lane functions read and write: Accumulator,\n"
+"ProducerBatch, RecordBatchBuilder, the partitioner's _Sticky and Partitioner.");
 
 static PyObject *
 setup_lanes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_Format(PyExc_TypeError, "setup_lanes() takes 4 arguments (%zd given)", nargs);
+    if (nargs != N_CLASSES) {
+        PyErr_Format(PyExc_TypeError, "setup_lanes() takes 5 arguments (%zd given)", nargs);
         return NULL;
     }
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < N_CLASSES; c++) {
         if (!PyType_Check(args[c])) {
-            PyErr_SetString(PyExc_TypeError, "setup_lanes() needs four classes");
+            PyErr_SetString(PyExc_TypeError, "setup_lanes() needs five classes");
             return NULL;
         }
     }
@@ -1471,7 +1539,7 @@ setup_lanes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     memcpy(slot_offset, offsets, sizeof(offsets));
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < N_CLASSES; c++) {
         Py_INCREF(args[c]);
         Py_XSETREF(lane_classes[c], (PyTypeObject *)args[c]);
     }
@@ -1522,6 +1590,7 @@ static PyMethodDef speedups_methods[] = {
     {"murmur2", murmur2, METH_O, murmur2_doc},
     {"lane_sticky", (PyCFunction)(void (*)(void))lane_sticky, METH_FASTCALL, lane_sticky_doc},
     {"lane_keyed", (PyCFunction)(void (*)(void))lane_keyed, METH_FASTCALL, lane_keyed_doc},
+    {"lane_hashed", (PyCFunction)(void (*)(void))lane_hashed, METH_FASTCALL, lane_hashed_doc},
     {"setup_lanes", (PyCFunction)(void (*)(void))setup_lanes, METH_FASTCALL, setup_lanes_doc},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL, setup_doc},
     {NULL, NULL, 0, NULL},

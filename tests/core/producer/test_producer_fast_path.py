@@ -17,6 +17,7 @@ import pytest
 from kafkastate.adapters.anyio.producer import _UNOBSERVED
 from kafkastate.core.producer import RecordsAcknowledged, RecordsFailed
 from kafkastate.core.producer.accumulator import Accumulator, ProducerBatch
+from kafkastate.core.producer.partitioner import Partitioner
 from kafkastate.core.protocol import records
 from kafkastate.core.protocol.records import RecordBatchBuilder, iter_batches
 from kafkastate.core.protocol.versions import ApiKey
@@ -60,14 +61,14 @@ def _script(seed: int, *, fast: bool) -> tuple[list[Any], int, int, int]:
     acc.take_quiet_open = counted("quiet", acc.take_quiet_open)  # type: ignore[method-assign]
     acc.append_keyed = counted("keyed", acc.append_keyed)  # type: ignore[method-assign]
     # With the C accelerator the machine calls the compiled hot paths directly.
-    compiled = records._c_lane_sticky, records._c_lane_keyed
+    compiled = records._c_lane_sticky, records._c_lane_hashed
     try:
         if compiled[0] is not None and compiled[1] is not None:
             records._c_lane_sticky = counted("sticky", compiled[0])
-            records._c_lane_keyed = counted("keyed", compiled[1])
+            records._c_lane_hashed = counted("keyed", compiled[1])
         log = _run_script(peer, rng, seed)
     finally:
-        records._c_lane_sticky, records._c_lane_keyed = compiled
+        records._c_lane_sticky, records._c_lane_hashed = compiled
     return log, counts["sticky"], counts["quiet"], counts["keyed"]
 
 
@@ -250,8 +251,14 @@ def test_the_compiled_hot_paths_touch_only_the_registered_classes() -> None:
     assert _speedups.lane_sticky(other, "t", TS, b"b", cluster) is None
     assert _speedups.lane_keyed(other, "t", 0, TS, b"k", b"b") is None
     assert _speedups.lane_sticky(object(), "t", TS, b"b", cluster) is None
+    partitioner = m._partitioner
+    assert (
+        _speedups.lane_hashed(m.accumulator, partitioner, "t", TS, b"k", b"b", cluster) is not None
+    )
+    assert _speedups.lane_hashed(other, partitioner, "t", TS, b"k", b"b", cluster) is None
+    assert _speedups.lane_hashed(m.accumulator, object(), "t", TS, b"k", b"b", cluster) is None
     with pytest.raises(TypeError, match="not a slot"):
-        _speedups.setup_lanes(Other, ProducerBatch, RecordBatchBuilder, PeerCluster)
+        _speedups.setup_lanes(Other, ProducerBatch, RecordBatchBuilder, PeerCluster, Partitioner)
     with pytest.raises(TypeError):
         _speedups.setup_lanes(Accumulator, ProducerBatch)  # type: ignore[call-arg]
     # a refused registration left the real one in place
