@@ -171,7 +171,10 @@ class Metadata:
         self.config = config
         self._all_topics = topics is None
         self._topics: list[str] = sorted(set(topics or ()))
-        self._cluster = ClusterMetadata()
+        self.cluster = ClusterMetadata()
+        """The last good snapshot (empty before the first response); replaced, never
+        changed, by each new response. Read it; do not set it. (A plain attribute: the
+        producer reads it once per record.)"""
         self._updated_at: float | None = None
         self._last_attempt: float | None = None
         self._requested = True  # nothing known yet
@@ -179,11 +182,6 @@ class Metadata:
         self._last_error: KafkaError | None = None
 
     # ----------------------------------------------------------------- state
-
-    @property
-    def cluster(self) -> ClusterMetadata:
-        """The last good snapshot (empty before the first response)."""
-        return self._cluster
 
     @property
     def topics(self) -> tuple[str, ...] | None:
@@ -240,7 +238,7 @@ class Metadata:
 
     def observe_leader_epoch(self, topic: str, partition: int, leader_epoch: int) -> None:
         """A response named a leader epoch; refresh if it is newer than ours (KIP-320)."""
-        t = self._cluster.topics.get(topic)
+        t = self.cluster.topics.get(topic)
         p = None if t is None else t.partitions.get(partition)
         if p is None or leader_epoch > p.leader_epoch:
             self._requested = True
@@ -299,10 +297,10 @@ class Metadata:
         code = int(getattr(response, "error_code", 0))  # top-level since v13 (KIP-1102)
         if code != 0:
             self.handle_failure(error_for_code(code)("Metadata request failed"))
-            return self._cluster
+            return self.cluster
         self._in_flight = False
         self._last_error = None
-        old = self._cluster
+        old = self.cluster
         brokers = {
             NodeId(int(b.node_id)): BrokerAddress(
                 node_id=NodeId(int(b.node_id)),
@@ -362,7 +360,7 @@ class Metadata:
             wanted = set(self._topics)
             topics = {k: v for k, v in sorted(topics.items()) if k in wanted}
         controller = int(getattr(response, "controller_id", -1))
-        self._cluster = ClusterMetadata(
+        self.cluster = ClusterMetadata(
             brokers=dict(sorted(brokers.items())),
             topics=dict(sorted(topics.items())),
             controller_id=NodeId(controller) if controller >= 0 else None,
@@ -371,4 +369,4 @@ class Metadata:
         self._updated_at = now
         if stale:
             self._requested = True
-        return self._cluster
+        return self.cluster

@@ -939,25 +939,24 @@ class Producer(Observed):
         refcount = sys.getrefcount
         for rid, ts in zip(event.record_ids, event.timestamps, strict=True):
             sink = pop(rid, None)
-            if sink is not None:
-                if isinstance(sink, Delivery):
-                    sink._resolve((topic, partition, tp, offset, ts, ts_type, lso), None)
-                elif (
-                    unobserved is not None
-                    and refcount(sink) <= unobserved  # see _unobserved_refcount
-                    and getattr(sink, "_callbacks", ()) is None
-                ):
-                    # An asyncio future dropped by the caller of send(), with no callback
-                    # on it: nobody can ever look at its result, so do not make one.
-                    pass
-                elif not sink.done():
-                    sink.set_result(
-                        None
-                        if none
-                        else _new_tuple(
-                            RecordMetadata, (topic, partition, tp, offset, ts, ts_type, lso)
-                        )
+            if sink is None or (
+                unobserved is not None
+                and refcount(sink) <= unobserved  # see _unobserved_refcount
+                and getattr(sink, "_callbacks", ()) is None
+            ):
+                # A future or Delivery the caller dropped (send()'s, send_nowait()'s), with
+                # no callback on it: nobody can ever look at its outcome, so make none.
+                pass
+            elif isinstance(sink, Delivery):
+                sink._resolve((topic, partition, tp, offset, ts, ts_type, lso), None)
+            elif not sink.done():
+                sink.set_result(
+                    None
+                    if none
+                    else _new_tuple(
+                        RecordMetadata, (topic, partition, tp, offset, ts, ts_type, lso)
                     )
+                )
             offset += step
         if self._spans:
             self._end_spans(event, partition)

@@ -69,6 +69,7 @@ class AIOKafkaProducer(Lifecycle):
         self._config = producer_config(self._options)
         self._key_serializer = self._options["key_serializer"]
         self._value_serializer = self._options["value_serializer"]
+        self._serializing = self._key_serializer is not None or self._value_serializer is not None
         self._background: Background[Producer] = Background("AIOKafkaProducer")
         self._producer: Producer | None = None
         self._new_future: Callable[[], asyncio.Future[Any]] = _no_loop
@@ -89,8 +90,7 @@ class AIOKafkaProducer(Lifecycle):
             RuntimeError: already started.
         """
         # (the task holds no reference to self: an unclosed producer can be collected)
-        # the loop's own method, bound once: a future per send is on the hot path
-        self._new_future = asyncio.get_running_loop().create_future
+        self._new_future = _future_factory(asyncio.get_running_loop())
         run = functools.partial(_run, self._options, self._config)
         self._producer = await self._background.start(run)
         self._observed = self._producer
@@ -134,9 +134,16 @@ class AIOKafkaProducer(Lifecycle):
             KafkaError: the record was refused for good.
             RuntimeError: the producer is not started.
         """
-        future, moved = self._append(topic, value, key, partition, timestamp_ms, headers, True)
+        # (the hot path of the awaited loop: no helper frame, the future bound once)
+        producer = self._producer or self._running()
+        if self._serializing:
+            key, value = self._serialize(key, value)
+        future = self._new_future()
+        moved = producer._append_now(
+            topic, value, key, partition, timestamp_ms, headers or (), future, True
+        )[1]
         if moved:  # let the pump run, or wait in the machine for metadata or buffer memory
-            await moved[0]._appended(moved[1])
+            await producer._appended(moved)
         return future
 
     def send_nowait(  # noqa: PLR0917 -- send()'s positional signature
@@ -177,33 +184,23 @@ class AIOKafkaProducer(Lifecycle):
             KafkaError: the record was refused for good.
             RuntimeError: the producer is not started.
         """
-        return self._append(topic, value, key, partition, timestamp_ms, headers, False)[0]
+        producer = self._producer or self._running()
+        if self._serializing:
+            key, value = self._serialize(key, value)
+        future: asyncio.Future[RecordMetadata | None] = self._new_future()
+        # block=False: a record that would wait for buffer memory is refused (BufferError)
+        producer._append_now(
+            topic, value, key, partition, timestamp_ms, headers or (), future, False
+        )
+        return future
 
-    def _append(  # noqa: PLR0917 -- internal, positional for speed
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        partition: int | None,
-        timestamp_ms: int | None,
-        headers: Sequence[tuple[str, bytes | None]] | None,
-        block: bool,
-    ) -> tuple[asyncio.Future[RecordMetadata | None], tuple[Producer, Any] | None]:
-        """Serialize and append once, without waiting: the record's future, and -- if the
-        producer's ``_append_now`` says something moved -- the producer and what moved, for
-        ``send`` to await (``send_nowait`` awaits nothing)."""
-        producer = self._producer
-        if producer is None:
-            producer = self._running()  # raises
+    def _serialize(self, key: Any, value: Any) -> tuple[Any, Any]:
+        """The key and value through their serializers (where set)."""
         if self._key_serializer is not None:
             key = self._key_serializer(key)
         if self._value_serializer is not None:
             value = self._value_serializer(value)
-        future: asyncio.Future[RecordMetadata | None] = self._new_future()
-        _, moved = producer._append_now(
-            topic, value, key, partition, timestamp_ms, headers or (), future, block
-        )
-        return future, (producer, moved) if moved else None
+        return key, value
 
     async def send_and_wait(  # noqa: PLR0917 -- aiokafka's positional signature
         self,
@@ -389,6 +386,15 @@ class _Transaction:
     ) -> bool | None:
         assert self._cm is not None
         return await self._cm.__aexit__(exc_type, exc, tb)
+
+
+def _future_factory(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Future[Any]]:
+    """What makes the future of each send, bound once (a future per send is on the hot
+    path): the loop's ``create_future``, or -- when that is asyncio's own, a Python frame
+    around ``asyncio.Future(loop=loop)`` -- the future class itself."""
+    if type(loop).create_future is asyncio.BaseEventLoop.create_future:
+        return functools.partial(asyncio.Future, loop=loop)
+    return loop.create_future
 
 
 def _no_loop() -> asyncio.Future[Any]:

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import operator
 import random
 import sys
 from collections import deque
@@ -67,7 +68,8 @@ import attrs
 
 from kafkastate.core.metadata import ClusterMetadata, NodeId
 from kafkastate.core.metrics import ProducerCounters
-from kafkastate.core.producer.partitioner import Partitioner
+from kafkastate.core.producer.partitioner import Partitioner, sticky_state_class
+from kafkastate.core.protocol import records as _records
 from kafkastate.core.protocol.compression import Compression, compress
 from kafkastate.core.protocol.records import (
     RECORD_BATCH_OVERHEAD,
@@ -115,6 +117,7 @@ _TP = tuple[str, int]
 _Rec = tuple[int, Buffer | None, Buffer | None, tuple[tuple[str, Buffer | None], ...]]
 
 _JITTER: Final = 0.2  # KIP-580: +-20 %
+_timestamp_of: Final = operator.itemgetter(0)  # of a _Rec, in C: once per acknowledged record
 _MAX_TIMESTAMP: Final = (1 << 63) - 1
 
 
@@ -705,6 +708,41 @@ class Accumulator:
             None for a new set with Java's windows.
     """
 
+    # Slots: the compiled hot paths (records._c_lane_sticky / _c_lane_keyed) read and write
+    # the accumulator's counters where the interpreter keeps them (__dict__ stays for tests
+    # that wrap a method).
+    __slots__ = (
+        "__dict__",
+        "_batch_limit",
+        "_blocked",
+        "_buffer_memory",
+        "_closed",
+        "_drain_start",
+        "_events",
+        "_flushes",
+        "_held",
+        "_held_topics",
+        "_in_flight",
+        "_lanes",
+        "_last_deadline",
+        "_max_alone",
+        "_next_batch",
+        "_next_flush",
+        "_next_record",
+        "_opened",
+        "_outstanding",
+        "_partitioner",
+        "_queues",
+        "_readiness_changed",
+        "_rng",
+        "_routed_in",
+        "_used",
+        "_used_at_admission",
+        "_waiting",
+        "config",
+        "counters",
+    )
+
     def __init__(
         self,
         config: AccumulatorConfig,
@@ -1145,8 +1183,12 @@ class Accumulator:
         Returns:
             The record's id, or None: not appended, use the general path.
         """
+        c_lane = _records._c_lane_sticky
+        if c_lane is not None:  # the same steps, compiled (_speedups.c)
+            rid: RecordId | None = c_lane(self, topic, timestamp_ms, value, cluster)
+            return rid
         lane = self._lanes.get(topic)
-        if lane is None:
+        if lane is None or type(value) is not bytes:  # (a tombstone: the general path)
             return None
         batch, dq, s, switch = lane
         n = len(value)
@@ -1158,7 +1200,6 @@ class Accumulator:
             and n < _SMALL_VALUE
             and type(timestamp_ms) is int
             and 0 <= timestamp_ms <= _MAX_TIMESTAMP
-            and type(value) is bytes
         ):
             return None
         body = 19 + n if n < 64 else 20 + n  # _small_value_upper_bound, inlined
@@ -1207,8 +1248,13 @@ class Accumulator:
         Returns:
             The record's id, or None: not appended, use the general path.
         """
+        c_lane = _records._c_lane_keyed
+        if c_lane is not None:  # the same steps, compiled (_speedups.c)
+            rid: RecordId | None = c_lane(self, topic, partition, timestamp_ms, key, value)
+            return rid
         dq = self._queues.get((topic, partition))
-        if not dq:
+        # (a tombstone, or a key or value that is not bytes: the general path)
+        if not dq or type(value) is not bytes or type(key) is not bytes:
             return None
         batch = dq[-1]
         nk = len(key)
@@ -1222,8 +1268,6 @@ class Accumulator:
             and not self._closed
             and type(timestamp_ms) is int
             and 0 <= timestamp_ms <= _MAX_TIMESTAMP
-            and type(value) is bytes
-            and type(key) is bytes
         ):
             return None
         # estimate_record_size_upper_bound(key, value, ()), inlined: attributes, widest
@@ -1803,7 +1847,7 @@ class Accumulator:
         if log_append_time >= 0:
             timestamps = (log_append_time,) * len(batch._ids)
         else:
-            timestamps = tuple(rec[0] for rec in batch._records)
+            timestamps = tuple(map(_timestamp_of, batch._records))
         self._events.append(
             RecordsAcknowledged(
                 topic=batch.topic,
@@ -2135,3 +2179,10 @@ class Accumulator:
         if self._blocked:
             self._blocked = False
             self._events.append(BufferSpaceFreed(available=self.buffer_available))
+
+
+# The classes whose slots the compiled hot paths (records._c_lane_sticky and _c_lane_keyed)
+# read and write.
+_records.register_lane_classes(
+    Accumulator, ProducerBatch, RecordBatchBuilder, sticky_state_class(), Partitioner
+)

@@ -323,6 +323,12 @@ class _Sticky:
     checked_in: ClusterMetadata | None = None
 
 
+def sticky_state_class() -> type:
+    """The class of :meth:`Partitioner.sticky_lane`'s state, whose slots the accumulator's
+    compiled hot path (``_speedups.lane_sticky``) reads and writes."""
+    return _Sticky
+
+
 class Partitioner:
     """Chooses partitions: explicit, custom, murmur2 by key, or uniform sticky.
 
@@ -335,6 +341,19 @@ class Partitioner:
             a kafka-python 3.0 partitioner object (``partition(topic, key, key_bytes,
             value, value_bytes, cluster)``), or None for the built-in behaviour.
     """
+
+    # Slots: the accumulator's compiled keyed hot path (records._c_lane_hashed) reads
+    # ``_custom`` and ``_counts`` where the interpreter keeps them.
+    __slots__ = (
+        "__dict__",
+        "_counts",
+        "_custom",
+        "_method",
+        "_on_new_batch",
+        "_rng",
+        "_sticky",
+        "_sticky_bytes",
+    )
 
     def __init__(
         self,

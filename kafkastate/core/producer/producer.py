@@ -140,6 +140,7 @@ from kafkastate.core.producer.transactions import (
     TransactionOperationCompleted,
     TransactionOpId,
 )
+from kafkastate.core.protocol import records as _records
 from kafkastate.core.protocol.framing import produce_request
 from kafkastate.core.protocol.versions import ApiVersionTable
 from kafkastate.core.states import StateTable, register, transition
@@ -397,6 +398,9 @@ class ProducerState(enum.Enum):
     """Done; connections closed."""
 
 
+_OPEN: Final = ProducerState.OPEN  # (send's hot path: one global, not an attribute lookup)
+
+
 # STYLE §6: close() moves OPEN to CLOSING; a fatal error moves OPEN or CLOSING to FAILED;
 # finishing (nothing left to send, or a failed producer closed) ends in CLOSED.
 PRODUCER_STATES: Final = register(
@@ -608,51 +612,38 @@ class ProducerMachine(ClientDriven):
             KafkaError: the producer failed fatally (the error of its ProducerFailed).
         """
         txn = self._txn
-        if (
-            key is None
-            and partition is None
-            and not headers
-            and txn is None
-            and self._state is ProducerState.OPEN
-        ):
-            # The common case in one step (keyless, to the sticky partition's open batch);
-            # None when anything needs the general path below.
-            rid = self._acc.append_sticky(
-                topic,
-                timestamp_ms,
-                value,  # type: ignore[arg-type] # anything but bytes: the general path
-                self._metadata.cluster,
-            )
+        if partition is None and not headers and txn is None and self._state is _OPEN:
+            # The common cases in one step, to an open batch that takes the record without
+            # filling up: keyless (the sticky partition's) or keyed (the default
+            # partitioner's choice). None when anything needs the general path below. With
+            # the C accelerator the accumulator's hot paths are called compiled, directly.
+            acc = self._acc
+            cluster = self._metadata.cluster
+            bytes_value: Any = value  # anything but bytes: the hot paths say None
+            if key is None:
+                c_sticky = _records._c_lane_sticky
+                if c_sticky is None:
+                    rid = acc.append_sticky(topic, timestamp_ms, bytes_value, cluster)
+                else:
+                    rid = c_sticky(acc, topic, timestamp_ms, bytes_value, cluster)
+            else:
+                bytes_key: Any = key
+                c_hashed = _records._c_lane_hashed
+                rid = (
+                    None
+                    if c_hashed is None
+                    else c_hashed(
+                        acc, self._partitioner, topic, timestamp_ms, bytes_key, bytes_value, cluster
+                    )
+                )
+                if rid is None:  # (compiled: no partition count cached yet, or a full batch)
+                    chosen = self._partitioner.key_partition(topic, bytes_key, cluster)
+                    if chosen is not None:
+                        rid = acc.append_keyed(topic, chosen, timestamp_ms, bytes_key, bytes_value)
             if rid is not None:
                 if now > self._now:  # noqa: PLR1730 -- the hot path: no max() call
                     self._now = now
                 return rid
-        elif (
-            partition is None
-            and not headers
-            and txn is None
-            and self._state is ProducerState.OPEN
-            and key is not None
-        ):
-            # The keyed common case in one step: the default partitioner's choice, to
-            # that partition's open batch; None when anything needs the general path.
-            chosen = self._partitioner.key_partition(
-                topic,
-                key,  # type: ignore[arg-type] # anything but bytes: the general path
-                self._metadata.cluster,
-            )
-            if chosen is not None:
-                rid = self._acc.append_keyed(
-                    topic,
-                    chosen,
-                    timestamp_ms,
-                    key,  # type: ignore[arg-type]
-                    value,  # type: ignore[arg-type]
-                )
-                if rid is not None:
-                    if now > self._now:  # noqa: PLR1730 -- the hot path: no max() call
-                        self._now = now
-                    return rid
         if self._state is not ProducerState.OPEN:
             if self._state is ProducerState.FAILED and self._fatal is not None:
                 raise self._fatal

@@ -36,6 +36,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include <stdint.h>
 #include <string.h>
@@ -920,15 +921,9 @@ PyDoc_STRVAR(murmur2_doc,
 "partitioner.murmur2 (the Java client's Utils.murmur2) of a bytes-like object: the hash as\n"
 "a signed 32-bit int. The keyed producer's per-record partition choice.");
 
-static PyObject *
-murmur2(PyObject *Py_UNUSED(module), PyObject *data_obj)
+static int32_t
+murmur2_of(const unsigned char *data, Py_ssize_t length)
 {
-    Py_buffer view;
-    if (PyObject_GetBuffer(data_obj, &view, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
-    const unsigned char *data = (const unsigned char *)view.buf;
-    Py_ssize_t length = view.len;
     const uint32_t m = 0x5bd1e995u;
     uint32_t h = 0x9747b28cu ^ (uint32_t)length;
     Py_ssize_t words = length >> 2;
@@ -958,8 +953,19 @@ murmur2(PyObject *Py_UNUSED(module), PyObject *data_obj)
     h ^= h >> 13;
     h *= m;
     h ^= h >> 15;
+    return (int32_t)h;
+}
+
+static PyObject *
+murmur2(PyObject *Py_UNUSED(module), PyObject *data_obj)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(data_obj, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    int32_t h = murmur2_of((const unsigned char *)view.buf, view.len);
     PyBuffer_Release(&view);
-    return PyLong_FromLong((long)(int32_t)h);
+    return PyLong_FromLong((long)h);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1038,6 +1044,509 @@ error:
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* the producer's per-record appends: accumulator.Accumulator.append_sticky / append_keyed     */
+
+/* lane_sticky() and lane_keyed() are the bodies of Accumulator.append_sticky and
+ * append_keyed (with RecordBatchBuilder.append_value inlined): the same guards, the same
+ * record bytes, the same state changes, in one call instead of three Python frames;
+ * lane_hashed() is Partitioner.key_partition followed by lane_keyed(). The state lives in the
+ * __slots__ of five classes (the accumulator, its batches, their builders, the partitioner
+ * and its sticky state); setup_lanes() finds each slot's offset from the class's
+ * member descriptor, and an object is only touched when its type is exactly the class that
+ * was registered, so the offsets hold. Whatever is unusual (a slot holding something other
+ * than an int, a subclass, a value beyond int64) returns None before anything changed: the
+ * Python general path then decides, as it does for the Python hot paths' None. */
+
+enum {
+    A_LANES, A_QUEUES, A_WAITING, A_HELD, A_CLOSED, A_NEXT_RECORD, A_USED, A_OUTSTANDING,
+    A_BUFFER_MEMORY, A_BATCH_LIMIT,
+    B_ACCEPTING, B_SIZE, B_IDS, B_RECORDS, B_BUILDER,
+    R_PARTS, R_NEXT_DELTA, R_BASE_TS, R_MAX_TS, R_SIZE,
+    S_PRODUCED, S_CHECKED_IN,
+    P_CUSTOM, P_COUNTS,
+    N_SLOTS
+};
+
+static const char *const slot_names[N_SLOTS] = {
+    "_lanes", "_queues", "_waiting", "_held", "_closed", "_next_record", "_used",
+    "_outstanding", "_buffer_memory", "_batch_limit",
+    "_accepting", "_size", "_ids", "_records", "_builder",
+    "_parts", "_next_delta", "_base_ts", "_max_ts", "_size",
+    "produced", "checked_in",
+    "_custom", "_counts",
+};
+
+/* which of the four registered classes owns each slot */
+static const int slot_class[N_SLOTS] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 4, 4,
+};
+
+#define N_CLASSES 5
+static PyTypeObject *lane_classes[N_CLASSES] = {NULL, NULL, NULL, NULL, NULL};
+static Py_ssize_t slot_offset[N_SLOTS];
+static PyObject *empty_tuple = NULL;
+
+#define SLOT(obj, i) (*(PyObject **)((char *)(obj) + slot_offset[i]))
+#define MAX_SMALL_VALUE 8000 /* accumulator._SMALL_VALUE */
+#define BATCH_OVERHEAD 61    /* records.RECORD_BATCH_OVERHEAD */
+
+/* Replace a slot's value with `value` (a new reference, stolen). */
+static inline void
+set_slot(PyObject *obj, int i, PyObject *value)
+{
+    PyObject **p = (PyObject **)((char *)obj + slot_offset[i]);
+    PyObject *old = *p;
+    *p = value;
+    Py_XDECREF(old);
+}
+
+/* A slot holding an exact int within int64 into *out: 1, or 0 (no exception) otherwise. */
+static inline int
+slot_int(PyObject *obj, int i, long long *out)
+{
+    PyObject *v = SLOT(obj, i);
+    if (v == NULL || !PyLong_CheckExact(v)) {
+        return 0;
+    }
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    return !overflow; /* an exact int raises nothing */
+}
+
+/* `type(ts) is int and 0 <= ts <= 2**63 - 1` (accumulator._MAX_TIMESTAMP) into *out. */
+static inline int
+timestamp_of(PyObject *ts, long long *out)
+{
+    if (!PyLong_CheckExact(ts)) {
+        return 0;
+    }
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(ts, &overflow);
+    return !overflow && *out >= 0;
+}
+
+/* The last item of a deque (or any sequence), borrowed through a new reference the caller
+ * drops, or NULL (no exception) when it is empty. */
+static PyObject *
+last_of(PyObject *dq)
+{
+    Py_ssize_t n = PySequence_Size(dq);
+    if (n <= 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *last = PySequence_GetItem(dq, n - 1);
+    if (last == NULL) {
+        PyErr_Clear();
+    }
+    return last;
+}
+
+/* One record without headers onto a builder's parts, the four items append_record() writes
+ * for it: returns its size, or -1 with an exception and `parts` unchanged. */
+static Py_ssize_t
+append_plain(PyObject *parts, long long od, long long tsd, PyObject *key, PyObject *value)
+{
+    Py_ssize_t klen = key == NULL ? 0 : PyBytes_GET_SIZE(key);
+    Py_ssize_t vlen = PyBytes_GET_SIZE(value);
+    uint64_t ztsd = zigzag(tsd);
+    uint64_t zod = zigzag(od);
+    Py_ssize_t head_len = 1 + uvarint_size(ztsd) + uvarint_size(zod) + uvarint_size(zigzag(vlen));
+    head_len += key == NULL ? 1 : uvarint_size(zigzag(klen)) + klen;
+    PyObject *head = PyBytes_FromStringAndSize(NULL, head_len);
+    if (head == NULL) {
+        return -1;
+    }
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(head);
+    *p++ = 0;
+    p = put_uvarint(p, ztsd);
+    p = put_uvarint(p, zod);
+    if (key == NULL) {
+        *p++ = 1;
+    }
+    else {
+        p = put_uvarint(p, zigzag(klen));
+        memcpy(p, PyBytes_AS_STRING(key), (size_t)klen);
+        p += klen;
+    }
+    put_uvarint(p, zigzag(vlen));
+    Py_ssize_t body = head_len + vlen + 1; /* + the header count, 0 */
+    unsigned char pbuf[10];
+    Py_ssize_t plen = put_uvarint(pbuf, zigzag(body)) - pbuf;
+    PyObject *prefix = PyBytes_FromStringAndSize((const char *)pbuf, plen);
+    if (prefix == NULL) {
+        Py_DECREF(head);
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(parts);
+    int failed = PyList_Append(parts, prefix) < 0 || PyList_Append(parts, head) < 0 ||
+                 PyList_Append(parts, value) < 0 || PyList_Append(parts, no_headers_tail) < 0;
+    Py_DECREF(prefix);
+    Py_DECREF(head);
+    if (failed) {
+        PyList_SetSlice(parts, n, PyList_GET_SIZE(parts), NULL);
+        return -1;
+    }
+    return plen + body;
+}
+
+/* The common tail of both hot paths: append (ts, key, value) to `batch`, whose size is
+ * `bsize`, when the record's upper bound `upper` keeps it below the batch limit and within
+ * buffer memory. Returns a new reference to the record id, Py_None (a new reference: nothing
+ * changed, take the general path), or NULL with an exception. *grown gets the bytes added. */
+static PyObject *
+append_to_batch(PyObject *acc, PyObject *batch, PyObject *ts, long long ts_v, PyObject *key,
+                PyObject *value, long long upper, long long *grown)
+{
+    long long bsize, limit, used, memory, od, base_ts, max_ts, rsize, next_id, outstanding;
+    if (!slot_int(batch, B_SIZE, &bsize) || !slot_int(acc, A_BATCH_LIMIT, &limit) ||
+        !slot_int(acc, A_USED, &used) || !slot_int(acc, A_BUFFER_MEMORY, &memory) ||
+        !slot_int(acc, A_NEXT_RECORD, &next_id) || !slot_int(acc, A_OUTSTANDING, &outstanding)) {
+        Py_RETURN_NONE;
+    }
+    if (bsize + upper >= limit || used + upper > memory) {
+        Py_RETURN_NONE; /* it might fill the batch, or not fit: the general path decides */
+    }
+    PyObject *builder = SLOT(batch, B_BUILDER);
+    PyObject *ids = SLOT(batch, B_IDS);
+    PyObject *records = SLOT(batch, B_RECORDS);
+    if (builder == NULL || !Py_IS_TYPE(builder, lane_classes[2]) || ids == NULL ||
+        !PyList_CheckExact(ids) || records == NULL || !PyList_CheckExact(records)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *parts = SLOT(builder, R_PARTS);
+    if (parts == NULL || !PyList_CheckExact(parts) || !slot_int(builder, R_BASE_TS, &base_ts) ||
+        !slot_int(builder, R_NEXT_DELTA, &od) || !slot_int(builder, R_MAX_TS, &max_ts) ||
+        !slot_int(builder, R_SIZE, &rsize)) {
+        Py_RETURN_NONE; /* an empty builder (no base timestamp): the general path */
+    }
+    /* Everything that can fail first; then the state changes, which cannot. */
+    PyObject *rec = PyTuple_Pack(4, ts, key == NULL ? Py_None : key, value, empty_tuple);
+    PyObject *rid = SLOT(acc, A_NEXT_RECORD);
+    Py_INCREF(rid);
+    PyObject *next_delta = PyLong_FromLongLong(od + 1);
+    PyObject *next_rid = PyLong_FromLongLong(next_id + 1);
+    PyObject *more = PyLong_FromLongLong(outstanding + 1);
+    Py_ssize_t size = -1;
+    if (rec != NULL && next_delta != NULL && next_rid != NULL && more != NULL) {
+        size = append_plain(parts, od, ts_v - base_ts, key, value);
+    }
+    if (size < 0) {
+        goto fail;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(parts) - 4;
+    if (PyList_Append(ids, rid) < 0) {
+        PyList_SetSlice(parts, n, PyList_GET_SIZE(parts), NULL);
+        goto fail;
+    }
+    if (PyList_Append(records, rec) < 0) {
+        PyList_SetSlice(ids, PyList_GET_SIZE(ids) - 1, PyList_GET_SIZE(ids), NULL);
+        PyList_SetSlice(parts, n, PyList_GET_SIZE(parts), NULL);
+        goto fail;
+    }
+    Py_DECREF(rec);
+    rsize += size;
+    long long batch_size = BATCH_OVERHEAD + rsize;
+    *grown = batch_size - bsize;
+    PyObject *values[4] = {
+        PyLong_FromLongLong(rsize), PyLong_FromLongLong(batch_size),
+        PyLong_FromLongLong(used + *grown), NULL};
+    if (values[0] == NULL || values[1] == NULL || values[2] == NULL) {
+        /* out of memory after the record went in: undo it */
+        PyList_SetSlice(records, PyList_GET_SIZE(records) - 1, PyList_GET_SIZE(records), NULL);
+        PyList_SetSlice(ids, PyList_GET_SIZE(ids) - 1, PyList_GET_SIZE(ids), NULL);
+        PyList_SetSlice(parts, n, PyList_GET_SIZE(parts), NULL);
+        Py_XDECREF(values[0]);
+        Py_XDECREF(values[1]);
+        Py_XDECREF(values[2]);
+        rec = NULL;
+        goto fail;
+    }
+    if (ts_v > max_ts) {
+        Py_INCREF(ts);
+        set_slot(builder, R_MAX_TS, ts);
+    }
+    set_slot(builder, R_NEXT_DELTA, next_delta);
+    set_slot(builder, R_SIZE, values[0]);
+    set_slot(batch, B_SIZE, values[1]);
+    set_slot(acc, A_USED, values[2]);
+    set_slot(acc, A_NEXT_RECORD, next_rid);
+    set_slot(acc, A_OUTSTANDING, more);
+    return rid;
+fail:
+    Py_XDECREF(rec);
+    Py_DECREF(rid);
+    Py_XDECREF(next_delta);
+    Py_XDECREF(next_rid);
+    Py_XDECREF(more);
+    return NULL;
+}
+
+static int
+lanes_ready(PyObject *acc)
+{
+    return lane_classes[0] != NULL && Py_IS_TYPE(acc, lane_classes[0]);
+}
+
+PyDoc_STRVAR(lane_sticky_doc,
+"lane_sticky(accumulator, topic, timestamp_ms, value, cluster, /)\n"
+"--\n"
+"\n"
+"Accumulator.append_sticky compiled: the record's id, or None (nothing changed: take the\n"
+"general path).");
+
+static PyObject *
+lane_sticky(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "lane_sticky() takes 5 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *acc = args[0];
+    PyObject *ts = args[2];
+    PyObject *value = args[3];
+    long long ts_v, produced, threshold;
+    if (!lanes_ready(acc) || !PyBytes_CheckExact(value) ||
+        PyBytes_GET_SIZE(value) >= MAX_SMALL_VALUE || !timestamp_of(ts, &ts_v)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *lanes = SLOT(acc, A_LANES);
+    if (lanes == NULL || !PyDict_CheckExact(lanes)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *lane = PyDict_GetItemWithError(lanes, args[1]); /* borrowed */
+    if (lane == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    if (!PyTuple_CheckExact(lane) || PyTuple_GET_SIZE(lane) != 4) {
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(lane); /* the dict could lose it while the deque is read */
+    PyObject *batch = PyTuple_GET_ITEM(lane, 0);
+    PyObject *s = PyTuple_GET_ITEM(lane, 2);
+    PyObject *result = Py_None;
+    Py_INCREF(result);
+    if (!Py_IS_TYPE(batch, lane_classes[1]) || !Py_IS_TYPE(s, lane_classes[3]) ||
+        SLOT(batch, B_ACCEPTING) != Py_True || SLOT(s, S_CHECKED_IN) != args[4] ||
+        !slot_int(s, S_PRODUCED, &produced) || !PyLong_CheckExact(PyTuple_GET_ITEM(lane, 3))) {
+        goto done;
+    }
+    threshold = PyLong_AsLongLong(PyTuple_GET_ITEM(lane, 3));
+    if (threshold == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        goto done;
+    }
+    PyObject *last = last_of(PyTuple_GET_ITEM(lane, 1));
+    Py_XDECREF(last);
+    if (last != batch) {
+        goto done; /* drained, expired or closed behind the lane's back */
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(value);
+    long long body = n < 64 ? 19 + n : 20 + n; /* accumulator._small_value_upper_bound */
+    long long upper = body + (body < 64 ? 1 : 2);
+    if (produced + upper >= 2 * threshold) {
+        goto done; /* it might switch partitions */
+    }
+    long long grown = 0;
+    Py_DECREF(result);
+    result = append_to_batch(acc, batch, ts, ts_v, NULL, value, upper, &grown);
+    if (result != NULL && result != Py_None) {
+        PyObject *now_produced = PyLong_FromLongLong(produced + grown);
+        if (now_produced == NULL) {
+            /* the record is in: only the partitioner's count could not be kept; a
+             * MemoryError here leaves the producer unusable anyway */
+            Py_DECREF(result);
+            result = NULL;
+        }
+        else {
+            set_slot(s, S_PRODUCED, now_produced);
+        }
+    }
+done:
+    Py_DECREF(lane);
+    return result;
+}
+
+PyDoc_STRVAR(lane_keyed_doc,
+"lane_keyed(accumulator, topic, partition, timestamp_ms, key, value, /)\n"
+"--\n"
+"\n"
+"Accumulator.append_keyed compiled: the record's id, or None (nothing changed: take the\n"
+"general path).");
+
+static PyObject *keyed_append(PyObject *acc, PyObject *topic, PyObject *partition,
+                              PyObject *ts, PyObject *key, PyObject *value);
+
+static PyObject *
+lane_keyed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "lane_keyed() takes 6 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    return keyed_append(args[0], args[1], args[2], args[3], args[4], args[5]);
+}
+
+/* lane_keyed's body: `partition` is the partition's int. */
+static PyObject *
+keyed_append(PyObject *acc, PyObject *topic, PyObject *partition, PyObject *ts, PyObject *key,
+             PyObject *value)
+{
+    long long ts_v;
+    if (!lanes_ready(acc) || !PyBytes_CheckExact(key) || !PyBytes_CheckExact(value) ||
+        PyBytes_GET_SIZE(key) >= 64 || PyBytes_GET_SIZE(value) >= MAX_SMALL_VALUE ||
+        !timestamp_of(ts, &ts_v)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *queues = SLOT(acc, A_QUEUES);
+    PyObject *waiting = SLOT(acc, A_WAITING);
+    PyObject *held = SLOT(acc, A_HELD);
+    if (queues == NULL || !PyDict_CheckExact(queues) || waiting == NULL ||
+        !PyDict_CheckExact(waiting) || PyDict_GET_SIZE(waiting) || held == NULL ||
+        !PyDict_CheckExact(held) || PyDict_GET_SIZE(held) || SLOT(acc, A_CLOSED) != Py_False) {
+        Py_RETURN_NONE;
+    }
+    PyObject *tp = PyTuple_Pack(2, topic, partition);
+    if (tp == NULL) {
+        return NULL;
+    }
+    PyObject *dq = PyDict_GetItemWithError(queues, tp); /* borrowed */
+    Py_DECREF(tp);
+    if (dq == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    PyObject *batch = last_of(dq);
+    if (batch == NULL) {
+        Py_RETURN_NONE;
+    }
+    PyObject *result;
+    if (!Py_IS_TYPE(batch, lane_classes[1]) || SLOT(batch, B_ACCEPTING) != Py_True) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    else {
+        Py_ssize_t nk = PyBytes_GET_SIZE(key);
+        Py_ssize_t n = PyBytes_GET_SIZE(value);
+        long long body = n < 64 ? 19 + nk + n : 20 + nk + n;
+        long long upper = body + (body < 64 ? 1 : 2);
+        long long grown = 0;
+        result = append_to_batch(acc, batch, ts, ts_v, key, value, upper, &grown);
+    }
+    Py_DECREF(batch);
+    return result;
+}
+
+PyDoc_STRVAR(lane_hashed_doc,
+"lane_hashed(accumulator, partitioner, topic, timestamp_ms, key, value, cluster, /)\n"
+"--\n"
+"\n"
+"Partitioner.key_partition then Accumulator.append_keyed, compiled: the partition from the\n"
+"partitioner's count cached for `cluster` and murmur2 of the key, then the keyed append.\n"
+"The record's id, or None (nothing changed: no cached count, a custom partitioner, or\n"
+"append_keyed's None).");
+
+static PyObject *
+lane_hashed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "lane_hashed() takes 7 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *partitioner = args[1];
+    PyObject *key = args[4];
+    if (!lanes_ready(args[0]) || !Py_IS_TYPE(partitioner, lane_classes[4]) ||
+        SLOT(partitioner, P_CUSTOM) != Py_None || !PyBytes_CheckExact(key)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *counts = SLOT(partitioner, P_COUNTS);
+    if (counts == NULL || !PyDict_CheckExact(counts)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *counted = PyDict_GetItemWithError(counts, args[2]); /* borrowed */
+    if (counted == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE; /* key_partition fills the cache */
+    }
+    if (!PyTuple_CheckExact(counted) || PyTuple_GET_SIZE(counted) != 2 ||
+        PyTuple_GET_ITEM(counted, 0) != args[6] || !PyLong_CheckExact(PyTuple_GET_ITEM(counted, 1))) {
+        Py_RETURN_NONE;
+    }
+    long n = PyLong_AsLong(PyTuple_GET_ITEM(counted, 1));
+    if (n <= 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    int32_t h = murmur2_of((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
+    PyObject *partition = PyLong_FromLong((long)(((uint32_t)h & 0x7FFFFFFFu) % (unsigned long)n));
+    if (partition == NULL) {
+        return NULL;
+    }
+    PyObject *result = keyed_append(args[0], args[2], partition, args[3], key, args[5]);
+    Py_DECREF(partition);
+    return result;
+}
+
+PyDoc_STRVAR(setup_lanes_doc,
+"setup_lanes(accumulator, batch, builder, sticky, partitioner, /)\n"
+"--\n"
+"\n"
+"Register the classes whose __slots__ the lane functions read and write: Accumulator,\n"
+"ProducerBatch, RecordBatchBuilder, the partitioner's _Sticky and Partitioner.");
+
+static PyObject *
+setup_lanes(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != N_CLASSES) {
+        PyErr_Format(PyExc_TypeError, "setup_lanes() takes 5 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    for (int c = 0; c < N_CLASSES; c++) {
+        if (!PyType_Check(args[c])) {
+            PyErr_SetString(PyExc_TypeError, "setup_lanes() needs five classes");
+            return NULL;
+        }
+    }
+    Py_ssize_t offsets[N_SLOTS];
+    for (int i = 0; i < N_SLOTS; i++) {
+        PyObject *descr = PyObject_GetAttrString(args[slot_class[i]], slot_names[i]);
+        if (descr == NULL) {
+            return NULL;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type);
+        if (ok) {
+            PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+            ok = member->type == T_OBJECT_EX && !(member->flags & READONLY) &&
+                 ((PyMemberDescrObject *)descr)->d_common.d_type ==
+                     (PyTypeObject *)args[slot_class[i]];
+            offsets[i] = member->offset;
+        }
+        Py_DECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "setup_lanes(): %R.%s is not a slot of its own",
+                         args[slot_class[i]], slot_names[i]);
+            return NULL;
+        }
+    }
+    if (empty_tuple == NULL && (empty_tuple = PyTuple_New(0)) == NULL) {
+        return NULL;
+    }
+    memcpy(slot_offset, offsets, sizeof(offsets));
+    for (int c = 0; c < N_CLASSES; c++) {
+        Py_INCREF(args[c]);
+        Py_XSETREF(lane_classes[c], (PyTypeObject *)args[c]);
+    }
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* setup                                                                                        */
 
 PyDoc_STRVAR(setup_doc,
@@ -1079,6 +1588,10 @@ static PyMethodDef speedups_methods[] = {
     {"consumer_records", (PyCFunction)(void (*)(void))consumer_records, METH_FASTCALL,
      consumer_records_doc},
     {"murmur2", murmur2, METH_O, murmur2_doc},
+    {"lane_sticky", (PyCFunction)(void (*)(void))lane_sticky, METH_FASTCALL, lane_sticky_doc},
+    {"lane_keyed", (PyCFunction)(void (*)(void))lane_keyed, METH_FASTCALL, lane_keyed_doc},
+    {"lane_hashed", (PyCFunction)(void (*)(void))lane_hashed, METH_FASTCALL, lane_hashed_doc},
+    {"setup_lanes", (PyCFunction)(void (*)(void))setup_lanes, METH_FASTCALL, setup_lanes_doc},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL, setup_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -46,6 +46,25 @@ def append_record(
     /,
 ) -> int | None: ...
 def murmur2(data: bytes | bytearray | memoryview, /) -> int: ...
+def lane_sticky(
+    accumulator: Any, topic: str, timestamp_ms: int, value: bytes, cluster: Any, /
+) -> int | None: ...
+def lane_keyed(
+    accumulator: Any, topic: str, partition: int, timestamp_ms: int, key: bytes, value: bytes, /
+) -> int | None: ...
+def lane_hashed(
+    accumulator: Any,
+    partitioner: Any,
+    topic: str,
+    timestamp_ms: int,
+    key: bytes,
+    value: bytes,
+    cluster: Any,
+    /,
+) -> int | None: ...
+def setup_lanes(
+    accumulator: type, batch: type, builder: type, sticky: type, partitioner: type, /
+) -> None: ...
 def consumer_records(
     cls: type[Any],
     records: list[Record],

@@ -205,15 +205,36 @@ _c_consumer_tuples: _ConsumerTuples | None = (
 )
 # the keyed producer's hash (partitioner.murmur2), compiled; switched with the codec
 _c_murmur2: Callable[[Buffer], int] | None = None if _speedups is None else _speedups.murmur2
+# the accumulator's per-record hot paths (Accumulator.append_sticky / append_keyed),
+# compiled; switched with the codec (the accumulator registers its classes with the module)
+_c_lane_sticky: Callable[..., Any] | None = None if _speedups is None else _speedups.lane_sticky
+_c_lane_keyed: Callable[..., Any] | None = None if _speedups is None else _speedups.lane_keyed
+_c_lane_hashed: Callable[..., Any] | None = None if _speedups is None else _speedups.lane_hashed
+
+
+def register_lane_classes(
+    accumulator: type, batch: type, builder: type, sticky: type, partitioner: type
+) -> None:
+    """Tell the C accelerator (if built) the classes whose ``__slots__`` its compiled
+    producer hot paths read and write (``Accumulator``, ``ProducerBatch``,
+    :class:`RecordBatchBuilder`, the partitioner's sticky state, ``Partitioner``); the
+    accumulator calls this once, when it is imported.
+
+    Raises:
+        TypeError: a name the hot paths need is not a slot of its class.
+    """
+    if _speedups is not None:
+        _speedups.setup_lanes(accumulator, batch, builder, sticky, partitioner)
 
 
 def set_speedups(enabled: bool) -> bool:
     """Choose between the C record codec and the pure-Python one (process-wide).
 
     The C accelerator decodes records (:meth:`RecordBatch.records`), encodes them
-    (:meth:`RecordBatchBuilder.append`) and hashes the producer's keys
-    (:func:`kafkastate.core.producer.partitioner.murmur2`); it is used by default when it
-    was built. Both give
+    (:meth:`RecordBatchBuilder.append`), hashes the producer's keys
+    (:func:`kafkastate.core.producer.partitioner.murmur2`) and runs the accumulator's
+    per-record hot paths (``Accumulator.append_sticky`` and ``append_keyed``); it is used by
+    default when it was built. Both give
     the same records, bytes and error types. Meant for tests and benchmarks.
 
     Args:
@@ -226,9 +247,11 @@ def set_speedups(enabled: bool) -> bool:
         KafkaConfigurationError: ``enabled`` is true but the C accelerator is not built.
     """
     global _c_parse_records, _c_append_record, _c_consumer_tuples, _c_murmur2  # noqa: PLW0603
+    global _c_lane_sticky, _c_lane_keyed, _c_lane_hashed  # noqa: PLW0603
     previous = _c_parse_records is not None
     if not enabled:
         _c_parse_records = _c_append_record = _c_consumer_tuples = _c_murmur2 = None
+        _c_lane_sticky = _c_lane_keyed = _c_lane_hashed = None
     elif _speedups is None:
         raise KafkaConfigurationError(
             "the C accelerator kafkastate.core.protocol._speedups is not built"
@@ -238,6 +261,9 @@ def set_speedups(enabled: bool) -> bool:
         _c_append_record = _speedups.append_record
         _c_consumer_tuples = _speedups.consumer_records
         _c_murmur2 = _speedups.murmur2
+        _c_lane_sticky = _speedups.lane_sticky
+        _c_lane_keyed = _speedups.lane_keyed
+        _c_lane_hashed = _speedups.lane_hashed
     return previous
 
 

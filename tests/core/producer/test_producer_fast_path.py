@@ -16,6 +16,10 @@ import pytest
 
 from kafkastate.adapters.anyio.producer import _UNOBSERVED
 from kafkastate.core.producer import RecordsAcknowledged, RecordsFailed
+from kafkastate.core.producer.accumulator import Accumulator, ProducerBatch
+from kafkastate.core.producer.partitioner import Partitioner
+from kafkastate.core.protocol import records
+from kafkastate.core.protocol.records import RecordBatchBuilder, iter_batches
 from kafkastate.core.protocol.versions import ApiKey
 from tests.core.producer.test_producer_machine import (
     TS,
@@ -56,6 +60,19 @@ def _script(seed: int, *, fast: bool) -> tuple[list[Any], int, int, int]:
     acc.append_sticky = counted("sticky", acc.append_sticky)  # type: ignore[method-assign]
     acc.take_quiet_open = counted("quiet", acc.take_quiet_open)  # type: ignore[method-assign]
     acc.append_keyed = counted("keyed", acc.append_keyed)  # type: ignore[method-assign]
+    # With the C accelerator the machine calls the compiled hot paths directly.
+    compiled = records._c_lane_sticky, records._c_lane_hashed
+    try:
+        if compiled[0] is not None and compiled[1] is not None:
+            records._c_lane_sticky = counted("sticky", compiled[0])
+            records._c_lane_hashed = counted("keyed", compiled[1])
+        log = _run_script(peer, rng, seed)
+    finally:
+        records._c_lane_sticky, records._c_lane_hashed = compiled
+    return log, counts["sticky"], counts["quiet"], counts["keyed"]
+
+
+def _run_script(peer: PeerCluster, rng: random.Random, seed: int) -> list[Any]:
     keys = random.Random(seed + 1000)  # its own draws: the main sequence stays as it was
     peer.start()
     ids = peer.topic_ids()
@@ -116,7 +133,7 @@ def _script(seed: int, *, fast: bool) -> tuple[list[Any], int, int, int]:
             log.append(("ack", event.topic, event.partition, event.record_ids, event.base_offset))
         elif isinstance(event, RecordsFailed):
             log.append(("failed", event.record_ids, type(event.error).__name__))
-    return log, counts["sticky"], counts["quiet"], counts["keyed"]
+    return log
 
 
 @pytest.mark.usefixtures("implementation")  # the C accelerator and the Python reference
@@ -193,3 +210,56 @@ def test_a_quiet_open_is_not_urgent() -> None:
     assert all(s for s, u in moves if u)  # urgent implies a step
     peer.pump()
     assert peer.produces()  # the full batches went out, before any linger passed
+
+
+@pytest.mark.usefixtures("implementation")
+@pytest.mark.parametrize("key", [None, b"k"])
+def test_a_tombstone_to_an_open_batch_takes_the_general_path(key: bytes | None) -> None:
+    # A null value (a tombstone) to a partition whose open batch has room: the hot paths
+    # leave it to the general path (they once raised TypeError asking for its length).
+    peer = PeerCluster(machine(linger=10.0), topics={"t": {0: (1, 0)}})
+    peer.start()
+    m = peer.m
+    first = m.send("t", value=b"a", key=key, timestamp_ms=TS, now=0.0)
+    assert m.send("t", value=None, key=key, timestamp_ms=TS, now=0.0) == first + 1
+    assert m.send("t", value=b"c", key=key, timestamp_ms=TS + 1, now=0.0) == first + 2
+    (batch,) = m.accumulator.queued_batches("t", 0)
+    (decoded,) = iter_batches(batch.build())
+    assert [(r.key, r.value) for r in decoded.records()] == [
+        (key, b"a"),
+        (key, None),
+        (key, b"c"),
+    ]
+
+
+@pytest.mark.usefixtures("c_accelerator")
+def test_the_compiled_hot_paths_touch_only_the_registered_classes() -> None:
+    from kafkastate.core.protocol import _speedups  # noqa: PLC0415 (only where built)
+
+    class Other(Accumulator):
+        pass
+
+    peer = PeerCluster(machine(linger=10.0), topics={"t": {0: (1, 0)}})
+    peer.start()
+    m = peer.m
+    m.send("t", value=b"a", timestamp_ms=TS, now=0.0)
+    m.send("t", value=b"a", key=b"k", timestamp_ms=TS, now=0.0)
+    cluster = m.client.cluster
+    assert _speedups.lane_sticky(m.accumulator, "t", TS, b"b", cluster) is not None
+    assert _speedups.lane_keyed(m.accumulator, "t", 0, TS, b"k", b"b") is not None
+    other = Other(m.accumulator.config, rng=random.Random(0))
+    assert _speedups.lane_sticky(other, "t", TS, b"b", cluster) is None
+    assert _speedups.lane_keyed(other, "t", 0, TS, b"k", b"b") is None
+    assert _speedups.lane_sticky(object(), "t", TS, b"b", cluster) is None
+    partitioner = m._partitioner
+    assert (
+        _speedups.lane_hashed(m.accumulator, partitioner, "t", TS, b"k", b"b", cluster) is not None
+    )
+    assert _speedups.lane_hashed(other, partitioner, "t", TS, b"k", b"b", cluster) is None
+    assert _speedups.lane_hashed(m.accumulator, object(), "t", TS, b"k", b"b", cluster) is None
+    with pytest.raises(TypeError, match="not a slot"):
+        _speedups.setup_lanes(Other, ProducerBatch, RecordBatchBuilder, PeerCluster, Partitioner)
+    with pytest.raises(TypeError):
+        _speedups.setup_lanes(Accumulator, ProducerBatch)  # type: ignore[call-arg]
+    # a refused registration left the real one in place
+    assert _speedups.lane_sticky(m.accumulator, "t", TS, b"b", cluster) is not None
