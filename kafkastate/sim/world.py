@@ -349,7 +349,7 @@ class Sim(GroupInvariants):
         machine.subscribe([TOPIC], listener=_AppListener(host.listener), now=self._s())
         self._line(f"{name} start #{incarnation}")
         self._pump(host)
-        self._at(self.now, "app", (name, incarnation))
+        self._turn_at(host, self.now)
 
     def _group_config(self, name: str) -> GroupConfig | ConsumerGroupConfig:
         """Host ``name``'s group membership settings."""
