@@ -30,6 +30,7 @@ from kafkastate.core.consumer.consumer import (
     ListenerCallRequested,
 )
 from kafkastate.core.consumer.fetcher import GroupFailed, OffsetsCommitted, RecordsFetched
+from kafkastate.core.consumer.group import GroupMember
 from kafkastate.errors import KafkaError
 from kafkastate.sim.cluster import response_frame
 from kafkastate.sim.host import HostDriver, _Host
@@ -91,6 +92,11 @@ class _GroupHost(_Host[ConsumerMachine]):
         super().__init__(name, machine, incarnation)
         self.app = _App()
         self.listener: Any = None  # the application's, when a test gives one
+        member = machine.member  # fixed for the machine's life
+        self.classic: GroupMember | None = member if isinstance(member, GroupMember) else None
+        """The classic group member, read by the checks after every event (None for a
+        KIP-848 member)."""
+        self.noted: tuple[str, int] | None = None  # G6's last noted (member, generation)
 
 
 class GroupApp(HostDriver[_GroupHost]):
@@ -99,7 +105,7 @@ class GroupApp(HostDriver[_GroupHost]):
     config: SimConfig
     consumed: dict[tuple[str, int], set[int]]
     written: int
-    _owned_serial = 0  # moves whenever an application's ``owned`` changes (the checks' cache)
+    _owned_serial = 0  # moves whenever an application's ``owned`` or a host's life changes
 
     def _on_machine_event(self, host: _GroupHost, event: Any) -> bool:
         match event:
@@ -129,6 +135,7 @@ class GroupApp(HostDriver[_GroupHost]):
 
     def _crash_host(self, host: _GroupHost) -> None:
         super()._crash_host(host)
+        self._owned_serial += 1
         if host.app.turn is not None:
             self._cancel(host.app.turn)  # the process is gone, its turns with it
             host.app.turn = None

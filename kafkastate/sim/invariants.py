@@ -58,14 +58,14 @@ if TYPE_CHECKING:
 __all__ = ["GroupInvariants", "TxnInvariants"]
 
 # a classic member in these states has applied its generation's assignment
-_HAS_ASSIGNMENT = frozenset({MemberState.ASSIGNING, MemberState.STABLE})
+_HAS_ASSIGNMENT = (MemberState.ASSIGNING, MemberState.STABLE)  # a tuple: no Enum.__hash__
 
 
 @attrs.frozen
 class _OwnershipView:
     """The applications' ownership as of one key (see ``_ownership_view``)."""
 
-    key: tuple[Any, ...]
+    key: int
     text: str  # the trace line's part
     overlap: bool  # two alive hosts own a partition in common
 
@@ -148,11 +148,14 @@ class GroupInvariants(GroupApp):
             self._check_double_ownership()
         for host in self.hosts.values():
             app = host.app
-            self._note_received(host)
+            member = host.classic
+            if member is None or not host.alive:
+                if app.history_checked != len(app.history):
+                    self._check_callback_order(host)
+                continue
+            self._note_received(host, member)
             if (  # cheapest tests first: this runs for every host after every event
                 app.owned
-                and host.alive
-                and isinstance(member := host.machine.member, GroupMember)
                 and "join" in member.requests_in_flight
                 and member.config.rebalance_protocol is RebalanceProtocol.EAGER
             ):
@@ -171,25 +174,23 @@ class GroupInvariants(GroupApp):
             except AssertionError as exc:
                 raise InvariantViolation("USER", str(exc), at=self.now) from exc
 
-    def _note_received(self, host: _GroupHost) -> None:
+    def _note_received(self, host: _GroupHost, member: GroupMember) -> None:
         """G6's bookkeeping: the generations whose assignment each member received (its
         SyncGroup answered, the assignment applied). Only those count as what it owned
-        before: the coordinator stores an assignment the member may never get."""
-        member = host.machine.member
-        if (
-            host.alive
-            and isinstance(member, GroupMember)
-            and member.generation >= 0
-            and member.state in _HAS_ASSIGNMENT
-        ):
+        before: the coordinator stores an assignment the member may never get. (A host
+        notes each (member, generation) once.)"""
+        generation = member.generation
+        if generation >= 0 and member.state in _HAS_ASSIGNMENT:
             key = member.config.group_instance_id or member.member_id
-            self._received.setdefault(key, set()).add(member.generation)
+            if host.noted != (key, generation):
+                host.noted = (key, generation)
+                self._received.setdefault(key, set()).add(generation)
 
     def _ownership_view(self) -> _OwnershipView:
         """What the applications own, as the trace line shows it and whether two alive
         hosts' sets overlap; recomputed only when an application's ownership or a host
         changed (the key), not after every event."""
-        key = (self._owned_serial, *((h.incarnation, h.alive) for h in self.hosts.values()))
+        key = self._owned_serial  # moves when an application's ownership or a host changes
         view = self._ownership_cache
         if view is None or view.key != key:
             seen: set[tuple[str, int]] = set()

@@ -346,6 +346,7 @@ class Sim(GroupInvariants):
             host.listener = self._make_listener(name)
         host.app.last_poll = self.now
         self.hosts[name] = host
+        self._owned_serial += 1  # a host started: the ownership view changes
         machine.subscribe([TOPIC], listener=_AppListener(host.listener), now=self._s())
         self._line(f"{name} start #{incarnation}")
         self._pump(host)
