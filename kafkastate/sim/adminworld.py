@@ -51,7 +51,6 @@ from collections.abc import Hashable, Mapping
 from typing import Any, Final
 
 import attrs
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from kafkastate.core.admin import AdminConfig, AdminMachine, AdminOperationCompleted
@@ -60,7 +59,7 @@ from kafkastate.core.client import ClientConfig
 from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.metadata import MetadataConfig
 from kafkastate.core.protocol.requests import build, nested_type
-from kafkastate.core.protocol.versions import ApiKey
+from kafkastate.core.protocol.versions import ApiKey, response_type
 from kafkastate.errors import (
     KafkaError,
     KafkaTimeoutError,
@@ -218,7 +217,7 @@ class AdminCluster(SimCluster):
             and node == self.coordinator_node
             and now < self.loading_until
         ):
-            cls = load_response_schema(key, version)
+            cls = response_type(key, version)
             answer = build(
                 cls, throttle_time=_NO_TIME, topics=(), error_code=ErrorCode(_LOAD_IN_PROGRESS)
             )
@@ -234,7 +233,7 @@ class AdminCluster(SimCluster):
         # every partition the group committed (the admin's "all of them")
         group = self.coordinator.groups.get(body.group_id)
         offsets = {} if group is None else group.offsets
-        cls = load_response_schema(ApiKey.OFFSET_FETCH, version)
+        cls = response_type(ApiKey.OFFSET_FETCH, version)
         topic_cls = nested_type(cls, "OffsetFetchResponseTopic")
         part_cls = nested_type(cls, "OffsetFetchResponsePartition")
         topics = []
@@ -255,7 +254,7 @@ class AdminCluster(SimCluster):
         return build(cls, throttle_time=_NO_TIME, topics=tuple(topics), error_code=ErrorCode(0))
 
     def _create_topics(self, version: int, body: Any, now: float) -> Any:
-        cls = load_response_schema(CREATE_TOPICS, version)
+        cls = response_type(CREATE_TOPICS, version)
         result = nested_type(cls, "CreatableTopicResult")
         out = []
         for t in body.topics:
@@ -286,7 +285,7 @@ class AdminCluster(SimCluster):
         return build(cls, throttle_time=_NO_TIME, topics=tuple(out))
 
     def _delete_records(self, node: int, version: int, body: Any) -> Any:
-        cls = load_response_schema(DELETE_RECORDS, version)
+        cls = response_type(DELETE_RECORDS, version)
         topic_cls = nested_type(cls, "DeleteRecordsTopicResult")
         part_cls = nested_type(cls, "DeleteRecordsPartitionResult")
         topics = tuple(

@@ -56,6 +56,7 @@ import attrs
 
 from kafkastate.adapters._common import MACHINE_HOOKS
 from kafkastate.core.consumer.consumer import ConsumerMachine
+from kafkastate.core.consumer.group import GroupMember
 from kafkastate.core.metadata import NodeId
 from kafkastate.sim.app import GROUP, TOPIC, _GroupHost
 from kafkastate.sim.coordinator import GroupState
@@ -543,11 +544,16 @@ class AsyncSim(Sim):
         if host is not None:
             host.consumers.append(machine)
 
-    def _note_received(self, host: _GroupHost) -> None:
-        """G6's bookkeeping, from the machines of your code's consumers."""
-        if isinstance(host, _AsyncHost) and host.alive:
-            for machine in host.consumers:
-                self._note_member(machine.member)
+    def _check_safety(self, kind: str) -> None:
+        # G6's bookkeeping from the machines of your code's consumers (the checks read a
+        # host's own machine, which for your code is the network endpoint), then the checks
+        for host in self.hosts.values():
+            if isinstance(host, _AsyncHost) and host.alive:
+                for machine in host.consumers:
+                    member = machine.member
+                    if isinstance(member, GroupMember):
+                        self._note_received(host, member)
+        super()._check_safety(kind)
 
     # ------------------------------------------------------------------ network
 

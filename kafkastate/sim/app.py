@@ -6,6 +6,16 @@ listener are the machine's) and a small application: it polls, "processes" each 
 drawn time (handing it to the user's ``process`` first, when a test gives an application),
 commits what it processed, and runs the listener calls the machine asks for (taking
 ``revoke_ms`` over a revocation), keeping the books the invariants read.
+
+The application is event-driven, like a ``poll(timeout)`` loop: once it has processed a
+batch it polls again at once, and with nothing to hand out it sleeps in ``poll`` until its
+consumer machine has records (:class:`~kafkastate.core.consumer.fetcher.RecordsFetched`)
+or fails (:class:`~kafkastate.core.consumer.fetcher.GroupFailed`), its poll timeout
+(:data:`POLL_TIMEOUT_MS`) passes, or its own periodic commit is due. Every poll -- the
+timed-out ones too -- restarts the member's ``max.poll.interval`` clock, as a consumer
+blocked in ``poll`` does; an application that processes (or stalls) for longer stops
+polling, which is what PI and the ``pause`` fault exercise. Listener calls run as the
+machine asks for them (:meth:`GroupApp._group_step`), whatever the application is doing.
 """
 
 from __future__ import annotations
@@ -19,7 +29,8 @@ from kafkastate.core.consumer.consumer import (
     ConsumerMachine,
     ListenerCallRequested,
 )
-from kafkastate.core.consumer.fetcher import GroupFailed, OffsetsCommitted
+from kafkastate.core.consumer.fetcher import GroupFailed, OffsetsCommitted, RecordsFetched
+from kafkastate.core.consumer.group import GroupMember
 from kafkastate.errors import KafkaError
 from kafkastate.sim.cluster import response_frame
 from kafkastate.sim.host import HostDriver, _Host
@@ -30,11 +41,13 @@ from kafkastate.structs import TopicPartition
 if TYPE_CHECKING:
     from kafkastate.sim.world import SimConfig
 
-__all__ = ["AUTO_COMMIT_MS", "GROUP", "TICK_MS", "TOPIC", "GroupApp"]
+__all__ = ["AUTO_COMMIT_MS", "GROUP", "POLL_TIMEOUT_MS", "TOPIC", "GroupApp"]
 
 GROUP: Final = "sim-group"
 TOPIC: Final = "events"
-TICK_MS: Final = 100  # how often an idle application polls
+POLL_TIMEOUT_MS: Final = 1_000
+"""The application's ``poll`` timeout: how long it sleeps in poll with nothing handed out
+(less than any drawn ``max.poll.interval``: an idle application keeps its membership)."""
 AUTO_COMMIT_MS: Final = 2_000  # the application's commit period
 
 
@@ -53,6 +66,8 @@ class _App:
     history: list[tuple[str, tuple[str, int]]] = attrs.Factory(list)  # callbacks per tp
     history_checked: int = 0  # how much of it G4 has read
     callback_state: dict[tuple[str, int], str] = attrs.Factory(dict)
+    turn: int | None = None  # the scheduled event of its next turn (None: none pending)
+    turn_at: int = 0  # and when it is due
 
 
 class _AppListener:
@@ -77,6 +92,11 @@ class _GroupHost(_Host[ConsumerMachine]):
         super().__init__(name, machine, incarnation)
         self.app = _App()
         self.listener: Any = None  # the application's, when a test gives one
+        member = machine.member  # fixed for the machine's life
+        self.classic: GroupMember | None = member if isinstance(member, GroupMember) else None
+        """The classic group member, read by the checks after every event (None for a
+        KIP-848 member)."""
+        self.noted: tuple[str, int] | None = None  # G6's last noted (member, generation)
 
 
 class GroupApp(HostDriver[_GroupHost]):
@@ -85,7 +105,7 @@ class GroupApp(HostDriver[_GroupHost]):
     config: SimConfig
     consumed: dict[tuple[str, int], set[int]]
     written: int
-    _owned_serial = 0  # moves whenever an application's ``owned`` changes (the checks' cache)
+    _owned_serial = 0  # moves whenever an application's ``owned`` or a host's life changes
 
     def _on_machine_event(self, host: _GroupHost, event: Any) -> bool:
         match event:
@@ -93,11 +113,38 @@ class GroupApp(HostDriver[_GroupHost]):
                 host.app.calls.append(event)
             case OffsetsCommitted(error=error) | AutoCommitted(error=error):
                 self.stats["commit ok" if error is None else "commit failed"] += 1
+            case RecordsFetched():
+                self._wake(host)  # poll has something to hand out
             case GroupFailed(error=error):
                 self._line(f"{host.name} group failed {error!r}")
+                self._wake(host)  # poll raises it
             case _:
                 pass
         return True
+
+    def _turn_at(self, host: _GroupHost, t: int) -> None:
+        """Have the application's next turn at ``t``, unless one is due before: one turn
+        is pending at a time, and a later one is taken off the schedule."""
+        app = host.app
+        if app.turn is not None:
+            if app.turn_at <= t:
+                return
+            self._cancel(app.turn)
+        app.turn_at = t
+        app.turn = self._at(t, "app", (host.name, host.incarnation))
+
+    def _crash_host(self, host: _GroupHost) -> None:
+        super()._crash_host(host)
+        self._owned_serial += 1
+        if host.app.turn is not None:
+            self._cancel(host.app.turn)  # the process is gone, its turns with it
+            host.app.turn = None
+
+    def _wake(self, host: _GroupHost) -> None:
+        """The machine has news for an application sleeping in ``poll``: it returns now
+        (one still processing polls when it is done)."""
+        if host.app.busy_until <= self.now:
+            self._turn_at(host, self.now)
 
     def _after_drain(self, host: _GroupHost) -> None:
         self._group_step(host)
@@ -171,13 +218,17 @@ class GroupApp(HostDriver[_GroupHost]):
         raise NotImplementedError
 
     def _on_app(self, name: str, incarnation: int) -> None:
-        """One turn of the application: poll, process, commit."""
+        """One turn of the application: poll, process, commit; then its next turn."""
         host = self._live(name, incarnation)
-        if host is None or self._deferred(host, "app", (name, incarnation)):
+        if host is None:
             return
         app, m = host.app, host.machine
+        app.turn = None
+        if host.paused_until > self.now:  # a stalled process does nothing until it ends
+            self._turn_at(host, host.paused_until)
+            return
         if self.now < app.busy_until:
-            self._at(app.busy_until, "app", (name, incarnation))
+            self._turn_at(host, app.busy_until)
             return
         self._check_poll_interval(host)
         app.last_poll = self.now
@@ -224,7 +275,15 @@ class GroupApp(HostDriver[_GroupHost]):
                 )
                 self._line(f"{name} processes slowly until {app.busy_until}")
         self._pump(host)
-        self._at(max(app.busy_until, self.now + TICK_MS), "app", (name, incarnation))
+        if app.busy_until > self.now:
+            self._turn_at(host, app.busy_until)  # it polls again once the batch is done
+        elif took and m.fetcher.has_records():
+            self._turn_at(host, self.now)  # more fetched than one poll hands out
+        else:  # asleep in poll: until its timeout, its commit, or _wake
+            due = self.now + POLL_TIMEOUT_MS
+            if periodic and app.processed:
+                due = min(due, app.next_commit)
+            self._turn_at(host, due)
 
     def _on_write(self) -> None:
         """The producer side of the workload: records appended to every partition."""

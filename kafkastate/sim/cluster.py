@@ -31,14 +31,13 @@ from collections.abc import Hashable, Mapping
 from typing import Any, Final
 
 import attrs
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16
 
 from kafkastate.core.protocol.records import RecordBatchBuilder
 from kafkastate.core.protocol.requests import build, nested_type
-from kafkastate.core.protocol.versions import ApiKey
+from kafkastate.core.protocol.versions import ApiKey, request_type, response_type
 from kafkastate.sim.coordinator import ClassicCoordinator, commit_answer
 
 __all__ = ["SERVED_VERSIONS", "Request", "SimCluster"]
@@ -89,7 +88,7 @@ def parse_request(frame: bytes) -> Request:
     """Decode one request frame (without its size prefix)."""
     api_key, version, correlation_id, client_len = struct.unpack_from(">hhih", frame, 0)
     pos = 10 + max(client_len, 0)
-    cls = load_request_schema(api_key, version)
+    cls = request_type(api_key, version)
     if cls.__flexible__:
         pos += 1  # no tagged header fields
     body, _size = entity_reader(cls)(frame, pos)
@@ -280,7 +279,7 @@ class SimCluster:
     # ------------------------------------------------------------- answers
 
     def _api_versions(self, version: int) -> Any:
-        cls = load_response_schema(ApiKey.API_VERSIONS, version)
+        cls = response_type(ApiKey.API_VERSIONS, version)
         entry = nested_type(cls, "ApiVersion")
         keys = tuple(
             entry(api_key=i16(k), min_version=i16(lo), max_version=i16(hi))
@@ -289,7 +288,7 @@ class SimCluster:
         return build(cls, error_code=ErrorCode(0), api_keys=keys, throttle_time=_NO_TIME)
 
     def _metadata(self, version: int, body: Any) -> Any:
-        cls = load_response_schema(ApiKey.METADATA, version)
+        cls = response_type(ApiKey.METADATA, version)
         broker_cls = nested_type(cls, "MetadataResponseBroker")
         topic_cls = nested_type(cls, "MetadataResponseTopic")
         part_cls = nested_type(cls, "MetadataResponsePartition")
@@ -340,7 +339,7 @@ class SimCluster:
         )
 
     def _find_coordinator(self, version: int, body: Any) -> Any:
-        cls = load_response_schema(ApiKey.FIND_COORDINATOR, version)
+        cls = response_type(ApiKey.FIND_COORDINATOR, version)
         node = self.coordinator_node
         fields: dict[str, Any] = {
             "node_id": node,
@@ -357,7 +356,7 @@ class SimCluster:
         return build(cls, throttle_time=_NO_TIME, **fields)
 
     def _offset_fetch(self, version: int, body: Any) -> Any:
-        cls = load_response_schema(ApiKey.OFFSET_FETCH, version)
+        cls = response_type(ApiKey.OFFSET_FETCH, version)
         topic_cls = nested_type(cls, "OffsetFetchResponseTopic")
         part_cls = nested_type(cls, "OffsetFetchResponsePartition")
         group = self.coordinator.groups.get(body.group_id)
@@ -379,7 +378,7 @@ class SimCluster:
         return build(cls, throttle_time=_NO_TIME, topics=tuple(topics), error_code=ErrorCode(0))
 
     def _list_offsets(self, node: int, version: int, body: Any) -> Any:
-        cls = load_response_schema(ApiKey.LIST_OFFSETS, version)
+        cls = response_type(ApiKey.LIST_OFFSETS, version)
         topic_cls = nested_type(cls, "ListOffsetsTopicResponse")
         part_cls = nested_type(cls, "ListOffsetsPartitionResponse")
         topics = []
@@ -411,28 +410,38 @@ class SimCluster:
         return build(cls, throttle_time=_NO_TIME, topics=tuple(topics))
 
     def _fetch(self, node: int, version: int, body: Any, *, empty_ok: bool = False) -> Any:
-        cls = load_response_schema(ApiKey.FETCH, version)
-        topic_cls = nested_type(cls, "FetchableTopicResponse")
-        part_cls = nested_type(cls, "PartitionData")
-        aborted_cls = nested_type(cls, "AbortedTransaction")
+        """The answer to a Fetch, or None while it has nothing to return (and may wait):
+        the partitions are read first, the answer built only when it is given."""
         committed_only = int(getattr(body, "isolation_level", 0)) == 1
         budget = int(body.max_bytes)
         anything = False
-        topics = []
+        reads = []
         for t in body.topics:
             parts = []
             for p in t.partitions:
                 tp = (str(t.topic), int(p.partition))
                 limit = min(int(p.partition_max_bytes), max(budget, 1))
-                code, data, end, lso, aborted = self._read_partition(
+                read = self._read_partition(
                     node, tp, int(p.fetch_offset), limit, committed_only=committed_only
                 )
-                budget -= len(data)
-                anything = anything or bool(data) or code != 0
-                parts.append(
+                budget -= len(read[1])
+                anything = anything or bool(read[1]) or read[0] != 0
+                parts.append((tp[1], read))
+            reads.append((t.topic, parts))
+        if not anything and not empty_ok:
+            return None
+        cls = response_type(ApiKey.FETCH, version)
+        topic_cls = nested_type(cls, "FetchableTopicResponse")
+        part_cls = nested_type(cls, "PartitionData")
+        aborted_cls = nested_type(cls, "AbortedTransaction")
+        topics = tuple(
+            build(
+                topic_cls,
+                topic=topic,
+                partitions=tuple(
                     build(
                         part_cls,
-                        partition_index=tp[1],
+                        partition_index=partition,
                         error_code=ErrorCode(code),
                         high_watermark=end,
                         last_stable_offset=lso,
@@ -444,16 +453,17 @@ class SimCluster:
                         preferred_read_replica=-1,
                         records=data,
                     )
-                )
-            topics.append(build(topic_cls, topic=t.topic, partitions=tuple(parts)))
-        if not anything and not empty_ok:
-            return None
+                    for partition, (code, data, end, lso, aborted) in parts
+                ),
+            )
+            for topic, parts in reads
+        )
         return build(
             cls,
             throttle_time=_NO_TIME,
             error_code=ErrorCode(0),
             session_id=0,
-            responses=tuple(topics),
+            responses=topics,
         )
 
     def _read_partition(
@@ -477,7 +487,7 @@ def _of(token: Hashable, connection: Hashable) -> bool:
 
 def _not_coordinator(key: int, version: int, body: Any) -> Any:
     """The NOT_COORDINATOR answer of a coordinator API at a broker that is not one."""
-    cls = load_response_schema(key, version)
+    cls = response_type(key, version)
     code = _NOT_COORDINATOR
     if key == ApiKey.OFFSET_COMMIT:
         topics = commit_answer(cls, "OffsetCommit", body.topics, code)

@@ -33,6 +33,7 @@ class _Host(Generic[M]):
         self.paused_until = 0
         self.last_timer = -1
         self.timer_serial = 0
+        self.timer_event: int | None = None  # the scheduled timer event, until it runs
         self.pauses: list[tuple[int, int]] = []  # stalls: (start, end) ms
         self.connecting: dict[NodeId, int] = {}  # the latest connect attempt per node
         self.spins = 0
@@ -51,9 +52,13 @@ class HostDriver(Network[H]):
         if timer is not None:
             due = max(self.now, _ms_at(timer))
             if host.timer_at is None or due < host.timer_at:
-                host.timer_at = due  # the one timer event that counts (earlier ones lapse)
+                host.timer_at = due  # the one timer event that counts
                 host.timer_serial += 1
-                self._at(due, "timer", (host.name, host.incarnation, host.timer_serial))
+                if host.timer_event is not None:
+                    self._cancel(host.timer_event)  # the later one it replaces
+                host.timer_event = self._at(
+                    due, "timer", (host.name, host.incarnation, host.timer_serial)
+                )
 
     def _drain(self, host: H) -> bool:
         """The machine's events and bytes; False if the host stopped (its process died)."""
@@ -131,6 +136,7 @@ class HostDriver(Network[H]):
         host = self._live(name, incarnation)
         if host is None or serial != host.timer_serial:
             return
+        host.timer_event = None
         if self._deferred(host, "timer", (name, incarnation, serial)):
             return
         host.timer_at = None
@@ -151,6 +157,9 @@ class HostDriver(Network[H]):
     def _crash_host(self, host: H) -> None:
         self._line(f"fault crash {host.name}")
         host.alive = False
+        if host.timer_event is not None:
+            self._cancel(host.timer_event)  # a dead host's timer would find nothing to do
+            host.timer_event = None
         for conn in list(host.conns.values()):
             self._close(conn, notify_client=False)
         host.conns.clear()

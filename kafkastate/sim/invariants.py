@@ -58,14 +58,14 @@ if TYPE_CHECKING:
 __all__ = ["GroupInvariants", "TxnInvariants"]
 
 # a classic member in these states has applied its generation's assignment
-_HAS_ASSIGNMENT = frozenset({MemberState.ASSIGNING, MemberState.STABLE})
+_HAS_ASSIGNMENT = (MemberState.ASSIGNING, MemberState.STABLE)  # a tuple: no Enum.__hash__
 
 
 @attrs.frozen
 class _OwnershipView:
     """The applications' ownership as of one key (see ``_ownership_view``)."""
 
-    key: tuple[Any, ...]
+    key: int
     text: str  # the trace line's part
     overlap: bool  # two alive hosts own a partition in common
 
@@ -159,11 +159,14 @@ class GroupInvariants(GroupApp):
             self._check_double_ownership()
         for host in self.hosts.values():
             app = host.app
-            self._note_received(host)
+            member = host.classic
+            if member is None or not host.alive:
+                if app.history_checked != len(app.history):
+                    self._check_callback_order(host)
+                continue
+            self._note_received(host, member)
             if (  # cheapest tests first: this runs for every host after every event
                 app.owned
-                and host.alive
-                and isinstance(member := host.machine.member, GroupMember)
                 and "join" in member.requests_in_flight
                 and member.config.rebalance_protocol is RebalanceProtocol.EAGER
             ):
@@ -182,27 +185,23 @@ class GroupInvariants(GroupApp):
             except AssertionError as exc:
                 raise InvariantViolation("USER", str(exc), at=self.now) from exc
 
-    def _note_received(self, host: _GroupHost) -> None:
+    def _note_received(self, host: _GroupHost, member: GroupMember) -> None:
         """G6's bookkeeping: the generations whose assignment each member id received (its
         SyncGroup answered, the assignment applied). Only those count as what it owns: the
-        coordinator stores an assignment the member may never get, or not get yet."""
-        if host.alive:
-            self._note_member(host.machine.member)
-
-    def _note_member(self, member: Any) -> None:
-        """G6's bookkeeping for one group member machine (see ``_note_received``)."""
-        if (
-            isinstance(member, GroupMember)
-            and member.generation >= 0
-            and member.state in _HAS_ASSIGNMENT
-        ):
-            self._received.setdefault(member.member_id, set()).add(member.generation)
+        coordinator stores an assignment the member may never get, or not get yet. (A host
+        notes each (member id, generation) once.)"""
+        generation = member.generation
+        if generation >= 0 and member.state in _HAS_ASSIGNMENT:
+            noted = (member.member_id, generation)
+            if host.noted != noted:
+                host.noted = noted
+                self._received.setdefault(member.member_id, set()).add(generation)
 
     def _ownership_view(self) -> _OwnershipView:
         """What the applications own, as the trace line shows it and whether two alive
         hosts' sets overlap; recomputed only when an application's ownership or a host
         changed (the key), not after every event."""
-        key = (self._owned_serial, *((h.incarnation, h.alive) for h in self.hosts.values()))
+        key = self._owned_serial  # moves when an application's ownership or a host changes
         view = self._ownership_cache
         if view is None or view.key != key:
             seen: set[tuple[str, int]] = set()

@@ -83,8 +83,8 @@ class Network(Scheduler, Generic[H]):
         # per (connection, direction): the delivery already due at the pipe's last time
         self._in_air: dict[tuple[int, str], tuple[int, list[bytes]]] = {}
         self._inbox: dict[int, list[bytes]] = {}  # arrived while the host was paused
-        self._coord_timer: int | None = None
-        self._fetch_timer: int | None = None
+        self._coord_timer: tuple[int, int] | None = None  # (due ms, its event)
+        self._fetch_timer: tuple[int, int] | None = None
         self._chaos = True
         self._crashed_brokers: set[int] = set()
         self.stats: dict[str, int] = defaultdict(int)
@@ -229,18 +229,22 @@ class Network(Scheduler, Generic[H]):
         self._arm_cluster_timers()
 
     def _arm_cluster_timers(self) -> None:
+        """One event for the coordinator's deadline and one for the held Fetches' (one
+        that an earlier deadline replaces is taken off the schedule)."""
         due = self.cluster.coordinator.get_timer()
         if due is not None:
             t = _ms_at(due)
-            if self._coord_timer is None or t < self._coord_timer:
-                self._coord_timer = t
-                self._at(t, "coordinator", ())
+            if self._coord_timer is None or t < self._coord_timer[0]:
+                if self._coord_timer is not None:
+                    self._cancel(self._coord_timer[1])
+                self._coord_timer = (t, self._at(t, "coordinator", ()))
         held = self.cluster.next_fetch_deadline()
         if held is not None:
             t = _ms_at(held)
-            if self._fetch_timer is None or t < self._fetch_timer:
-                self._fetch_timer = t
-                self._at(t, "fetches", ())
+            if self._fetch_timer is None or t < self._fetch_timer[0]:
+                if self._fetch_timer is not None:
+                    self._cancel(self._fetch_timer[1])
+                self._fetch_timer = (t, self._at(t, "fetches", ()))
 
     def _on_coordinator(self) -> None:
         self._coord_timer = None

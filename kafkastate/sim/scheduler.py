@@ -4,7 +4,10 @@ One discrete-event loop over a heap of ``(time ms, tiebreak, sequence, kind, arg
 Virtual time jumps from event to event; an event of kind ``k`` runs the world's ``_on_k``
 method, then the world's safety invariants (``_check_safety``). An event due before the
 current time fails the run as ``TIME`` (the harness's own check: virtual time never runs
-backwards). Same-time tie-breaks are
+backwards). An event a later decision made pointless -- a timer an earlier deadline
+replaced, an application's poll timeout when records woke it first -- is taken off the
+schedule (:meth:`Scheduler._cancel`): it never runs, so it costs no safety check and writes
+no trace line. Same-time tie-breaks are
 :class:`~kafkastate.sim.entropy.Entropy` draws (only in runs with faults), so a run is a
 function of the seed (or the tape) and the code: the :attr:`Scheduler.trace` lines and their
 hash (:meth:`Scheduler.trace_hash`) are identical on every replay.
@@ -57,6 +60,7 @@ class Scheduler:
         self._heap: list[tuple[int, int, int, str, tuple[Any, ...]]] = []
         self._seq = 0
         self._handlers: dict[str, Callable[..., None]] = {}
+        self._cancelled: set[int] = set()  # sequence numbers of events taken off
 
     def run_for(self, ms: int) -> None:
         """Advance virtual time by ``ms``, checking the safety invariants after each event."""
@@ -67,8 +71,12 @@ class Scheduler:
         return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()
 
     def _run_until(self, until: int) -> None:
+        cancelled = self._cancelled
         while self._heap and self._heap[0][0] <= until:
-            t, _tb, _seq, kind, args = heapq.heappop(self._heap)
+            t, _tb, seq, kind, args = heapq.heappop(self._heap)
+            if cancelled and seq in cancelled:
+                cancelled.discard(seq)
+                continue
             if t < self.now:  # the harness checks itself: virtual time never runs back
                 raise InvariantViolation(
                     "TIME", f"a {kind} event due at {t} ms ran after {self.now} ms", at=self.now
@@ -87,10 +95,18 @@ class Scheduler:
             self._check_safety(kind)
         self.now = max(self.now, until)
 
-    def _at(self, t: int, kind: str, args: tuple[Any, ...]) -> None:
+    def _at(self, t: int, kind: str, args: tuple[Any, ...]) -> int:
+        """Schedule an event of ``kind`` at ``t`` (not before now); returns its sequence
+        number, which :meth:`_cancel` takes."""
         tiebreak = self.entropy.below(4, "tiebreak") if self.config.faults else 0
         self._seq += 1
         heapq.heappush(self._heap, (max(t, self.now), tiebreak, self._seq, kind, args))
+        return self._seq
+
+    def _cancel(self, seq: int) -> None:
+        """Take a scheduled event off the schedule: it never runs, is not counted and
+        writes no trace line (as if it had not been scheduled; its tie-break was drawn)."""
+        self._cancelled.add(seq)
 
     def _line(self, text: str) -> None:
         self.trace.append(f"{self.now} {text}")

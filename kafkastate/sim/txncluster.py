@@ -63,14 +63,13 @@ from collections.abc import Hashable, Mapping
 from typing import Any, Final
 
 import attrs
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
 from kafkastate.core.protocol.framing import encode_request
 from kafkastate.core.protocol.records import ControlRecordType, build_control_batch, iter_batches
 from kafkastate.core.protocol.requests import build, nested_type
-from kafkastate.core.protocol.versions import ApiKey
+from kafkastate.core.protocol.versions import ApiKey, request_type, response_type
 from kafkastate.sim.cluster import SERVED_VERSIONS, PartitionLog, Request, SimCluster, parse_request
 from kafkastate.sim.coordinator import ClassicCoordinator, commit_answer
 
@@ -319,7 +318,7 @@ class Marker:
 
     def frame(self) -> bytes:
         """The request frame (WriteTxnMarkers v1) this marker travels as."""
-        cls = load_request_schema(WRITE_TXN_MARKERS, _MARKER_VERSION)
+        cls = request_type(WRITE_TXN_MARKERS, _MARKER_VERSION)
         marker_cls = nested_type(cls, "WritableTxnMarker")
         topic_cls = nested_type(cls, "WritableTxnMarkerTopic")
         body = build(
@@ -438,7 +437,7 @@ class TxnCluster(SimCluster):
     # -- produce
 
     def _produce(self, node: int, version: int, body: Any) -> Any:
-        cls = load_response_schema(ApiKey.PRODUCE, version)
+        cls = response_type(ApiKey.PRODUCE, version)
         topic_cls = nested_type(cls, "TopicProduceResponse")
         part_cls = nested_type(cls, "PartitionProduceResponse")
         leader_cls = getattr(sys.modules[cls.__module__], "LeaderIdAndEpoch", None)
@@ -594,7 +593,7 @@ class TxnCluster(SimCluster):
         return _replace(answer, topics=tuple(topics))
 
     def _offset_fetch(self, version: int, body: Any) -> Any:
-        cls = load_response_schema(ApiKey.OFFSET_FETCH, version)
+        cls = response_type(ApiKey.OFFSET_FETCH, version)
         topic_cls = nested_type(cls, "OffsetFetchResponseTopic")
         part_cls = nested_type(cls, "OffsetFetchResponsePartition")
         group = self.coordinator.groups.get(body.group_id)
@@ -630,7 +629,7 @@ class TxnCluster(SimCluster):
     def _txn_answer(self, key: int, version: int, code: int, **fields: Any) -> Any:
         if code:
             self.counts[f"refused {key} {code}"] += 1
-        cls = load_response_schema(key, version)
+        cls = response_type(key, version)
         return build(cls, throttle_time=_NO_TIME, error_code=ErrorCode(code), **fields)
 
     def _to(self, meta: TxnMeta, state: str) -> None:
@@ -737,7 +736,7 @@ class TxnCluster(SimCluster):
             )
 
     def _add_partitions(self, node: int, version: int, body: Any, now: float) -> Any:
-        cls = load_response_schema(ADD_PARTITIONS_TO_TXN, version)
+        cls = response_type(ADD_PARTITIONS_TO_TXN, version)
         topic_cls = nested_type(cls, "AddPartitionsToTxnTopicResult")
         part_cls = nested_type(cls, "AddPartitionsToTxnPartitionResult")
         tid = body.v3_and_below_transactional_id
@@ -893,7 +892,7 @@ class TxnCluster(SimCluster):
         """Broker ``node`` handles a WriteTxnMarkers frame; returns the answer frame."""
         request = parse_request(frame)
         body = request.body
-        cls = load_response_schema(WRITE_TXN_MARKERS, request.version)
+        cls = response_type(WRITE_TXN_MARKERS, request.version)
         result_cls = nested_type(cls, "WritableTxnMarkerResult")
         topic_cls = nested_type(cls, "WritableTxnMarkerTopicResult")
         part_cls = nested_type(cls, "WritableTxnMarkerPartitionResult")
@@ -1017,7 +1016,7 @@ class TxnCluster(SimCluster):
         marker = self.markers.get(mid)
         if marker is None:
             return  # sent again meanwhile; the newer copy counts
-        cls = load_response_schema(WRITE_TXN_MARKERS, _MARKER_VERSION)
+        cls = response_type(WRITE_TXN_MARKERS, _MARKER_VERSION)
         body = decode_body(cls, memoryview(frame), 5)
         codes = [int(p.error_code) for m in body.markers for t in m.topics for p in t.partitions]
         if any(code in (_NOT_LEADER, _NOT_COORDINATOR, _UNKNOWN_TOPIC) for code in codes):
@@ -1034,7 +1033,7 @@ class TxnCluster(SimCluster):
     # -- transactional offsets (the group coordinator)
 
     def _txn_offset_commit(self, node: int, version: int, body: Any) -> Any:
-        cls = load_response_schema(TXN_OFFSET_COMMIT, version)
+        cls = response_type(TXN_OFFSET_COMMIT, version)
         group, pid, epoch = str(body.group_id), int(body.producer_id), int(body.producer_epoch)
         code = _NONE
         if node != self.coordinator_node:

@@ -352,10 +352,11 @@ class Sim(GroupInvariants):
             host.listener = self._make_listener(name)
         host.app.last_poll = self.now
         self.hosts[name] = host
+        self._owned_serial += 1  # a host started: the ownership view changes
         machine.subscribe([TOPIC], listener=_AppListener(host.listener), now=self._s())
         self._line(f"{name} start #{incarnation}")
         self._pump(host)
-        self._at(self.now, "app", (name, incarnation))
+        self._turn_at(host, self.now)
 
     def _group_config(self, name: str) -> GroupConfig | ConsumerGroupConfig:
         """Host ``name``'s group membership settings."""

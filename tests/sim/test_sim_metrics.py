@@ -39,7 +39,9 @@ def test_counters_replay_and_tell_what_the_group_did(seed: int) -> None:
         fetch = reports[name]["consumer-fetch-manager-metrics"]
         group = reports[name]["consumer-coordinator-metrics"]
         assert fetch["records-lag-max"] == 0, name
-        if fetch["assigned-partitions"]:
+        if fetch["records-consumed-total"]:
+            # (a member given its partitions just before the group settled -- the run
+            # ends then -- may not have had a Fetch answered yet)
             assert fetch["fetch-total"] >= 1
         assert group["rebalance-total"] >= 1
         assert group["failed-rebalance-total"] == 0
