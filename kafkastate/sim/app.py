@@ -32,7 +32,6 @@ from kafkastate.core.consumer.consumer import (
 from kafkastate.core.consumer.fetcher import GroupFailed, OffsetsCommitted, RecordsFetched
 from kafkastate.core.consumer.group import GroupMember
 from kafkastate.errors import KafkaError
-from kafkastate.sim.cluster import response_frame
 from kafkastate.sim.host import HostDriver, _Host
 from kafkastate.sim.network import _token
 from kafkastate.sim.scheduler import InvariantViolation
@@ -297,6 +296,7 @@ class GroupApp(HostDriver[_GroupHost]):
         self.written += cfg.records
         self._line("write")
         for token, request, body in self.cluster.due_fetches(self._s()):
-            conn = self._conns[_token(token)[0]]
-            if conn.open:
-                self._send(conn, "down", response_frame(request, body))
+            # (answered as every request is: the connection's next request is served
+            # then -- sent straight down, a fetch answered early by new records stayed the
+            # broker's outstanding request and everything behind it waited for ever)
+            self._respond(self._conns[_token(token)[0]], request, body)

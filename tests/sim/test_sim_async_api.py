@@ -261,9 +261,11 @@ def test_trio_code_runs_in_the_simulation_and_replays() -> None:
 
 def test_a_trio_listener_that_loses_a_commit_is_found(kafka_sim: KafkaSim) -> None:
     failure = kafka_sim.sweep(
-        member=trio_member_with(NoWait), final=every_record_once, reset=reset, seeds=SEEDS,
-        backend="trio", faults=("delay", "coordinator_move"),
+        member=trio_member_with(NoWait), final=every_record_once, reset=reset,
+        seeds=range(14, 20), backend="trio", faults=("delay", "coordinator_move"),
     )  # fmt: skip
+    # (seeds 0-7 found only seed 4's L1, which was the simulator's fetch bug; 16 and 19
+    # lose a commit)
     # the record finished after the revocation is processed again (USER), or its stale
     # offset is never committed and the group's commits stop short of the end (L1)
     assert failure is not None and failure.invariant in {"USER", "L1"}, failure
@@ -272,3 +274,38 @@ def test_a_trio_listener_that_loses_a_commit_is_found(kafka_sim: KafkaSim) -> No
         failure, member=trio_member_with(NoWait), final=every_record_once, reset=reset
     )
     assert again.trace_hash == failure.trace_hash
+
+
+def test_start_returns_with_an_assignment_that_came_before_the_metadata() -> None:
+    # Found by this API (seed 89): m3's SyncGroup answer came before its metadata named
+    # the topic; start() then waited its whole 40 s, m3 missed max_poll_interval and left,
+    # and the poll after that queued a JoinGroup nothing sent: the group never settled.
+    reset()
+    run_async(89, member_with(Handoff), final=every_record_once)
+
+
+async def commit_loop(m: SimMember, consumer: Any) -> None:
+    while m.running:
+        await consumer.getmany(timeout_ms=100)
+        await consumer.commit()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_fetch_answered_early_by_new_records_does_not_hold_up_the_connection(
+    backend: str,
+) -> None:
+    # Found by this API (seed 3): the simulated broker answered a waiting Fetch when new
+    # records came without ending it as the connection's request in service, so the
+    # FindCoordinator behind it on that connection was never answered and the member's
+    # commit timed out -- the simulator's bug, not the client's.
+    async def on_asyncio(m: SimMember) -> None:
+        options = m.consumer_options(enable_auto_commit=False)
+        async with AIOKafkaConsumer(m.topic, **options) as consumer:
+            await commit_loop(m, consumer)
+
+    async def on_trio(m: SimMember) -> None:
+        async with open_consumer(**m.consumer_options(enable_auto_commit=False)) as consumer:
+            consumer.subscribe([m.topic])
+            await commit_loop(m, consumer)
+
+    run_async(3, on_asyncio if backend == "asyncio" else on_trio, backend=backend)

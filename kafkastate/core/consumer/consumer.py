@@ -375,6 +375,9 @@ class ConsumerMachine:
         # The rebalance in progress: group events wait here, one at a time.
         self._group_events: deque[PartitionsRevoked | PartitionsAssigned] = deque()
         self._settled = True  # see assignment_settled
+        # An assignment was applied before the metadata knew every subscribed topic:
+        # settled once it does, if no rebalance followed (see _settle_on_metadata).
+        self._settle_pending = False
         self._manual = False  # assign() was called (until unsubscribe)
         # The head group event's progress: None (not started), "commit" (the auto-commit
         # before a revocation is in flight), "committed", "listener" (a call is out).
@@ -533,6 +536,7 @@ class ConsumerMachine:
         fetcher.client.request_metadata_update()
         self._subscribed = subscribed
         self._settled = False
+        self._settle_pending = False
         log.info(
             "subscribed to %s",
             ", ".join(subscribed) if compiled is None else f"pattern {compiled.pattern!r}",
@@ -1121,9 +1125,11 @@ class ConsumerMachine:
             self.fetcher.assignment_done(now=now)
             cluster = self.fetcher.client.cluster
             if all(cluster.partitions_for(t) for t in self._subscribed):
-                # (an assignment made before the metadata knew the topics is not the one
-                # the subscription asked for: the leader rejoins when it learns them)
                 self._settle()
+            else:
+                # (an assignment made before the metadata knew the topics may not be the
+                # one the subscription asked for: a leader rejoins when it learns them)
+                self._settle_pending = True
         if self.state is ConsumerState.LEAVING:
             self._group_events.clear()
             self._start_leave(now)
@@ -1169,7 +1175,25 @@ class ConsumerMachine:
         if known:
             self._settle()
 
+    def _settle_on_metadata(self) -> None:
+        """The metadata learned the subscribed topics after the assignment was applied:
+        with no rebalance since (a leader that assigned without them rejoined, and its
+        member is not stable), that assignment is the subscription's. Waiting for the next
+        assignment instead held aiokafka's ``start()`` for its whole timeout when a
+        member's first metadata came after its SyncGroup (found by the simulator)."""
+        member = self.fetcher.member
+        cluster = self.fetcher.client.cluster
+        if (
+            self._settle_pending
+            and not self._group_events
+            and member is not None
+            and member.stable
+            and all(cluster.partitions_for(t) for t in self._subscribed)
+        ):
+            self._settle()
+
     def _settle(self) -> None:
+        self._settle_pending = False
         if not self._settled:
             self._settled = True
             self._events.append(AssignmentSettled(assignment=self.fetcher.assignment()))
@@ -1292,4 +1316,5 @@ class ConsumerMachine:
             case MetadataUpdated():
                 if self.state is not ConsumerState.CLOSED:
                     self._follow_subscription(now)
+                    self._settle_on_metadata()
         self._events.append(event)

@@ -505,10 +505,10 @@ class FetcherMachine(ClientDriven):
         out, drained = decode.hand_out(self._completed, self._parts, max_records, self._take)
         if out:
             self.counters.consumed.record(sum(len(run[1]) for run in out), now)
-        if drained or (isinstance(member, ConsumerGroupMember) and member.has_requests):
-            # A KIP-848 member back from a poll timeout queues its join in polled(): with
-            # nothing else to step the machine it was never sent (found by the simulator;
-            # the classic member's rejoin keeps its own path)
+        if drained or (member is not None and member.has_requests):
+            # A member back from a poll timeout queues its join in polled(): with nothing
+            # else to step the machine (no assignment, so no fetch, heartbeat or timer) it
+            # was never sent (found by the simulator, KIP-848 first, then the classic one)
             self._step(now)
         return out
 

@@ -418,6 +418,11 @@ class GroupMember(MemberBase):
         """Neither closed nor failed."""
         return self.state not in (MemberState.CLOSED, MemberState.FAILED)
 
+    @property
+    def stable(self) -> bool:
+        """Whether the member holds its generation's assignment, no rebalance under way."""
+        return self.state is MemberState.STABLE and not self._rejoin
+
     def commit_identity(self) -> tuple[int, str, str | None]:
         """``(generation, member_id, group_instance_id)`` for OffsetCommit fencing: the
         coordinator refuses commits of an older generation (ILLEGAL_GENERATION)."""

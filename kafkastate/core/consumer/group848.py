@@ -193,6 +193,11 @@ class ConsumerGroupMember(MemberBase):
         return self.state not in (Member848State.CLOSED, Member848State.FAILED)
 
     @property
+    def stable(self) -> bool:
+        """Whether the member is reconciled to its target assignment."""
+        return self.state is Member848State.STABLE
+
+    @property
     def generation(self) -> int:
         """The member epoch, as the host's commit fencing reads it."""
         return self.epoch if self.epoch > 0 else -1

@@ -15,6 +15,7 @@ from kafkastate.core.client import ClientConfig
 from kafkastate.core.consumer.assignors import CooperativeStickyAssignor
 from kafkastate.core.consumer.consumer import (
     ALLOWED,
+    AssignmentSettled,
     AutoCommitted,
     ConsumerMachine,
     ConsumerState,
@@ -73,6 +74,7 @@ class ConsumerPeer(FetcherPeer):
         group: bool = True,
         listener: Any = None,
         auto_commit: bool = False,
+        topics: dict[str, dict[int, tuple[int, int]]] | None = None,
         **config: Any,
     ) -> None:
         cfg = FetcherConfig(
@@ -93,9 +95,9 @@ class ConsumerPeer(FetcherPeer):
         )
         fetcher = FetcherMachine(cfg, rng=random.Random(3), group=membership)
         machine = ConsumerMachine(fetcher, auto_commit=auto_commit, auto_commit_interval=5.0)
-        ScriptedCluster.__init__(
-            self, machine, topics={"t": {i: (1, 0) for i in range(partitions)}}
-        )
+        if topics is None:
+            topics = {"t": {i: (1, 0) for i in range(partitions)}}
+        ScriptedCluster.__init__(self, machine, topics=topics)
         if group:
             self.m.subscribe(["t"], listener=listener, now=0.0)
         else:
@@ -454,3 +456,50 @@ def test_records_given_back_are_handed_out_again_and_count_as_unread() -> None:
     peer.m.give_back(again[:1])
     peer.m.seek(("t", 0), 2, now=peer.now)
     assert peer.m.position(("t", 0)) == 2
+
+
+# ------------------------------------------------------------------ assignment settled
+
+
+def join_before_the_topic_is_known(*, leader: str) -> ConsumerPeer:
+    """A member whose metadata does not name ``t`` yet joins (the wait for it is over) and
+    is handed its assignment: by ``leader``'s, made knowing ``t``, or its own."""
+    peer = ConsumerPeer(topics={"u": {0: (1, 0)}})
+    answer_coordinator(peer)
+    while not peer.has(ApiKey.JOIN_GROUP):
+        peer.advance()  # the wait for "t" in metadata runs out
+    answer_join(peer, leader=leader)
+    answer_sync(peer, (("t", 0), ("t", 1)) if leader != "m-1" else None)
+    assert peer.m.client.cluster.partitions_for("t") is None
+    assert not peer.m.assignment_settled
+    peer.topics["t"] = {0: (1, 0), 1: (1, 0)}
+    return peer
+
+
+def settled_events(peer: ConsumerPeer) -> list[AssignmentSettled]:
+    return [e for e in peer.events if isinstance(e, AssignmentSettled)]
+
+
+def test_an_assignment_that_came_before_the_metadata_settles_when_the_metadata_comes() -> None:
+    # Found by the simulator (asyncio, seed 89): a follower's SyncGroup answer came before
+    # its metadata named the topic; once the metadata did, nothing settled the assignment,
+    # and aiokafka's start() waited its whole request_timeout_ms for a rebalance that
+    # never came (the member then missed max_poll_interval and left the group).
+    peer = join_before_the_topic_is_known(leader="m-0")
+    while peer.m.client.cluster.partitions_for("t") is None:
+        peer.advance()
+    assert peer.m.assignment_settled
+    assert settled_events(peer) == [AssignmentSettled(assignment=(("t", 0), ("t", 1)))]
+    assert not peer.has(ApiKey.JOIN_GROUP)  # the generation stands
+
+
+def test_a_leader_that_assigned_without_the_topic_settles_only_after_it_rejoined() -> None:
+    peer = join_before_the_topic_is_known(leader="m-1")
+    assert peer.m.assignment() == ()  # it knew no partitions to assign
+    while not peer.has(ApiKey.JOIN_GROUP):
+        peer.advance()  # the metadata names "t": the leader rejoins
+    assert not peer.m.assignment_settled
+    answer_join(peer, generation=2)
+    answer_sync(peer)
+    assert peer.m.assignment_settled
+    assert settled_events(peer) == [AssignmentSettled(assignment=(("t", 0), ("t", 1)))]

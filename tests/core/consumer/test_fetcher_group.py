@@ -48,7 +48,10 @@ def answer(peer: FetcherPeer, api_key: int, **fields: Any) -> Sent:
     return sent
 
 
-def answer_join(peer: FetcherPeer, *, code: int = 0, generation: int = 1) -> Sent:
+def answer_join(
+    peer: FetcherPeer, *, code: int = 0, generation: int = 1, leader: str = "m-1"
+) -> Sent:
+    """Answer the pending JoinGroup: member ``m-1``, the group's only member when it leads."""
     sent = peer.take(ApiKey.JOIN_GROUP)
     req = sent.req.body
     cls = response_type(ApiKey.JOIN_GROUP, sent.req.version)
@@ -64,10 +67,10 @@ def answer_join(peer: FetcherPeer, *, code: int = 0, generation: int = 1) -> Sen
             generation_id=generation,
             protocol_type="consumer",
             protocol_name=req.protocols[0].name,
-            leader="m-1",
+            leader=leader,
             skip_assignment=False,
             member_id="m-1",
-            members=members if code == 0 else (),
+            members=members if code == 0 and leader == "m-1" else (),
         ),
     )
     return sent
@@ -282,3 +285,26 @@ def test_a_kip848_member_back_from_a_poll_timeout_sends_its_join_on_the_next_pol
     peer.pump()
     join = peer.take(ApiKey.CONSUMER_GROUP_HEARTBEAT).req.body
     assert (join.member_epoch, join.member_id) == (0, sent.req.body.member_id)
+
+
+def test_a_classic_member_back_from_a_poll_timeout_sends_its_join_on_the_next_poll() -> None:
+    # Found by the simulator (asyncio, seed 89): after a poll timeout had left the group and
+    # its partitions were lost, the next poll queued the JoinGroup, but a fetcher with no
+    # partitions, heartbeats or timers had nothing else to step for: the member stayed
+    # JOINING, its JoinGroup unsent, while the application polled every 100 ms.
+    peer = group_peer(max_poll_interval=2.0)
+    in_group(peer)
+    answer_offset_fetch(peer, {0: 0, 1: 0})
+    peer.pending.clear()  # the fetch stays unanswered
+    peer.advance(peer.now + 2.5)  # no poll for max_poll_interval: the member leaves
+    leave = peer.take(ApiKey.LEAVE_GROUP)
+    peer.pending.remove(leave)
+    (lost,) = group_events(peer)
+    assert lost == PartitionsRevoked(partitions=(("t", 0), ("t", 1)), lost=True)
+    peer.m.revocation_done(now=peer.now)
+    peer.pump()
+    assert not peer.has(ApiKey.JOIN_GROUP)
+    assert peer.m.poll(10, now=peer.now) == []
+    peer.pump()
+    join = peer.take(ApiKey.JOIN_GROUP).req.body
+    assert join.member_id == ""  # a new member: the poll timeout forgot the id
