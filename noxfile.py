@@ -211,12 +211,31 @@ def chaos(session: nox.Session) -> None:
     idempotent producer (1,000,000 records per runtime) and the transactional pipeline on
     asyncio, trio and blocking under 24 faults, judged by confluent-kafka; exit 1 on any
     violation, with the seed and schedule; then the resource bounds (``--bounds``: producer
-    and consumer RSS against a slow cluster, 10,000 connect/close cycles per runtime).
+    and consumer RSS against a slow cluster, 10,000 connect/close cycles per runtime, each
+    client connected to all three brokers).
     ``-- --records 200000 --duration 600 --faults 20 --seed S`` shortens or replays a run.
     Toxiproxy is built with Go into the harness cache on first use."""
     session.run("python", "-m", "kafkastate.testing.chaos", *(session.posargs or ["--long"]))
     if not session.posargs:  # the resource bounds: RSS under backpressure, leaks over cycles
         session.run("python", "-m", "kafkastate.testing.chaos", "--bounds", "--out", "chaos-bounds")
+
+
+@nox.session(venv_backend="none")
+def cycles(session: nox.Session) -> None:
+    """Only the connect/close cycles of the chaos session's resource bounds
+    (docs/reliability.md): 10,000 per runtime on a fresh 3-broker cluster, the runtimes side
+    by side, each producer, consumer and admin client connected to all three brokers; exit 1
+    if a file descriptor, thread or task is left or the RSS grows past its bound.
+    ``-- --cycles 2000 --runtimes trio`` shortens a run."""
+    session.run(
+        "python",
+        "-m",
+        "kafkastate.testing.chaos",
+        "--cycles-only",
+        "--out",
+        "chaos-cycles",
+        *session.posargs,
+    )
 
 
 FUZZ_TESTS = (

@@ -1,10 +1,12 @@
 """Rebalance listeners and group semantics in one process, against real Kafka: a listener
-that raises, commit before revoke, max_poll_interval, pattern subscriptions, fenced commits."""
+that raises (also when the member's partitions are lost: asyncio, trio, aiokafka's face and
+blocking), commit before revoke, max_poll_interval, pattern subscriptions, fenced commits."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Generator
 from typing import Any
 
 import anyio
@@ -20,6 +22,7 @@ from kafkastate.errors import (
 )
 from kafkastate.structs import TopicPartition
 from kafkastate.sync import KafkaConsumer
+from kafkastate.testing.chaos._txn import Op, run_async, run_blocking
 from tests.integration.test_groups import _produce, _topic
 
 pytestmark = pytest.mark.integration
@@ -298,3 +301,173 @@ def test_aiokafka_subscribe_before_start(kafka_cluster: Any) -> None:
 
     anyio.run(main)
     assert ("assigned", {0, 1}) in listener.calls  # the listener given before start() ran
+
+
+# -- a listener that raises when the member's partitions are lost -------------------------
+
+POLL_INTERVAL_MS = 3000
+"""``max_poll_interval_ms`` of the lost-partitions tests: the application then stops
+reading for longer, so the member leaves the group and its partitions are lost."""
+
+
+class LostRaises(ConsumerRebalanceListener):
+    """Remembers every callback; ``on_partitions_lost`` raises, and so do the assignments
+    after the loss and the revoke on close."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, set[int]]] = []
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.calls.append(("revoked", {tp.partition for tp in revoked}))
+        raise ValueError("revoke bug")
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.calls.append(("assigned", {tp.partition for tp in assigned}))
+        if any(c[0] == "lost" for c in self.calls):
+            raise ValueError("assign bug")
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.calls.append(("lost", {tp.partition for tp in lost}))
+        raise ValueError("lost bug")
+
+
+def _read_all(wanted: int, errors: list[str]) -> Generator[Op, Any, set[tuple[int, int]]]:
+    """Read until ``wanted`` records came; each RebalanceListenerError's callback goes to
+    ``errors``. Returns: (partition, offset) of the records."""
+    seen: set[tuple[int, int]] = set()
+    deadline = time.monotonic() + 60
+    while len(seen) < wanted:
+        assert time.monotonic() < deadline, (sorted(seen), errors)
+        try:
+            batch = yield Op("read")
+        except RebalanceListenerError as exc:
+            assert isinstance(exc.__cause__, ValueError), exc
+            errors.append(exc.callback)
+            continue
+        seen.update((r.partition, r.offset) for records in batch.values() for r in records)
+    return seen
+
+
+def _committed(tps: list[TopicPartition]) -> Generator[Op, Any, list[int | None]]:
+    found = []
+    for tp in tps:
+        found.append((yield Op("committed", (tp,))))
+    return found
+
+
+def lost_program(bootstrap: str, topic: str) -> Generator[Op, Any, None]:
+    """Read and commit offsets 0-4 of both partitions, read 5-9 without committing, stop
+    reading past ``max_poll_interval_ms``: the member leaves, its partitions are lost and
+    ``on_partitions_lost`` raises. A commit of the lost partitions must be refused (the
+    group is empty: sent, the broker would store it) and the committed offsets stay 5;
+    the next read raises the listener's error once, the member joins again (whose raising
+    assignment callback surfaces next) and reads 5-9 again from the committed offsets:
+    nothing lost, nothing skipped, and its commit then stores 10."""
+    tps = [TopicPartition(topic, p) for p in (0, 1)]
+    errors: list[str] = []
+    first = yield from _read_all(10, errors)
+    assert first == {(p, o) for p in (0, 1) for o in range(5)} and errors == []
+    yield Op("commit")
+    _produce(bootstrap, topic, 5, partitions=2)
+    second = yield from _read_all(10, errors)
+    assert second == {(p, o) for p in (0, 1) for o in range(5, 10)} and errors == []
+    yield Op("sleep", (POLL_INTERVAL_MS / 1000 + 3,))
+    refused: KafkaError | None = None
+    try:
+        yield Op("commit", ({tp: 10 for tp in tps},))
+    except CommitFailedError as exc:
+        refused = exc
+    assert refused is not None, "a commit of lost partitions went through"
+    assert (yield from _committed(tps)) == [5, 5]
+    third = yield from _read_all(10, errors)
+    assert errors == ["on_partitions_lost", "on_partitions_assigned"], errors
+    assert third == second
+    yield Op("commit")
+    assert (yield from _committed(tps)) == [10, 10]
+
+
+def _lost_options(bootstrap: str) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": bootstrap,
+        "group_id": f"g-{uuid.uuid4().hex[:8]}",
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": False,
+        "max_poll_interval_ms": POLL_INTERVAL_MS,
+        **FAST,
+    }
+
+
+def _lost_topic(bootstrap: str) -> str:
+    topic = _topic(bootstrap, partitions=2)
+    _produce(bootstrap, topic, 5, partitions=2)
+    return topic
+
+
+LOST_CALLS = [("assigned", {0, 1}), ("lost", {0, 1}), ("assigned", {0, 1}), ("revoked", {0, 1})]
+"""What the listener saw (leaving out calls with no partitions: a member that joins before
+the metadata knows the topic is assigned again once it does); the last, on close, raised
+too (logged)."""
+
+
+def _calls(listener: LostRaises) -> list[tuple[str, set[int]]]:
+    return [call for call in listener.calls if call[1]]
+
+
+@pytest.mark.anyio
+async def test_raising_lost_listener_anyio(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _lost_topic(bootstrap)
+    listener = LostRaises()
+    async with open_consumer(topic, listener=listener, **_lost_options(bootstrap)) as consumer:
+        ops = {
+            "read": lambda: consumer.getmany(timeout_ms=500),
+            "commit": consumer.commit,
+            "committed": consumer.committed,
+            "sleep": anyio.sleep,
+        }
+        await run_async(lost_program(bootstrap, topic), ops)
+    assert _calls(listener) == LOST_CALLS
+
+
+def test_raising_lost_listener_aiokafka(kafka_cluster: Any) -> None:
+    import asyncio  # noqa: PLC0415
+
+    from kafkastate.asyncio import AIOKafkaConsumer  # noqa: PLC0415
+
+    bootstrap = kafka_cluster.bootstrap
+    topic = _lost_topic(bootstrap)
+    listener = LostRaises()
+
+    async def main() -> None:
+        consumer = AIOKafkaConsumer(**_lost_options(bootstrap))
+        await consumer.start()
+        try:
+            consumer.subscribe([topic], listener=listener)
+            ops = {
+                "read": lambda: consumer.getmany(timeout_ms=500),
+                "commit": consumer.commit,
+                "committed": consumer.committed,
+                "sleep": asyncio.sleep,
+            }
+            await run_async(lost_program(bootstrap, topic), ops)
+        finally:
+            await consumer.stop()
+
+    asyncio.run(main())
+    assert _calls(listener) == LOST_CALLS
+
+
+def test_raising_lost_listener_blocking(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _lost_topic(bootstrap)
+    listener = LostRaises()
+    with KafkaConsumer(**_lost_options(bootstrap)) as consumer:
+        consumer.subscribe([topic], listener=listener)
+        ops = {
+            "read": lambda: consumer.poll(timeout_ms=500),
+            "commit": consumer.commit,
+            "committed": consumer.committed,
+            "sleep": time.sleep,
+        }
+        run_blocking(lost_program(bootstrap, topic), ops)
+    assert _calls(listener) == LOST_CALLS

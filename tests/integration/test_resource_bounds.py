@@ -1,18 +1,23 @@
-"""Resource bounds (kafkastate.testing.chaos._bounds): the programs stepped by hand, and a
-short measurement on a real broker behind Toxiproxy: producer RSS while the broker is slow
-(backpressure), consumer RSS while the application does not read, and no file descriptor,
-thread or task left behind by a few hundred connect/close cycles per runtime. The chaos
-session measures the same with 3 brokers, a minute each and 10,000 cycles per runtime."""
+"""Resource bounds (kafkastate.testing.chaos._bounds): the programs stepped by hand, a short
+measurement on a real broker behind Toxiproxy (producer RSS while the broker is slow:
+backpressure; consumer RSS while the application does not read; no file descriptor, thread
+or task left behind by connect/close cycles), and short connect/close cycles on the
+3-broker cluster, each client connected to all three brokers. The chaos session measures
+the same with 3 brokers, a minute each and 10,000 cycles per runtime."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kafkastate.testing import PrerequisiteError
+from kafkastate.errors import KafkaTimeoutError
+from kafkastate.testing import KafkaCluster, PrerequisiteError
 from kafkastate.testing.chaos._bounds import (
+    BOUND_NAMES,
+    CYCLE_BOUNDS,
     MIB,
     Bound,
     BoundsOptions,
@@ -21,9 +26,11 @@ from kafkastate.testing.chaos._bounds import (
     cycles_program,
     open_fds,
     os_threads,
+    peers,
     producer_program,
     rss,
     run_bounds,
+    run_cycles,
 )
 from kafkastate.testing.chaos._txn import run_blocking
 from kafkastate.testing.pytest_plugin import unavailable
@@ -78,10 +85,17 @@ def test_consumer_program_reads_once_then_stops() -> None:
 
 def test_cycles_program_reports_what_the_cycles_left() -> None:
     opened: list[str] = []
-    tasks = iter([4, 5])
+    tasks = iter([4, 4, 5])
     told: list[dict[str, Any]] = []
+
+    def cycle(kind: str, topic: str) -> int:
+        opened.append(kind)
+        if len(opened) == 5:
+            raise KafkaTimeoutError("a slow broker")
+        return 2 if len(opened) == 6 else 3  # brokers this cycle's client reached
+
     ops = {
-        "cycle": lambda kind, topic: opened.append(kind),
+        "cycle": cycle,
         "sleep": lambda seconds: None,
         "tasks": lambda: next(tasks),
         "tell": told.append,
@@ -91,7 +105,28 @@ def test_cycles_program_reports_what_the_cycles_left() -> None:
     assert opened == [*warmup, "producer", "consumer", "admin", "producer", "consumer"]
     assert told[0]["before"]["tasks"] == 4 and told[0]["after"]["tasks"] == 5
     assert told[0]["cycles"] == 5
-    assert [s["cycle"] for s in told[0]["samples"]] == [0, 5]
+    assert [s["cycle"] for s in told[0]["samples"]] == [0, 2, 5]  # and half-way
+    assert told[0]["reached"] == 2  # the fewest any cycle reached
+    assert told[0]["failed"] == 1 and "KafkaTimeoutError" in told[0]["failures"][0]
+    assert told[0]["rss_late"] == told[0]["samples"][2]["rss"] - told[0]["samples"][1]["rss"]
+
+
+def test_peers_counts_established_connections_by_remote_end() -> None:
+    import socket  # noqa: PLC0415
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        before = peers()
+        first = socket.create_connection(("127.0.0.1", port))
+        second = socket.create_connection(("127.0.0.1", port))
+        accepted = [server.accept()[0], server.accept()[0]]
+        try:
+            # two connections to one listener are one peer; the accepted ends are two more
+            # (their remote ends are the two client ports)
+            assert len(peers() - before) == 3
+        finally:
+            for sock in [first, second, *accepted]:
+                sock.close()
 
 
 def test_cycles_program_samples_the_curve_every_n_cycles() -> None:
@@ -116,12 +151,12 @@ def test_cycles_program_samples_the_curve_every_n_cycles() -> None:
 def test_short_resource_bounds(tmp_path: Path) -> None:
     pytest.importorskip("confluent_kafka", reason="the topic is written with confluent-kafka")
     pytest.importorskip("trio")
-    options = BoundsOptions(seconds=4.0, cycles=150, out=tmp_path / "bounds")
+    options = BoundsOptions(seconds=4.0, cycles=60, out=tmp_path / "bounds")
     try:
         bounds = run_bounds(options)
     except PrerequisiteError as exc:
         unavailable(exc)
-    assert len(bounds) == 5 * len(options.runtimes)
+    assert len(bounds) == len(BOUND_NAMES) * len(options.runtimes)
     assert all(b.ok for b in bounds), (
         bounds_table(bounds) + "\n" + repr([b.detail for b in bounds if not b.ok])
     )
@@ -130,3 +165,24 @@ def test_short_resource_bounds(tmp_path: Path) -> None:
             assert bound.detail["sent"] * 1024 >= options.buffer_memory, bound.detail
         if bound.name == "consumer_rss":
             assert bound.detail["read"] > 0
+
+
+@pytest.mark.integration
+def test_cycles_reach_all_three_brokers_and_leave_nothing(
+    kafka_cluster3: KafkaCluster, tmp_path: Path
+) -> None:
+    """30 cycles per runtime, the runtimes side by side: every producer, consumer and admin
+    client is connected to all three brokers before it closes; afterwards no fd, thread or
+    task more than after the warm-up, and the RSS within its bounds."""
+    pytest.importorskip("confluent_kafka", reason="the cycles topic is made with confluent-kafka")
+    pytest.importorskip("trio")
+    topic = f"cycles-{uuid.uuid4().hex[:8]}"
+    bounds = run_cycles(kafka_cluster3.bootstrap, cycles=30, every=10, out=tmp_path, topic=topic)
+    runtimes = ("asyncio", "trio", "blocking")
+    assert [(b.name, b.runtime) for b in bounds] == [(n, r) for r in runtimes for n in CYCLE_BOUNDS]
+    assert all(b.ok for b in bounds), bounds_table(bounds)
+    for bound in bounds:
+        assert bound.detail["brokers"] == 3, bound.detail
+        assert bound.detail["reached"] == 3, bound.detail
+        assert bound.detail["failed"] == 0, bound.detail["failures"]
+        assert [s["cycle"] for s in bound.detail["samples"]] == [0, 10, 15, 20, 30]

@@ -507,8 +507,11 @@ class FetcherMachine(ClientDriven):
             self.counters.consumed.record(sum(len(run[1]) for run in out), now)
         if drained or (member is not None and member.has_requests):
             # A member back from a poll timeout queues its join in polled(): with nothing
-            # else to step the machine (no assignment, so no fetch, heartbeat or timer) it
-            # was never sent (found by the simulator, KIP-848 first, then the classic one)
+            # else to step the machine it was never sent (found by the simulator for a
+            # KIP-848 member; for a classic one by a real-broker test: an asyncio or trio
+            # consumer that kept polling after its poll timeout never joined again, its
+            # JoinGroup waiting for a timer -- the next poll deadline -- that each poll
+            # moved on)
             self._step(now)
         return out
 
@@ -566,6 +569,7 @@ class FetcherMachine(ClientDriven):
         q = self._offsets.new("commit", parts)
         self._commits_started[q.query_id] = now
         member = self.member
+        topic = next(iter(parts), ("", 0))[0]
         if (
             isinstance(member, GroupMember)
             and member.state in (MemberState.JOINING, MemberState.SYNCING)
@@ -574,7 +578,22 @@ class FetcherMachine(ClientDriven):
             # As Java: no commit while the member is rejoining. The generation it would carry
             # is the new one, whose assignment the application has not seen: it could commit
             # a partition that generation gives to another member (found by the simulator).
-            q.error = self._offsets.commit_fenced(27, next(iter(parts), ("", 0))[0])
+            q.error = self._offsets.commit_fenced(27, topic)
+            self._offsets.complete(q, now)
+            return q.query_id
+        if member is not None and member.subscription and generation < 0 and member.generation < 0:
+            # As Java (ConsumerCoordinator.sendOffsetCommitRequest: "not part of an active
+            # group"): a subscribed member outside a generation -- its partitions lost to a
+            # session or poll timeout, or not joined yet -- fails its commit here. Sent with
+            # generation -1, the coordinator would store it whenever the group is empty:
+            # offsets of partitions the member lost, over what their next owner committed.
+            rejoining = isinstance(member, GroupMember) and member.state in (
+                MemberState.PREPARING,
+                MemberState.JOINING,
+                MemberState.SYNCING,
+            )
+            code = 27 if rejoining else 25  # REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID
+            q.error = self._offsets.commit_fenced(code, topic, rejoin=False)
             self._offsets.complete(q, now)
             return q.query_id
         self._step(now)

@@ -7,7 +7,7 @@ import random
 import sys
 from pathlib import Path
 
-from ._bounds import BoundsOptions, bounds_table, run_bounds
+from ._bounds import BoundsOptions, bounds_table, run_bounds, run_cycles
 from ._faults import FAULT_KINDS
 from ._runner import RUNTIMES, ChaosOptions, run_chaos
 from ._toxiproxy import ensure_toxiproxy
@@ -45,7 +45,18 @@ def main(argv: list[str] | None = None) -> int:
         help="measure the resource bounds instead (docs/reliability.md#resource-bounds)",
     )
     parser.add_argument(
-        "--cycles", type=int, default=10_000, help="--bounds: connect/close cycles per runtime"
+        "--cycles-only",
+        action="store_true",
+        help="only the connect/close cycles, on a fresh 3-broker cluster (no Toxiproxy)",
+    )
+    parser.add_argument(
+        "--cycles",
+        type=int,
+        default=10_000,
+        help="--bounds, --cycles-only: connect/close cycles per runtime",
+    )
+    parser.add_argument(
+        "--every", type=int, default=1000, help="--cycles-only: sample every N cycles"
     )
     parser.add_argument(
         "--bound-seconds", type=float, default=60.0, help="--bounds: seconds per RSS measurement"
@@ -65,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.install_proxy:
         print(ensure_toxiproxy())
         return 0
+    if args.cycles_only:
+        return _cycles_only(args)
     if args.bounds:
         bounds = run_bounds(
             BoundsOptions(
@@ -109,6 +122,26 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{result.topic} {check}: {example}")
     print(("PASS" if report.ok else "FAIL") + f" in {report.elapsed} s; {report.reproducer()}")
     return 0 if report.ok else 1
+
+
+def _cycles_only(args: argparse.Namespace) -> int:
+    """The connect/close cycles of every runtime, side by side, on a fresh 3-broker cluster."""
+    from .._cluster import KafkaCluster  # noqa: PLC0415
+
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    with KafkaCluster.start(args.kafka_version, brokers=3, workdir=out / "cluster") as cluster:
+        bounds = run_cycles(
+            cluster.bootstrap,
+            runtimes=tuple(r for r in args.runtimes.split(",") if r),
+            cycles=args.cycles,
+            every=args.every,
+            out=out,
+        )
+    print(bounds_table(bounds))
+    ok = all(b.ok for b in bounds)
+    print(("PASS" if ok else "FAIL") + f"; details in {out / 'cycles.json'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

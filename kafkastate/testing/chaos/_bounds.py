@@ -12,15 +12,19 @@ its RSS is the client's:
   holds far more than ``fetch_max_bytes``: the growth stays within
   ``fetch_max_bytes`` x connections plus a fixed overhead (the fetcher must not keep
   fetching into memory nobody reads).
-- ``cycles``: producer, consumer and admin clients opened (with a metadata round trip) and
-  closed in turn; afterwards the process has the file descriptors, threads and tasks it
-  had after the warm-up cycles, no more.
+- ``cycles``: producer, consumer and admin clients opened and closed in turn, each one
+  talking to every broker before it closes (the producer sends a record to a partition
+  each broker leads, the consumer lists the end offsets of those partitions, the admin
+  client lists the groups on every broker); afterwards the process has the file
+  descriptors, threads and tasks it had after the warm-up cycles, no more, and its RSS grew
+  within a bound (:func:`run_cycles`, which the chaos session runs at 10,000 cycles).
 
 RSS comes from ``/proc/self/status`` (``VmRSS``). The worker and the runner talk over the
 worker's stdin/stdout, one JSON line each way: the runner turns the bandwidth limit on
 once the producer's baseline is taken and off once its peak is measured.
 
     python -m kafkastate.testing.chaos --bounds --cycles 10000   # the chaos session's
+    python -m kafkastate.testing.chaos --cycles-only --cycles 10000   # the cycles alone
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafkastate.errors import KafkaError
+
 from ._txn import Op, run_async, run_blocking
 
 __all__ = [
@@ -50,13 +56,23 @@ __all__ = [
     "cycles_program",
     "open_fds",
     "os_threads",
+    "peers",
     "producer_program",
     "rss",
     "run_bounds",
+    "run_cycles",
 ]
 
 MIB = 1 << 20
-BOUND_NAMES = ("producer_rss", "consumer_rss", "fds", "threads", "tasks")
+CYCLE_BOUNDS = ("fds", "threads", "tasks", "unreached", "cycles_rss", "cycles_rss_late")
+"""What :func:`run_cycles` measures per runtime."""
+BOUND_NAMES = ("producer_rss", "consumer_rss", *CYCLE_BOUNDS)
+CYCLES_RSS_LIMIT = 8 * MIB
+"""The most a cycles process's RSS may grow after the warm-up (the trio driver's 1 MiB
+reads, before they were fixed, grew it 5.8 MiB over 10,000 cycles on one broker)."""
+CYCLES_RSS_LATE_LIMIT = 2 * MIB
+"""The most it may grow over the second half of the cycles: a leak keeps growing, a warm-up
+levels off (before the fix: +1.4 MiB over the last 2,000 of 10,000 cycles)."""
 VALUE = bytes(range(256)) * 4
 """The 1 KiB record value both memory measurements use."""
 
@@ -84,6 +100,33 @@ def os_threads() -> int:
 def open_fds() -> int:
     """This process's open file descriptors."""
     return len(os.listdir("/proc/self/fd"))
+
+
+def peers() -> set[str]:
+    """The remote ``address:port`` (hex, as ``/proc/net/tcp`` writes it) of every
+    established TCP connection this process holds: a client connected to three brokers
+    has three, whatever else its runtime keeps open (pipes, socketpairs)."""
+    mine: set[str] = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed since listed
+            continue
+        if target.startswith("socket:["):
+            mine.add(target[8:-1])
+    found: set[str] = set()
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as handle:
+                next(handle)  # the header
+                for line in handle:
+                    fields = line.split()
+                    # sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+                    if fields[3] == "01" and fields[9] in mine:  # 01: ESTABLISHED
+                        found.add(fields[2])
+        except FileNotFoundError:  # no IPv6
+            continue
+    return found
 
 
 @dataclass
@@ -148,35 +191,64 @@ def cycles_program(topic: str, cycles: int, warmup: int = 3, every: int = 1000) 
     """Open and close a producer, a consumer and an admin client in turn (``warmup`` of
     each first), then report what the process holds compared with after the warm-up.
 
-    Every ``every`` cycles (and after the warm-up and the last cycle) the process's fds,
-    threads, tasks and RSS are sampled, after a settle; each sample is written to stderr
-    (the measurement's log) as it is taken and the report carries them all (``samples``),
-    so a run that is stopped early still shows its curve."""
+    Each ``cycle`` op answers how many brokers the client was connected to before it
+    closed (:func:`peers`); the report's ``reached`` is the fewest any cycle reached (None
+    when the ops do not say). Every ``every`` cycles, at the half-way cycle and after the
+    warm-up and the last cycle the process's fds, threads, tasks and RSS are sampled, after
+    a settle; each sample is written to stderr (the measurement's log) as it is taken and
+    the report carries them all (``samples``), so a run that is stopped early still shows
+    its curve. ``rss_late`` is the growth from the half-way sample to the end; ``failed``
+    counts the cycles whose client raised a KafkaError (the first ten in ``failures``)."""
     kinds = ("producer", "consumer", "admin")
+    reached: int | None = None
+    failed: list[str] = []
+
+    def cycle(kind: str) -> Generator[Op, Any, None]:
+        # A cycle that failed (a timeout on a loaded machine) is counted and shown, not
+        # fatal: what it left behind is measured as any other cycle's.
+        nonlocal reached
+        try:
+            answer = yield Op("cycle", (kind, topic))
+        except KafkaError as exc:
+            failed.append(f"{kind}: {exc!r}")
+            return
+        if isinstance(answer, int):
+            reached = answer if reached is None else min(reached, answer)
+
     for kind in kinds * warmup:
-        yield Op("cycle", (kind, topic))
+        yield from cycle(kind)
     yield from _settle()
     before = {"fds": open_fds(), "threads": os_threads(), "tasks": (yield Op("tasks"))}
     rss_before = rss()
     samples = [_sample(0, before, rss_before)]
+    half = cycles // 2
+    rss_half = rss_before
     started = time.monotonic()
     for i in range(cycles):
-        yield Op("cycle", (kinds[i % len(kinds)], topic))
-        if every and (i + 1) % every == 0 and i + 1 < cycles:
+        yield from cycle(kinds[i % len(kinds)])
+        done = i + 1
+        if done < cycles and (done == half or (every and done % every == 0)):
             yield from _settle()
             held = {"fds": open_fds(), "threads": os_threads(), "tasks": (yield Op("tasks"))}
-            samples.append(_sample(i + 1, held, rss(), time.monotonic() - started))
+            samples.append(_sample(done, held, rss(), time.monotonic() - started))
+            if done == half:
+                rss_half = samples[-1]["rss"]
     elapsed = time.monotonic() - started
     yield from _settle()
     after = {"fds": open_fds(), "threads": os_threads(), "tasks": (yield Op("tasks"))}
-    samples.append(_sample(cycles, after, rss(), elapsed))
+    rss_after = rss()
+    samples.append(_sample(cycles, after, rss_after, elapsed))
     yield Op(
         "tell",
         (
             {
                 "before": before,
                 "after": after,
-                "rss_growth": rss() - rss_before,
+                "rss_growth": rss_after - rss_before,
+                "rss_late": rss_after - rss_half,
+                "reached": reached,
+                "failed": len(failed),
+                "failures": failed[:10],
                 "cycles": cycles,
                 "seconds": round(elapsed, 1),
                 "samples": samples,
@@ -204,6 +276,15 @@ def _common_ops(
 ) -> dict[str, Callable[..., Any]]:
     """The ops every runtime has; the producer and consumer ones are added per bound."""
     return {"cycle": cycle, "tasks": tasks, "tell": _tell, "hear": hear, "sleep": sleep}
+
+
+CYCLE_VALUE = b"cycle"
+"""What a cycle's producer sends to each partition."""
+
+
+def _everywhere(args: argparse.Namespace) -> range:
+    """The cycles topic's partitions: one led by each broker (:func:`_cycles_topic`)."""
+    return range(args.partitions)
 
 
 def _tell(message: dict[str, Any]) -> None:
@@ -242,20 +323,34 @@ async def _on_asyncio(args: argparse.Namespace, program: Program) -> None:
         AIOKafkaConsumer,
         AIOKafkaProducer,
     )
+    from kafkastate.structs import TopicPartition  # noqa: PLC0415
 
-    async def cycle(kind: str, topic: str) -> None:
-        clients: dict[str, tuple[Callable[..., Any], Callable[[Any], Any], str]] = {
-            "producer": (AIOKafkaProducer, lambda c: c.partitions_for(topic), "stop"),
-            "consumer": (AIOKafkaConsumer, lambda c: c.topics(), "stop"),
-            "admin": (AIOKafkaAdminClient, lambda c: c.list_topics(), "close"),
-        }
-        make, call, stop = clients[kind]
-        client: Any = make(bootstrap_servers=args.bootstrap)
-        await client.start()
+    async def cycle(kind: str, topic: str) -> int:
+        everywhere = _everywhere(args)
+        if kind == "producer":
+            producer = AIOKafkaProducer(bootstrap_servers=args.bootstrap)
+            await producer.start()
+            try:
+                sent = [await producer.send(topic, CYCLE_VALUE, partition=p) for p in everywhere]
+                await asyncio.gather(*sent)
+                return len(peers())
+            finally:
+                await producer.stop()
+        if kind == "consumer":
+            consumer = AIOKafkaConsumer(bootstrap_servers=args.bootstrap)
+            await consumer.start()
+            try:
+                await consumer.end_offsets([TopicPartition(topic, p) for p in everywhere])
+                return len(peers())
+            finally:
+                await consumer.stop()
+        admin = AIOKafkaAdminClient(bootstrap_servers=args.bootstrap)
+        await admin.start()
         try:
-            await call(client)
+            await admin.list_consumer_groups()
+            return len(peers())
         finally:
-            await getattr(client, stop)()
+            await admin.close()
 
     ops = _common_ops(
         cycle, lambda: len(asyncio.all_tasks()), lambda: asyncio.to_thread(_hear), asyncio.sleep
@@ -276,7 +371,6 @@ async def _on_asyncio(args: argparse.Namespace, program: Program) -> None:
         )
         await consumer.start()
         try:
-            from kafkastate.structs import TopicPartition  # noqa: PLC0415
 
             def assign(parts: Sequence[tuple[str, int]]) -> None:
                 consumer.assign([TopicPartition(t, p) for t, p in parts])
@@ -306,16 +400,21 @@ async def _on_trio(args: argparse.Namespace, program: Program) -> None:
 
     from kafkastate.trio import open_admin, open_consumer, open_producer  # noqa: PLC0415
 
-    async def cycle(kind: str, topic: str) -> None:
+    async def cycle(kind: str, topic: str) -> int:
+        everywhere = _everywhere(args)
         if kind == "producer":
             async with open_producer(args.bootstrap) as producer:
-                await producer.partitions_for(topic)
-        elif kind == "consumer":
+                sent = [await producer.enqueue(topic, CYCLE_VALUE, partition=p) for p in everywhere]
+                for delivery in sent:
+                    await delivery.wait()
+                return len(peers())
+        if kind == "consumer":
             async with open_consumer(bootstrap_servers=args.bootstrap) as consumer:
-                await consumer.topics()
-        else:
-            async with open_admin(args.bootstrap) as admin:
-                await admin.list_topics()
+                await consumer.end_offsets([(topic, p) for p in everywhere])
+                return len(peers())
+        async with open_admin(args.bootstrap) as admin:
+            await admin.list_consumer_groups()
+            return len(peers())
 
     ops = _common_ops(cycle, _trio_tasks, lambda: trio.to_thread.run_sync(_hear), trio.sleep)
     if args.bound == "producer":
@@ -339,25 +438,30 @@ def _on_blocking(args: argparse.Namespace, program: Program) -> None:
     from kafkastate.structs import TopicPartition  # noqa: PLC0415
     from kafkastate.sync import KafkaAdminClient, KafkaConsumer, KafkaProducer  # noqa: PLC0415
 
-    def cycle(kind: str, topic: str) -> None:
+    def cycle(kind: str, topic: str) -> int:
+        everywhere = _everywhere(args)
         if kind == "producer":
             producer = KafkaProducer(bootstrap_servers=args.bootstrap)
             try:
-                producer.partitions_for(topic)
+                sent = [producer.send(topic, value=CYCLE_VALUE, partition=p) for p in everywhere]
+                for future in sent:
+                    future.get(timeout=60)
+                return len(peers())
             finally:
                 producer.close()
-        elif kind == "consumer":
+        if kind == "consumer":
             consumer = KafkaConsumer(bootstrap_servers=args.bootstrap)
             try:
-                consumer.topics()
+                consumer.end_offsets([TopicPartition(topic, p) for p in everywhere])
+                return len(peers())
             finally:
                 consumer.close()
-        else:
-            admin = KafkaAdminClient(bootstrap_servers=args.bootstrap)
-            try:
-                admin.list_topics()
-            finally:
-                admin.close()
+        admin = KafkaAdminClient(bootstrap_servers=args.bootstrap)
+        try:
+            admin.list_consumer_groups()
+            return len(peers())
+        finally:
+            admin.close()
 
     ops = _common_ops(cycle, threading.active_count, _hear, time.sleep)
     if args.bound == "producer":
@@ -443,7 +547,8 @@ class BoundsOptions:
         buffer_memory: the producer's ``buffer_memory``.
         fetch_max_bytes: the consumer's ``fetch_max_bytes`` (and ``max_partition_fetch_bytes``).
         consumer_input: bytes in the consumer's topic (far more than it may hold).
-        cycles: connect/close cycles per runtime (producer, consumer, admin in turn).
+        cycles: connect/close cycles per runtime (producer, consumer, admin in turn, each
+            talking to every broker; :func:`run_cycles`).
         overhead: the fixed overhead allowed over ``buffer_memory`` or fetch bytes.
         out: where the results and logs go.
         kafka_version: the broker version (default: the harness's).
@@ -644,17 +749,92 @@ def run_bounds(options: BoundsOptions) -> list[Bound]:
                     found,
                 ),
             )
-            cycles = _Worker(
-                ["cycles", *common, "--topic", "bounds-in", "--cycles", str(options.cycles)],
-                out / f"cycles-{runtime}.log",
-            )
-            found = cycles.hear()
-            cycles.finish(60.0)
+        bounds += run_cycles(
+            bootstrap,
+            runtimes=options.runtimes,
+            cycles=options.cycles,
+            out=out,
+            admin_bootstrap=cluster.bootstrap,
+        )
+    (out / "bounds.json").write_text(
+        json.dumps({"options": _plain(options), "bounds": [asdict(b) for b in bounds]}, indent=1)
+    )
+    return bounds
+
+
+def _cycles_topic(bootstrap: str, topic: str) -> int:
+    """Create ``topic`` with one partition led by each broker; return the broker count."""
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415 -- not under test
+    from confluent_kafka.cimpl import NewTopic  # noqa: PLC0415
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    brokers = sorted(admin.list_topics(timeout=30).brokers)
+    new = NewTopic(topic, len(brokers), replica_assignment=[[b] for b in brokers])
+    for future in admin.create_topics([new]).values():
+        future.result(timeout=60)
+    return len(brokers)
+
+
+def run_cycles(
+    bootstrap: str,
+    *,
+    runtimes: Sequence[str] = ("asyncio", "trio", "blocking"),
+    cycles: int = 300,
+    every: int = 1000,
+    out: Path,
+    topic: str = "bounds-cycles",
+    admin_bootstrap: str | None = None,
+) -> list[Bound]:
+    """Connect/close cycles on every runtime, the runtimes side by side (one process
+    each), against every broker of the cluster at ``bootstrap``.
+
+    ``topic`` is created with one partition on each broker (through ``admin_bootstrap``,
+    default ``bootstrap``), so each cycle's client connects to all of them. Bounds per
+    runtime: ``fds``, ``threads``, ``tasks`` (no more after the cycles than after the
+    warm-up), ``unreached`` (brokers the least-connected cycle did not reach: 0),
+    ``cycles_rss`` (growth after the warm-up, at most :data:`CYCLES_RSS_LIMIT`) and
+    ``cycles_rss_late`` (growth over the second half, at most
+    :data:`CYCLES_RSS_LATE_LIMIT`). Each process's samples go to ``out/cycles-RUNTIME.log``.
+
+    Returns:
+        The bounds, also written to ``out / "cycles.json"``.
+    """
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    brokers = _cycles_topic(admin_bootstrap or bootstrap, topic)
+    argv = ["--bootstrap", bootstrap, "--topic", topic, "--partitions", str(brokers)]
+    argv += ["--cycles", str(cycles), "--every", str(every)]
+    workers = {
+        runtime: _Worker(["cycles", "--runtime", runtime, *argv], out / f"cycles-{runtime}.log")
+        for runtime in runtimes
+    }
+    bounds: list[Bound] = []
+    try:
+        for runtime, worker in workers.items():
+            found = worker.hear()
+            found["brokers"] = brokers
             for name in ("fds", "threads", "tasks"):
                 grew = found["after"][name] - found["before"][name]
                 _report(bounds, Bound(name, runtime, grew, 0, found))
-    (out / "bounds.json").write_text(
-        json.dumps({"options": _plain(options), "bounds": [asdict(b) for b in bounds]}, indent=1)
+            reached = found["reached"] if found["reached"] is not None else 0
+            _report(bounds, Bound("unreached", runtime, brokers - reached, 0, found))
+            _report(
+                bounds, Bound("cycles_rss", runtime, found["rss_growth"], CYCLES_RSS_LIMIT, found)
+            )
+            late = Bound(
+                "cycles_rss_late", runtime, found["rss_late"], CYCLES_RSS_LATE_LIMIT, found
+            )
+            _report(bounds, late)
+    except BaseException:
+        for worker in workers.values():
+            if worker.process.poll() is None:
+                worker.process.kill()
+        raise
+    finally:
+        for worker in workers.values():
+            worker.finish(60.0)
+    (out / "cycles.json").write_text(
+        json.dumps({"brokers": brokers, "bounds": [asdict(b) for b in bounds]}, indent=1)
     )
     return bounds
 
@@ -667,7 +847,7 @@ def bounds_table(bounds: Sequence[Bound]) -> str:
     """The bounds as a markdown table (MiB for RSS, counts otherwise)."""
     lines = ["| bound | runtime | measured | limit | ok |", "|---|---|---:|---:|---|"]
     for b in bounds:
-        if b.name.endswith("_rss"):
+        if "_rss" in b.name:
             measured, limit = f"{b.measured / MIB:.1f} MiB", f"{b.limit / MIB:.1f} MiB"
         else:
             measured, limit = f"{b.measured:+d}", f"{b.limit:+d}"

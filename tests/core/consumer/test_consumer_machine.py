@@ -32,6 +32,7 @@ from kafkastate.core.metadata import MetadataConfig
 from kafkastate.core.protocol.requests import build, nested_type
 from kafkastate.core.protocol.versions import ApiKey, response_type
 from kafkastate.errors import (
+    CommitFailedError,
     ConsumerStoppedError,
     IllegalStateError,
     KafkaConfigurationError,
@@ -75,6 +76,7 @@ class ConsumerPeer(FetcherPeer):
         listener: Any = None,
         auto_commit: bool = False,
         topics: dict[str, dict[int, tuple[int, int]]] | None = None,
+        max_poll_interval: float = 300.0,
         **config: Any,
     ) -> None:
         cfg = FetcherConfig(
@@ -88,7 +90,10 @@ class ConsumerPeer(FetcherPeer):
         )
         membership = (
             GroupConfig(
-                group_id="g", assignors=(CooperativeStickyAssignor(),), session_timeout=10.0
+                group_id="g",
+                assignors=(CooperativeStickyAssignor(),),
+                session_timeout=10.0,
+                max_poll_interval=max_poll_interval,
             )
             if group
             else None
@@ -350,6 +355,114 @@ def test_lost_partitions_call_the_revoked_callback_when_there_is_no_lost_one() -
     assert (lost.callback, lost.method) == ("on_partitions_lost", "on_partitions_revoked")
     assert not any(s.req.api_key == ApiKey.OFFSET_COMMIT for s in peer.pending)  # no commit
     peer.done(lost)
+
+
+class LostListener(Listener):
+    """A listener with ``on_partitions_lost`` that raises."""
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        raise RuntimeError("lost boom")
+
+
+def lose(peer: ConsumerPeer) -> ListenerCallRequested:
+    """Joined, two records of t-0 read; then the coordinator no longer knows the member."""
+    peer.join()
+    peer.done(peer.calls()[0])
+    fetch_both(peer)
+    assert [(tp, len(records)) for tp, records, _ in peer.m.poll(2, now=peer.now)] == [
+        (("t", 0), 2)
+    ]
+    peer.advance(3.0)
+    answer(peer, ApiKey.HEARTBEAT, error_code=ErrorCode.unknown_member_id)
+    (lost,) = peer.calls()
+    assert (lost.callback, lost.method) == ("on_partitions_lost", "on_partitions_lost")
+    return lost
+
+
+def committed_events(peer: ConsumerPeer) -> list[OffsetsCommitted]:
+    return [e for e in peer.events if isinstance(e, OffsetsCommitted)]
+
+
+def test_a_raising_lost_listener_is_raised_once_and_the_member_joins_again() -> None:
+    peer = ConsumerPeer(listener=LostListener())
+    lost = lose(peer)
+    peer.done(lost, RuntimeError("lost boom"))
+    assert peer.m.assignment() == ()  # the loss stands
+    with pytest.raises(RebalanceListenerError, match="on_partitions_lost") as info:
+        peer.m.poll(now=peer.now)
+    assert info.value.callback == "on_partitions_lost"
+    assert str(info.value.__cause__) == "lost boom"
+    assert peer.m.poll(now=peer.now) == []  # once
+    answer_join(peer, generation=3)  # the member joins again by itself
+    answer_sync(peer)
+    (assigned,) = peer.calls()
+    assert assigned.callback == "on_partitions_assigned"
+    peer.done(assigned)
+    # positions come from the group again: the two records read but not committed
+    # before the loss are read again (at least once), nothing is skipped
+    answer_offset_fetch(peer, {0: 0, 1: 0})
+    peer.answer_fetch(batch(0, 3, epoch=0), hw=3, more={1: (batch(0, 3, epoch=0), 3)})
+    got = [(r.partition, r.offset) for _, records, _ in peer.m.poll(now=peer.now) for r in records]
+    assert sorted(got) == [(p, o) for p in (0, 1) for o in range(3)]
+
+
+def test_a_member_out_of_its_generation_commits_nothing_it_owned() -> None:
+    """Java's rule (ConsumerCoordinator.sendOffsetCommitRequest): a subscribed consumer
+    outside a generation fails its commit locally. Sent with generation -1 the broker
+    would store it whenever the group is empty -- offsets of partitions the member lost,
+    over what their next owner committed."""
+    peer = ConsumerPeer(listener=LostListener())
+    lost = lose(peer)
+    peer.events.clear()
+    qid = peer.m.commit({("t", 0): 2}, now=peer.now)  # while the lost callback runs
+    peer.done(lost, RuntimeError("lost boom"))
+    qid2 = peer.m.commit({("t", 1): 1}, now=peer.now)  # rejoining, no generation yet
+    peer.pump()
+    assert not any(s.req.api_key == ApiKey.OFFSET_COMMIT for s in peer.pending)
+    failed = {e.query_id: e.error for e in committed_events(peer)}
+    assert isinstance(failed[qid], CommitFailedError)
+    assert isinstance(failed[qid2], CommitFailedError)
+    assert "not in the group generation" in str(failed[qid])
+    answer_join(peer, generation=3)
+    answer_sync(peer)
+    peer.done(peer.calls()[0])
+    answer_offset_fetch(peer, {0: 0, 1: 0})
+    peer.events.clear()
+    qid3 = peer.m.commit({("t", 0): 2}, now=peer.now)  # in generation 3 again: sent
+    peer.pump()
+    assert peer.answer_commit() == {("t", 0): 2}
+    assert [e.error for e in committed_events(peer) if e.query_id == qid3] == [None]
+
+
+def test_a_member_back_from_a_poll_timeout_joins_at_its_next_poll() -> None:
+    """The poll timeout makes the member leave; the next poll queues its JoinGroup, which
+    must go out then -- not at the next poll deadline, which every poll moves on (an asyncio
+    or trio consumer polling every 0.5 s never joined again)."""
+    peer = ConsumerPeer(listener=LostListener(), max_poll_interval=4.0)
+    peer.join()
+    peer.done(peer.calls()[0])
+    fetch_both(peer)
+    peer.m.poll(now=peer.now)
+    peer.advance(3.0)  # a heartbeat while the application does not poll
+    answer(peer, ApiKey.HEARTBEAT, error_code=ErrorCode.none)
+    peer.advance(4.5)  # past the poll timeout: LeaveGroup
+    assert any(s.req.api_key == ApiKey.LEAVE_GROUP for s in peer.pending)
+    (lost,) = peer.calls()
+    peer.done(lost, RuntimeError("lost boom"))
+    with pytest.raises(RebalanceListenerError, match="on_partitions_lost"):
+        peer.m.poll(now=peer.now)
+    peer.m.poll(now=peer.now)
+    peer.pump()
+    assert any(s.req.api_key == ApiKey.JOIN_GROUP for s in peer.pending)
+
+
+def test_an_auto_commit_while_the_lost_callback_runs_sends_nothing() -> None:
+    peer = ConsumerPeer(listener=LostListener(), auto_commit=True)
+    lost = lose(peer)
+    peer.advance(6.0)  # the auto-commit timer (5 s) passes while the callback runs
+    assert not any(s.req.api_key == ApiKey.OFFSET_COMMIT for s in peer.pending)
+    peer.done(lost, RuntimeError("lost boom"))
+    assert not any(s.req.api_key == ApiKey.OFFSET_COMMIT for s in peer.pending)
 
 
 # ---------------------------------------------------------------------- leave, states

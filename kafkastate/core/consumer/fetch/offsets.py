@@ -451,12 +451,18 @@ class OffsetQueries:
             return
         self.complete(q, now)
 
-    def commit_fenced(self, code: int, topic: str) -> KafkaError:
+    def commit_fenced(self, code: int, topic: str, *, rejoin: bool = True) -> KafkaError:
         """The error for a commit the group refused as coming from outside the generation;
-        the member rejoins when the coordinator no longer knows it there."""
+        the member rejoins when the coordinator no longer knows it there (``rejoin``: the
+        refusal came from the broker, not from the member's own state)."""
         cause = error_for_code(code)(f"OffsetCommit for group {self._config.group_id!r}")
         member = self._member
-        if isinstance(member, GroupMember) and code in _REJOIN_ON_COMMIT and member.active:
+        if (
+            rejoin
+            and isinstance(member, GroupMember)
+            and code in _REJOIN_ON_COMMIT
+            and member.active
+        ):
             member.request_rejoin("a commit was refused: " + type(cause).__name__)
         error = CommitFailedError(
             f"commit for group {self._config.group_id!r} refused ({type(cause).__name__} on "
