@@ -253,19 +253,21 @@ FUZZ_REPORT = "docs/fuzz-results/campaign.jsonl"
 def fuzz(session: nox.Session) -> None:
     """Every network decoder fuzzed at length: ``KAFKASTATE_FUZZ_EXAMPLES`` inputs per
     decoder (default 1,000,000; hours on 2 cores). ``-- -k sasl`` picks decoders. Each
-    mutation loop appends its figures to docs/fuzz-results/campaign.jsonl, which
-    ``python tools/gen_fuzz_table.py`` turns into docs/reliability.md's table."""
-    examples = os.environ.get("KAFKASTATE_FUZZ_EXAMPLES", "1000000")
-    session.run(
-        "python",
-        "-m",
-        "pytest",
-        *FUZZ_TESTS,
-        "-q",
-        "-s",
-        "-o",
-        "timeout=0",
-        *session.posargs,
-        env={"KAFKASTATE_FUZZ_EXAMPLES": examples, "KAFKASTATE_FUZZ_REPORT": FUZZ_REPORT},
-    )
+    mutation loop draws a fresh stream of inputs and appends its figures to
+    docs/fuzz-results/campaign.jsonl, which ``python tools/gen_fuzz_table.py`` sums into
+    docs/reliability.md's table. ``-- --resume`` runs only the mutation loops, each for the
+    inputs it still lacks there: repeat it (Ctrl-C keeps what ran) until the campaign is
+    complete."""
+    from tests._support.campaign import CAMPAIGN_TARGET  # noqa: PLC0415
+
+    examples = os.environ.get("KAFKASTATE_FUZZ_EXAMPLES", str(CAMPAIGN_TARGET))
+    env = {"KAFKASTATE_FUZZ_EXAMPLES": examples, "KAFKASTATE_FUZZ_REPORT": FUZZ_REPORT}
+    args = list(session.posargs)
+    if "--resume" in args:
+        args.remove("--resume")
+        env["KAFKASTATE_FUZZ_RESUME"] = "1"
+        args += ["-m", "fuzz_loop"]
+    tests = [arg for arg in args if arg.startswith("tests/")] or list(FUZZ_TESTS)
+    options = [arg for arg in args if not arg.startswith("tests/")]
+    session.run("python", "-m", "pytest", *tests, "-q", "-s", "-o", "timeout=0", *options, env=env)
     session.run("python", "tools/gen_fuzz_table.py")

@@ -6,8 +6,10 @@
   encodings (bit flips, interesting bytes, truncations, insertions, length-field
   corruption, huge counts, splices of two seeds), each input under a time bound and an
   RSS bound; only a ``KafkaError`` may escape the decoder. With
-  ``KAFKASTATE_FUZZ_REPORT=<path>`` each loop appends its figures (inputs, time,
-  outcomes) to that file as a JSON line.
+  ``KAFKASTATE_FUZZ_REPORT=<path>`` each loop draws its inputs from a fresh stream and
+  appends its figures (stream, inputs, time, outcomes) to that file as a JSON line;
+  ``KAFKASTATE_FUZZ_RESUME=1`` runs only the inputs the loop still lacks there
+  (tests/_support/campaign.py); ``KAFKASTATE_FUZZ_STREAM=<n>`` replays stream ``n``.
 * :func:`build_entity` — a random *valid* kio entity of any response schema, so the
   response fuzzer starts from real encodings of every API and version the client speaks.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -28,6 +31,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -41,6 +45,7 @@ from kio.serial._introspect import (
 )
 
 from kafkastate.errors import KafkaError
+from tests._support import campaign
 from tests._support.mutation import mutate
 
 DEFAULT_EXAMPLES = 500
@@ -50,6 +55,22 @@ PER_INPUT_SECONDS = 2.0
 """The time bound of one input, in CPU seconds of this process (``ITIMER_PROF``): past it
 the decoder hangs. CPU time, not wall time, so a loaded machine does not make a hang of a
 starved process."""
+
+WATCHDOG_TICK = 0.1
+"""The loop's timer fires every this many CPU seconds and fails an input it has seen
+running for :data:`PER_INPUT_SECONDS` (so a hang is caught within 2.1 s of CPU) instead of
+being re-armed around every input: two system calls per input saved."""
+
+RSS_WINDOW = 64
+"""The loop reads its peak RSS after every this many inputs (a power of two) and keeps
+them: a window that grew it past :data:`RSS_GROWTH_LIMIT` fails naming those inputs. The
+peak only rises, so sampling misses no growth; one ``getrusage`` per input saved."""
+
+GENERATOR = 1
+"""The version of the input generator (``derive``, ``mutate``, ``corrupt_length``,
+``splice`` and the tests' own ``derive_input``): part of every loop's definition. Bump it
+when a change draws different inputs from the same seeds and stream, so earlier campaign
+lines stop counting towards the loop's total (docs/reliability.md)."""
 
 RSS_GROWTH_LIMIT = 512 * 1024 * 1024
 """A run whose peak RSS grows by more than this allocated from a declared length."""
@@ -83,15 +104,18 @@ def _on_alarm(signum: int, frame: object) -> None:
 
 
 @contextmanager
-def _alarm_handler() -> Iterator[Callable[[float], None]]:
-    """Install the SIGPROF handler once; yield ``arm(seconds)``, which (re)starts the CPU
-    timer (0 stops it). A timer armed outside is put back afterwards."""
-    previous = signal.signal(signal.SIGPROF, _on_alarm)
+def _alarm_handler(
+    handler: Callable[[int, Any], None] = _on_alarm,
+) -> Iterator[Callable[[float, float], None]]:
+    """Install the SIGPROF handler once; yield ``arm(seconds, every)``, which
+    (re)starts the CPU timer, repeating every ``every`` (0 stops it). A timer armed outside
+    is put back afterwards."""
+    previous = signal.signal(signal.SIGPROF, handler)
     outer, interval = signal.setitimer(signal.ITIMER_PROF, 0)
     started = time.process_time()
 
-    def arm(seconds: float) -> None:
-        signal.setitimer(signal.ITIMER_PROF, seconds)
+    def arm(seconds: float, every: float) -> None:
+        signal.setitimer(signal.ITIMER_PROF, seconds, every)
 
     try:
         yield arm
@@ -107,7 +131,7 @@ def _alarm_handler() -> Iterator[Callable[[float], None]]:
 def time_bound(seconds: float = PER_INPUT_SECONDS) -> Iterator[None]:
     """Raise :class:`InputTimeout` inside the block once it used ``seconds`` of CPU."""
     with _alarm_handler() as arm:
-        arm(seconds)
+        arm(seconds, 0.0)
         yield
 
 
@@ -212,6 +236,9 @@ class FuzzRun:
     """What one :func:`run_mutations` loop saw (a line of the campaign report)."""
 
     decoder: str
+    stream: int = campaign.LEGACY_STREAM
+    definition: str = ""
+    target: int = 0
     inputs: int = 0
     seconds: float = 0.0
     cpu_seconds: float = 0.0
@@ -234,6 +261,9 @@ class FuzzRun:
     def as_json(self) -> dict[str, Any]:
         return {
             "decoder": self.decoder,
+            "definition": self.definition,
+            "stream": self.stream,
+            "target": self.target,
             "inputs": self.inputs,
             "seconds": round(self.seconds, 2),
             "cpu_seconds": round(self.cpu_seconds, 2),
@@ -256,12 +286,70 @@ def _report(run: FuzzRun) -> None:
         return
     rate = run.inputs / run.cpu_seconds if run.cpu_seconds else 0.0
     print(
-        f"\nfuzz {run.decoder}: {run.inputs} inputs in {run.seconds:.1f} s"
+        f"\nfuzz {run.decoder} stream {run.stream}: {run.inputs} inputs in {run.seconds:.1f} s"
         f" ({rate:.0f} per CPU second)"
     )
     if target != "1":
         with open(target, "a", encoding="utf-8") as out:
             out.write(json.dumps(run.as_json()) + "\n")
+
+
+def definition(seeds: Sequence[bytes], derive_input: Deriver) -> str:
+    """What a loop's inputs are drawn from: :data:`GENERATOR`, the deriving function and
+    the seed encodings (a campaign counts only the lines of a loop's current one)."""
+    name = f"{derive_input.__module__}.{derive_input.__qualname__}"
+    digest = hashlib.sha256(f"{GENERATOR}:{name}".encode())
+    for seed in seeds:
+        digest.update(len(seed).to_bytes(8, "big"))
+        digest.update(seed)
+    return digest.hexdigest()[:16]
+
+
+def stream_rng(decoder: str, stream: int) -> random.Random:
+    """The generator of one stream of a loop's inputs (stream 0: seeded by the decoder's
+    name alone, as every run was before streams)."""
+    return random.Random(decoder if stream == campaign.LEGACY_STREAM else f"{decoder}/{stream}")
+
+
+def _plan(decoder: str, definition_: str, target: int) -> campaign.Plan:
+    """The run's stream and count from the environment: a report file makes a campaign
+    (a fresh stream per run; with ``KAFKASTATE_FUZZ_RESUME`` only the missing inputs)."""
+    chosen = os.environ.get("KAFKASTATE_FUZZ_STREAM")
+    stream = int(chosen) if chosen else None
+    report = os.environ.get("KAFKASTATE_FUZZ_REPORT", "")
+    if report in ("", "1"):
+        stream = campaign.LEGACY_STREAM if stream is None else stream
+        return campaign.Plan(stream=stream, count=target, target=target, done=0)
+    runs = campaign.by_loop(campaign.read(Path(report))).get(decoder, [])
+    return campaign.plan(
+        runs,
+        definition=definition_,
+        target=target,
+        resume=bool(os.environ.get("KAFKASTATE_FUZZ_RESUME")),
+        draw=random.SystemRandom(),
+        stream=stream,
+    )
+
+
+class _Watchdog:
+    """The loop's SIGPROF handler: the timer repeats every :data:`WATCHDOG_TICK`; an input
+    index seen at enough consecutive ticks has used :data:`PER_INPUT_SECONDS` of CPU."""
+
+    def __init__(self) -> None:
+        self.index = -1
+        self._seen = -1
+        self._ticks = 0
+        self._limit = round(PER_INPUT_SECONDS / WATCHDOG_TICK)
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.index != self._seen:
+            # the input started within the last tick: nothing proven yet
+            self._seen, self._ticks = self.index, 0
+            return
+        self._ticks += 1  # one more whole tick spent on this input
+        if self._ticks >= self._limit:
+            self._ticks = 0
+            raise InputTimeout(f"input ran past its time bound of {PER_INPUT_SECONDS} s of CPU")
 
 
 def run_mutations(
@@ -272,43 +360,64 @@ def run_mutations(
     seed: str,
     derive_input: Deriver = derive,
 ) -> int:
-    """Feed ``count`` inputs derived from ``seeds`` to ``decode``; return the count.
+    """Feed up to ``count`` inputs derived from ``seeds`` to ``decode``; return how many
+    ran (fewer when resuming a campaign that already has some).
 
-    Every input runs under a :data:`PER_INPUT_SECONDS` CPU timer (no hang) and within
+    Every input runs under a :data:`PER_INPUT_SECONDS` CPU bound (no hang) and within
     :data:`MEMORY_HEADROOM` of address space (no memory blow-up: MemoryError fails the run
-    naming the input); the process's peak RSS is read after every input too, and one that
-    grew it by more than :data:`RSS_GROWTH_LIMIT` fails the run the same way.
+    naming the input); the process's peak RSS is read every :data:`RSS_WINDOW` inputs too,
+    and a window that grew it by more than :data:`RSS_GROWTH_LIMIT` fails the run naming
+    that window's inputs. A failure names the input's stream and index as well: the same
+    stream (``KAFKASTATE_FUZZ_STREAM``) replays it.
     """
-    rng = random.Random(seed)
-    run = FuzzRun(seed)
+    definition_ = definition(seeds, derive_input)
+    plan = _plan(seed, definition_, count)
+    run = FuzzRun(seed, stream=plan.stream, definition=definition_, target=plan.target)
+    if plan.count == 0:
+        if os.environ.get("KAFKASTATE_FUZZ_REPORT"):
+            print(f"\nfuzz {seed}: {plan.done} of {plan.target} inputs already run")
+        return 0
+    rng = stream_rng(seed, plan.stream)
+    window = [b""] * RSS_WINDOW
+    last = RSS_WINDOW - 1
     rss_before = _peak_rss()
+    watchdog = _Watchdog()
     started = time.monotonic()
     cpu_started = time.process_time()
-    data = b""
+    i, data = 0, b""
     try:
-        with _alarm_handler() as arm, memory_bound():
-            for i in range(count):
+        with _alarm_handler(watchdog) as arm, memory_bound():
+            arm(WATCHDOG_TICK, WATCHDOG_TICK)
+            for i in range(plan.count):
                 data = derive_input(seeds[i % len(seeds)], rng, seeds)
-                arm(PER_INPUT_SECONDS)
-                outcome = check_one(decode, data)
-                arm(0)
-                run.record(outcome)
+                watchdog.index = i
+                run.record(check_one(decode, data))
                 run.inputs += 1
-                grown = _peak_rss() - rss_before
-                if grown > RSS_GROWTH_LIMIT:
-                    raise AssertionError(f"peak RSS grew by {grown} bytes on input {data!r}")
+                window[i & last] = data
+                if i & last == last:
+                    _check_rss(rss_before, window, i)
+            _check_rss(rss_before, window[: run.inputs & last], run.inputs - 1)
     except KeyboardInterrupt:
         run.failure = "interrupted"  # the campaign's deadline: the inputs so far count
         raise
     except BaseException as exc:
-        run.failure = f"{type(exc).__name__} on input {data!r}"[:2000]
+        run.failure = f"input {i} of stream {plan.stream}: {type(exc).__name__}: {exc}"[:2000]
         raise
     finally:
         run.seconds = time.monotonic() - started
         run.cpu_seconds = time.process_time() - cpu_started
         run.rss_growth = _peak_rss() - rss_before
         _report(run)
-    return count
+    return run.inputs
+
+
+def _check_rss(before: int, window: Sequence[bytes], last: int) -> None:
+    grown = _peak_rss() - before
+    if grown > RSS_GROWTH_LIMIT:
+        first = last - len(window) + 1
+        raise AssertionError(
+            f"peak RSS grew by {grown} bytes within inputs {first}..{last}: {list(window)!r}"
+        )
 
 
 # ------------------------------------------------------------------ valid entities

@@ -88,16 +88,19 @@ def test_seeds_complete_the_rfc7677_exchange() -> None:
     assert m.complete
 
 
+@pytest.mark.fuzz_loop
 def test_mutated_server_first() -> None:
     run_mutations(
         server_first, SERVER_FIRST_SEEDS, count=fuzz_count(SCRAM_DEFAULT), seed="scram-first"
     )
 
 
+@pytest.mark.fuzz_loop
 def test_mutated_server_final() -> None:
     run_mutations(server_final, SERVER_FINAL_SEEDS, count=fuzz_count(), seed="scram-final")
 
 
+@pytest.mark.fuzz_loop
 def test_mutated_oauthbearer_status() -> None:
     seeds = [b"", b'{"status":"invalid_token","scope":"x"}', b"\xff\xfe"]
     run_mutations(oauth_status, seeds, count=fuzz_count(), seed="oauth-status")
@@ -112,6 +115,7 @@ def gssapi_offer(data: bytes) -> bytes | None:
     return m.on_challenge(data)
 
 
+@pytest.mark.fuzz_loop
 def test_mutated_gssapi_layer_offers() -> None:
     seeds = [b"W:\x01\x00\x00\x00", b"W:\x07\xff\xff\xff", b"W:\x04\x00\x10\x00", b"W:"]
     run_mutations(gssapi_offer, seeds, count=fuzz_count(), seed="gssapi-offer")
@@ -121,6 +125,7 @@ def msk_iam_answer(data: bytes) -> bytes | None:
     return AwsMskIamMechanism(lambda host: b"{}", "broker").on_challenge(data)
 
 
+@pytest.mark.fuzz_loop
 def test_mutated_aws_msk_iam_answers() -> None:
     seeds = [b'{"version":"2020_10_22","request-id":"a1b2"}', b"{}", b"[1]", b'"v"']
     run_mutations(msk_iam_answer, seeds, count=fuzz_count(), seed="aws-msk-iam")
@@ -149,11 +154,13 @@ def token_answer(data: bytes) -> object:
     return jwt_claims(issued.token)
 
 
+@pytest.mark.fuzz_loop
 def test_mutated_token_endpoint_answers() -> None:
     seeds = [bytes([i]) + body for i, body in enumerate(TOKEN_BODIES)]
     run_mutations(token_answer, seeds, count=fuzz_count(), seed="oauth-token-endpoint")
 
 
+@pytest.mark.fuzz_loop
 def test_mutated_jwt_claims() -> None:
     seeds = [b'{"exp":1700000000,"sub":"a","scope":"x y"}', b"{}", b'{"exp":"soon"}', b"[]"]
 

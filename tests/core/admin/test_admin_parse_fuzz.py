@@ -124,6 +124,7 @@ def response_classes(spec: ops.Operation, keys: Sequence[Any]) -> list[type[Any]
     return list(dict.fromkeys(out))
 
 
+@pytest.mark.fuzz_loop
 @pytest.mark.parametrize("name", list(OPERATIONS))
 def test_parse_of_random_responses(name: str) -> None:
     spec = OPERATIONS[name]()

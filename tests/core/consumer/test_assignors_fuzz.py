@@ -82,14 +82,17 @@ def test_seeds_round_trip() -> None:
         asg.decode_sticky_user_data(data)
 
 
+@pytest.mark.fuzz_loop
 def test_mutated_subscriptions() -> None:
     run_mutations(lead, subscriptions(), count=fuzz_count(), seed="subscription")
 
 
+@pytest.mark.fuzz_loop
 def test_mutated_assignments() -> None:
     run_mutations(asg.decode_assignment, assignments(), count=fuzz_count(), seed="assignment")
 
 
+@pytest.mark.fuzz_loop
 def test_mutated_sticky_user_data() -> None:
     run_mutations(
         asg.decode_sticky_user_data, sticky_user_data(), count=fuzz_count(), seed="sticky"

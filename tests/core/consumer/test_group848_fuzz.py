@@ -86,6 +86,7 @@ def take(data: bytes, *, stable: bool) -> None:
     act(m, 10.0)
 
 
+@pytest.mark.fuzz_loop
 @pytest.mark.parametrize("state", ["joining", "stable"])
 def test_mutated_heartbeat_answers(state: str) -> None:
     run_mutations(

@@ -175,6 +175,7 @@ def legacy_inner(wrapper: bytes) -> bytes:
     return decompress(wrapper[17] & 0x07, value, lz4_broken_header_checksum=wrapper[16] == 0)
 
 
+@pytest.mark.fuzz_loop
 @pytest.mark.parametrize(("name", "data"), CORPUS, ids=[name for name, _ in CORPUS])
 def test_random_mutations(name: str, data: bytes, implementation: str) -> None:
     """The volume loop of one format and codec: KAFKASTATE_FUZZ_EXAMPLES inputs in

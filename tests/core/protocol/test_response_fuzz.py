@@ -30,7 +30,7 @@ from kafkastate.core.protocol.framing import (
 )
 from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiKey, api_name, response_type
 from kafkastate.errors import RemoteProtocolError
-from tests._support import fuzzing
+from tests._support import campaign, fuzzing
 from tests._support.fuzzing import (
     FUZZ,
     assert_well_typed,
@@ -96,6 +96,7 @@ def test_seeds_decode_to_the_encoded_entity(api_key: int) -> None:
         assert decode_response(api_key, version, wire) == entity
 
 
+@pytest.mark.fuzz_loop
 @pytest.mark.parametrize("api_key", API_KEYS, ids=api_name)
 def test_mutated_responses(api_key: int) -> None:
     """Every version of this API: mutations of valid encodings, correctly framed."""
@@ -103,7 +104,7 @@ def test_mutated_responses(api_key: int) -> None:
         seeds = payloads(api_key, version)
         # The default suite splits a small budget over the versions; the long run gives
         # every API key KAFKASTATE_FUZZ_EXAMPLES inputs.
-        count = max(5, fuzz_count(default=60) // len(versions(api_key)))
+        count = campaign.share(fuzz_count(default=60), len(versions(api_key)))
         run_mutations(
             lambda data, v=version: decode_response(api_key, v, frame(data)),
             seeds,
@@ -148,6 +149,7 @@ def test_hypothesis_chosen_edits(api_key: int, data: st.DataObject) -> None:
 # ------------------------------------------------------------------ headers and framing
 
 
+@pytest.mark.fuzz_loop
 @pytest.mark.parametrize("version", [0, 1])
 def test_mutated_response_headers(version: int) -> None:
     seeds = [
@@ -178,6 +180,7 @@ def split_feed(stream: bytes, rng: random.Random, max_frame_size: int) -> list[b
     return frames
 
 
+@pytest.mark.fuzz_loop
 def test_frame_decoder_split_points_and_mutations() -> None:
     """Valid streams give the same frames at any split point; mutated streams (size
     prefixes included) give frames or a RemoteProtocolError, never more than was fed."""
@@ -212,6 +215,7 @@ def handshaking() -> tuple[BrokerConnection, int, int]:
     return conn, req.correlation_id, req.version
 
 
+@pytest.mark.fuzz_loop
 def test_connection_handshake_with_mutated_api_versions() -> None:
     """The connection's own path for the first response (``_on_api_versions``: error code
     peeked, KIP-511 v0 fallback, version table built): only KafkaErrors escape."""
@@ -225,7 +229,12 @@ def test_connection_handshake_with_mutated_api_versions() -> None:
             pass
 
     feed(valid)
-    run_mutations(feed, [valid], count=fuzz_count() // 4, seed="connection-api-versions")
+    run_mutations(
+        feed,
+        [valid],
+        count=fuzz_count(fuzzing.DEFAULT_EXAMPLES // 4),
+        seed="connection-api-versions",
+    )
 
 
 # ------------------------------------------------------------------ crashers found
