@@ -55,6 +55,7 @@ log = logging.getLogger("kafkastate.spark")
 _HEADER: Final = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 _HEADERS: Final = pa.list_(pa.field("element", _HEADER))
 _TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
+_TIMESTAMP_MS_TYPE: Final = pa.timestamp("ms", tz="UTC")  # Kafka's, cast to Spark's once
 ARROW_SCHEMA: Final = pa.schema(
     [
         pa.field("key", pa.binary()),
@@ -254,15 +255,14 @@ def to_record_batch(
     batch of the source's schema."""
     n = len(records)
     # One pass per column (zip(*records) over thousands of records is several times slower).
+    keys = list(map(_KEY, records))
     arrays = [
-        pa.array(list(map(_KEY, records)), pa.binary()),
+        pa.nulls(n, pa.binary()) if keys.count(None) == n else pa.array(keys, pa.binary()),
         pa.array(list(map(_VALUE, records)), pa.binary()),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         pa.array(list(map(_OFFSET, records)), pa.int64()),
-        pa.array(list(map(_TIMESTAMP_MS, records)), pa.int64())
-        .cast(pa.timestamp("ms", tz="UTC"))
-        .cast(_TIMESTAMP),
+        pa.array(list(map(_TIMESTAMP_MS, records)), _TIMESTAMP_MS_TYPE).cast(_TIMESTAMP),
         pa.array(list(map(_TIMESTAMP_TYPE, records)), pa.int32()),
     ]
     if not include_headers:
