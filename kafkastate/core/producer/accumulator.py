@@ -521,11 +521,8 @@ class ProducerBatch:
             if builder is not None:
                 # The producer fields are header-only: the records encoded while they were
                 # appended stay valid (no second encoding of an idempotent batch).
-                builder.set_producer_state(
-                    self.producer_id,
-                    self.producer_epoch,
-                    self.base_sequence,
-                    is_transactional=self.is_transactional,
+                builder.stamp(
+                    self.producer_id, self.producer_epoch, self.base_sequence, self.is_transactional
                 )
             else:
                 # Built before (a retry whose producer state changed): encode it anew

@@ -945,16 +945,15 @@ PyDoc_STRVAR(append_records_doc,
 static PyObject *
 append_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6) {
-        PyErr_Format(PyExc_TypeError, "append_records() takes 6 arguments (%zd given)", nargs);
+    /* (parts, offset_delta, base_ts, max_ts, records, start): two lists, four ints */
+    if (nargs != 6 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[4])) {
+        PyErr_Format(PyExc_TypeError,
+                     "append_records() takes 6 arguments, parts and records lists (%zd given)",
+                     nargs);
         return NULL;
     }
     PyObject *parts = args[0];
     PyObject *records = args[4];
-    if (!PyList_CheckExact(parts) || !PyList_CheckExact(records)) {
-        PyErr_SetString(PyExc_TypeError, "append_records() needs lists of parts and records");
-        return NULL;
-    }
     long long od = PyLong_AsLongLong(args[1]);
     long long base_ts = PyLong_AsLongLong(args[2]);
     long long max_ts = PyLong_AsLongLong(args[3]);

@@ -778,14 +778,7 @@ class RecordBatchBuilder:
         self._next_delta = offset_delta
         self.append(timestamp_ms, key, value, headers)
 
-    def set_producer_state(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        base_sequence: int,
-        *,
-        is_transactional: bool = False,
-    ) -> None:
+    def stamp(self, producer_id: int, epoch: int, base_sequence: int, transactional: bool) -> None:
         """Stamp the idempotence/transaction fields after the records were appended.
 
         They live in the batch header only, so the records encoded so far stay as they
@@ -794,14 +787,14 @@ class RecordBatchBuilder:
 
         Args:
             producer_id: the producer id (KIP-98), -1 if none.
-            producer_epoch: its epoch, -1 if none.
+            epoch: its epoch, -1 if none.
             base_sequence: the first record's sequence number, -1 if none.
-            is_transactional: set or clear attribute bit 4.
+            transactional: set or clear attribute bit 4.
         """
         self._producer_id = producer_id
-        self._producer_epoch = producer_epoch
+        self._producer_epoch = epoch
         self._base_sequence = base_sequence
-        if is_transactional:
+        if transactional:
             self._attributes |= _ATTR_TRANSACTIONAL
         else:
             self._attributes &= ~_ATTR_TRANSACTIONAL

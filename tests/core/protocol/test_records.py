@@ -157,7 +157,7 @@ def test_producer_state_stamped_after_the_records(transactional: bool) -> None:
     for b in (made, direct):
         b.append(TS, b"k", b"v")
         b.append(TS + 5, None, b"w", [("h", b"1")])
-    made.set_producer_state(77, 3, 12, is_transactional=transactional)
+    made.stamp(77, 3, 12, transactional)
     assert made.build() == direct.build()
     batch = one_batch(made.build())
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (77, 3, 12)
