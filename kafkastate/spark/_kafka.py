@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import logging
 import operator
+import random
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from types import TracebackType
 from typing import Any, Final, Self
 
 import pyarrow as pa
 
+from kafkastate.adapters.blocking.producer import FutureRecordMetadata
+from kafkastate.core.producer.partitioner import default_partition
 from kafkastate.errors import (
     KafkaConfigurationError,
     KafkaError,
@@ -50,6 +54,7 @@ log = logging.getLogger("kafkastate.spark")
 _HEADER: Final = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 _HEADERS: Final = pa.list_(pa.field("element", _HEADER))
 _TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
+_TIMESTAMP_MS_TYPE: Final = pa.timestamp("ms", tz="UTC")  # Kafka's, cast to Spark's once
 ARROW_SCHEMA: Final = pa.schema(
     [
         pa.field("key", pa.binary()),
@@ -249,15 +254,14 @@ def to_record_batch(
     batch of the source's schema."""
     n = len(records)
     # One pass per column (zip(*records) over thousands of records is several times slower).
+    keys = list(map(_KEY, records))
     arrays = [
-        pa.array(list(map(_KEY, records)), pa.binary()),
+        pa.nulls(n, pa.binary()) if keys.count(None) == n else pa.array(keys, pa.binary()),
         pa.array(list(map(_VALUE, records)), pa.binary()),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         pa.array(list(map(_OFFSET, records)), pa.int64()),
-        pa.array(list(map(_TIMESTAMP_MS, records)), pa.int64())
-        .cast(pa.timestamp("ms", tz="UTC"))
-        .cast(_TIMESTAMP),
+        pa.array(list(map(_TIMESTAMP_MS, records)), _TIMESTAMP_MS_TYPE).cast(_TIMESTAMP),
         pa.array(list(map(_TIMESTAMP_TYPE, records)), pa.int32()),
     ]
     if not include_headers:
@@ -369,23 +373,209 @@ def check_sink_columns(columns: dict[str, str], options: SinkOptions) -> None:
         raise SinkSchemaError("no topic: set the option topic, or add a topic column")
 
 
-def _as_binary(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+def _binary(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+    """A string or binary column as a list of bytes (None for null), or None if absent."""
     index = batch.schema.get_field_index(name)
     if index < 0:
         return None
     column = batch.column(index)
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+    if column.null_count == len(column):
+        return None
+    if not pa.types.is_binary(column.type):
         column = column.cast(pa.binary())
     values: list[Any] = column.to_pylist()
     return values
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+    """A column as a list, or None if absent or all null."""
     index = batch.schema.get_field_index(name)
     if index < 0:
         return None
-    values: list[Any] = batch.column(index).to_pylist()
+    column = batch.column(index)
+    if column.null_count == len(column):
+        return None
+    values: list[Any] = column.to_pylist()
     return values
+
+
+_CHUNK_BYTES: Final = 256 * 1024  # a record batch's target size, unless kafka.batch.size
+_RECORD_OVERHEAD: Final = 24  # a small record's framing, upper bound (record_size)
+_REQUEST_MARGIN: Final = 1024  # a Produce request's own bytes around its batch
+
+
+class _Outcome:
+    """The acknowledgements of one task's batches, counted on the producer's IO thread."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[FutureRecordMetadata, int]] = []
+        self.failures: list[BaseException] = []
+
+    def sent(self, future: FutureRecordMetadata, rows: int) -> None:
+        self.pending.append((future, rows))
+        future.add_errback(self.failures.append)
+
+    def acknowledged(self) -> int:
+        """Rows acknowledged (every future done: after a flush).
+
+        Raises:
+            KafkaError: the first failure (the others are logged), or a batch with no
+                outcome.
+        """
+        if self.failures:
+            for extra in self.failures[1:]:
+                log.error("another record batch failed: %r", extra)
+            error = self.failures[0]
+            if isinstance(error, KafkaError):
+                raise error
+            raise KafkaError(f"a record batch failed: {error!r}") from error
+        if not all(f.succeeded() for f, _ in self.pending):
+            raise KafkaError("a record batch has no acknowledgement after the flush")
+        return sum(rows for _, rows in self.pending)
+
+
+class _BatchWriter:
+    """Turns the task's Arrow record batches into Kafka record batches: rows grouped by
+    topic and partition (an explicit ``partition``; else the Java default partitioner's
+    ``murmur2(key)`` for a keyed row; else, for keyless rows, one record batch per
+    partition in turn, as the uniform sticky partitioner does a batch at a time), cut at
+    ``kafka.batch.size`` bytes (256 KiB by default), each sent with one
+    :meth:`KafkaProducer.send_batch`."""
+
+    def __init__(self, producer: KafkaProducer, options: SinkOptions, outcome: _Outcome) -> None:
+        self._producer = producer
+        self._topic = options.topic
+        self._outcome = outcome
+        kafka = options.kafka
+        request = int(kafka.get("max_request_size", 1048576)) - _REQUEST_MARGIN
+        self._limit = max(1, min(int(kafka.get("batch_size", _CHUNK_BYTES)), request))
+        self._counts: dict[str, int] = {}
+        self._next: dict[str, int] = {}
+        self.rows = 0
+
+    def _partition_count(self, topic: str) -> int:
+        n = self._counts.get(topic)
+        if n is None:
+            n = self._counts[topic] = len(self._producer.partitions_for(topic))
+            self._next[topic] = random.randrange(n)  # spreading the first batch, not secrecy
+        return n
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Send every row of ``batch`` (waiting only for metadata or buffer memory).
+
+        Raises:
+            SinkSchemaError: a row with a null topic and no topic option.
+            KafkaError: a batch was refused.
+        """
+        n = batch.num_rows
+        if not n:
+            return
+        values = _binary(batch, "value") or [None] * n
+        keys = _binary(batch, "key")
+        raw_headers = _column(batch, "headers")
+        headers = None
+        if raw_headers is not None:
+            headers = [
+                [(h["key"], h["value"]) for h in row] if row else None for row in raw_headers
+            ]
+        topics = None if self._topic else _column(batch, "topic")
+        if topics is None and not self._topic:
+            raise SinkSchemaError(f"row {self.rows} has a null topic and no topic option")
+        partitions = _column(batch, "partition")
+        sizes = self._sizes(batch, n)
+        if self._topic and partitions is None and keys is None:
+            # every row keyless, to one topic: no per-row grouping
+            rows = list(zip(repeat(None), values, headers or repeat(None)))
+            self._send_keyless(self._topic, rows, sizes)
+        else:
+            self._send_grouped(n, values, keys, headers, topics, partitions, sizes)
+        self.rows += n
+
+    def _sizes(self, batch: pa.RecordBatch, n: int) -> list[int]:
+        """Each row's encoded size, near enough to cut batches (an upper bound for
+        small records; headers not counted)."""
+        # imported here, not with the module: pyarrow.compute costs every Python worker
+        # that imports the source (planners, readers, the streaming runner) ~0.3-0.7 s
+        import pyarrow.compute as pc  # noqa: PLC0415
+
+        total = None
+        for name in ("key", "value"):
+            index = batch.schema.get_field_index(name)
+            if index < 0:
+                continue
+            column = batch.column(index)
+            if not pa.types.is_binary(column.type):
+                column = column.cast(pa.binary())
+            lengths = pc.fill_null(pc.binary_length(column), 0)
+            total = lengths if total is None else pc.add(total, lengths)
+        if total is None:
+            return [_RECORD_OVERHEAD] * n
+        sizes: list[int] = pc.add(total, _RECORD_OVERHEAD).to_pylist()
+        return sizes
+
+    def _send_grouped(  # noqa: PLR0917 -- internal
+        self,
+        n: int,
+        values: list[Any],
+        keys: list[Any] | None,
+        headers: list[Any] | None,
+        topics: list[Any] | None,
+        partitions: list[Any] | None,
+        sizes: list[int],
+    ) -> None:
+        """Rows of several topics, explicit partitions or keys: grouped per (topic,
+        partition), keyless rows per topic, in row order."""
+        fixed = self._topic
+        keyed: dict[tuple[str, int], tuple[list[Any], list[int]]] = {}
+        keyless: dict[str, tuple[list[Any], list[int]]] = {}
+        for i in range(n):
+            topic = fixed or (topics[i] if topics is not None else None)
+            if topic is None:
+                raise SinkSchemaError(f"row {self.rows + i} has a null topic and no topic option")
+            key = None if keys is None else keys[i]
+            row = (key, values[i], None if headers is None else headers[i])
+            partition = None if partitions is None else partitions[i]
+            if partition is None and key is not None:
+                partition = default_partition(key, self._partition_count(topic))
+            if partition is None:
+                group = keyless.get(topic)
+                if group is None:
+                    group = keyless[topic] = ([], [])
+            else:
+                group = keyed.get((topic, partition))
+                if group is None:
+                    group = keyed[(topic, partition)] = ([], [])
+            group[0].append(row)
+            group[1].append(sizes[i])
+        for (topic, partition), (rows, row_sizes) in keyed.items():
+            for start, end in self._cuts(row_sizes):
+                self._send(topic, partition, rows[start:end])
+        for topic, (rows, row_sizes) in keyless.items():
+            self._send_keyless(topic, rows, row_sizes)
+
+    def _send_keyless(self, topic: str, rows: list[Any], sizes: list[int]) -> None:
+        count = self._partition_count(topic)
+        for start, end in self._cuts(sizes):
+            partition = self._next[topic]
+            self._next[topic] = (partition + 1) % count
+            self._send(topic, partition, rows[start:end])
+
+    def _cuts(self, sizes: list[int]) -> Iterator[tuple[int, int]]:
+        """``[start, end)`` row ranges of at most the batch limit's bytes (at least one
+        row each)."""
+        limit = self._limit
+        start = total = 0
+        for i, size in enumerate(sizes):
+            if total + size > limit and i > start:
+                yield start, i
+                start, total = i, 0
+            total += size
+        if start < len(sizes):
+            yield start, len(sizes)
+
+    def _send(self, topic: str, partition: int, rows: list[Any]) -> None:
+        future = self._producer.send_batch(topic, rows, partition=partition)
+        self._outcome.sent(future, len(rows))
 
 
 def write_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> int:
@@ -396,51 +586,15 @@ def write_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> in
 
     Raises:
         SinkSchemaError: a row with a null topic and no topic option.
-        KafkaError: a record failed (the first failure; the others are logged).
+        KafkaError: a record batch failed (the first failure; the others are logged), or
+            was refused (a row with neither key nor value, too large...).
     """
-    failures: list[BaseException] = []
-    count = 0
+    outcome = _Outcome()
     with KafkaProducer(**{"client_id": "kafkastate-spark", **options.kafka}) as producer:
-        send = producer.send
+        writer = _BatchWriter(producer, options, outcome)
         for batch in batches:
-            n = batch.num_rows
-            if not n:
-                continue
-            values = _as_binary(batch, "value")
-            assert values is not None  # checked on the driver
-            keys = _as_binary(batch, "key") or [None] * n
-            topics = [options.topic] * n if options.topic else _column(batch, "topic")
-            assert topics is not None
-            partitions = _column(batch, "partition") or [None] * n
-            raw_headers = _column(batch, "headers")
-            for i in range(n):
-                topic = topics[i]
-                if topic is None:
-                    raise SinkSchemaError(f"row {count + i} has a null topic and no topic option")
-                headers = None
-                if raw_headers is not None and raw_headers[i]:
-                    headers = [(h["key"], h["value"]) for h in raw_headers[i]]
-                future = send(
-                    topic,
-                    value=values[i],
-                    key=keys[i],
-                    headers=headers,
-                    partition=partitions[i],
-                )
-                if future.is_done:
-                    if future.exception is not None:
-                        failures.append(future.exception)
-                else:
-                    future.add_errback(failures.append)
-            count += n
-            if failures:
+            writer.write(batch)
+            if outcome.failures:
                 break
         producer.flush()
-    if failures:
-        for extra in failures[1:]:
-            log.error("another record failed: %r", extra)
-        error = failures[0]
-        if isinstance(error, KafkaError):
-            raise error
-        raise KafkaError(f"a record failed: {error!r}") from error
-    return count
+    return outcome.acknowledged()

@@ -362,3 +362,64 @@ def test_bootstrap_timeout_ms_is_kafka_python_3s_name() -> None:
     with pytest.raises(KafkaTimeoutError, match="1:1"):  # NoBrokersAvailable is one
         KafkaProducer(bootstrap_servers="127.0.0.1:1", bootstrap_timeout_ms=300, **FAST)
     assert 0.25 < time.monotonic() - started < 5
+
+
+# ------------------------------------------------------------------------- send_batch
+
+
+def test_send_batch_writes_one_batch_per_call(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=2)
+    stamp = 1_700_000_000_000
+    with KafkaProducer(
+        bootstrap_servers=bootstrap, value_serializer=str.encode, **FAST
+    ) as producer:
+        first = producer.send_batch(topic, [(None, f"v{i}", None) for i in range(50)], partition=1)
+        second = producer.send_batch(
+            topic, [(b"k", "w", [("h", b"x")])], partition=1, timestamp_ms=stamp
+        )
+        meta, meta2 = first.get(timeout=30), second.get(timeout=30)
+        assert (meta.topic, meta.partition, meta.offset) == (topic, 1, 0)
+        assert (meta2.partition, meta2.offset, meta2.timestamp) == (1, 50, stamp)
+        with pytest.raises(KafkaConfigurationError, match="at least one record"):
+            producer.send_batch(topic, [], partition=0)
+        with pytest.raises(KafkaConfigurationError, match="key or a value"):
+            producer.send_batch(topic, [(None, None, None)], partition=0)
+        with pytest.raises(KafkaConfigurationError, match="partition"):
+            producer.send_batch(topic, [(None, "v", None)], partition=-1)
+        counters = producer.metrics()["producer-metrics"]
+        assert counters["record-ack-total"] == 51
+        assert counters["buffer-used-bytes"] == 0
+    with pytest.raises(IllegalStateError):
+        producer.send_batch(topic, [(None, "v", None)], partition=0)
+    records = consume(bootstrap, topic, 51)
+    assert [(r.partition, r.offset, r.key, r.value) for r in records[:2]] == [
+        (1, 0, None, b"v0"),
+        (1, 1, None, b"v1"),
+    ]
+    assert sorted(r.offset for r in records) == list(range(51))
+    last = max(records, key=lambda r: r.offset)
+    assert (last.key, last.value, last.headers, last.timestamp) == (
+        b"k",
+        b"w",
+        [("h", b"x")],
+        stamp,
+    )
+
+
+def test_send_batch_refusals_are_typed(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=1)
+    with KafkaProducer(
+        bootstrap_servers=bootstrap, max_request_size=1000, max_block_ms=300, **FAST
+    ) as producer:
+        assert producer.partitions_for(topic) == {0}  # metadata known: refused at once
+        with pytest.raises(MessageTooLargeError, match="batch"):
+            producer.send_batch(topic, [(None, b"x" * 100, None)] * 20, partition=0)
+        # a partition the topic does not have waits for metadata, then times out
+        with pytest.raises(KafkaTimeoutError):
+            producer.send_batch(topic, [(None, b"x", None)] * 3, partition=7)
+        assert producer.send_batch(topic, [(None, b"ok", None)], partition=0).get(30).offset == 0
+        counters = producer.metrics()["producer-metrics"]
+        assert counters["record-refused-total"] == 1
+        assert counters["buffer-used-bytes"] == 0

@@ -316,6 +316,81 @@ def test_sink_writes_arrow_batches(kafka_cluster: Any) -> None:
         write_batches(iter([no_topic]), options)
 
 
+def test_sink_partitions_as_java_and_cuts_record_batches(kafka_cluster: Any) -> None:
+    import pyarrow as pa  # noqa: PLC0415
+
+    from kafkastate.core.producer import default_partition  # noqa: PLC0415
+    from kafkastate.spark._kafka import write_batches  # noqa: PLC0415
+    from kafkastate.spark._options import parse_sink_options  # noqa: PLC0415
+    from tests._support.readback import consume  # noqa: PLC0415
+
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, 4)
+    n = 2000
+    keyed = pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array([f"k{i % 50}" for i in range(n)], pa.string()),
+            "value": pa.array([f"v{i}".encode() for i in range(n)], pa.binary()),
+        }
+    )
+    keyless = pa.RecordBatch.from_pydict(
+        {"value": pa.array([f"u{i}" for i in range(n)], pa.string())}
+    )
+    options = parse_sink_options(
+        {"kafka.bootstrap.servers": bootstrap, "topic": topic, "kafka.batch.size": "4096"}
+    )
+    assert write_batches(iter([keyed, keyless, keyless.slice(0, 0)]), options) == 2 * n
+    records = sorted(consume(bootstrap, topic, 2 * n), key=lambda r: (r.partition, r.offset))
+    assert len(records) == 2 * n
+    by_key: dict[bytes, list[int]] = {}
+    spread: dict[int, list[int]] = {}
+    for r in records:
+        if r.key is None:
+            spread.setdefault(r.partition, []).append(int(r.value[1:]))
+        else:
+            # the Java default partitioner's choice, and each key's rows in order
+            assert r.partition == default_partition(r.key, 4)
+            by_key.setdefault(r.key, []).append(int(r.value[1:]))
+    assert all(v == sorted(v) for v in by_key.values())
+    assert sorted(i for v in by_key.values() for i in v) == list(range(n))
+    # ~30 KB of keyless rows in batches of <= 4 KiB, one partition after the other
+    assert set(spread) == {0, 1, 2, 3}
+    assert all(v == sorted(v) for v in spread.values())
+    assert sorted(i for v in spread.values() for i in v) == list(range(n))
+
+
+def test_sink_failures_are_typed(kafka_cluster: Any) -> None:
+    import pyarrow as pa  # noqa: PLC0415
+
+    from kafkastate.errors import KafkaTimeoutError, MessageTooLargeError  # noqa: PLC0415
+    from kafkastate.spark._kafka import write_batches  # noqa: PLC0415
+    from kafkastate.spark._options import parse_sink_options  # noqa: PLC0415
+
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, 1)
+    options = parse_sink_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "topic": topic,
+            "kafka.max.block.ms": "300",
+            "kafka.max.request.size": "2000",
+        }
+    )
+    too_large = pa.RecordBatch.from_pydict({"value": pa.array([b"x" * 5000])})
+    with pytest.raises(MessageTooLargeError):
+        write_batches(iter([too_large]), options)
+    no_such_partition = pa.RecordBatch.from_pydict(
+        {"value": pa.array([b"x"]), "partition": pa.array([9], pa.int32())}
+    )
+    with pytest.raises(KafkaTimeoutError):
+        write_batches(iter([no_such_partition]), options)
+    neither = pa.RecordBatch.from_pydict(
+        {"key": pa.array([None], pa.binary()), "value": pa.array([None], pa.binary())}
+    )
+    with pytest.raises(KafkaConfigurationError, match="key or a value"):
+        write_batches(iter([neither]), options)
+
+
 @pytest.mark.kafka_needs("sasl:SCRAM-SHA-512")
 def test_kafka_options_reach_the_client_sasl_scram(kafka_cluster: Any) -> None:
     bootstrap = kafka_cluster.bootstrap

@@ -16,12 +16,12 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Final, NamedTuple, Self
+from typing import Any, Final, NamedTuple, NoReturn, Self
 
 from kafkastate.adapters._common import call_logged, resolve, tls_context
-from kafkastate.adapters.blocking.thread import ProducerThread
+from kafkastate.adapters.blocking.thread import BatchSink, ProducerThread
 from kafkastate.core.config import (
     close_serializers,
     max_usable_produce_magic,
@@ -256,6 +256,33 @@ class _TracedFuture(FutureRecordMetadata):
     def record_failed(self, error: BaseException) -> None:
         self._span.failed(error)
         super().record_failed(error)
+
+
+class _BatchOutcome(BatchSink):
+    """Where the IO thread reports the records of one :meth:`KafkaProducer.send_batch`:
+    completes the batch's future when the last is acknowledged, or at the first error."""
+
+    __slots__ = ("_first", "_future", "_left")
+
+    def __init__(self, future: FutureRecordMetadata, count: int) -> None:
+        self._future = future
+        self._left = count
+        self._first: tuple[str, int, int, int] | None = None
+
+    def records_acknowledged(
+        self, topic: str, partition: int, count: int, offset: int, timestamp: int
+    ) -> None:
+        first = self._first
+        if first is None or (offset >= 0 and offset < first[2]):  # a split batch's pieces
+            self._first = (topic, partition, offset, timestamp)
+        self._left -= count
+        first = self._first
+        if self._left <= 0 and first is not None and not self._future.is_done:
+            self._future.record_acknowledged(*first)
+
+    def record_failed(self, error: BaseException) -> None:
+        if not self._future.is_done:
+            self._future.record_failed(error)
 
 
 _FUTURES_LOCK: Final = threading.Lock()
@@ -530,6 +557,75 @@ class KafkaProducer:
             raise
         return future
 
+    def send_batch(
+        self,
+        topic: str,
+        records: Sequence[tuple[Any, Any, list[tuple[str, bytes]] | None]],
+        *,
+        partition: int,
+        timestamp_ms: int | None = None,
+    ) -> FutureRecordMetadata:
+        """Publish records as one record batch of their own, to one partition (aiokafka's
+        ``send_batch``, without its builder; kafkastate's addition to kafka-python's API).
+
+        The records get consecutive offsets and no other record joins their batch, which
+        is sent as it is whatever ``batch_size`` says: a bulk writer's path, with one
+        appending call and one future for many records. Blocks only while the topic's
+        metadata or buffer memory is missing, up to ``max_block_ms``. No tracing spans are
+        made for them.
+
+        Args:
+            topic: the topic.
+            records: ``(key, value, headers)`` per record, in order; keys and values
+                through the serializers as in :meth:`send`, headers a list of
+                ``(str, bytes)`` pairs or None.
+            partition: the partition (required: a batch is never partitioned).
+            timestamp_ms: create time of every record, ms since the epoch; default now.
+
+        Returns:
+            A future for the whole batch: the first record's :class:`RecordMetadata` (its
+            offset is the batch's base offset; the serialized sizes are -1) once every
+            record is acknowledged, or the first error.
+
+        Raises:
+            KafkaTimeoutError: no metadata or buffer memory within ``max_block_ms``.
+            MessageTooLargeError: the batch exceeds ``max_request_size`` or
+                ``buffer_memory``.
+            IllegalStateError: the producer is closed, or called from a callback.
+            KafkaConfigurationError: no records, a negative partition, or a record with
+                neither key nor value or of the wrong type.
+            KafkaError: another refusal (the producer failed fatally...).
+        """
+        io = self._io
+        if self._closed or io is None:
+            raise IllegalStateError("KafkaProducer already closed")
+        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+            raise KafkaConfigurationError(f"partition must be an int >= 0, got {partition!r}")
+        ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        key_ser, value_ser = self._key_serializer, self._value_serializer
+        if key_ser is None and value_ser is None:  # one comprehension: the bulk hot path
+            batch = [
+                (ts, k, v, h or ()) if k is not None or v is not None else _keyless_valueless()
+                for k, v, h in records
+            ]
+        else:
+            batch = []
+            for key, value, headers in records:
+                if value is None and key is None:
+                    _keyless_valueless()
+                hdrs = headers or []
+                batch.append(
+                    (
+                        ts,
+                        _serialized("key", key_ser, topic, hdrs, key),
+                        _serialized("value", value_ser, topic, hdrs, value),
+                        headers or (),
+                    )
+                )
+        future = FutureRecordMetadata((-1, -1, -1))
+        io.submit_batch(topic, partition, batch, _BatchOutcome(future, len(batch)))
+        return future
+
     def flush(self, timeout: float | None = None) -> None:
         """Send everything now (no linger) and wait until every record sent before this
         call has its outcome.
@@ -747,6 +843,10 @@ class KafkaProducer:
     def __repr__(self) -> str:
         client_id = self.config["client_id"] if self._io else None
         return f"<KafkaProducer client_id={client_id} closed={self._closed}>"
+
+
+def _keyless_valueless() -> NoReturn:
+    raise KafkaConfigurationError("send_batch: a record needs a key or a value")
 
 
 def _is_bytes(value: object) -> bool:

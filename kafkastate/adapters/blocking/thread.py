@@ -64,7 +64,7 @@ from kafkastate.errors import (
     KafkaTimeoutError,
 )
 
-__all__ = ["ProducerThread", "RecordSink", "Reply"]
+__all__ = ["BatchSink", "ProducerThread", "RecordSink", "Reply"]
 
 log = logging.getLogger("kafkastate.sync")
 
@@ -77,6 +77,28 @@ class RecordSink(Protocol):
 
     def record_failed(self, error: BaseException) -> None:
         """The record will not be written."""
+
+
+class BatchSink:
+    """A :class:`RecordSink` for the records of one ``send_batch``, told once per
+    acknowledged run of them (a whole batch, or a piece of a split one)."""
+
+    __slots__ = ()
+
+    def record_acknowledged(self, topic: str, partition: int, offset: int, timestamp: int) -> None:
+        """One record was written (not called for a run: :meth:`records_acknowledged`)."""
+        self.records_acknowledged(topic, partition, 1, offset, timestamp)
+
+    def records_acknowledged(
+        self, topic: str, partition: int, count: int, offset: int, timestamp: int
+    ) -> None:
+        """``count`` consecutive records were written, the first at ``offset`` (-1 with
+        ``acks=0``) with ``timestamp``."""
+        raise NotImplementedError
+
+    def record_failed(self, error: BaseException) -> None:
+        """Records failed (called once per failed run or record)."""
+        raise NotImplementedError
 
 
 class Reply:
@@ -118,6 +140,7 @@ class _Send:
 
     sink: RecordSink
     reply: Reply | None  # None: sent from the IO thread itself, nobody waits
+    rids: Sequence[RecordId] = ()  # a batch's ids (a record's own id is the key)
 
 
 @attrs.define(slots=True, eq=False)
@@ -270,6 +293,48 @@ class ProducerThread:
         woke.reply.wait(None)  # the machine's max_block ends the wait
         if woke.reply.error is not None:
             raise woke.reply.error
+
+    def submit_batch(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[tuple[int, Any, Any, Sequence[tuple[str, Any]]]],
+        sink: RecordSink,
+    ) -> int:
+        """Append ``records`` to ``partition`` as one record batch of their own; if the
+        machine keeps the batch waiting for metadata or buffer memory, wait until it is
+        admitted (up to the machine's ``max_block``). ``sink`` gets every record's outcome.
+
+        Returns:
+            How many records were appended.
+
+        Raises:
+            KafkaTimeoutError: ``max_block`` passed while the batch waited.
+            IllegalStateError: the producer is closed, or called from a callback (it would
+                wait for its own thread).
+            KafkaError: the machine refused the batch (MessageTooLargeError...).
+        """
+        if self.on_io_thread:
+            raise IllegalStateError("send_batch() from a producer callback would deadlock")
+        with self._lock:
+            if not self._accepting or self._finished or self._close is not None:
+                raise IllegalStateError("KafkaProducer already closed")
+            machine = self._machine
+            try:
+                rids = machine.send_batch(topic, partition, records, now=time.monotonic())
+            except KafkaError:
+                self._counts["refused"] += 1
+                raise
+            self._sinks.update(dict.fromkeys(rids, sink))  # before any event (acks=0)
+            waiting = None
+            if machine.is_waiting(rids[0]):
+                waiting = self._blocked[rids[0]] = _Send(sink=sink, reply=Reply(), rids=rids)
+        self._wake()
+        if waiting is not None and waiting.reply is not None:
+            waiting.reply.wait(None)  # the machine's max_block ends the wait
+            if waiting.reply.error is not None:
+                raise waiting.reply.error
+        return len(rids)
 
     def _append_now(  # noqa: PLR0917 -- internal, positional for speed
         self,
@@ -532,7 +597,8 @@ class ProducerThread:
         blocked, self._blocked = self._blocked, {}
         for rid, cmd in blocked.items():
             if self._machine.withdraw(rid, now=now):
-                self._sinks.pop(rid, None)
+                for gone in cmd.rids or (rid,):
+                    self._sinks.pop(gone, None)
                 self._refuse(cmd, error)
             else:  # admitted or failed meanwhile: its events tell
                 self._blocked[rid] = cmd
@@ -587,6 +653,23 @@ class ProducerThread:
             if self._loop.serve(event):
                 continue
             match event:
+                case RecordsAcknowledged(topic=topic, partition=partition, record_ids=rids) if (
+                    isinstance(self._sinks.get(rids[0]), BatchSink)
+                ):
+                    # a send_batch's records (a batch of their own): one call for the run
+                    sinks = self._sinks
+                    run = sinks.pop(rids[0])
+                    for rid in rids[1:]:
+                        sinks.pop(rid, None)
+                    if isinstance(run, BatchSink):
+                        _complete(
+                            run.records_acknowledged,
+                            topic,
+                            partition,
+                            len(rids),
+                            event.base_offset,
+                            event.timestamps[0],
+                        )
                 case RecordsAcknowledged(topic=topic, partition=partition):
                     for rid, offset, ts in event.results():
                         sink = self._sinks.pop(rid, None)
@@ -603,11 +686,11 @@ class ProducerThread:
                     blocked = self._blocked.pop(rids[0])
                     if isinstance(error, KafkaTimeoutError):
                         self._counts["timed_out"] += 1
+                    for rid in blocked.rids or rids[:1]:
+                        self._sinks.pop(rid, None)
                     if blocked.reply is not None:
-                        self._sinks.pop(rids[0], None)
                         blocked.reply.fail(error)  # send() raises it
                     else:
-                        self._sinks.pop(rids[0], None)
                         _complete(blocked.sink.record_failed, error)
                 case RecordsFailed(record_ids=rids, error=error):
                     for rid in rids:

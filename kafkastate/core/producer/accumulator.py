@@ -59,7 +59,6 @@ import bisect
 import enum
 import operator
 import random
-import sys
 from collections import deque
 from collections.abc import Container, Sequence
 from typing import Any, Final, NewType
@@ -522,9 +521,15 @@ class ProducerBatch:
         if self._built is None:
             self._accepting = False
             builder = self._builder
-            if builder is None or self._has_producer_state():
-                # The builder takes producer fields only when constructed, so a stamped
-                # batch is encoded anew from its records.
+            if builder is not None:
+                # The producer fields are header-only: the records encoded while they were
+                # appended stay valid (no second encoding of an idempotent batch).
+                builder.stamp(
+                    self.producer_id, self.producer_epoch, self.base_sequence, self.is_transactional
+                )
+            else:
+                # Built before (a retry whose producer state changed): encode it anew
+                # from its records.
                 builder = RecordBatchBuilder(
                     compression=self._compression,
                     compression_level=self._level,
@@ -547,17 +552,49 @@ class ProducerBatch:
 
     # ------------------------------------------------------------------- internals
 
-    def _has_producer_state(self) -> bool:
-        return (
-            self.producer_id != -1
-            or self.producer_epoch != -1
-            or self.base_sequence != -1
-            or self.is_transactional
-        )
-
     def _has_room(self, rec: _Rec, limit: int) -> bool:
         builder = self._builder
         return builder is not None and builder.has_room_for(*rec, limit=limit)
+
+    def _append_all(
+        self, first: int, records: Sequence[tuple[int, Buffer | None, Buffer | None, HeadersIn]]
+    ) -> None:
+        """Append every record of a batch of its own (ids from ``first``), with no size
+        limit: :meth:`_append`'s loop with the checks of one record inlined (a batch of
+        thousands of records is the bulk writers' hot path).
+
+        Raises:
+            KafkaConfigurationError: a bad argument, naming the record; the batch is then
+                unusable (the caller drops it).
+        """
+        _check_append_arguments(self.topic, self.partition, 0)
+        builder = self._builder
+        if builder is None:  # pragma: no cover - a new batch has its builder
+            raise LocalProtocolError(f"append to a closed batch {self!r}")
+        # The compiled loop takes the valid records of the common shapes; this loop checks
+        # and appends the others (and the first, which sets the base timestamp).
+        rows = records if type(records) is list else list(records)
+        i, n = 0, len(rows)
+        while i < n:
+            try:
+                i = builder.append_run(rows, i)
+            except KafkaConfigurationError as exc:
+                raise KafkaConfigurationError(f"invalid record of the batch: {exc}") from None
+            if i == n:
+                break
+            timestamp_ms, key, value, headers = rows[i]
+            if type(timestamp_ms) is not int or not 0 <= timestamp_ms <= _MAX_TIMESTAMP:
+                _check_append_arguments(self.topic, self.partition, timestamp_ms)
+            _check_bytes("key", key)
+            _check_bytes("value", value)
+            try:
+                builder.append(timestamp_ms, key, value, tuple(headers) if headers else ())
+            except (TypeError, AttributeError, ValueError) as exc:
+                raise KafkaConfigurationError(f"invalid record {i} of the batch: {exc}") from None
+            i += 1
+        self._ids.extend(range(first, first + n))  # type: ignore[arg-type] # RecordIds
+        self._records.extend(rows)  # type: ignore[arg-type] # headers as given, not tuples
+        self._size = builder.size_in_bytes()
 
     def _append(self, rid: RecordId, rec: _Rec, limit: int) -> int:
         """Append one record; return how much the batch grew."""
@@ -1343,15 +1380,7 @@ class Accumulator:
             serial=self._next_batch,
         )
         first = self._next_record if reserved is None else reserved
-        for i, (timestamp_ms, key, value, headers) in enumerate(records):
-            _check_append_arguments(topic, partition, timestamp_ms)
-            _check_bytes("key", key)
-            _check_bytes("value", value)
-            try:
-                hdrs = tuple(headers) if headers else ()
-                batch._append(RecordId(first + i), (timestamp_ms, key, value, hdrs), sys.maxsize)
-            except (TypeError, AttributeError, ValueError) as exc:
-                raise KafkaConfigurationError(f"invalid record {i} of the batch: {exc}") from None
+        batch._append_all(first, records)
         size = batch._size
         if size > cfg.max_request_size or size > cfg.buffer_memory:
             if size > cfg.max_request_size:

@@ -23,6 +23,9 @@
  * arithmetic (headers that are not a list or tuple of 2-tuples, deltas beyond int64) is handed
  * back (None) to the Python code, so both paths write the same bytes and raise the same errors.
  *
+ * append_records() is append_record() over a list of records, for the bulk appends (a producer's
+ * send_batch); it stops at the first record it would not take exactly as append_record() does.
+ *
  * murmur2() is partitioner.murmur2, the keyed producer's per-record hash (Java's Utils.murmur2).
  *
  * consumer_records() is the per-record loop of the adapters' to_consumer_records() without
@@ -776,6 +779,9 @@ done:
     return rc;
 }
 
+static Py_ssize_t encode_record(PyObject *parts, long long od, long long tsd, PyObject *key,
+                                PyObject *value, PyObject *headers);
+
 PyDoc_STRVAR(append_record_doc,
 "append_record(parts, offset_delta, timestamp_delta, key, value, headers, /)\n"
 "--\n"
@@ -813,27 +819,40 @@ append_record(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     if (overflow) {
         Py_RETURN_NONE;
     }
-    PyObject *key = args[3];
-    PyObject *value = args[4];
-    PyObject *headers = args[5];
+    Py_ssize_t added = encode_record(parts, od, tsd, args[3], args[4], args[5]);
+    if (added == -1) {
+        return NULL;
+    }
+    if (added == -2) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromSsize_t(added);
+}
+
+/* The body of append_record(): the record's four parts onto `parts` (unchanged on an error).
+ * Returns the bytes added, -1 with an exception, or -2 for input left to the Python code. */
+static Py_ssize_t
+encode_record(PyObject *parts, long long od, long long tsd, PyObject *key, PyObject *value,
+              PyObject *headers)
+{
     /* value: only its len() now, referenced until build() joins it (records.py does the same,
      * so a value that is not bytes-like is refused there, not here) */
     Py_ssize_t vlen = 0;
     if (value != Py_None && (vlen = PyObject_Size(value)) < 0) {
-        return NULL;
+        return -1;
     }
     PyObject *tail = NULL;
     int has_headers = PyObject_IsTrue(headers); /* `if headers`: None and () mean none */
     if (has_headers < 0) {
-        return NULL;
+        return -1;
     }
     if (has_headers) {
         int rc = encode_headers(headers, &tail);
         if (rc < 0) {
-            return NULL;
+            return -1;
         }
         if (rc == NOT_HANDLED) {
-            Py_RETURN_NONE;
+            return -2;
         }
     }
     else {
@@ -843,7 +862,7 @@ append_record(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     Py_buffer kview;
     if (get_bytes_like(key, &kview) < 0) {
         Py_DECREF(tail);
-        return NULL;
+        return -1;
     }
     /* head: attributes int8 (0), timestampDelta varlong, offsetDelta varint, key length and
      * key, value length (protocol guide, "Record") */
@@ -903,14 +922,88 @@ append_record(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     Py_DECREF(head);
     Py_DECREF(vpart);
     Py_DECREF(tail);
-    return PyLong_FromSsize_t(plen + body);
+    return plen + body;
 fail:
     if (kview.obj != NULL) {
         PyBuffer_Release(&kview);
     }
     Py_XDECREF(head);
     Py_DECREF(tail);
-    return NULL;
+    return -1;
+}
+
+PyDoc_STRVAR(append_records_doc,
+"append_records(parts, offset_delta, base_ts, max_ts, records, start, /)\n"
+"--\n"
+"\n"
+"append_record() over records[start:], a list of (timestamp_ms, key, value, headers)\n"
+"tuples, at offset deltas offset_delta, offset_delta + 1...: the bulk appends' loop. It\n"
+"stops at the first record that is not a 4-tuple of an int timestamp in 0..2**63-1, bytes\n"
+"or None key and value and headers append_record() takes, leaving it to the Python code.\n"
+"Returns (stop, bytes added, the largest timestamp, max_ts included). All or nothing: on an\n"
+"error `parts` is as it was.");
+
+static PyObject *
+append_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    /* (parts, offset_delta, base_ts, max_ts, records, start): two lists, four ints */
+    if (nargs != 6 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[4])) {
+        PyErr_Format(PyExc_TypeError,
+                     "append_records() takes 6 arguments, parts and records lists (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    PyObject *parts = args[0];
+    PyObject *records = args[4];
+    long long od = PyLong_AsLongLong(args[1]);
+    long long base_ts = PyLong_AsLongLong(args[2]);
+    long long max_ts = PyLong_AsLongLong(args[3]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[5]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (base_ts < 0 || od < 0 || start < 0) {
+        PyErr_SetString(PyExc_ValueError, "append_records() needs non-negative deltas");
+        return NULL;
+    }
+    Py_ssize_t entry = PyList_GET_SIZE(parts);
+    Py_ssize_t added = 0;
+    Py_ssize_t i = start;
+    for (; i < PyList_GET_SIZE(records); i++) {
+        PyObject *rec = PyList_GET_ITEM(records, i);
+        if (!PyTuple_CheckExact(rec) || PyTuple_GET_SIZE(rec) != 4) {
+            break;
+        }
+        PyObject *ts_obj = PyTuple_GET_ITEM(rec, 0);
+        PyObject *key = PyTuple_GET_ITEM(rec, 1);
+        PyObject *value = PyTuple_GET_ITEM(rec, 2);
+        if (!PyLong_CheckExact(ts_obj) || (key != Py_None && !PyBytes_CheckExact(key)) ||
+            (value != Py_None && !PyBytes_CheckExact(value))) {
+            break;
+        }
+        int overflow;
+        long long ts = PyLong_AsLongLongAndOverflow(ts_obj, &overflow);
+        if (overflow || ts < 0) {
+            break; /* (no error: an exact int cannot fail otherwise) */
+        }
+        Py_INCREF(rec); /* keeps the items alive whatever encoding runs */
+        Py_ssize_t size =
+            encode_record(parts, od + (i - start), ts - base_ts, key, value,
+                          PyTuple_GET_ITEM(rec, 3));
+        Py_DECREF(rec);
+        if (size == -1) {
+            PyList_SetSlice(parts, entry, PyList_GET_SIZE(parts), NULL);
+            return NULL;
+        }
+        if (size == -2) {
+            break;
+        }
+        added += size;
+        if (ts > max_ts) {
+            max_ts = ts;
+        }
+    }
+    return Py_BuildValue("nnL", i, added, max_ts);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1585,6 +1678,8 @@ static PyMethodDef speedups_methods[] = {
      parse_records_doc},
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      append_record_doc},
+    {"append_records", (PyCFunction)(void (*)(void))append_records, METH_FASTCALL,
+     append_records_doc},
     {"consumer_records", (PyCFunction)(void (*)(void))consumer_records, METH_FASTCALL,
      consumer_records_doc},
     {"murmur2", murmur2, METH_O, murmur2_doc},

@@ -45,6 +45,15 @@ def append_record(
     headers: Sequence[tuple[str, bytes | bytearray | memoryview | None]],
     /,
 ) -> int | None: ...
+def append_records(
+    parts: list[bytes | bytearray | memoryview],
+    offset_delta: int,
+    base_ts: int,
+    max_ts: int,
+    records: list[Any],
+    start: int,
+    /,
+) -> tuple[int, int, int]: ...
 def murmur2(data: bytes | bytearray | memoryview, /) -> int: ...
 def lane_sticky(
     accumulator: Any, topic: str, timestamp_ms: int, value: bytes, cluster: Any, /

@@ -196,10 +196,15 @@ _ParseRecords = Callable[..., list[Any]]  # 8 arguments (Records) or 12 (consume
 _AppendRecord = Callable[
     [list[bytes | Buffer], int, int, Buffer | None, Buffer | None, _HeadersIn], int | None
 ]
+_AppendRecords = Callable[
+    [list[bytes | Buffer], int, int, int, list[Any], int], tuple[int, int, int]
+]
 _ConsumerTuples = Callable[[type[Any], list[Record], str, int, int], list[Any]]
 # The switch (set_speedups): None selects the Python code.
 _c_parse_records: _ParseRecords | None = None if _speedups is None else _speedups.parse_records
 _c_append_record: _AppendRecord | None = None if _speedups is None else _speedups.append_record
+# (getattr: an extension built from an older _speedups.c lacks it; the loop then stays Python)
+_c_append_records: _AppendRecords | None = getattr(_speedups, "append_records", None)
 _c_consumer_tuples: _ConsumerTuples | None = (
     None if _speedups is None else _speedups.consumer_records
 )
@@ -246,11 +251,13 @@ def set_speedups(enabled: bool) -> bool:
     Raises:
         KafkaConfigurationError: ``enabled`` is true but the C accelerator is not built.
     """
-    global _c_parse_records, _c_append_record, _c_consumer_tuples, _c_murmur2  # noqa: PLW0603
+    global _c_parse_records, _c_append_record, _c_append_records  # noqa: PLW0603
+    global _c_consumer_tuples, _c_murmur2  # noqa: PLW0603
     global _c_lane_sticky, _c_lane_keyed, _c_lane_hashed  # noqa: PLW0603
     previous = _c_parse_records is not None
     if not enabled:
         _c_parse_records = _c_append_record = _c_consumer_tuples = _c_murmur2 = None
+        _c_append_records = None
         _c_lane_sticky = _c_lane_keyed = _c_lane_hashed = None
     elif _speedups is None:
         raise KafkaConfigurationError(
@@ -259,6 +266,7 @@ def set_speedups(enabled: bool) -> bool:
     else:
         _c_parse_records = _speedups.parse_records
         _c_append_record = _speedups.append_record
+        _c_append_records = getattr(_speedups, "append_records", None)
         _c_consumer_tuples = _speedups.consumer_records
         _c_murmur2 = _speedups.murmur2
         _c_lane_sticky = _speedups.lane_sticky
@@ -728,6 +736,44 @@ class RecordBatchBuilder:
         self._size = size
         return RECORD_BATCH_OVERHEAD + size
 
+    def append_run(self, records: list[Any], start: int = 0) -> int:
+        """:meth:`append` of ``records[start:]`` in one compiled loop, up to the first record
+        the loop leaves to :meth:`append` (the bulk appends' hot path: a producer's
+        ``send_batch``).
+
+        The loop takes a record exactly when :meth:`append` would encode it in C and every
+        argument is valid: a ``(timestamp_ms, key, value, headers)`` tuple of an ``int``
+        timestamp in 0..2**63-1, ``bytes`` or None key and value, and no headers or a list
+        or tuple of ``(str, bytes-like or None)`` pairs. It never takes the batch's first
+        record (which sets the base timestamp), and takes none without the C accelerator.
+
+        Args:
+            records: the records (a ``list``).
+            start: the index of the first one to append.
+
+        Returns:
+            The index of the first record not appended (``len(records)`` when all were);
+            call :meth:`append` for it, then this again.
+
+        Raises:
+            KafkaConfigurationError: a header key that is not a ``str`` (or not valid
+                Unicode); the builder is unchanged.
+        """
+        c_run = _c_append_records
+        base_ts = self._base_ts
+        if c_run is None or base_ts is None or base_ts < 0 or type(records) is not list:
+            return start
+        try:
+            stop, added, max_ts = c_run(
+                self._parts, self._next_delta, base_ts, self._max_ts, records, start
+            )
+        except (TypeError, ValueError, BufferError) as exc:
+            raise KafkaConfigurationError(f"invalid record argument: {exc}") from None
+        self._next_delta += stop - start
+        self._size += added
+        self._max_ts = max_ts
+        return stop
+
     def append_with_offset_delta(
         self,
         offset_delta: int,
@@ -757,6 +803,27 @@ class RecordBatchBuilder:
             )
         self._next_delta = offset_delta
         self.append(timestamp_ms, key, value, headers)
+
+    def stamp(self, producer_id: int, epoch: int, base_sequence: int, transactional: bool) -> None:
+        """Stamp the idempotence/transaction fields after the records were appended.
+
+        They live in the batch header only, so the records encoded so far stay as they
+        are (a producer learns its sequence numbers when a batch is drained, after its
+        records were appended).
+
+        Args:
+            producer_id: the producer id (KIP-98), -1 if none.
+            epoch: its epoch, -1 if none.
+            base_sequence: the first record's sequence number, -1 if none.
+            transactional: set or clear attribute bit 4.
+        """
+        self._producer_id = producer_id
+        self._producer_epoch = epoch
+        self._base_sequence = base_sequence
+        if transactional:
+            self._attributes |= _ATTR_TRANSACTIONAL
+        else:
+            self._attributes &= ~_ATTR_TRANSACTIONAL
 
     def build(self) -> bytes:
         """Encode the batch: join, compress, checksum.

@@ -145,6 +145,26 @@ def test_builder_header_fields() -> None:
     assert (pid, epoch, seq, count) == (77, 3, 12, 3)
 
 
+@pytest.mark.parametrize("transactional", [True, False])
+def test_producer_state_stamped_after_the_records(transactional: bool) -> None:
+    """A producer learns its sequence numbers when a batch is drained: stamping them on a
+    filled builder gives the bytes of a builder constructed with them."""
+    fields = {"producer_id": 77, "producer_epoch": 3, "base_sequence": 12}
+    made = RecordBatchBuilder(compression=Compression.GZIP, is_transactional=not transactional)
+    direct = RecordBatchBuilder(
+        compression=Compression.GZIP, is_transactional=transactional, **fields
+    )
+    for b in (made, direct):
+        b.append(TS, b"k", b"v")
+        b.append(TS + 5, None, b"w", [("h", b"1")])
+    made.stamp(77, 3, 12, transactional)
+    assert made.build() == direct.build()
+    batch = one_batch(made.build())
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (77, 3, 12)
+    assert batch.is_transactional is transactional
+    assert [r.value for r in batch.records()] == [b"v", b"w"]
+
+
 def test_builder_record_bytes_match_the_spec() -> None:
     b = RecordBatchBuilder()
     b.append(TS, b"key", b"value", [("a", b"b"), ("n", None)])

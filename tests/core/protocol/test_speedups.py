@@ -901,3 +901,76 @@ def test_append_value_is_append_then_size_in_bytes() -> None:
         builder.append_value(TS, b"first")
         builder.append_value(1.5, b"float")  # type: ignore[arg-type]
     assert builder.record_count == 1  # the refused record left nothing behind
+
+
+@needs_c
+@given(st.lists(st.tuples(timestamp_st, key_st, key_st, headers_arg_st), min_size=1, max_size=8))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_append_run_is_append_in_a_loop(appends: list[tuple[Any, ...]]) -> None:
+    """``append_run`` (the bulk appends' compiled loop) and ``append`` for what it leaves
+    build the bytes of ``append`` called record by record, with either codec."""
+
+    def builds(rec: tuple[Any, ...]) -> bool:
+        b = RecordBatchBuilder()
+        return outcome(lambda: b.append(*rec))[0] == "ok" and outcome(b.build)[0] == "ok"
+
+    with codec(False):
+        valid = [rec for rec in appends if builds(rec)]
+
+    def one_by_one() -> bytes:
+        b = RecordBatchBuilder()
+        for rec in valid:
+            b.append(*rec)
+        return b.build()
+
+    def in_runs() -> tuple[bytes, int, int]:
+        b = RecordBatchBuilder()
+        i = taken = 0
+        while i < len(valid):
+            stop = b.append_run(valid, i)
+            taken += stop - i
+            if stop < len(valid):
+                b.append(*valid[stop])
+            i = stop + 1
+        return b.build(), b.record_count, taken
+
+    with codec(False):
+        kind, expected = outcome(one_by_one)
+    if not valid or kind != "ok":  # (timestamp deltas beyond int64)
+        return
+    for c in (False, True):
+        with codec(c):
+            built, count, taken = in_runs()
+            assert (built, count) == (expected, len(valid))
+            assert taken == 0 or c  # the Python codec has no compiled loop
+
+
+@needs_c
+def test_append_run_takes_the_common_shapes_and_stops_at_the_others() -> None:
+    rows: list[Any] = [
+        (TS, None, b"a", ()),
+        (TS + 1, b"k", b"b", [("h", b"x")]),
+        (TS + 2, None, None, None),
+        (TS, bytearray(b"k"), b"c", ()),  # not bytes: append() checks it
+        (TS - 1, b"k", b"d", ()),
+    ]
+    with codec(True):
+        b = RecordBatchBuilder()
+        assert b.append_run(rows, 0) == 0  # the first record sets the base timestamp
+        b.append(*rows[0])
+        assert b.append_run(rows, 1) == 3
+        b.append(*rows[3])
+        assert b.append_run(rows, 4) == 5
+        size = b.size_in_bytes()
+        with pytest.raises(KafkaConfigurationError):
+            b.append_run([(TS, None, b"v", [(b"not str", b"x")])], 0)
+        assert (b.record_count, b.size_in_bytes()) == (5, size)  # unchanged
+        (batch,) = list(iter_batches(b.build()))
+        records = batch.records()  # type: ignore[union-attr]
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in records] == [
+        (0, TS, None, b"a"),
+        (1, TS + 1, b"k", b"b"),
+        (2, TS + 2, None, None),
+        (3, TS, b"k", b"c"),
+        (4, TS - 1, b"k", b"d"),
+    ]
