@@ -52,7 +52,9 @@ def test_the_clients_kept_timer_walk_is_the_fresh_walk_after_every_event(seed: i
     entropy = SeededEntropy(seed)
     config = attrs.evolve(SimConfig.draw(entropy), faults=FAULTY, fault_every_ms=2_000)
     Sim(entropy, config, check=check).run()
-    assert checked > 1_000
+    # hundreds of checks a seed (the event-driven application made seeds shorter: 859
+    # for seed 3 at the last count)
+    assert checked > 500
 
 
 class _CheckedTxn(TxnSim):
