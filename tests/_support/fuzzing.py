@@ -352,6 +352,22 @@ class _Watchdog:
             raise InputTimeout(f"input ran past its time bound of {PER_INPUT_SECONDS} s of CPU")
 
 
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGINT interrupts the loop even where it was ignored: a campaign started as a
+    background job of a non-interactive shell inherits SIGINT ignored (POSIX), and then
+    ``kill -INT`` -- how a campaign is stopped at its deadline -- did nothing, so the
+    interrupted loop never wrote the line that counts its inputs."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def run_mutations(
     decode: Callable[[bytes], object],
     seeds: Sequence[bytes],
@@ -386,7 +402,7 @@ def run_mutations(
     cpu_started = time.process_time()
     i, data = 0, b""
     try:
-        with _alarm_handler(watchdog) as arm, memory_bound():
+        with _interruptible(), _alarm_handler(watchdog) as arm, memory_bound():
             arm(WATCHDOG_TICK, WATCHDOG_TICK)
             for i in range(plan.count):
                 data = derive_input(seeds[i % len(seeds)], rng, seeds)

@@ -5,8 +5,13 @@ the table tools/gen_fuzz_table.py draws from the report."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -173,6 +178,48 @@ def test_an_interrupted_run_counts_what_it_did(
     assert (run["inputs"], run["failure"]) == (30, "interrupted")
     monkeypatch.setenv("KAFKASTATE_FUZZ_RESUME", "1")
     assert fuzzing.run_mutations(Recorder(), SEEDS, count=1000, seed="t") == 970
+
+
+def test_sigint_stops_a_campaign_started_with_sigint_ignored(report: Path) -> None:
+    # A background job of a non-interactive shell starts with SIGINT ignored: the loop
+    # must still stop on ``kill -INT`` and write the line that counts what it did.
+    script = (
+        "import sys\n"
+        "from tests._support import fuzzing\n"
+        "print('running', flush=True)\n"
+        "fuzzing.run_mutations(lambda data: None, [b'abcdefgh'], count=10**9, seed='sig')\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "running\n"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until the loop runs (its report path exists)
+            time.sleep(0.2)
+            if child.poll() is not None:
+                break
+            child.send_signal(signal.SIGINT)
+            try:
+                child.wait(timeout=1)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        if child.poll() is None:
+            child.kill()
+    _, err = child.communicate(timeout=30)
+    assert child.returncode != -signal.SIGKILL, "SIGINT did not stop the loop"
+    assert "KeyboardInterrupt" in err, err[-2000:]
+    (run,) = lines_of(report)
+    assert run["failure"] == "interrupted" and run["inputs"] > 0
 
 
 def test_a_crasher_names_stream_and_index_and_replays_from_them(
