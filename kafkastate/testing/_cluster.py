@@ -296,6 +296,28 @@ class Broker(JvmProcess):
             raise HarnessError(f"broker {self.node_id} is not running")
         self._signal(signal.SIGSTOP)
         self._paused = True
+        self._wait_stopped(5.0)
+
+    def _wait_stopped(self, timeout: float) -> None:
+        """Wait until every thread of the JVM is stopped (Linux: the state in
+        ``/proc/PID/task/*/stat``): SIGSTOP reaches a multi-threaded process's threads
+        asynchronously, and a request sent right after the signal could still be answered
+        (a CI flake). Elsewhere, or past ``timeout``, return at once."""
+        tasks = Path(f"/proc/{self._pid}/task")
+        if self._pid is None or not tasks.is_dir():
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                states = [
+                    (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                    for task in tasks.iterdir()
+                ]
+            except (OSError, IndexError):  # a thread ended meanwhile: look again
+                states = []
+            if states and all(state in "TtZX" for state in states):
+                return
+            time.sleep(0.01)
 
     def resume(self, *, settle: bool = False, timeout: float | None = None) -> None:
         """SIGCONT a paused JVM.

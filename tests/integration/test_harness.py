@@ -830,6 +830,12 @@ def test_resume_settle_outlasts_the_fence_after_a_long_pause(kafka_cluster: Kafk
     broker = kafka_cluster.brokers[0]
     broker.pause()
     try:
+        tasks = Path(f"/proc/{broker.pid}/task")
+        if tasks.is_dir():  # pause() returns once every thread of the JVM is stopped
+            states = {
+                (t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks.iterdir()
+            }
+            assert states <= set("TtZX"), states
         time.sleep(3.6)
     finally:
         started = time.monotonic()
