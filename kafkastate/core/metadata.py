@@ -16,7 +16,10 @@ An update is due when
   a leader epoch newer than ours),
 
 and at least ``retry_backoff`` has passed since the last attempt (``retry.backoff.ms``), so
-a broken cluster is not hammered.
+a broken cluster is not hammered. A new topic of interest is the exception, as in Java's
+``Metadata.requestUpdateForNewTopics``: after a successful attempt its refresh goes out at
+once (a consumer subscribing, or a first send to a topic, right after the bootstrap
+metadata does not wait out the backoff); after a failed one the backoff holds.
 
 Responses merge under KIP-320's rule: a partition whose reported leader epoch is *older*
 than the one we hold keeps our entry -- that broker has not caught up yet -- and a later
@@ -179,6 +182,7 @@ class Metadata:
         self._last_attempt: float | None = None
         self._requested = True  # nothing known yet
         self._in_flight = False
+        self._new_topics = False  # a topic of interest was added since the last attempt
         self._last_error: KafkaError | None = None
 
     # ----------------------------------------------------------------- state
@@ -212,13 +216,16 @@ class Metadata:
         if not new:
             return False
         self._topics = sorted({*self._topics, *new})
-        self._requested = True
+        self._requested = self._new_topics = True
         return True
 
     def set_topics(self, topics: Iterable[str] | None) -> None:
         """Replace the topics of interest (None = all) and request a refresh."""
-        self._all_topics = topics is None
-        self._topics = sorted(set(topics or ()))
+        wanted = None if topics is None else sorted(set(topics))
+        if wanted != (None if self._all_topics else self._topics):
+            self._new_topics = True
+        self._all_topics = wanted is None
+        self._topics = wanted or []
         self._requested = True
 
     def request_update(self) -> None:
@@ -250,9 +257,10 @@ class Metadata:
         already in flight."""
         if self._in_flight:
             return None
-        earliest = (
-            0.0 if self._last_attempt is None else self._last_attempt + self.config.retry_backoff
-        )
+        if self._last_attempt is None or (self._new_topics and self._last_error is None):
+            earliest = 0.0
+        else:
+            earliest = self._last_attempt + self.config.retry_backoff
         if self._requested or self._updated_at is None:
             return earliest
         return max(earliest, self._updated_at + self.config.metadata_max_age)
@@ -268,7 +276,7 @@ class Metadata:
         """Record that a Metadata request is being sent (no second one until it ends)."""
         self._in_flight = True
         self._last_attempt = now
-        self._requested = False
+        self._requested = self._new_topics = False
 
     def build_request(self, versions: ApiVersionTable) -> Any:
         """Build the Metadata request for the connection's negotiated versions."""

@@ -370,10 +370,30 @@ def test_metadata_topics_sorted_in_request_and_added_topics_trigger_refresh() ->
     md.start_update(now=0.0)
     md.handle_response(metadata_response(MD_VERSION, brokers=BROKERS), now=0.0)
     assert not md.add_topics(["a"])
+    assert md.update_due_at() == pytest.approx(300.0)
     assert md.add_topics(["b"])
-    assert md.update_due_at() == pytest.approx(0.1)
+    # a new topic after a good answer: at once (Java's requestUpdateForNewTopics)
+    assert md.update_due_at() == 0.0
     all_md = Metadata(MetadataConfig(), topics=None)
     assert all_md.build_request(_versions()).topics is None
+
+
+def test_metadata_new_topics_skip_the_backoff_only_after_a_good_answer() -> None:
+    md = Metadata(MetadataConfig(retry_backoff=0.5), topics=["a"])
+    md.start_update(now=1.0)
+    md.handle_response(metadata_response(MD_VERSION, brokers=BROKERS), now=1.0)
+    md.set_topics(["a"])  # the same topics: a refresh, after the backoff
+    assert md.update_due_at() == pytest.approx(1.5)
+    md.set_topics(["a", "b"])  # a new one: at once
+    assert md.update_due_at() == 0.0
+    md.start_update(now=1.1)
+    md.handle_failure(KafkaTimeoutError("x"))
+    assert md.add_topics(["c"])  # the last attempt failed: the backoff holds
+    assert md.update_due_at() == pytest.approx(1.6)
+    md.start_update(now=1.6)  # the attempt clears the exception for what it asked
+    md.handle_response(metadata_response(MD_VERSION, brokers=BROKERS), now=1.6)
+    md.request_update()
+    assert md.update_due_at() == pytest.approx(2.1)
 
 
 def test_metadata_in_flight_blocks_second_request() -> None:

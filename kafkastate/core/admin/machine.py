@@ -816,6 +816,9 @@ class AdminMachine(ClientDriven):
                     op.results[key] = timeout
                 op.pending.clear()
             self._finish(op)
+        if self._client.metadata.update_due(now):
+            # a topic named just now: its metadata goes out at once, not at the next timer
+            self._client.handle_timer(now=now)
         self._drain_client(now)
 
     def _all_keys(self, op: _Op) -> list[Hashable]:
