@@ -146,6 +146,10 @@ _TERMINAL: Final = (ConnectionState.CLOSED, ConnectionState.ERROR)  # a tuple: n
 # bytes mean a frame of at least 352 MB, which no first response is.
 _TLS_RECORD_TYPES: Final = {21: "a TLS alert", 22: "a TLS handshake record"}
 _TLS_HEADER_SIZE: Final = 3
+# A response body at most this long that repeats the last one of its class on the
+# connection is not decoded again (see BrokerConnection._decode): the answers that repeat
+# are small (Heartbeat, OffsetCommit, an empty Fetch), and a bigger one is not kept.
+_REUSED_RESPONSE_MAX: Final = 2048
 
 # STYLE §6: the legal transitions; anything not listed raises LocalProtocolError.
 CONNECTION_STATES: Final = register(
@@ -386,6 +390,7 @@ class BrokerConnection:
         """The connection's first bytes, kept until a TLS record header is ruled out."""
         self._out = bytearray()
         self._last_bodies: dict[type[Any], tuple[Any, bytes]] = {}  # see _body()
+        self._last_responses: dict[type[Any], tuple[bytes, Any]] = {}  # see _decode()
         self._events: deque[ConnectionEvent] = deque()
         self._in_flight: deque[_Request] = deque()
         self._pending: deque[_Request] = deque()
@@ -682,10 +687,12 @@ class BrokerConnection:
         best = self._token_deadline
         if self._state is ConnectionState.READY:
             best = earliest(best, self._reauth_at)
-        for r in self._in_flight:
-            best = earliest(best, r.deadline)
-        for r in self._pending:
-            best = earliest(best, r.deadline)
+        # earliest() inlined: the client asks every connection after each of its inputs
+        for queue in (self._in_flight, self._pending):
+            for r in queue:
+                t = r.deadline
+                if best is None or t < best:
+                    best = t
         return best
 
     # ---------------------------------------------------------------- internals
@@ -721,6 +728,20 @@ class BrokerConnection:
         body = encode_body(entity)
         self._last_bodies[cls] = (entity, body)
         return body
+
+    def _decode(self, cls: type[Any], frame: bytes, view: memoryview, offset: int) -> Any:
+        """The response entity in ``frame[offset:]``; a small body equal to the last one of
+        its class on this connection (a Heartbeat's, a commit's, an empty Fetch's) is not
+        decoded again (kio entities are frozen: sharing one is safe)."""
+        if len(frame) - offset > _REUSED_RESPONSE_MAX:
+            return decode_body(cls, view, offset)
+        body = frame[offset:]
+        last = self._last_responses.get(cls)
+        if last is not None and last[0] == body:
+            return last[1]
+        response = decode_body(cls, view, offset)
+        self._last_responses[cls] = (body, response)
+        return response
 
     def _send_internal(self, request: Any, now: float) -> None:
         cls = type(request)
@@ -781,7 +802,7 @@ class BrokerConnection:
         if req.api_key == ApiKey.API_VERSIONS and req.internal:
             self._on_api_versions(req, view, offset, now)
             return
-        response = decode_body(response_type(req.api_key, req.version), view, offset)
+        response = self._decode(response_type(req.api_key, req.version), frame, view, offset)
         if req.internal:
             self._on_internal_response(req, response, now)
         else:
