@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
+from kafkastate.core import connection
 from kafkastate.core.connection import (
     BrokerConnection,
     ConnectionClosed,
@@ -22,6 +23,7 @@ from kafkastate.core.connection import (
     RequestFailed,
     ResponseReceived,
 )
+from kafkastate.core.protocol.framing import encode_body
 from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiKey, request_type
 from kafkastate.errors import (
     AuthenticationFailedError,
@@ -273,6 +275,45 @@ def test_unsolicited_and_garbage_frames() -> None:
     bad = b"\x00\x00\x00\x06" + cid.to_bytes(4, "big") + b"\x00\x07"
     with pytest.raises(RemoteProtocolError, match="MetadataResponse"):
         conn.receive_data(bad, now=1)
+
+
+def test_a_small_response_seen_before_is_the_same_answer_on_any_connection() -> None:
+    # decoded once per process (class and bytes are the key): the answer is equal to a
+    # fresh decoding, on another connection too, and malformed bytes still raise every time
+    connection._DECODED.clear()
+    got = []
+    first, second = ready_connection(), ready_connection()
+    for conn in (first, second, first):
+        cid = conn.send_request(metadata_request(), now=1)
+        conn.data_to_send()
+        conn.receive_data(response_frame(cid, metadata_response()), now=2)
+        (event,) = drain(conn)
+        got.append(event.response)
+    assert got == [metadata_response()] * 3
+    assert got[1] is got[0]  # kept, not decoded again
+    kept = dict(connection._DECODED)
+    bad = b"\x00\x07"  # a truncated MetadataResponse
+    for _ in range(2):
+        conn = ready_connection()
+        cid = conn.send_request(metadata_request(), now=1)
+        frame = (4 + len(bad)).to_bytes(4, "big") + cid.to_bytes(4, "big") + bad
+        with pytest.raises(RemoteProtocolError, match="MetadataResponse"):
+            conn.receive_data(frame, now=1)
+    assert kept == connection._DECODED  # nothing kept of the malformed bodies
+
+
+def test_a_small_request_encoded_before_is_sent_as_encoded_then() -> None:
+    # encoded once per process (the entity is the key): another connection sends the
+    # same bytes kio writes for it
+    connection._ENCODED.clear()
+    bodies = []
+    for _ in range(2):
+        conn = ready_connection()
+        conn.send_request(metadata_request(), now=1)
+        (req,) = sent(conn)
+        bodies.append(req.body)
+    assert bodies == [metadata_request()] * 2
+    assert connection._ENCODED[metadata_request()] == encode_body(metadata_request())
 
 
 def test_unsupported_api_fails_request_with_both_ranges() -> None:
