@@ -157,6 +157,8 @@ _ENCODED: dict[Any, bytes] = {}
 """Small request bodies already encoded, by entity (frozen, compared by value)."""
 _ENCODED_MAX: Final = 256  # entries; the cache is emptied when full
 _ENCODED_BODY_MAX: Final = 2048  # bytes: a bigger body is not kept
+# Never kept process-wide: the SASL exchange carries credentials, proofs and tokens.
+_NEVER_KEPT: Final = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 def _decode(cls: type[Any], view: memoryview, offset: int) -> Any:
@@ -165,7 +167,7 @@ def _decode(cls: type[Any], view: memoryview, offset: int) -> Any:
     an empty Fetch's, ApiVersions and Metadata on each new connection -- is not checked
     and decoded again: decoding is a pure function of the class and the bytes, and kio
     entities are frozen, so sharing one is safe (also across connections and threads)."""
-    if len(view) - offset > _DECODED_BODY_MAX:
+    if len(view) - offset > _DECODED_BODY_MAX or cls.__api_key__ in _NEVER_KEPT:
         return decode_body(cls, view, offset)
     key = (cls, bytes(view[offset:]))
     response = _DECODED.get(key)
@@ -752,13 +754,14 @@ class BrokerConnection:
         last = self._last_bodies.get(cls)
         if last is not None and last[0] == entity:
             return last[1]
+        keep = cls.__api_key__ not in _NEVER_KEPT
         try:
-            body = _ENCODED.get(entity)
+            body = _ENCODED.get(entity) if keep else None
         except TypeError:  # a field kio holds unhashable: encode it every time
             body = None
         if body is None:
             body = encode_body(entity)
-            if len(body) <= _ENCODED_BODY_MAX:
+            if keep and len(body) <= _ENCODED_BODY_MAX:
                 if len(_ENCODED) >= _ENCODED_MAX:
                     _ENCODED.clear()
                 _ENCODED[entity] = body

@@ -433,6 +433,22 @@ def test_sasl_plain_success() -> None:
     assert isinstance(ev, ConnectionReady)
 
 
+def test_the_sasl_exchange_is_never_kept_process_wide() -> None:
+    # credentials, proofs and tokens stay out of the caches of repeated bodies
+    connection._DECODED.clear()
+    connection._ENCODED.clear()
+    for _ in range(2):
+        conn, hs = _sasl_connection("PLAIN", sasl_username="alice", sasl_password="pw")
+        auth = _handshake_ok(conn, hs)
+        reply = _auth_response(auth.version, b"")
+        conn.receive_data(response_frame(auth.correlation_id, reply), now=0)
+        assert isinstance(drain(conn)[-1], ConnectionReady)
+    sasl = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+    assert not [e for e in connection._ENCODED if type(e).__api_key__ in sasl]
+    assert not [cls for cls, _body in connection._DECODED if cls.__api_key__ in sasl]
+    assert connection._DECODED  # (the ApiVersions answer is kept)
+
+
 def test_sasl_bad_password_fails_at_once() -> None:
     conn, hs = _sasl_connection("PLAIN", sasl_username="alice", sasl_password="wrong")
     auth = _handshake_ok(conn, hs)
