@@ -881,7 +881,8 @@ class Client:
             self._submit_metadata(now)
         self._dispatch_any(now)
         for node in self._sorted_nodes():
-            self._flush_node(node, now)
+            if node.queue:  # (_flush_node's own first test: this runs after every input)
+                self._flush_node(node, now)
 
     def _submit_metadata(self, now: float) -> None:
         self._metadata.start_update(now=now)

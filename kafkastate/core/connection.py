@@ -147,6 +147,38 @@ _TERMINAL: Final = (ConnectionState.CLOSED, ConnectionState.ERROR)  # a tuple: n
 _TLS_RECORD_TYPES: Final = {21: "a TLS alert", 22: "a TLS handshake record"}
 _TLS_HEADER_SIZE: Final = 3
 
+_DECODED: dict[tuple[type[Any], bytes], Any] = {}
+"""Small response bodies already decoded, by entity class and bytes (see :func:`_decode`)."""
+_DECODED_MAX: Final = 256  # entries; the cache is emptied when full
+_DECODED_BODY_MAX: Final = 2048  # bytes: a bigger body is decoded every time, never kept
+
+
+_ENCODED: dict[Any, bytes] = {}
+"""Small request bodies already encoded, by entity (frozen, compared by value)."""
+_ENCODED_MAX: Final = 256  # entries; the cache is emptied when full
+_ENCODED_BODY_MAX: Final = 2048  # bytes: a bigger body is not kept
+# Never kept process-wide: the SASL exchange carries credentials, proofs and tokens.
+_NEVER_KEPT: Final = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
+
+def _decode(cls: type[Any], view: memoryview, offset: int) -> Any:
+    """The response entity of class ``cls`` in ``view[offset:]``. A small body decoded
+    before -- the answers that repeat byte for byte are small: a Heartbeat's, a commit's,
+    an empty Fetch's, ApiVersions and Metadata on each new connection -- is not checked
+    and decoded again: decoding is a pure function of the class and the bytes, and kio
+    entities are frozen, so sharing one is safe (also across connections and threads)."""
+    if len(view) - offset > _DECODED_BODY_MAX or cls.__api_key__ in _NEVER_KEPT:
+        return decode_body(cls, view, offset)
+    key = (cls, bytes(view[offset:]))
+    response = _DECODED.get(key)
+    if response is None:
+        response = decode_body(cls, view, offset)  # raises on malformed bytes: not kept
+        if len(_DECODED) >= _DECODED_MAX:
+            _DECODED.clear()
+        _DECODED[key] = response
+    return response
+
+
 # STYLE §6: the legal transitions; anything not listed raises LocalProtocolError.
 CONNECTION_STATES: Final = register(
     StateTable(
@@ -682,10 +714,12 @@ class BrokerConnection:
         best = self._token_deadline
         if self._state is ConnectionState.READY:
             best = earliest(best, self._reauth_at)
-        for r in self._in_flight:
-            best = earliest(best, r.deadline)
-        for r in self._pending:
-            best = earliest(best, r.deadline)
+        # earliest() inlined: the client asks every connection after each of its inputs
+        for queue in (self._in_flight, self._pending):
+            for r in queue:
+                t = r.deadline
+                if best is None or t < best:
+                    best = t
         return best
 
     # ---------------------------------------------------------------- internals
@@ -711,14 +745,26 @@ class BrokerConnection:
     def _body(self, entity: Any) -> bytes:
         """The encoding of a request entity; a request equal to the last one of its class
         on this connection (a Fetch of a caught-up consumer, a Heartbeat) is not encoded
-        again (kio entities are frozen and compare by value)."""
+        again (kio entities are frozen and compare by value), nor a small one encoded
+        before on any connection (the handshake's ApiVersions, Metadata, FindCoordinator,
+        a JoinGroup again: see :data:`_ENCODED`)."""
         if isinstance(entity, EncodedRequest):
             return entity.body
         cls = type(entity)
         last = self._last_bodies.get(cls)
         if last is not None and last[0] == entity:
             return last[1]
-        body = encode_body(entity)
+        keep = cls.__api_key__ not in _NEVER_KEPT
+        try:
+            body = _ENCODED.get(entity) if keep else None
+        except TypeError:  # a field kio holds unhashable: encode it every time
+            body = None
+        if body is None:
+            body = encode_body(entity)
+            if keep and len(body) <= _ENCODED_BODY_MAX:
+                if len(_ENCODED) >= _ENCODED_MAX:
+                    _ENCODED.clear()
+                _ENCODED[entity] = body
         self._last_bodies[cls] = (entity, body)
         return body
 
@@ -781,7 +827,7 @@ class BrokerConnection:
         if req.api_key == ApiKey.API_VERSIONS and req.internal:
             self._on_api_versions(req, view, offset, now)
             return
-        response = decode_body(response_type(req.api_key, req.version), view, offset)
+        response = _decode(response_type(req.api_key, req.version), view, offset)
         if req.internal:
             self._on_internal_response(req, response, now)
         else:
@@ -833,7 +879,7 @@ class BrokerConnection:
             self._api_versions_version = retry_at
             self._send_api_versions(now)
             return
-        body = decode_body(response_type(ApiKey.API_VERSIONS, req.version), view, offset)
+        body = _decode(response_type(ApiKey.API_VERSIONS, req.version), view, offset)
         if error_code != 0:
             self._close(error_for_code(error_code)("ApiVersions failed"))
             return

@@ -72,6 +72,7 @@ _COORDINATOR_APIS: Final = frozenset(
     }
 )
 _TIMESTAMP: Final = 1_700_000_000_000
+_ANSWERS_MAX: Final = 1024  # Fetch answers kept for reuse (see SimCluster._fetch)
 
 
 @attrs.frozen
@@ -84,6 +85,15 @@ class Request:
     body: Any
 
 
+_PARSED: dict[tuple[int, int, bytes], Any] = {}
+"""Request bodies already decoded, by API key, version and the body's bytes: most requests
+repeat byte for byte but for the correlation id in the header (a caught-up consumer's
+Fetch, a Heartbeat, a commit of the same offsets), and kio entities are frozen, so one
+decoding serves them all. Bounded, like :data:`_ENCODED`; the entity is the same either
+way, so a run does not depend on what an earlier run left here."""
+_PARSED_MAX: Final = 4096
+
+
 def parse_request(frame: bytes) -> Request:
     """Decode one request frame (without its size prefix)."""
     api_key, version, correlation_id, client_len = struct.unpack_from(">hhih", frame, 0)
@@ -91,7 +101,13 @@ def parse_request(frame: bytes) -> Request:
     cls = request_type(api_key, version)
     if cls.__flexible__:
         pos += 1  # no tagged header fields
-    body, _size = entity_reader(cls)(frame, pos)
+    key = (api_key, version, bytes(frame[pos:]))
+    body = _PARSED.get(key)
+    if body is None:
+        body, _size = entity_reader(cls)(frame, pos)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = body
     return Request(api_key, version, correlation_id, body)
 
 
@@ -175,6 +191,8 @@ class SimCluster:
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.leader_epochs: dict[tuple[str, int], int] = {}
         self.held: list[tuple[float, int, Hashable, Request]] = []  # parked fetches
+        self._api_versions_answers: dict[int, Any] = {}
+        self._fetch_answers: dict[Any, Any] = {}  # see _fetch
 
     # ----------------------------------------------------------------- admin
 
@@ -279,6 +297,14 @@ class SimCluster:
     # ------------------------------------------------------------- answers
 
     def _api_versions(self, version: int) -> Any:
+        # the same answer every time for a version: built once (its phantom-typed fields
+        # cost more to check than the rest of a connection's handshake)
+        answer = self._api_versions_answers.get(version)
+        if answer is None:
+            answer = self._api_versions_answers[version] = self._build_api_versions(version)
+        return answer
+
+    def _build_api_versions(self, version: int) -> Any:
         cls = response_type(ApiKey.API_VERSIONS, version)
         entry = nested_type(cls, "ApiVersion")
         keys = tuple(
@@ -430,6 +456,29 @@ class SimCluster:
             reads.append((t.topic, parts))
         if not anything and not empty_ok:
             return None
+        key = (
+            version,
+            tuple(
+                (
+                    topic,
+                    tuple(
+                        (i, code, data, end, lso, tuple(ab))
+                        for i, (code, data, end, lso, ab) in parts
+                    ),
+                )
+                for topic, parts in reads
+            ),
+        )
+        answer = self._fetch_answers.get(key)
+        if answer is None:
+            if len(self._fetch_answers) >= _ANSWERS_MAX:
+                self._fetch_answers.clear()
+            answer = self._fetch_answers[key] = self._fetch_answer(version, reads)
+        return answer
+
+    def _fetch_answer(self, version: int, reads: list[tuple[Any, list[tuple[int, Any]]]]) -> Any:
+        """The Fetch response entity for what :meth:`_fetch` read (built once per distinct
+        answer: an empty one repeats until the next write)."""
         cls = response_type(ApiKey.FETCH, version)
         topic_cls = nested_type(cls, "FetchableTopicResponse")
         part_cls = nested_type(cls, "PartitionData")

@@ -164,7 +164,8 @@ class GroupInvariants(GroupApp):
                 if app.history_checked != len(app.history):
                     self._check_callback_order(host)
                 continue
-            self._note_received(host, member)
+            if member.generation >= 0 and host.noted != (member.member_id, member.generation):
+                self._note_received(host, member)  # (its cheapest test first, inlined)
             if (  # cheapest tests first: this runs for every host after every event
                 app.owned
                 and "join" in member.requests_in_flight

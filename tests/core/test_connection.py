@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
+from kafkastate.core import connection
 from kafkastate.core.connection import (
     BrokerConnection,
     ConnectionClosed,
@@ -22,6 +23,7 @@ from kafkastate.core.connection import (
     RequestFailed,
     ResponseReceived,
 )
+from kafkastate.core.protocol.framing import encode_body
 from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiKey, request_type
 from kafkastate.errors import (
     AuthenticationFailedError,
@@ -275,6 +277,45 @@ def test_unsolicited_and_garbage_frames() -> None:
         conn.receive_data(bad, now=1)
 
 
+def test_a_small_response_seen_before_is_the_same_answer_on_any_connection() -> None:
+    # decoded once per process (class and bytes are the key): the answer is equal to a
+    # fresh decoding, on another connection too, and malformed bytes still raise every time
+    connection._DECODED.clear()
+    got = []
+    first, second = ready_connection(), ready_connection()
+    for conn in (first, second, first):
+        cid = conn.send_request(metadata_request(), now=1)
+        conn.data_to_send()
+        conn.receive_data(response_frame(cid, metadata_response()), now=2)
+        (event,) = drain(conn)
+        got.append(event.response)
+    assert got == [metadata_response()] * 3
+    assert got[1] is got[0]  # kept, not decoded again
+    kept = dict(connection._DECODED)
+    bad = b"\x00\x07"  # a truncated MetadataResponse
+    for _ in range(2):
+        conn = ready_connection()
+        cid = conn.send_request(metadata_request(), now=1)
+        frame = (4 + len(bad)).to_bytes(4, "big") + cid.to_bytes(4, "big") + bad
+        with pytest.raises(RemoteProtocolError, match="MetadataResponse"):
+            conn.receive_data(frame, now=1)
+    assert kept == connection._DECODED  # nothing kept of the malformed bodies
+
+
+def test_a_small_request_encoded_before_is_sent_as_encoded_then() -> None:
+    # encoded once per process (the entity is the key): another connection sends the
+    # same bytes kio writes for it
+    connection._ENCODED.clear()
+    bodies = []
+    for _ in range(2):
+        conn = ready_connection()
+        conn.send_request(metadata_request(), now=1)
+        (req,) = sent(conn)
+        bodies.append(req.body)
+    assert bodies == [metadata_request()] * 2
+    assert connection._ENCODED[metadata_request()] == encode_body(metadata_request())
+
+
 def test_unsupported_api_fails_request_with_both_ranges() -> None:
     conn = BrokerConnection(ConnectionConfig())
     conn.connection_made(now=0)
@@ -390,6 +431,22 @@ def test_sasl_plain_success() -> None:
     conn.receive_data(response_frame(auth.correlation_id, _auth_response(auth.version, b"")), now=0)
     (ev,) = drain(conn)
     assert isinstance(ev, ConnectionReady)
+
+
+def test_the_sasl_exchange_is_never_kept_process_wide() -> None:
+    # credentials, proofs and tokens stay out of the caches of repeated bodies
+    connection._DECODED.clear()
+    connection._ENCODED.clear()
+    for _ in range(2):
+        conn, hs = _sasl_connection("PLAIN", sasl_username="alice", sasl_password="pw")
+        auth = _handshake_ok(conn, hs)
+        reply = _auth_response(auth.version, b"")
+        conn.receive_data(response_frame(auth.correlation_id, reply), now=0)
+        assert isinstance(drain(conn)[-1], ConnectionReady)
+    sasl = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+    assert not [e for e in connection._ENCODED if type(e).__api_key__ in sasl]
+    assert not [cls for cls, _body in connection._DECODED if cls.__api_key__ in sasl]
+    assert connection._DECODED  # (the ApiVersions answer is kept)
 
 
 def test_sasl_bad_password_fails_at_once() -> None:

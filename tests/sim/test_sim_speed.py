@@ -12,9 +12,12 @@ from typing import Any
 
 import attrs
 import pytest
-from kio.serial import entity_writer
+from kio.serial import entity_reader, entity_writer
 
+from kafkastate.core import connection
 from kafkastate.core.client import Client
+from kafkastate.core.protocol.framing import decode_body, encode_body
+from kafkastate.core.protocol.versions import request_type
 from kafkastate.sim import cluster
 from kafkastate.sim.entropy import SeededEntropy
 from kafkastate.sim.txnworld import TxnConfig, TxnSim
@@ -103,6 +106,34 @@ def test_a_kept_response_encoding_is_kios_encoding() -> None:
         buf = io.BytesIO()
         entity_writer(type(body))(buf, body)
         assert buf.getvalue() == data
+
+
+def test_kept_decodings_and_encodings_are_kios_own() -> None:
+    # the third round's caches: what the core and the model keep for bytes or an entity
+    # seen again is what kio makes of it afresh (the run's faults included)
+    for cache in (connection._DECODED, connection._ENCODED, cluster._PARSED):
+        cache.clear()
+    entropy = SeededEntropy(3)
+    config = attrs.evolve(SimConfig.draw(entropy), faults=FAULTY, fault_every_ms=2_000)
+    sim = Sim(entropy, config)
+    sim.run()
+    assert len(connection._DECODED) > 10
+    for (cls, data), entity in connection._DECODED.items():
+        assert decode_body(cls, memoryview(data), 0) == entity
+    assert len(connection._ENCODED) > 5
+    for entity, data in connection._ENCODED.items():
+        assert encode_body(entity) == data
+    assert len(cluster._PARSED) > 10
+    for (api_key, version, data), body in cluster._PARSED.items():
+        assert entity_reader(request_type(api_key, version))(data, 0)[0] == body
+    answers = sim.cluster._fetch_answers
+    assert len(answers) > 5
+    for (version, reads), answer in answers.items():
+        fresh = sim.cluster._fetch_answer(
+            version,
+            [(t, [(i, (c, d, e, lso, list(ab))) for i, c, d, e, lso, ab in ps]) for t, ps in reads],
+        )
+        assert fresh == answer
 
 
 # Trace hashes (same seeds, drawn configs). Re-pinned on purpose when the application

@@ -80,6 +80,9 @@ class Fetches:
         self.in_flight: dict[RequestId, tuple[NodeId, dict[TopicPartition, int]]] = {}
         self.node_busy: set[NodeId] = set()
         self.node_backoff: dict[NodeId, float] = {}
+        # per node: the last Fetch built, with the versions and session data it was built
+        # from (a caught-up consumer asks for the same offsets again and again)
+        self._last_built: dict[NodeId, tuple[ApiVersionTable, FetchRequestData, Any]] = {}
 
     def send(
         self,
@@ -108,20 +111,38 @@ class Fetches:
             if session is None:
                 session = FetchSession(sessionless=not cfg.use_fetch_sessions)
                 self.sessions[node] = session
-            factory = fetch_factory(
-                session.build(states),
-                max_wait=cfg.fetch_max_wait,
-                min_bytes=cfg.fetch_min_bytes,
-                max_bytes=cfg.fetch_max_bytes,
-                isolation_level=1 if cfg.read_committed else 0,
-                rack_id=cfg.client_rack,
-            )
+            factory = self._factory(node, session.build(states))
             timeout = self._client.config.connection.request_timeout + cfg.fetch_max_wait
             rid = self._client.send(factory, now=now, node_id=node, timeout=timeout)
             self.in_flight[rid] = (node, {tp: st.fetch_offset for tp, st in states.items()})
             self.node_busy.add(node)
             for tp in states:
                 parts[tp].in_flight = True
+
+    def _factory(self, node: NodeId, data: FetchRequestData) -> Callable[[ApiVersionTable], Any]:
+        """:func:`fetch_factory` for ``node``, reusing the request built last for it when
+        the versions and the session data are the same (kio entities are frozen, and
+        building one checks every field's type)."""
+        cfg = self._config
+        build_new = fetch_factory(
+            data,
+            max_wait=cfg.fetch_max_wait,
+            min_bytes=cfg.fetch_min_bytes,
+            max_bytes=cfg.fetch_max_bytes,
+            isolation_level=1 if cfg.read_committed else 0,
+            rack_id=cfg.client_rack,
+        )
+        built = self._last_built
+
+        def factory(versions: ApiVersionTable) -> Any:
+            last = built.get(node)
+            if last is not None and last[0] is versions and last[1] == data:
+                return last[2]
+            request = build_new(versions)
+            built[node] = (versions, data, request)
+            return request
+
+        return factory
 
     def answered(self, rid: RequestId) -> tuple[NodeId, dict[TopicPartition, int]] | None:
         """``(node, fetch offsets)`` if ``rid`` is one of our Fetches (now answered)."""
