@@ -715,6 +715,48 @@ async def test_getone_and_iteration_yield_once_per_batch_taken(
             await aio.stop()
 
 
+@pytest.mark.anyio
+async def test_a_read_of_a_record_at_hand_in_a_cancelled_scope(
+    kafka_cluster: Any, anyio_backend: str
+) -> None:
+    """On trio every read is a cancel point, records at hand or not (before it takes
+    anything: the record stays for the next read); on asyncio a read that does not suspend
+    is not cancelled (aiokafka's ``getone`` on buffered records), and hands its record out."""
+    bootstrap = kafka_cluster.bootstrap
+    topic = _topic(bootstrap, partitions=1)
+    _produce(bootstrap, topic, 10, partitions=1)
+    tp = TopicPartition(topic, 0)
+    async with open_consumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", max_poll_records=8
+    ) as consumer:
+        consumer.assign([tp])
+        with anyio.fail_after(20):
+            first = await consumer.getmany(timeout_ms=10_000, max_records=1)
+        assert [r.offset for r in first[tp]] == [0]
+        assert (await consumer.getone()).offset == 1  # took 1-8 from the fetcher
+        assert (await consumer.getone()).offset == 2  # (the turn after that batch)
+
+        async def getmany_one() -> Any:
+            batch = await consumer.getmany(max_records=1)
+            (record,) = batch[tp]
+            return record
+
+        offset = 3
+        for read in (consumer.getone, lambda: anext(consumer), getmany_one):
+            got: list[int] = []
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                got.append((await read()).offset)
+            if anyio_backend == "trio":
+                assert scope.cancelled_caught and got == []
+            else:
+                assert got == [offset]
+                offset += 1
+            assert (await read()).offset == offset  # nothing lost, nothing skipped
+            offset += 1
+        assert await consumer.position(tp) == offset
+
+
 @pytest.mark.trio
 async def test_getone_for_one_partition_while_another_is_buffered(kafka_cluster: Any) -> None:
     bootstrap = kafka_cluster.bootstrap

@@ -24,7 +24,7 @@ import math
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
 
@@ -123,11 +123,20 @@ class Consumer(Observed):
         self._calls: deque[ListenerCallRequested] = deque()
         self._call_wake = anyio.Event()
         self._left = anyio.Event()
-        self._turn_due = False  # getone lets other tasks run before its next record
         # no deserializers and no tracing: records go out as the machine decoded them
         self._as_fetched = (
             self._key_deserializer is None and self._value_deserializer is None and tracing is None
         )
+        self.next_ready: Callable[[], ConsumerRecord | None] = (
+            machine.next_record if self._as_fetched else self.ready_record
+        )
+        """``next_ready()``: the next record of any partition if one is at hand and
+        no turn for other tasks is due, else None (then await :meth:`getone`) -- the
+        per-record path of :meth:`getone` and iteration in one call
+        (:meth:`ConsumerMachine.next_record
+        <kafkastate.core.consumer.consumer.ConsumerMachine.next_record>` itself when
+        records go out as fetched). aiokafka's face calls it first."""
+        self._cancel_point: Callable[[], Awaitable[None]] | None = None  # the driver's
 
     # ----------------------------------------------------------- assignment
 
@@ -220,6 +229,9 @@ class Consumer(Observed):
             RebalanceListenerError: the rebalance listener raised (once per failure).
         """
         driver = self._running()
+        cancel_point = self._cancel_point
+        if cancel_point is not None:
+            await cancel_point()  # (as in getone: before taking records)
         machine = self.machine
         deadline = driver.now() + timeout_ms / 1000
         while True:
@@ -259,25 +271,38 @@ class Consumer(Observed):
     async def getone(self, *partitions: tuple[str, int]) -> ConsumerRecord:
         """The next record (of these partitions), waiting as long as it takes.
 
-        A record already fetched is returned without waiting; after each batch the
-        consumer took from the fetcher (at most ``max_poll_records`` records) the next call
-        first lets other tasks run once (see :meth:`ready_record`).
+        A record already fetched is returned without waiting (on trio the call is a cancel
+        point first, as every trio call is); after each batch the consumer took from the
+        fetcher (at most ``max_poll_records`` records) the next call first lets other
+        tasks run once (see :meth:`ready_record`).
 
         Raises:
             KafkaError: a partition failed.
             RebalanceListenerError: the rebalance listener raised.
         """
-        if self._turn_due:
-            self._turn_due = False
+        cancel_point = self._cancel_point
+        if cancel_point is not None:
+            await cancel_point()  # (before taking a record: a cancellation loses nothing)
+        if not partitions:
+            record = self.next_ready()
+            if record is not None:
+                return record
+        return await self._getone(partitions)
+
+    async def _getone(self, partitions: Sequence[tuple[str, int]]) -> ConsumerRecord:
+        """:meth:`getone` when no record was at hand: the turn, if due, then wait."""
+        driver = self._running()
+        machine = self.machine
+        if machine.turn_due:
+            machine.turn_taken()
             # (before taking a record: a cancellation here loses nothing)
             await anyio.lowlevel.checkpoint()
-        driver = self._running()
         while True:
             record = self.ready_record(partitions)
             if record is not None:
                 return record
             data = self._data  # (no await since the machine had nothing: no wake-up lost)
-            self._turn_due = False  # waiting lets the others run
+            machine.turn_taken()  # waiting lets the others run
             driver.wake()
             await self._wait_for(data, math.inf)
             if self._driver is not driver:
@@ -285,15 +310,14 @@ class Consumer(Observed):
 
     def ready_record(self, partitions: Sequence[tuple[str, int]] = ()) -> ConsumerRecord | None:
         """The next record (of ``partitions``) if one is at hand, without waiting: the
-        synchronous part of :meth:`getone`, which callers in a hurry (aiokafka's
-        ``getone`` and iteration) try first. Its position moves past it.
+        synchronous part of :meth:`getone`. Its position moves past it.
 
-        Fairness: when handing out made the machine take a batch from the fetcher (its
-        Fetch for the drained partitions is then due), this returns None once, before
-        taking anything, so that :meth:`getone` lets other tasks run -- the driver writes
-        that Fetch while the application reads on. A loop of ``getone`` /
-        ``async for`` thus yields to the event loop at least once per
-        ``max_poll_records`` records, not only when the buffer runs dry.
+        Fairness (the machine's ``turn_due``): when handing out made the machine take a
+        batch from the fetcher (its Fetch for the drained partitions is then due: the
+        driver is woken to write it), this returns None until :meth:`getone` has let other
+        tasks run once, before taking anything. A loop of ``getone`` / ``async for`` thus
+        yields to the event loop at least once per ``max_poll_records`` records, not only
+        when the buffer runs dry.
 
         Returns:
             The record, or None: nothing fetched yet, or a turn for other tasks is due
@@ -303,17 +327,16 @@ class Consumer(Observed):
             KafkaError: a partition failed.
             RebalanceListenerError: the rebalance listener raised.
         """
-        if self._turn_due:
+        machine = self.machine
+        if machine.turn_due:
             return None
         driver = self._driver
         if driver is None:
             driver = self._running()  # raises
-        machine = self.machine
         pulls = machine.pulls
         run = machine.take_one(partitions, now=driver.now())
         if machine.pulls != pulls:
-            driver.wake()  # drained partitions are fetched again at once
-            self._turn_due = True
+            driver.wake()  # drained partitions are fetched again at once (a Fetch to write)
         if run is None:
             return None
         if self._as_fetched:
@@ -332,11 +355,14 @@ class Consumer(Observed):
             StopAsyncIteration: the consumer stopped (the ``async with`` block ended, or
                 ``stop()``).
         """
+        cancel_point = self._cancel_point
         try:
-            record = self.ready_record()
+            if cancel_point is not None:
+                await cancel_point()  # (as in getone)
+            record = self.next_ready()
             if record is not None:
                 return record
-            return await self.getone()
+            return await self._getone(())
         except ConsumerStoppedError:
             raise StopAsyncIteration from None
 
@@ -621,6 +647,8 @@ class Consumer(Observed):
 
     def _attach(self, driver: AsyncDriver | None) -> None:
         self._driver = driver
+        if driver is not None:
+            self._cancel_point = driver.cancel_point
 
     def _handle_event(self, event: Any) -> None:
         match event:

@@ -31,7 +31,7 @@ import math
 import ssl
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -121,6 +121,12 @@ class AsyncDriver:
         self.now: Callable[[], float] = anyio.current_time
         """The clock the machine is driven with: ``anyio.current_time`` (while running,
         the event loop's own clock function, without anyio's per-call lookup)."""
+        self.cancel_point: Callable[[], Awaitable[None]] | None = None
+        """While running on trio, ``trio.lowlevel.checkpoint_if_cancelled``: what a call
+        that returns without waiting awaits first, so that it is a cancel point as every
+        trio call is (a schedule point only when cancelled). None on asyncio, where a call
+        that does not suspend is not cancelled either (aiokafka's ``getone`` on buffered
+        records)."""
 
     @property
     def connected_nodes(self) -> frozenset[NodeId]:
@@ -150,6 +156,7 @@ class AsyncDriver:
             raise RuntimeError("this driver is already running")
         self._wakeup = anyio.Event()
         self.now = _event_loop_clock()
+        self.cancel_point = _cancel_point()
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
@@ -395,6 +402,19 @@ async def wait_for_cluster(
                 await changed().wait()
         return
     raise no_brokers_error(client, timeout)
+
+
+def _cancel_point() -> Callable[[], Awaitable[None]] | None:
+    """trio's ``checkpoint_if_cancelled`` when running on trio (see
+    :attr:`AsyncDriver.cancel_point`), else None."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # not on asyncio
+        trio = sys.modules.get("trio")
+        if trio is not None:
+            point: Callable[[], Awaitable[None]] = trio.lowlevel.checkpoint_if_cancelled
+            return point
+    return None
 
 
 def _event_loop_clock() -> Callable[[], float]:

@@ -200,7 +200,8 @@ class AIOKafkaConsumer(Lifecycle):
         consumer = self._consumer
         if consumer is None or self._stopped:
             consumer = self._reading()  # raises
-        record = consumer.ready_record(partitions)  # at hand: no second coroutine
+        # at hand: one call, no second coroutine (asyncio cancels at a suspension only)
+        record = consumer.ready_record(partitions) if partitions else consumer.next_ready()
         if record is not None:
             return record
         return await consumer.getone(*partitions)
@@ -232,8 +233,8 @@ class AIOKafkaConsumer(Lifecycle):
         if consumer is None:
             raise StopAsyncIteration  # stopped: aiokafka ends the iteration too
         try:
-            record = consumer.ready_record()  # at hand: no second coroutine
-        except ConsumerStoppedError:
+            record = consumer.next_ready()  # at hand: one call
+        except ConsumerStoppedError:  # (with deserializers: ready_record)
             raise StopAsyncIteration from None  # stop() is under way
         if record is not None:
             return record

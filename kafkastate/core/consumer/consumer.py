@@ -390,8 +390,15 @@ class ConsumerMachine:
         self._auto_commits: dict[int, bool] = {}  # query id -> before a revocation
         self._events: deque[ConsumerEvent] = deque()
         self.pulls = 0
-        """How often :meth:`take_one` went to the fetcher (which may then have a Fetch to
-        send: the adapter's cue to write)."""
+        """How often :meth:`take_one` went to the fetcher and the fetcher stepped (a
+        drained partition's Fetch, a rejoin...: the adapter's cue to write)."""
+        self._unnoted = False  # next_record handed out records the member has not heard of
+        self.turn_due = False
+        """Set when :meth:`take_one` went to the fetcher: before its next record an
+        event-loop runtime lets its other tasks run once (:meth:`next_record` answers None
+        until the adapter clears this), so a loop over buffered records yields at least
+        once per ``max_poll_records`` records and the Fetch for the drained partitions goes
+        out while the application reads on."""
         self._pulling = False
         self._now = 0.0
 
@@ -454,6 +461,11 @@ class ConsumerMachine:
         self._now = now
         if self.auto_commit and self._auto_commit_at is None:
             self._auto_commit_at = now + self._interval
+        if self._unnoted and now - self._polled_at >= _POLL_NOTE_EVERY:
+            # next_record takes no time: its hand-outs count as a poll at the first input
+            # since (at the latest the member's own timers: heartbeat, poll deadline)
+            self._unnoted = False
+            self._note_poll(now)
 
     # ------------------------------------------------------------- assignment
 
@@ -673,9 +685,46 @@ class ConsumerMachine:
                 return out
         return self._from_fetcher(limit, partitions, now)
 
+    def next_record(self) -> ConsumerRecord | None:
+        """The per-record path of getone and iteration: the head of the hand-out buffer,
+        when one is held, nothing filters it (no paused partition, no listener error to
+        raise) and no turn is due (:attr:`turn_due`). Its position moves past it now.
+
+        It takes no time: the group member hears of these hand-outs (``max_poll_interval``)
+        at the machine's next input with a time -- the next :meth:`take_one` (once per
+        batch), any command, received bytes, or its own timers (heartbeat, poll deadline)
+        -- rather than at once; as before, at most once a second.
+
+        Returns:
+            The record, or None: call :meth:`take_one` (which pulls from the fetcher and
+            raises what there is to raise) after the turn, if one is due.
+        """
+        held = self._held
+        if not held or self.turn_due or self._paused or self._listener_error is not None:
+            return None
+        # (A record is held only while the consumer is open or leaving -- close() and
+        # revocations drop them -- so reading is allowed, and the auto-commit timer was
+        # armed when it was pulled.)
+        entry = held[0]
+        records = entry[1]
+        index = entry[3]
+        if index + 1 == len(records):
+            held.popleft()
+        else:
+            entry[3] = index + 1
+        self._unnoted = True
+        record: ConsumerRecord = records[index]
+        return record
+
+    def turn_taken(self) -> None:
+        """The adapter let its other tasks run (or is about to wait): :attr:`turn_due`
+        is cleared."""
+        self.turn_due = False
+
     def take_one(self, partitions: Sequence[Any] = (), *, now: float) -> Run | None:
         """The next record (of ``partitions`` if given) as a one-record run, or None if
-        none is fetched yet. Its position moves past it now.
+        none is fetched yet. Its position moves past it now. (It does not look at
+        :attr:`turn_due`: the adapter takes its turn first.)
 
         Raises:
             RebalanceListenerError: the listener raised (once).
@@ -683,18 +732,13 @@ class ConsumerMachine:
         """
         held = self._held
         if held and not partitions and not self._paused and self._listener_error is None:
-            # The per-record path of getone / iteration: the head of the hand-out buffer,
-            # with nothing to filter. (A record is held only while the consumer is open or
-            # leaving -- close() and revocations drop them -- so reading is allowed, and
-            # the auto-commit timer was armed when it was pulled.)
-            entry = held[0]
+            entry = held[0]  # (as in next_record)
             tp, records, epoch, index = entry
             if index + 1 == len(records):
                 held.popleft()
             else:
                 entry[3] = index + 1
-            if now - self._polled_at >= _POLL_NOTE_EVERY:
-                self._note_poll(now)
+            self._note_poll(now)
             return (tp, [records[index]], epoch)
         return self._take_one(partitions, now)
 
@@ -705,9 +749,12 @@ class ConsumerMachine:
         self._time(now)
         held = self._held
         if not held or not self._take_from_held_possible(partitions):
+            steps = self.fetcher.steps
             runs = self._from_fetcher(self.max_poll_records, partitions, now)
             held.extend([tp, records, epoch, 0] for tp, records, epoch in runs)
-            self.pulls += 1
+            if self.fetcher.steps != steps:
+                self.pulls += 1
+            self.turn_due = True
         paused = self._paused
         wanted = None if not partitions else {_partition(tp) for tp in partitions}
         for i, entry in enumerate(held):

@@ -256,6 +256,9 @@ class FetcherMachine(ClientDriven):
         self._closed = False
         windows = (config.client.metrics_samples, config.client.metrics_window)
         self.counters: Final = FetchCounters(*windows)
+        self.steps = 0
+        """How often the machine stepped (requests built, answers taken): a command that
+        left this unchanged left nothing new to write or to report."""
         """Fetches, bytes and records handed out, counted (:mod:`kafkastate.core.metrics`)."""
         self.group_counters: Final = GroupCounters(*windows)
         """The group's requests, commits and rebalances, counted."""
@@ -691,6 +694,7 @@ class FetcherMachine(ClientDriven):
         p.seeks = self._seek_serial
 
     def _step(self, now: float) -> None:
+        self.steps += 1
         self._now = max(self._now, now)
         if self._closed:
             return

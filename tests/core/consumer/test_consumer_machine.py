@@ -246,6 +246,44 @@ def test_one_at_a_time_from_the_buffer_per_record_positions_listener_errors_clos
         peer.m.take_one(now=peer.now)  # records were held: close() dropped them
 
 
+def test_next_record_serves_the_buffer_head_until_a_turn_a_pause_or_an_error() -> None:
+    # The one-call path of getone / iteration: the head of the hand-out buffer, or None
+    # whenever take_one must decide (nothing held, a turn due, a pause, a listener error).
+    peer = ConsumerPeer(listener=Listener())
+    peer.join()
+    peer.done(peer.calls()[0])
+    fetch_both(peer)
+    m = peer.m
+    assert m.next_record() is None and not m.turn_due  # nothing held yet
+    run = m.take_one(now=peer.now)  # pulls both partitions' records
+    assert run is not None and run[1][0].offset == 0
+    assert m.turn_due  # a batch was taken: the runtime's turn before the next record
+    assert m.next_record() is None
+    m.turn_taken()
+    got = [m.next_record() for _ in range(2)]
+    assert [(r.partition, r.offset) for r in got if r] == [(0, 1), (0, 2)]
+    assert m.position(("t", 0)) == 3 and m.consumed() == {("t", 0): 3, ("t", 1): 0}
+    m.pause([("t", 1)])
+    assert m.next_record() is None  # t-1 is held, but paused
+    m.resume([("t", 1)], now=peer.now)
+    first = m.next_record()
+    assert first is not None and (first.partition, first.offset) == (1, 0)
+    assert m.position(("t", 1)) == 1
+    rebalance_away_t0(peer)
+    (revoked,) = peer.calls()
+    peer.done(revoked, RuntimeError("boom"))
+    (again,) = peer.calls()
+    peer.done(again)
+    assert m.next_record() is None  # the listener's error goes first, by take_one
+    with pytest.raises(RebalanceListenerError, match="on_partitions_revoked"):
+        m.take_one(now=peer.now)
+    second = m.next_record()
+    assert second is not None and (second.partition, second.offset) == (1, 1)
+    assert not m.turn_due and m.pulls == 1
+    m.close()
+    assert m.next_record() is None  # close() dropped what was held
+
+
 # ------------------------------------------------------------------------- auto-commit
 
 
