@@ -68,9 +68,9 @@ class _Outbox:
 
     __slots__ = ("data", "ready")
 
-    def __init__(self) -> None:
+    def __init__(self, new_event: Callable[[], anyio.Event]) -> None:
         self.data = bytearray()
-        self.ready = anyio.Event()
+        self.ready = new_event()
 
 
 class AsyncDriver:
@@ -117,6 +117,9 @@ class AsyncDriver:
         self._outboxes: dict[NodeId, _Outbox] = {}
         self._scopes: dict[NodeId, anyio.CancelScope] = {}
         self._wakeup: anyio.Event | None = None
+        # anyio.Event() asks sniffio for the backend on every call; the pump and the
+        # writers make one per pass (per batch), so the backend's class is looked up once
+        self._new_event: Callable[[], anyio.Event] = anyio.Event
         self._tg: anyio.abc.TaskGroup | None = None
         self.now: Callable[[], float] = anyio.current_time
         """The clock the machine is driven with: ``anyio.current_time`` (while running,
@@ -155,6 +158,7 @@ class AsyncDriver:
         if self._tg is not None:
             raise RuntimeError("this driver is already running")
         self._wakeup = anyio.Event()
+        self._new_event = type(self._wakeup)  # the running backend's Event class
         self.now = _event_loop_clock()
         self.cancel_point = _cancel_point()
         tg = anyio.create_task_group()
@@ -190,9 +194,10 @@ class AsyncDriver:
     async def _pump(self) -> None:
         machine = self._machine
         lazy = self._timers_when_due
+        new_event = self._new_event
         while True:
             # A fresh event before looking at the machine: a wake() from here on is not lost.
-            self._wakeup = wakeup = anyio.Event()
+            self._wakeup = wakeup = new_event()
             now = self.now()
             deadline = machine.get_timer() if lazy else None
             if not lazy or (deadline is not None and deadline <= now):
@@ -299,7 +304,7 @@ class AsyncDriver:
                 if self._scopes.get(node) is not scope:
                     return  # closed or superseded as the connect finished: not this node's
                 self._streams[node] = stream
-                box = self._outboxes[node] = _Outbox()
+                box = self._outboxes[node] = _Outbox(self._new_event)
                 # (a connect that finished as the machine gave the attempt up: the
                 # machine ignores it, and the CloseRequested it queued cancels this task)
                 machine.connection_made(node, now=self.now(), attempt=attempt)
@@ -321,7 +326,7 @@ class AsyncDriver:
     ) -> None:
         while True:
             await box.ready.wait()
-            box.ready = anyio.Event()  # before taking the data: a later append sets the new one
+            box.ready = self._new_event()  # before taking the data: a later append sets it
             while box.data:
                 data = bytes(box.data)
                 box.data.clear()

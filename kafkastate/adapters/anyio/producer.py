@@ -113,6 +113,7 @@ class RecordMetadata(NamedTuple):
 
 # RecordMetadata(...) without the keyword-argument parsing: one per acknowledged record.
 _new_tuple: Final = tuple.__new__
+_time_ns: Final = time.time_ns  # the wall clock, read once per record
 
 
 def _unobserved_refcount() -> int | None:
@@ -571,6 +572,16 @@ class Producer(Observed):
         if driver is None:
             driver = self._running()  # raises
         machine = self.machine
+        if timestamp_ms is None:
+            timestamp_ms = _time_ns() // 1_000_000
+        if partition is None and not headers and self.tracing is None:
+            # The machine's hot path, positional; None: its general path (send) decides.
+            rid = machine.send_plain(topic, value, key, timestamp_ms, driver.now())
+            if rid is not None:  # (it never steps: nothing for the pump to see)
+                if sink is None:
+                    sink = Delivery(rid)
+                self._deliveries[rid] = sink
+                return sink, False
         steps = machine.steps
         urgent = machine.urgent_steps
         span = None
@@ -582,7 +593,7 @@ class Producer(Observed):
                 value=value,
                 key=key,
                 partition=partition,
-                timestamp_ms=time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms,
+                timestamp_ms=timestamp_ms,
                 headers=headers,
                 now=driver.now(),
                 block=block,

@@ -355,6 +355,12 @@ class ProducerThread:
             KafkaError: the machine refused the record.
         """
         machine = self._machine
+        if partition is None and not headers:
+            # The machine's hot path, positional; None: its general path (send) decides.
+            fast = machine.send_plain(topic, value, key, timestamp_ms, time.monotonic())
+            if fast is not None:  # (it never steps: nothing for the IO thread to see)
+                self._sinks[fast] = sink
+                return False
         steps = machine.steps
         try:
             rid = machine.send(

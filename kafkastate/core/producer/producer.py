@@ -611,39 +611,12 @@ class ProducerMachine(ClientDriven):
             LocalProtocolError: the producer is closing or closed.
             KafkaError: the producer failed fatally (the error of its ProducerFailed).
         """
-        txn = self._txn
-        if partition is None and not headers and txn is None and self._state is _OPEN:
-            # The common cases in one step, to an open batch that takes the record without
-            # filling up: keyless (the sticky partition's) or keyed (the default
-            # partitioner's choice). None when anything needs the general path below. With
-            # the C accelerator the accumulator's hot paths are called compiled, directly.
-            acc = self._acc
-            cluster = self._metadata.cluster
-            bytes_value: Any = value  # anything but bytes: the hot paths say None
-            if key is None:
-                c_sticky = _records._c_lane_sticky
-                if c_sticky is None:
-                    rid = acc.append_sticky(topic, timestamp_ms, bytes_value, cluster)
-                else:
-                    rid = c_sticky(acc, topic, timestamp_ms, bytes_value, cluster)
-            else:
-                bytes_key: Any = key
-                c_hashed = _records._c_lane_hashed
-                rid = (
-                    None
-                    if c_hashed is None
-                    else c_hashed(
-                        acc, self._partitioner, topic, timestamp_ms, bytes_key, bytes_value, cluster
-                    )
-                )
-                if rid is None:  # (compiled: no partition count cached yet, or a full batch)
-                    chosen = self._partitioner.key_partition(topic, bytes_key, cluster)
-                    if chosen is not None:
-                        rid = acc.append_keyed(topic, chosen, timestamp_ms, bytes_key, bytes_value)
+        if partition is None and not headers:
+            # The common cases in one step (send_plain): None when the general path decides.
+            rid = self.send_plain(topic, value, key, timestamp_ms, now)
             if rid is not None:
-                if now > self._now:  # noqa: PLR1730 -- the hot path: no max() call
-                    self._now = now
                 return rid
+        txn = self._txn
         if self._state is not ProducerState.OPEN:
             if self._state is ProducerState.FAILED and self._fatal is not None:
                 raise self._fatal
@@ -723,6 +696,67 @@ class ProducerMachine(ClientDriven):
                 self.steps += 1
                 self._now = max(self._now, now)
         elif now > self._now:
+            self._now = now
+        return rid
+
+    def send_plain(
+        self,
+        topic: str,
+        value: bytes | bytearray | memoryview | None,
+        key: bytes | bytearray | memoryview | None,
+        timestamp_ms: int,
+        now: float,
+        /,
+    ) -> RecordId | None:
+        """:meth:`send`'s hot path, positional (drivers call it once per record): a record
+        without an explicit partition or headers, appended in one step to an open batch
+        that takes it without filling up -- keyless to the sticky partition's, keyed to
+        the default partitioner's choice.
+
+        It never refuses, waits or steps: whenever anything could differ (no lane or
+        cached partition count yet, a batch the record might fill, a buffer nearly full,
+        sends waiting, a transaction, a producer that is not open, a custom partitioner,
+        an argument of an unusual type) nothing changes and it returns None; then call
+        :meth:`send`, which decides. The outcome of a record it took is what :meth:`send`
+        would give, and it leaves :attr:`steps` as it was.
+
+        Args:
+            topic: the topic.
+            value: serialized value, or None (a tombstone: always None here).
+            key: serialized key, or None.
+            timestamp_ms: create time, ms since the epoch.
+            now: the driver's clock.
+
+        Returns:
+            The record's id, or None: not appended, call :meth:`send`.
+        """
+        if self._txn is not None or self._state is not _OPEN:
+            return None
+        # With the C accelerator the accumulator's hot paths are called compiled, directly.
+        acc = self._acc
+        cluster = self._metadata.cluster
+        bytes_value: Any = value  # anything but bytes: the hot paths say None
+        if key is None:
+            c_sticky = _records._c_lane_sticky
+            if c_sticky is None:
+                rid = acc.append_sticky(topic, timestamp_ms, bytes_value, cluster)
+            else:
+                rid = c_sticky(acc, topic, timestamp_ms, bytes_value, cluster)
+        else:
+            bytes_key: Any = key
+            c_hashed = _records._c_lane_hashed
+            rid = (
+                None
+                if c_hashed is None
+                else c_hashed(
+                    acc, self._partitioner, topic, timestamp_ms, bytes_key, bytes_value, cluster
+                )
+            )
+            if rid is None:  # (compiled: no partition count cached yet, or a full batch)
+                chosen = self._partitioner.key_partition(topic, bytes_key, cluster)
+                if chosen is not None:
+                    rid = acc.append_keyed(topic, chosen, timestamp_ms, bytes_key, bytes_value)
+        if rid is not None and now > self._now:  # (the hot path: no max() call)
             self._now = now
         return rid
 

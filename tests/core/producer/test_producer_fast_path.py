@@ -74,6 +74,7 @@ def _script(seed: int, *, fast: bool) -> tuple[list[Any], int, int, int]:
 
 def _run_script(peer: PeerCluster, rng: random.Random, seed: int) -> list[Any]:
     keys = random.Random(seed + 1000)  # its own draws: the main sequence stays as it was
+    plain = random.Random(seed + 2000)  # send_plain first (as drivers call it), or send
     peer.start()
     ids = peer.topic_ids()
     offsets: dict[tuple[str, int], int] = {}
@@ -118,7 +119,11 @@ def _run_script(peer: PeerCluster, rng: random.Random, seed: int) -> list[Any]:
         if not kw and keys.random() < 0.3:  # keyed (the keyed hot path), keys of 1-70 bytes
             kw["key"] = b"k%d" % keys.randrange(20) + b"x" * keys.choice([0, 0, 8, 60])
         try:
-            rid = peer.m.send(topic, value=value, timestamp_ms=ts, now=peer.now, **kw)
+            rid = None
+            if kw.keys() <= {"key"} and plain.random() < 0.5:
+                rid = peer.m.send_plain(topic, value, kw.get("key"), ts, peer.now)
+            if rid is None:
+                rid = peer.m.send(topic, value=value, timestamp_ms=ts, now=peer.now, **kw)
         except Exception as exc:  # BufferFullError, MessageTooLargeError: same on both
             log.append(("refused", type(exc).__name__))
         else:
