@@ -6,6 +6,7 @@ Apache Kafka brokers for tests. kafka-python's serializers are importable from h
 from ``kafka``; its clients from :mod:`kafkastate.sync`.
 """
 
+from kafkastate import _kio  # noqa: F401 -- kio without Hypothesis, before any kio import
 from kafkastate._version import __version__
 from kafkastate.serializer import DefaultSerializer, Deserializer, JsonSerializer, Serializer
 

@@ -34,25 +34,26 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from kafkastate.core.admin.machine import AdminConfig
-from kafkastate.core.client import ClientConfig
-from kafkastate.core.connection import ConnectionConfig
-from kafkastate.core.consumer.assignors import ASSIGNORS, Assignor
-from kafkastate.core.consumer.consumer import ConsumerMachine
-from kafkastate.core.consumer.fetcher import FetcherConfig, FetcherMachine
-from kafkastate.core.consumer.group import GroupConfig
-from kafkastate.core.consumer.group848 import ConsumerGroupConfig
-from kafkastate.core.metadata import MetadataConfig
-from kafkastate.core.producer.accumulator import AccumulatorConfig
-from kafkastate.core.producer.producer import ProducerConfig
 from kafkastate.core.protocol.compression import Compression
-from kafkastate.core.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 from kafkastate.core.sasl import MECHANISMS
 from kafkastate.errors import KafkaConfigurationError
+
+if TYPE_CHECKING:
+    # The machines' modules are imported where their configs are built: a producer never
+    # imports the consumer, group or admin machines, and resolving options imports no
+    # machine (import time: each Spark worker, each CLI call).
+    from kafkastate.core.admin.machine import AdminConfig
+    from kafkastate.core.client import ClientConfig
+    from kafkastate.core.consumer.assignors import Assignor
+    from kafkastate.core.consumer.consumer import ConsumerMachine
+    from kafkastate.core.consumer.fetcher import FetcherConfig
+    from kafkastate.core.consumer.group import GroupConfig
+    from kafkastate.core.consumer.group848 import ConsumerGroupConfig
+    from kafkastate.core.producer.producer import ProducerConfig
 
 __all__ = [
     "FLAVOURS",
@@ -261,6 +262,8 @@ def _anything(name: str, value: Any) -> Any:
 
 @_kind("str")
 def _servers(name: str, value: Any) -> Any:
+    from kafkastate.core.client import ClientConfig  # noqa: PLC0415 -- see the top
+
     try:
         return ClientConfig(bootstrap_servers=value).bootstrap_servers
     except KafkaConfigurationError as exc:
@@ -1183,6 +1186,11 @@ def client_config(options: Mapping[str, Any]) -> ClientConfig:
     Raises:
         KafkaConfigurationError: a value the lower configs refuse.
     """
+    from kafkastate.core.client import ClientConfig  # noqa: PLC0415 -- see the top
+    from kafkastate.core.connection import ConnectionConfig  # noqa: PLC0415
+    from kafkastate.core.metadata import MetadataConfig  # noqa: PLC0415
+    from kafkastate.core.protocol.framing import DEFAULT_MAX_FRAME_SIZE  # noqa: PLC0415
+
     limit = options["receive_message_max_bytes"]
     with _as_config_error():
         return ClientConfig(
@@ -1222,6 +1230,8 @@ def admin_config(options: Mapping[str, Any]) -> AdminConfig:
     Raises:
         KafkaConfigurationError: a value the lower configs refuse.
     """
+    from kafkastate.core.admin.machine import AdminConfig  # noqa: PLC0415 -- see the top
+
     with _as_config_error():
         return AdminConfig(
             client=client_config(options),
@@ -1235,6 +1245,8 @@ def fetcher_config(options: Mapping[str, Any]) -> FetcherConfig:
     Raises:
         KafkaConfigurationError: a value the lower configs refuse.
     """
+    from kafkastate.core.consumer.fetcher import FetcherConfig  # noqa: PLC0415 -- see the top
+
     with _as_config_error():
         return FetcherConfig(
             client=client_config(options),
@@ -1259,6 +1271,9 @@ def group_config(options: Mapping[str, Any]) -> GroupConfig | ConsumerGroupConfi
     Raises:
         KafkaConfigurationError: a value the group configs refuse.
     """
+    from kafkastate.core.consumer.group import GroupConfig  # noqa: PLC0415 -- see the top
+    from kafkastate.core.consumer.group848 import ConsumerGroupConfig  # noqa: PLC0415
+
     group_id = options["group_id"]
     if group_id is None:
         return None
@@ -1296,6 +1311,9 @@ def producer_config(options: Mapping[str, Any]) -> ProducerConfig:
     Raises:
         KafkaConfigurationError: a value the lower configs refuse.
     """
+    from kafkastate.core.producer.accumulator import AccumulatorConfig  # noqa: PLC0415
+    from kafkastate.core.producer.producer import ProducerConfig  # noqa: PLC0415 -- see the top
+
     retry_backoff = _seconds(options["retry_backoff_ms"])
     client = client_config(options)
     # Metadata requests share the wire with Produce: never cap the wire below 5.
@@ -1345,6 +1363,8 @@ def resolve_assignors(
         raise KafkaConfigurationError(
             f"{name} must be a non-empty list of assignors, got {strategy!r}"
         )
+    from kafkastate.core.consumer.assignors import ASSIGNORS  # noqa: PLC0415 -- see the top
+
     out: list[Assignor] = []
     for entry in strategy:
         if isinstance(entry, type) and isinstance(getattr(entry, "protocols", None), tuple):
@@ -1397,6 +1417,9 @@ def consumer_machine(options: Mapping[str, Any], *, rng: Any) -> ConsumerMachine
     Raises:
         KafkaConfigurationError: a value the lower configs refuse.
     """
+    from kafkastate.core.consumer.consumer import ConsumerMachine  # noqa: PLC0415
+    from kafkastate.core.consumer.fetcher import FetcherMachine  # noqa: PLC0415 -- see the top
+
     fetcher = FetcherMachine(fetcher_config(options), rng=rng, group=group_config(options))
     return ConsumerMachine(
         fetcher,

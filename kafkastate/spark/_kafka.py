@@ -15,12 +15,10 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
 import pyarrow as pa
 
-from kafkastate.adapters.blocking.producer import FutureRecordMetadata
-from kafkastate.core.producer.partitioner import default_partition
 from kafkastate.errors import (
     KafkaConfigurationError,
     KafkaError,
@@ -35,7 +33,12 @@ from kafkastate.spark._offsets import (
     PartitionOffsets,
 )
 from kafkastate.spark._options import OffsetSpec, SinkOptions, SourceOptions
-from kafkastate.sync import KafkaConsumer, KafkaProducer
+
+if TYPE_CHECKING:
+    # Imported where used: a reading worker never imports the producer, a writing one
+    # never the consumer (each Spark task's Python worker pays for what it imports).
+    from kafkastate.adapters.blocking.consumer import KafkaConsumer
+    from kafkastate.adapters.blocking.producer import FutureRecordMetadata, KafkaProducer
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -99,6 +102,8 @@ def report_data_loss(message: str, *, fail: bool) -> None:
 
 
 def _consumer(kafka: dict[str, Any], **defaults: Any) -> KafkaConsumer:
+    from kafkastate.adapters.blocking.consumer import KafkaConsumer  # noqa: PLC0415
+
     # Asking for a deleted topic's metadata must not create it again.
     kwargs = {
         "client_id": "kafkastate-spark",
@@ -443,6 +448,9 @@ class _BatchWriter:
     :meth:`KafkaProducer.send_batch`."""
 
     def __init__(self, producer: KafkaProducer, options: SinkOptions, outcome: _Outcome) -> None:
+        from kafkastate.core.producer.partitioner import default_partition  # noqa: PLC0415
+
+        self._partition_of = default_partition
         self._producer = producer
         self._topic = options.topic
         self._outcome = outcome
@@ -536,7 +544,7 @@ class _BatchWriter:
             row = (key, values[i], None if headers is None else headers[i])
             partition = None if partitions is None else partitions[i]
             if partition is None and key is not None:
-                partition = default_partition(key, self._partition_count(topic))
+                partition = self._partition_of(key, self._partition_count(topic))
             if partition is None:
                 group = keyless.get(topic)
                 if group is None:
@@ -589,6 +597,8 @@ def write_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> in
         KafkaError: a record batch failed (the first failure; the others are logged), or
             was refused (a row with neither key nor value, too large...).
     """
+    from kafkastate.adapters.blocking.producer import KafkaProducer  # noqa: PLC0415
+
     outcome = _Outcome()
     with KafkaProducer(**{"client_id": "kafkastate-spark", **options.kafka}) as producer:
         writer = _BatchWriter(producer, options, outcome)

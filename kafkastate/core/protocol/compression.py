@@ -31,13 +31,15 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from typing import Final
-
-import cramjam
-import lz4.frame
-import zstandard
+from typing import TYPE_CHECKING, Final
 
 from kafkastate.errors import CorruptRecordError, KafkaConfigurationError, UnsupportedCodecError
+
+if TYPE_CHECKING:
+    import zstandard
+
+# The codec libraries (cramjam, lz4, zstandard) are imported by the functions that use
+# them: a client that never meets a compressed batch never imports them (import time).
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
@@ -76,6 +78,8 @@ _INT32_BE: Final = struct.Struct(">i")
 
 
 def _snappy_compress(data: Buffer) -> bytes:
+    import cramjam  # noqa: PLC0415 -- see the top
+
     view = memoryview(data)
     parts = [_XERIAL_HEADER]
     compress_raw = cramjam.snappy.compress_raw
@@ -88,6 +92,8 @@ def _snappy_compress(data: Buffer) -> bytes:
 
 
 def _snappy_raw(block: Buffer, budget: int) -> bytes:
+    import cramjam  # noqa: PLC0415 -- see the top
+
     # The raw format starts with the uncompressed length (a varint): check it before
     # allocating anything.
     try:
@@ -247,6 +253,8 @@ _LZ4_DEFAULT_LEVEL: Final = 9  # KIP-390 compression.lz4.level default
 
 
 def _lz4_compress(data: Buffer, level: int | None) -> bytes:
+    import lz4.frame  # noqa: PLC0415 -- see the top
+
     # Kafka's Lz4BlockOutputStream uses the *fast* compressor at the default level and LZ4-HC
     # only for an explicitly different level; python-lz4's level 0 is the fast mode.
     if level is None or level == _LZ4_DEFAULT_LEVEL:
@@ -286,6 +294,9 @@ def _lz4_fix_kafka3160(data: Buffer) -> Buffer:
 
 
 def _lz4_decompress(data: Buffer, max_size: int, broken_checksum: bool) -> bytes:
+    import cramjam  # noqa: PLC0415 -- see the top
+    import lz4.frame  # noqa: PLC0415
+
     if broken_checksum:
         data = _lz4_fix_kafka3160(data)
     view = memoryview(data)
@@ -346,6 +357,8 @@ _ZSTD_DEFAULT_LEVEL: Final = 3  # KIP-390 compression.zstd.level default
 
 
 def _zstd_compress(data: Buffer, level: int | None) -> bytes:
+    import zstandard  # noqa: PLC0415 -- see the top
+
     if level is None:
         level = _ZSTD_DEFAULT_LEVEL
     pool = _ZSTD_CCTX_POOLS.setdefault(level, [])
@@ -431,6 +444,8 @@ def _zstd_frames(view: memoryview) -> list[tuple[int, int, int]]:
 
 
 def _zstd_decompress(data: Buffer, max_size: int) -> bytes:
+    import zstandard  # noqa: PLC0415 -- see the top
+
     view = memoryview(data)
     frames = _zstd_frames(view)
     try:
@@ -449,6 +464,8 @@ def _zstd_decompress_frames(
     frames: list[tuple[int, int, int]],
     max_size: int,
 ) -> bytes:
+    import zstandard  # noqa: PLC0415 -- see the top
+
     parts: list[bytes] = []
     total = 0
     for start, stop, bound in frames:
