@@ -42,6 +42,7 @@ from kafkastate.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkastate.structs import OffsetAndMetadata, TopicPartition
+from kafkastate.sync import KafkaAdminClient as SyncAdmin
 
 pytestmark = pytest.mark.integration
 
@@ -283,6 +284,32 @@ async def test_offsets_are_listed_and_records_deleted(kafka_cluster: Any) -> Non
         got = await _consume(bootstrap, tp, 6)
         assert [r.offset for r in got] == list(range(4, 10))
         await admin.delete_topics([topic])
+
+
+@pytest.mark.anyio
+async def test_a_missing_topic_is_each_partitions_answer_and_is_not_refreshed_after(
+    kafka_cluster: Any,
+) -> None:
+    missing = TopicPartition(_name("adm-missing"), 0)
+    async with open_admin(kafka_cluster.bootstrap) as admin:
+        listed = await admin.list_offsets({missing: OffsetSpec.LATEST})
+        assert isinstance(listed[missing], UnknownTopicOrPartitionError)
+        deleted = await admin.delete_records({missing: 1})
+        assert isinstance(deleted[missing], UnknownTopicOrPartitionError)
+        # no operation needs the topic any more: the client stops asking the cluster for it
+        assert admin.machine.client.metadata.topics == ()
+
+
+def test_a_missing_topic_raises_from_the_blocking_admin_and_is_not_refreshed_after(
+    kafka_cluster: Any,
+) -> None:
+    missing = TopicPartition(_name("adm-missing"), 0)
+    with SyncAdmin(bootstrap_servers=kafka_cluster.bootstrap) as admin:
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.list_offsets({missing: OffsetSpec.LATEST})
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.delete_records({missing: 1})
+        assert admin._machine.client.metadata.topics == ()
 
 
 @pytest.mark.anyio
