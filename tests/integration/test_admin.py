@@ -7,6 +7,7 @@ cluster is described the same way by kafka-python."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -310,6 +311,20 @@ def test_a_missing_topic_raises_from_the_blocking_admin_and_is_not_refreshed_aft
         with pytest.raises(UnknownTopicOrPartitionError):
             admin.delete_records({missing: 1})
         assert admin._machine.client.metadata.topics == ()
+
+
+def test_the_blocking_admin_closes_a_connection_idle_past_connections_max_idle(
+    kafka_cluster: Any,
+) -> None:
+    with SyncAdmin(bootstrap_servers=kafka_cluster.bootstrap, connections_max_idle_ms=300) as admin:
+        admin.describe_cluster()
+        before = admin.metrics()["admin-client-metrics"]
+        time.sleep(0.6)  # idle: no call runs the client meanwhile
+        admin.describe_cluster()
+        after = admin.metrics()["admin-client-metrics"]
+    # the idle connection was closed, not reused, and the call went on a new one
+    assert after["connection-close-total"] > before["connection-close-total"]
+    assert after["connection-creation-total"] > before["connection-creation-total"]
 
 
 @pytest.mark.anyio
