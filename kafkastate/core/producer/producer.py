@@ -23,8 +23,8 @@ so:
 
 Either way a RecordsAdmitted names the send once it is appended, or a RecordsFailed ends
 the wait: KafkaTimeoutError at its ``max_block`` deadline (a deadline of
-:meth:`get_timer`), the partitioner's error if it refuses for good, LocalProtocolError if
-the producer is closed or aborted meanwhile (as ``send`` itself refuses then). Without
+:meth:`get_timer`), the partitioner's error if it refuses for good, ProducerClosedError
+(aiokafka's ``ProducerClosed``) if the producer is closed or aborted meanwhile. Without
 ``max_block`` nothing waits: ``send`` raises :class:`MetadataPendingError` or
 ``BufferFullError`` (both retriable) and the caller tries again after MetadataUpdated or
 BufferSpaceFreed.
@@ -593,7 +593,7 @@ class ProducerMachine(ClientDriven):
         :class:`RecordsAdmitted` naming it follows when it is appended, then its outcome as
         for any record; or a :class:`RecordsFailed` with ``KafkaTimeoutError`` at its
         ``max_block`` deadline (:meth:`get_timer`), with the partitioner's error if the
-        metadata refuses it for good, or with ``LocalProtocolError`` if the producer is
+        metadata refuses it for good, or with ``ProducerClosedError`` if the producer is
         closed or aborted meanwhile.
 
         Returns:
@@ -978,10 +978,11 @@ class ProducerMachine(ClientDriven):
             return
         self._close_requested = True
         if self._acc.waiting_sends:
+            # aiokafka's send raises ProducerClosed when stop() comes while it waits
             self._acc.fail_waiting(
-                LocalProtocolError(
-                    f"send on a producer that is {self._state.name}: it was closed while "
-                    "the record waited for topic metadata or buffer memory (buffer_memory)"
+                ProducerClosedError(
+                    "the producer was closed while the record waited for topic metadata "
+                    "or buffer memory (buffer_memory)"
                 ),
                 now=now,
             )
@@ -1002,9 +1003,9 @@ class ProducerMachine(ClientDriven):
         self._pull_client(now)
         if self._acc.waiting_sends:
             self._acc.fail_waiting(
-                LocalProtocolError(
-                    "send on a producer that is CLOSED: it was aborted while the record "
-                    "waited for topic metadata or buffer memory (buffer_memory)"
+                ProducerClosedError(
+                    "the producer was aborted while the record waited for topic metadata "
+                    "or buffer memory (buffer_memory)"
                 ),
                 now=now,
             )

@@ -5,7 +5,7 @@ does not have yet -- gets its record id at once and is held (Java ``waitOnMetada
 ``max_block`` is a deadline of ``get_timer()``; held sends are routed in send order per
 topic when the metadata names their partition (``RecordsAdmitted``), or fail with
 ``KafkaTimeoutError`` at the deadline, with the partitioner's error when it refuses for
-good, or with ``LocalProtocolError`` on close. Other topics' sends go on meanwhile.
+good, or with ``ProducerClosedError`` on close. Other topics' sends go on meanwhile.
 Driven by hand: the scripted peer cluster, time stepped with ``now=``.
 """
 
@@ -32,9 +32,9 @@ from kafkastate.core.protocol.versions import ApiKey
 from kafkastate.errors import (
     AuthenticationFailedError,
     KafkaTimeoutError,
-    LocalProtocolError,
     MessageTooLargeError,
     PartitionerError,
+    ProducerClosedError,
     UnknownTopicOrPartitionError,
 )
 from tests._support.peer import response
@@ -195,8 +195,8 @@ def test_close_fails_held_sends_and_withdraw_takes_one_back() -> None:
     peer.pump()
     (failed,) = of(peer, RecordsFailed)
     assert failed.record_ids == (kept,)
-    assert isinstance(failed.error, LocalProtocolError)
-    assert "topic metadata" in str(failed.error)
+    assert isinstance(failed.error, ProducerClosedError)  # aiokafka's ProducerClosed
+    assert "closed while the record waited for topic metadata" in str(failed.error)
 
 
 def test_flush_waits_for_a_held_send() -> None:
