@@ -37,6 +37,7 @@ from kafkastate.structs import TopicPartition
 
 kafka = pytest.importorskip("kafka")
 
+from tests._support.buffer import send_until_refused  # noqa: E402
 from tests._support.readback import consume  # noqa: E402 (after the importorskip)
 from tests._support.suspensions import counting_suspensions  # noqa: E402
 
@@ -306,6 +307,26 @@ def test_aiokafka_send_waiting_for_metadata_raises_producer_closed_on_stop(
             await asyncio.wait_for(send, 20)
 
     asyncio.run(main())
+
+
+@pytest.mark.anyio
+async def test_fire_and_forget_sends_to_a_topic_without_metadata_meet_buffer_memory(
+    kafka_cluster: Any,
+) -> None:
+    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    async with open_producer(
+        kafka_cluster.bootstrap,
+        buffer_memory=4096,
+        max_block_ms=60_000,
+        allow_auto_create_topics=False,
+    ) as producer:
+        # the records held for metadata count too: the bound refuses the burst
+        held = send_until_refused(lambda: producer.send_nowait(missing, bytes(100)))
+        assert producer.machine.accumulator.buffer_used <= 4096
+        producer.abort()  # the held records fail, their memory is given back
+    for delivery in held:
+        with pytest.raises(ProducerClosedError):
+            delivery.result()  # type: ignore[attr-defined]
 
 
 @pytest.mark.anyio

@@ -25,6 +25,7 @@ from kafkastate.errors import (
     NoBrokersAvailable,
 )
 from kafkastate.sync import FutureRecordMetadata, KafkaProducer, RecordMetadata, TopicPartition
+from tests._support.buffer import send_until_refused
 
 kafka = pytest.importorskip("kafka")
 
@@ -318,6 +319,20 @@ def test_max_block_on_missing_metadata(kafka_cluster: Any) -> None:
             producer.partitions_for(missing)
         counters = producer.metrics()["producer-metrics"]
         assert counters["record-block-timeout-total"] == 1
+
+
+def test_send_nowait_to_a_topic_without_metadata_meets_buffer_memory(kafka_cluster: Any) -> None:
+    missing = f"sync-missing-{uuid.uuid4().hex[:8]}"
+    with KafkaProducer(
+        bootstrap_servers=kafka_cluster.bootstrap,
+        buffer_memory=4096,
+        max_block_ms=60_000,
+        allow_auto_create_topics=False,
+        **FAST,
+    ) as producer:
+        # the records held for metadata count too: the bound refuses the burst
+        send_until_refused(lambda: producer.send_nowait(missing, b"v" * 100))
+        producer.close(timeout=0)
 
 
 def test_acks_zero_and_threads(kafka_cluster: Any) -> None:

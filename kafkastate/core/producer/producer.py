@@ -583,8 +583,9 @@ class ProducerMachine(ClientDriven):
                 ``buffer.memory`` now, or that comes while earlier sends wait for it, is
                 refused with ``BufferFullError`` (a builtin ``BufferError`` too) instead of
                 waiting; one whose topic metadata is pending is still held (Java's
-                ``waitOnMetadata``), so its outcome, or its ``KafkaTimeoutError`` at
-                ``max_block``, comes as events like any other record's.
+                ``waitOnMetadata``) if it fits ``buffer.memory`` (it counts there
+                meanwhile), so its outcome, or its ``KafkaTimeoutError`` at ``max_block``,
+                comes as events like any other record's.
 
         Waiting: with ``max_block`` set (``config.accumulator.max_block``), a record whose
         topic (or explicit partition) is not in the metadata yet, or that does not fit
@@ -659,7 +660,8 @@ class ProducerMachine(ClientDriven):
         acc = self._acc
         if topic not in cluster.topics or (acc.waiting_sends and acc.holds(topic)):
             record = (timestamp_ms, key, value, headers)
-            return self._hold(topic, [record], partition, MetadataPendingError(topic), now)
+            cause = MetadataPendingError(topic)
+            return self._hold(topic, [record], partition, cause, now, block=block)
         try:
             partitioner = self._partitioner
             if key is None:
@@ -683,7 +685,8 @@ class ProducerMachine(ClientDriven):
             if not exc.retriable:
                 raise
             # a retriable topic error, or an explicit partition the topic does not have yet
-            return self._hold(topic, [(timestamp_ms, key, value, headers)], partition, exc, now)
+            record = (timestamp_ms, key, value, headers)
+            return self._hold(topic, [record], partition, exc, now, block=block)
         try:
             rid = acc.append(
                 topic,
@@ -1123,10 +1126,17 @@ class ProducerMachine(ClientDriven):
         now: float,
         *,
         batch: bool = False,
+        block: bool = True,
     ) -> RecordId:
         """Hold a send until the metadata routes it (or raise ``cause`` if nothing may
-        wait); see :meth:`Accumulator.hold`."""
-        rid = self._acc.hold(topic, records, explicit=partition, batch=batch, cause=cause, now=now)
+        wait); it counts against ``buffer.memory`` meanwhile. See :meth:`Accumulator.hold`."""
+        try:
+            rid = self._acc.hold(
+                topic, records, explicit=partition, batch=batch, cause=cause, now=now, block=block
+            )
+        except BufferFullError:
+            self._step(now, expire_waiting=False)  # every batch is sendable now (as append)
+            raise
         if topic in self._client.cluster.topics:
             self._metadata.request_update()  # the topic is known: its partitions may grow
         self._step(now, expire_waiting=False)  # a new deadline, maybe a metadata request
