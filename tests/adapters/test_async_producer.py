@@ -253,10 +253,10 @@ async def test_max_block_times_out_on_a_missing_topic(kafka_cluster: Any) -> Non
     async with open_producer(
         kafka_cluster.bootstrap, max_block_ms=300, allow_auto_create_topics=False
     ) as producer:
-        start = anyio.current_time()
+        # the error only: when max_block ends the wait is checked on the fake clock in
+        # tests/core/producer/test_producer_metadata_wait.py
         with pytest.raises(KafkaTimeoutError, match="max_block"):
             await producer.send(f"missing-{uuid.uuid4().hex[:8]}", b"x")
-        assert 0.3 <= anyio.current_time() - start < 5
 
 
 @pytest.mark.anyio
