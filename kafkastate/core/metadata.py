@@ -14,6 +14,9 @@ An update is due when
 * someone asked (:meth:`request_update`): a new topic of interest, or an error that means
   the view is stale (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH,
   a leader epoch newer than ours),
+* the last answer left a topic of interest stale (a retriable topic error, a leaderless or
+  lagging partition); a topic no longer of interest (:meth:`remove_topics`) asks for
+  nothing any more,
 
 and at least ``retry_backoff`` has passed since the last attempt (``retry.backoff.ms``), so
 a broken cluster is not hammered. A new topic of interest is the exception, as in Java's
@@ -176,11 +179,15 @@ class Metadata:
         self._topics: list[str] = sorted(set(topics or ()))
         self.cluster = ClusterMetadata()
         """The last good snapshot (empty before the first response); replaced, never
-        changed, by each new response. Read it; do not set it. (A plain attribute: the
-        producer reads it once per record.)"""
+        changed, by each new response (and by :meth:`remove_topics`). Read it; do not
+        set it. (A plain attribute: the producer reads it once per record.)"""
         self._updated_at: float | None = None
         self._last_attempt: float | None = None
         self._requested = True  # nothing known yet
+        # topics of interest the last answer left stale (a retriable topic error, a
+        # leaderless or lagging partition): each asks for a refresh until an answer is
+        # good or the topic is dropped (kept while the next request is in flight)
+        self._stale_topics: set[str] = set()
         self._in_flight = False
         self._new_topics = False  # a topic of interest was added since the last attempt
         self._last_error: KafkaError | None = None
@@ -191,6 +198,13 @@ class Metadata:
     def topics(self) -> tuple[str, ...] | None:
         """Topics of interest (sorted), or None when tracking all topics."""
         return None if self._all_topics else tuple(self._topics)
+
+    @property
+    def stale_topics(self) -> tuple[str, ...]:
+        """Topics of interest (sorted) that the last answer left stale: each asks for a
+        refresh (a retriable topic error such as an unknown topic, a leaderless or lagging
+        partition) until an answer is good or the topic is removed."""
+        return tuple(sorted(self._stale_topics))
 
     @property
     def in_flight(self) -> bool:
@@ -228,6 +242,23 @@ class Metadata:
         self._topics = wanted or []
         self._requested = True
 
+    def remove_topics(self, topics: Iterable[str]) -> None:
+        """Stop tracking topics (nothing when tracking all topics): they leave the
+        snapshot, and a stale answer for them (an unknown topic) asks for no refresh any
+        more. No refresh is requested.
+        """
+        if self._all_topics:
+            return
+        gone = set(topics) & set(self._topics)
+        if not gone:
+            return
+        self._topics = [t for t in self._topics if t not in gone]
+        self._stale_topics -= gone
+        old = self.cluster
+        if gone & old.topics.keys():
+            kept = {k: v for k, v in old.topics.items() if k not in gone}
+            self.cluster = attrs.evolve(old, topics=kept)
+
     def request_update(self) -> None:
         """Ask for a refresh as soon as the backoff allows (a stale-metadata error...)."""
         self._requested = True
@@ -261,7 +292,7 @@ class Metadata:
             earliest = 0.0
         else:
             earliest = self._last_attempt + self.config.retry_backoff
-        if self._requested or self._updated_at is None:
+        if self._requested or self._stale_topics or self._updated_at is None:
             return earliest
         return max(earliest, self._updated_at + self.config.metadata_max_age)
 
@@ -319,14 +350,15 @@ class Metadata:
             for b in response.brokers
         }
         topics: dict[str, TopicMetadata] = {} if self._all_topics else dict(old.topics)
-        stale = False
+        stale: set[str] = set()
         for t in response.topics:
             name = t.name
             if name is None:  # topic-id-only answer; we always ask by name
                 continue
             code = int(t.error_code)
             if code != 0:
-                stale = stale or error_for_code(code).retriable
+                if error_for_code(code).retriable:
+                    stale.add(name)
                 topics[name] = TopicMetadata(
                     name=name, topic_id=None, partitions={}, error_code=code
                 )
@@ -339,11 +371,12 @@ class Metadata:
                 kept = None if previous is None else previous.partitions.get(index)
                 if kept is not None and epoch < kept.leader_epoch:
                     parts[index] = kept  # this broker is behind: keep what we know
-                    stale = True
+                    stale.add(name)
                     continue
                 leader = int(p.leader_id)
                 pcode = int(p.error_code)
-                stale = stale or pcode in STALE_METADATA_ERRORS
+                if pcode in STALE_METADATA_ERRORS:
+                    stale.add(name)
                 parts[index] = PartitionMetadata(
                     partition=index,
                     leader=NodeId(leader) if leader >= 0 else None,
@@ -367,6 +400,7 @@ class Metadata:
         if not self._all_topics:
             wanted = set(self._topics)
             topics = {k: v for k, v in sorted(topics.items()) if k in wanted}
+            stale &= wanted
         controller = int(getattr(response, "controller_id", -1))
         self.cluster = ClusterMetadata(
             brokers=dict(sorted(brokers.items())),
@@ -375,6 +409,5 @@ class Metadata:
             cluster_id=getattr(response, "cluster_id", None),
         )
         self._updated_at = now
-        if stale:
-            self._requested = True
+        self._stale_topics = stale
         return self.cluster

@@ -8,6 +8,7 @@ It is not a broker: integration tests use the real one from kafkastate.testing.
 from __future__ import annotations
 
 import base64
+import collections
 import dataclasses
 import datetime
 import hashlib
@@ -143,8 +144,10 @@ def metadata_response(
     topics: dict[str, dict[int, tuple[int, int]]] | None = None,
     unknown: tuple[str, ...] = (),
     controller: int = 1,
+    errors: dict[str, ErrorCode] | None = None,
 ) -> Any:
-    """A Metadata response: ``topics`` maps name -> partition -> (leader, leader epoch)."""
+    """A Metadata response: ``topics`` maps name -> partition -> (leader, leader epoch);
+    ``unknown`` topics answer UNKNOWN_TOPIC_OR_PARTITION, ``errors`` others' codes."""
     cls = load_response_schema(3, version)
     broker_cls = nested_type(cls, "MetadataResponseBroker")
     topic_cls = nested_type(cls, "MetadataResponseTopic")
@@ -174,11 +177,12 @@ def metadata_response(
                 ),
             )
         )
-    for name in unknown:
+    failed = {**dict.fromkeys(unknown, ErrorCode.unknown_topic_or_partition), **(errors or {})}
+    for name, code in failed.items():
         entries.append(
             build(
                 topic_cls,
-                error_code=ErrorCode.unknown_topic_or_partition,
+                error_code=code,
                 name=name,
                 topic_id=uuid.UUID(int=0),
                 is_internal=False,
@@ -239,6 +243,10 @@ class ScriptedCluster:
         self.pending: list[Sent] = []
         self.events: list[Any] = []
         self.refuse: set[int] = set()
+        self.topic_errors: dict[str, ErrorCode] = {}
+        """Topics whose Metadata answer is this error (whatever :attr:`topics` says)."""
+        self.requests: collections.Counter[int] = collections.Counter()
+        """How many requests of each API key the machine has written."""
 
     def topic_ids(self) -> dict[Any, str]:
         """Topic id -> name, as metadata_response numbers them (sorted names)."""
@@ -269,15 +277,23 @@ class ScriptedCluster:
                 assert node in self.open, f"bytes for closed node {node}"
                 for frame in split_frames(data):
                     req = parse_request(frame)
+                    self.requests[req.api_key] += 1
                     if req.api_key == 18:  # ApiVersions
                         body = api_versions_response(req.version, ranges=self.api_ranges)
                         self._answer_in_order(node, req, body)
                     elif req.api_key == 3:  # Metadata
                         names = [t.name for t in req.body.topics or ()]
-                        known = {n: p for n, p in self.topics.items() if n in names}
+                        errors = {n: e for n, e in self.topic_errors.items() if n in names}
+                        known = {
+                            n: p for n, p in self.topics.items() if n in names and n not in errors
+                        }
                         unknown = tuple(n for n in names if n not in self.topics)
                         body = metadata_response(
-                            req.version, brokers=BROKERS, topics=known, unknown=unknown
+                            req.version,
+                            brokers=BROKERS,
+                            topics=known,
+                            unknown=tuple(n for n in unknown if n not in errors),
+                            errors=errors,
                         )
                         # topic ids must stay stable: number them over all topics
                         self._answer_in_order(node, req, self._renumber(body))

@@ -7,6 +7,7 @@ cluster is described the same way by kafka-python."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -42,6 +43,7 @@ from kafkastate.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkastate.structs import OffsetAndMetadata, TopicPartition
+from kafkastate.sync import KafkaAdminClient as SyncAdmin
 
 pytestmark = pytest.mark.integration
 
@@ -283,6 +285,46 @@ async def test_offsets_are_listed_and_records_deleted(kafka_cluster: Any) -> Non
         got = await _consume(bootstrap, tp, 6)
         assert [r.offset for r in got] == list(range(4, 10))
         await admin.delete_topics([topic])
+
+
+@pytest.mark.anyio
+async def test_a_missing_topic_is_each_partitions_answer_and_is_not_refreshed_after(
+    kafka_cluster: Any,
+) -> None:
+    missing = TopicPartition(_name("adm-missing"), 0)
+    async with open_admin(kafka_cluster.bootstrap) as admin:
+        listed = await admin.list_offsets({missing: OffsetSpec.LATEST})
+        assert isinstance(listed[missing], UnknownTopicOrPartitionError)
+        deleted = await admin.delete_records({missing: 1})
+        assert isinstance(deleted[missing], UnknownTopicOrPartitionError)
+        # no operation needs the topic any more: the client stops asking the cluster for it
+        assert admin.machine.client.metadata.topics == ()
+
+
+def test_a_missing_topic_raises_from_the_blocking_admin_and_is_not_refreshed_after(
+    kafka_cluster: Any,
+) -> None:
+    missing = TopicPartition(_name("adm-missing"), 0)
+    with SyncAdmin(bootstrap_servers=kafka_cluster.bootstrap) as admin:
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.list_offsets({missing: OffsetSpec.LATEST})
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.delete_records({missing: 1})
+        assert admin._machine.client.metadata.topics == ()
+
+
+def test_the_blocking_admin_closes_a_connection_idle_past_connections_max_idle(
+    kafka_cluster: Any,
+) -> None:
+    with SyncAdmin(bootstrap_servers=kafka_cluster.bootstrap, connections_max_idle_ms=300) as admin:
+        admin.describe_cluster()
+        before = admin.metrics()["admin-client-metrics"]
+        time.sleep(0.6)  # idle: no call runs the client meanwhile
+        admin.describe_cluster()
+        after = admin.metrics()["admin-client-metrics"]
+    # the idle connection was closed, not reused, and the call went on a new one
+    assert after["connection-close-total"] > before["connection-close-total"]
+    assert after["connection-creation-total"] > before["connection-creation-total"]
 
 
 @pytest.mark.anyio

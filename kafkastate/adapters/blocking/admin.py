@@ -197,6 +197,11 @@ class KafkaAdminClient:
     def _run(self, command: Callable[..., OpId], *args: Any, **kwargs: Any) -> dict[Any, Any]:
         if self._closed:
             raise KafkaConnectionError("KafkaAdminClient is closed")
+        # Between calls nothing runs the machine's timers: run what fell due meanwhile
+        # (connections idle past connections_max_idle_ms close) before the command could
+        # pick an idle connection as a live one.
+        self._machine.handle_timer(now=time.monotonic())
+        self._events()
         op = command(*args, now=time.monotonic(), **kwargs)
         self._pump(lambda: op in self._done, None)  # the operation's deadline ends it
         results = self._done.pop(op).results

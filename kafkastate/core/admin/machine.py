@@ -68,7 +68,7 @@ from kafkastate.core.client import (
     RequestId,
     TokenRequested,
 )
-from kafkastate.core.metadata import STALE_METADATA_ERRORS, NodeId
+from kafkastate.core.metadata import STALE_METADATA_ERRORS, NodeId, TopicMetadata
 from kafkastate.core.protocol.requests import build
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
 from kafkastate.core.states import StateTable, register, transition
@@ -877,10 +877,9 @@ class AdminMachine(ClientDriven):
                     op.pending[key] = math.inf
                     return False
                 op.waiting_topics.pop(key, None)
-                if meta.error_code == 3 or (meta.partitions and partition not in meta.partitions):
-                    self._fail(
-                        op, key, UnknownTopicOrPartitionError(topic=topic, partition=partition)
-                    )
+                failed = _ruled_out(meta, partition)
+                if failed is not None:
+                    self._fail(op, key, failed)
                     return False
                 leader = cluster.leader_for(topic, partition)
                 if leader is None:
@@ -948,6 +947,23 @@ class AdminMachine(ClientDriven):
                             self._outcome(unit.op, key, unit.route, error, now)
                 case NodeDisconnected():
                     pass
+
+    def _untrack_topics(self) -> None:
+        """Drop from the metadata the stale topics (an unknown topic...) no unfinished key
+        routes by: the Client refreshes a stale topic after every ``retry_backoff`` -- for
+        ever, once no operation waits for it. Good topics stay, their leaders cached."""
+        metadata = self._client.metadata
+        stale = metadata.stale_topics
+        if not stale:
+            return
+        needed: set[str] = set()
+        for op in self._ops.values():
+            for key in op.keys or ():
+                if key not in op.results:
+                    route = op.spec.route(key)
+                    if isinstance(route, ops.ToLeader):
+                        needed.add(route.topic)
+        metadata.remove_topics([t for t in stale if t not in needed])
 
     def _wake_waiting(self, which: Callable[[ops.Route], bool], now: float) -> None:
         for op in self._ops.values():
@@ -1038,6 +1054,7 @@ class AdminMachine(ClientDriven):
         if op.keys is None or len(op.results) < len(op.keys):
             return
         del self._ops[op.op_id]
+        self._untrack_topics()
         if log.isEnabledFor(logging.DEBUG):
             failed = sum(isinstance(r, KafkaError) for r in op.results.values())
             log.debug(
@@ -1055,6 +1072,19 @@ class AdminMachine(ClientDriven):
                 results={k: op.results[k] for k in order if k in op.results},
             )
         )
+
+
+def _ruled_out(meta: TopicMetadata, partition: int) -> KafkaError | None:
+    """A partition's answer when the metadata rules it out, else None: its topic is
+    unknown (UNKNOWN_TOPIC_OR_PARTITION -- the answer, as in Java's admin client, not a
+    retry), the topic has another error that no retry cures (TOPIC_AUTHORIZATION_FAILED,
+    INVALID_TOPIC_EXCEPTION), or the topic lacks the partition."""
+    code, topic = meta.error_code, meta.name
+    if code == 3 or (code != 0 and not error_for_code(code).retriable):
+        return error_for_code(code)(topic=topic, partition=partition)
+    if meta.partitions and partition not in meta.partitions:
+        return UnknownTopicOrPartitionError(topic=topic, partition=partition)
+    return None
 
 
 def _kind(route: ops.Route) -> Any:

@@ -354,7 +354,9 @@ class FetcherMachine(ClientDriven):
         names = list(topics)
         self._client.metadata.add_topics(names)
         self._client.request_metadata_update()
-        self._subscription_wait_until = now + _SUBSCRIPTION_METADATA_WAIT
+        wait = self._subscription_wait_until = now + _SUBSCRIPTION_METADATA_WAIT
+        # held even where the coordinator is known already (its lookup waits too)
+        member.join_held = not membership.subscription_known(names, self._client.cluster, wait, now)
         member.subscribe(names, now=now)
         self._step(now)
 
@@ -749,13 +751,16 @@ class FetcherMachine(ClientDriven):
         member = self.member
         if member is None:
             return
-        member.handle_timer(now=now)
         cluster, wait = self._client.cluster, self._subscription_wait_until
+        member.join_held = not membership.subscription_known(
+            member.subscription, cluster, wait, now
+        )
+        member.handle_timer(now=now)
         self._member_coordinator = membership.coordinator_for(
             member,
             self._offsets,
             self._member_coordinator,
-            lambda: membership.subscription_known(member, cluster, wait, now),
+            lambda: not member.join_held,
             now,
         )
         for out in member.take_requests():

@@ -309,6 +309,12 @@ class MemberBase:
         self.coordinator_wanted = True
         """Whether the host must (re)discover the coordinator before sending anything;
         the host clears it with ``coordinator_found``."""
+        self.join_held = False
+        """Set by the host while metadata does not describe every subscribed topic yet
+        (and a short wait is not over): the member does not join meanwhile (JoinGroup; a
+        KIP-848 member's first heartbeat), or the leader would assign without those
+        topics and the group rebalance again when they arrive. The host steps the member
+        (``handle_timer``) once it clears it."""
         self._topics: tuple[str, ...] = ()
         self._owned: tuple[TopicPartition, ...] = ()
         self._events: deque[GroupEvent] = deque()
@@ -659,6 +665,7 @@ class GroupMember(MemberBase):
             and "join" not in self._in_flight
             and self._awaiting_revocation is None  # lost partitions are dropped first
             and not self.coordinator_wanted
+            and not self.join_held
             and now >= self._retry_at
         ):
             self._send_join()

@@ -318,6 +318,7 @@ class ConsumerGroupMember(MemberBase):
             and not (self.state is Member848State.JOINING and self._awaiting_revocation)
             and not self._in_flight
             and not self.coordinator_wanted
+            and not (self.join_held and self.epoch == _JOIN_EPOCH)  # the join waits
         )
 
     def handle_timer(self, *, now: float) -> None:

@@ -710,9 +710,10 @@ class _Waiting:
 
 class _Held:
     """A send held until its topic -- or its explicit partition -- is in the metadata: one
-    record, or the records of one ``append_batch``, with the ids reserved for them."""
+    record, or the records of one ``append_batch``, with the ids reserved for them and,
+    when it fitted, the ``buffer.memory`` it will need."""
 
-    __slots__ = ("batch", "cause", "deadline", "explicit", "records", "rid", "topic")
+    __slots__ = ("batch", "cause", "deadline", "explicit", "records", "reserved", "rid", "topic")
 
     def __init__(  # noqa: PLR0917 -- internal record
         self,
@@ -723,6 +724,7 @@ class _Held:
         batch: bool,
         deadline: float,
         cause: KafkaError,
+        reserved: int,
     ) -> None:
         self.rid = rid
         self.topic = topic
@@ -731,6 +733,7 @@ class _Held:
         self.batch = batch
         self.deadline = deadline
         self.cause = cause  # why it could not be routed the last time it was tried
+        self.reserved = reserved  # bytes of buffer.memory counted for it (0: none fitted)
 
 
 class Accumulator:
@@ -830,7 +833,8 @@ class Accumulator:
 
     @property
     def buffer_used(self) -> int:
-        """Bytes of ``buffer.memory`` held by batches without an outcome."""
+        """Bytes of ``buffer.memory`` held by batches without an outcome, and reserved for
+        the sends held for their topic's metadata (:meth:`hold`)."""
         return self._used
 
     @property
@@ -989,6 +993,7 @@ class Accumulator:
         sticky: bool = False,
         reserved: RecordId | None = None,
         block: bool = True,
+        prepaid: int = 0,
     ) -> RecordId:
         """Add one record to its partition's open batch (opening one if needed).
 
@@ -1009,6 +1014,9 @@ class Accumulator:
             block: False for a caller that cannot wait (a fire-and-forget send): a record
                 that would wait for buffer memory is refused with :class:`BufferFullError`
                 even when ``config.max_block`` is set.
+            prepaid: bytes of ``buffer.memory`` the record had reserved while it was held
+                (released just before): within them it is placed at once, ahead of the
+                sends that wait for memory, since it held that memory before them.
 
         Buffer memory: a record that does not fit now, or that comes while other sends
         wait (nothing overtakes them), is refused with :class:`BufferFullError` -- unless
@@ -1058,7 +1066,7 @@ class Accumulator:
         if alone > self._max_alone:
             raise _too_large(alone, cfg, topic, partition)
         rec: _Rec = (timestamp_ms, key, value, hdrs)
-        if self._waiting:  # strict FIFO: nothing overtakes a waiting send
+        if self._waiting and alone > prepaid:  # strict FIFO: nothing overtakes a waiting send
             return self._refuse(
                 topic,
                 partition,
@@ -1083,7 +1091,7 @@ class Accumulator:
         else:
             fits = last._has_room(rec, self._batch_limit)
         needed = upper if fits else alone
-        if self._used + needed > cfg.buffer_memory:
+        if needed > prepaid and self._used + needed > cfg.buffer_memory:
             return self._refuse(
                 topic,
                 partition,
@@ -1337,6 +1345,7 @@ class Accumulator:
         *,
         now: float,
         reserved: RecordId | None = None,
+        prepaid: int = 0,
     ) -> list[RecordId]:
         """Add records as one batch of their own (aiokafka's ``send_batch``).
 
@@ -1351,6 +1360,8 @@ class Accumulator:
             now: the driver's clock.
             reserved: the first id the batch got when it was held for metadata
                 (:meth:`hold`); None gives it new ones.
+            prepaid: bytes of ``buffer.memory`` the batch had reserved while it was held,
+                as for :meth:`append`.
 
         Returns:
             The records' ids, in order.
@@ -1394,7 +1405,7 @@ class Accumulator:
             )
         batch._accepting = False  # its own batch: nothing else joins it
         self._next_batch += 1
-        if self._waiting or self._used + size > cfg.buffer_memory:
+        if size > prepaid and (self._waiting or self._used + size > cfg.buffer_memory):
             rid = self._refuse(
                 topic, partition, False, None, size, size, size, now, batch, reserved=reserved
             )
@@ -1475,8 +1486,10 @@ class Accumulator:
         """
         held = self._held.get(record_id)
         if held is not None:
-            self._unhold(held)
+            freed = self._unhold(held)
             self._settle(range(held.rid, held.rid + len(held.records)))
+            if freed:
+                self._announce_freed()
             return True
         waiting = self._waiting.pop(record_id, None)
         if waiting is None:
@@ -1499,11 +1512,15 @@ class Accumulator:
         self._waiting = {}
         self._held = {}
         self._held_topics = {}
+        freed = 0
         for entry in entries:
             if isinstance(entry, _Held):
+                freed += self._release(entry)
                 self._fail_held(entry, error, now)
             else:
                 self._fail_waiting(entry, error, now)
+        if freed:
+            self._announce_freed()
 
     def hold(
         self,
@@ -1514,6 +1531,7 @@ class Accumulator:
         batch: bool,
         cause: KafkaError,
         now: float,
+        block: bool = True,
     ) -> RecordId:
         """Hold a send whose topic -- or explicit partition -- is not in the metadata yet
         (Java's ``waitOnMetadata``): its ids are reserved now, and :meth:`route_held`
@@ -1521,6 +1539,14 @@ class Accumulator:
         fails it with ``KafkaTimeoutError`` at its ``max_block`` deadline
         (:class:`RecordsFailed`). Sends to one topic stay in order: while one is held,
         later ones to the same topic must be held too (:meth:`holds`); other topics go on.
+
+        Buffer memory: a held send counts against ``buffer.memory`` as an appended one
+        does (the size of a batch of its own, an upper bound), from now until it is routed,
+        fails or is withdrawn -- so a burst of sends to a topic without metadata meets the
+        bound, and waits, as any other. One that does not fit now (or that comes while
+        sends wait for memory) is refused with :class:`BufferFullError` if ``block`` is
+        False; else it is held without memory and, once routed, waits for memory in the
+        FIFO like any send (its caller waits meanwhile).
 
         Args:
             topic: the topic.
@@ -1533,12 +1559,14 @@ class Accumulator:
                 ``MetadataPendingError``); raised at once if ``config.max_block`` is None,
                 and the ``__cause__`` of the timeout.
             now: the driver's clock.
+            block: False for a caller that cannot wait (see :meth:`append`).
 
         Returns:
             The (first) record id; :meth:`is_waiting` is True for it.
 
         Raises:
             KafkaError: ``cause``, when nothing may wait (``config.max_block`` None).
+            BufferFullError: no room in ``buffer.memory`` now and ``block`` False.
             MessageTooLargeError: a single record can never fit a request.
             KafkaConfigurationError: a bad argument, or no records.
             IllegalStateError: the accumulator is closed.
@@ -1551,25 +1579,36 @@ class Accumulator:
         if not records:
             raise KafkaConfigurationError("a batch needs at least one record")
         recs: list[_Rec] = []
+        size = RECORD_BATCH_OVERHEAD  # a batch of its own: what it needs at most
         for timestamp_ms, key, value, headers in records:
             _check_append_arguments(topic, 0 if explicit is None else explicit, timestamp_ms)
             _check_bytes("key", key)
             _check_bytes("value", value)
             hdrs = tuple(headers) if headers else ()
-            if not batch:
-                try:
-                    alone = RECORD_BATCH_OVERHEAD + estimate_record_size_upper_bound(
-                        key, value, hdrs
-                    )
-                except (TypeError, AttributeError, ValueError) as exc:
-                    raise KafkaConfigurationError(f"invalid record headers: {exc}") from None
-                if alone > self._max_alone:
-                    raise _too_large(alone, cfg, topic, -1 if explicit is None else explicit)
+            try:
+                size += estimate_record_size_upper_bound(key, value, hdrs)
+            except (TypeError, AttributeError, ValueError) as exc:
+                raise KafkaConfigurationError(f"invalid record headers: {exc}") from None
+            if not batch and size > self._max_alone:
+                raise _too_large(size, cfg, topic, -1 if explicit is None else explicit)
             recs.append((timestamp_ms, key, value, hdrs))
+        reserved = size
+        if self._waiting or self._used + size > cfg.buffer_memory:
+            self._blocked = True  # Java: the pool is exhausted -> everything becomes sendable
+            if not block:
+                raise BufferFullError(
+                    needed=size,
+                    available=cfg.buffer_memory - self._used,
+                    buffer_memory=cfg.buffer_memory,
+                )
+            reserved = 0  # its caller waits; routed, it waits for memory as any send
+        self._used += reserved
         rid = RecordId(self._next_record)
         self._next_record += len(recs)
         self._outstanding += len(recs)
-        self._held[rid] = _Held(rid, topic, explicit, recs, batch, now + cfg.max_block, cause)
+        self._held[rid] = _Held(
+            rid, topic, explicit, recs, batch, now + cfg.max_block, cause, reserved
+        )
         self._held_topics[topic] = self._held_topics.get(topic, 0) + 1
         self._lanes.pop(topic, None)  # append_sticky must not overtake it
         return rid
@@ -1599,17 +1638,20 @@ class Accumulator:
             should ask for a metadata refresh).
         """
         held = self._held
+        freed = 0
         if expire:
             while held:
                 head = next(iter(held.values()))
                 if head.deadline > now:
                     break
-                self._unhold(head)
+                freed += self._unhold(head)
                 assert self.config.max_block is not None  # nothing is held without it
                 error = max_block_timeout(self.config.max_block, "topic metadata", head.cause)
                 self._fail_held(head, error, now)
         appended: list[_TP] = []
         if not held or cluster is self._routed_in:
+            if freed:
+                self._announce_freed()
             return appended, False
         self._routed_in = cluster
         partitioner = self._partitioner
@@ -1642,13 +1684,16 @@ class Accumulator:
                     entry.cause = exc
                     stuck.add(topic)
                     continue
-                self._unhold(entry)
+                freed += self._unhold(entry)
                 self._fail_held(entry, exc, now)
                 continue
+            prepaid = entry.reserved
             self._unhold(entry)
             try:
                 if entry.batch:
-                    self.append_batch(topic, chosen, entry.records, now=now, reserved=entry.rid)
+                    self.append_batch(
+                        topic, chosen, entry.records, now=now, reserved=entry.rid, prepaid=prepaid
+                    )
                 else:
                     sticky = plain and entry.explicit is None and partitioner.custom is None
                     self.append(
@@ -1661,8 +1706,10 @@ class Accumulator:
                         now=now,
                         sticky=sticky,
                         reserved=entry.rid,
+                        prepaid=prepaid,
                     )
             except KafkaError as exc:
+                freed += prepaid
                 self._fail_held(entry, exc, now)
                 continue
             if entry.rid not in self._waiting:  # else it waits on, for buffer memory
@@ -1671,18 +1718,30 @@ class Accumulator:
                 appended.append((topic, chosen))
         for topic in stuck:
             self._lanes.pop(topic, None)  # routed sends may have opened one: none while held
+        if freed:
+            self._announce_freed()
         return appended, any(topic in cluster.topics for topic in stuck)
 
-    def _unhold(self, entry: _Held) -> None:
+    def _release(self, entry: _Held) -> int:
+        """Give back the ``buffer.memory`` a held send counted; how many bytes."""
+        freed, entry.reserved = entry.reserved, 0
+        self._used -= freed
+        return freed
+
+    def _unhold(self, entry: _Held) -> int:
+        """Take a send off the held ones; the bytes of ``buffer.memory`` given back."""
+        freed = self._release(entry)
         del self._held[entry.rid]
         left = self._held_topics[entry.topic] - 1
         if left:
             self._held_topics[entry.topic] = left
         else:
             del self._held_topics[entry.topic]
+        return freed
 
     def _fail_held(self, entry: _Held, error: KafkaError, now: float) -> None:
-        """A held send failed (timeout, refused, close, abort): emit its RecordsFailed."""
+        """A held send failed (timeout, refused, close, abort): emit its RecordsFailed. (Its
+        memory was released already.)"""
         ids = range(entry.rid, entry.rid + len(entry.records))
         self._events.append(
             RecordsFailed(

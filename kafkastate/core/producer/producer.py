@@ -23,8 +23,8 @@ so:
 
 Either way a RecordsAdmitted names the send once it is appended, or a RecordsFailed ends
 the wait: KafkaTimeoutError at its ``max_block`` deadline (a deadline of
-:meth:`get_timer`), the partitioner's error if it refuses for good, LocalProtocolError if
-the producer is closed or aborted meanwhile (as ``send`` itself refuses then). Without
+:meth:`get_timer`), the partitioner's error if it refuses for good, ProducerClosedError
+(aiokafka's ``ProducerClosed``) if the producer is closed or aborted meanwhile. Without
 ``max_block`` nothing waits: ``send`` raises :class:`MetadataPendingError` or
 ``BufferFullError`` (both retriable) and the caller tries again after MetadataUpdated or
 BufferSpaceFreed.
@@ -583,8 +583,9 @@ class ProducerMachine(ClientDriven):
                 ``buffer.memory`` now, or that comes while earlier sends wait for it, is
                 refused with ``BufferFullError`` (a builtin ``BufferError`` too) instead of
                 waiting; one whose topic metadata is pending is still held (Java's
-                ``waitOnMetadata``), so its outcome, or its ``KafkaTimeoutError`` at
-                ``max_block``, comes as events like any other record's.
+                ``waitOnMetadata``) if it fits ``buffer.memory`` (it counts there
+                meanwhile), so its outcome, or its ``KafkaTimeoutError`` at ``max_block``,
+                comes as events like any other record's.
 
         Waiting: with ``max_block`` set (``config.accumulator.max_block``), a record whose
         topic (or explicit partition) is not in the metadata yet, or that does not fit
@@ -593,7 +594,7 @@ class ProducerMachine(ClientDriven):
         :class:`RecordsAdmitted` naming it follows when it is appended, then its outcome as
         for any record; or a :class:`RecordsFailed` with ``KafkaTimeoutError`` at its
         ``max_block`` deadline (:meth:`get_timer`), with the partitioner's error if the
-        metadata refuses it for good, or with ``LocalProtocolError`` if the producer is
+        metadata refuses it for good, or with ``ProducerClosedError`` if the producer is
         closed or aborted meanwhile.
 
         Returns:
@@ -632,7 +633,8 @@ class ProducerMachine(ClientDriven):
         acc = self._acc
         if topic not in cluster.topics or (acc.waiting_sends and acc.holds(topic)):
             record = (timestamp_ms, key, value, headers)
-            return self._hold(topic, [record], partition, MetadataPendingError(topic), now)
+            cause = MetadataPendingError(topic)
+            return self._hold(topic, [record], partition, cause, now, block=block)
         try:
             partitioner = self._partitioner
             if key is None:
@@ -656,7 +658,8 @@ class ProducerMachine(ClientDriven):
             if not exc.retriable:
                 raise
             # a retriable topic error, or an explicit partition the topic does not have yet
-            return self._hold(topic, [(timestamp_ms, key, value, headers)], partition, exc, now)
+            record = (timestamp_ms, key, value, headers)
+            return self._hold(topic, [record], partition, exc, now, block=block)
         try:
             rid = acc.append(
                 topic,
@@ -1012,10 +1015,11 @@ class ProducerMachine(ClientDriven):
             return
         self._close_requested = True
         if self._acc.waiting_sends:
+            # aiokafka's send raises ProducerClosed when stop() comes while it waits
             self._acc.fail_waiting(
-                LocalProtocolError(
-                    f"send on a producer that is {self._state.name}: it was closed while "
-                    "the record waited for topic metadata or buffer memory (buffer_memory)"
+                ProducerClosedError(
+                    "the producer was closed while the record waited for topic metadata "
+                    "or buffer memory (buffer_memory)"
                 ),
                 now=now,
             )
@@ -1036,9 +1040,9 @@ class ProducerMachine(ClientDriven):
         self._pull_client(now)
         if self._acc.waiting_sends:
             self._acc.fail_waiting(
-                LocalProtocolError(
-                    "send on a producer that is CLOSED: it was aborted while the record "
-                    "waited for topic metadata or buffer memory (buffer_memory)"
+                ProducerClosedError(
+                    "the producer was aborted while the record waited for topic metadata "
+                    "or buffer memory (buffer_memory)"
                 ),
                 now=now,
             )
@@ -1156,10 +1160,17 @@ class ProducerMachine(ClientDriven):
         now: float,
         *,
         batch: bool = False,
+        block: bool = True,
     ) -> RecordId:
         """Hold a send until the metadata routes it (or raise ``cause`` if nothing may
-        wait); see :meth:`Accumulator.hold`."""
-        rid = self._acc.hold(topic, records, explicit=partition, batch=batch, cause=cause, now=now)
+        wait); it counts against ``buffer.memory`` meanwhile. See :meth:`Accumulator.hold`."""
+        try:
+            rid = self._acc.hold(
+                topic, records, explicit=partition, batch=batch, cause=cause, now=now, block=block
+            )
+        except BufferFullError:
+            self._step(now, expire_waiting=False)  # every batch is sendable now (as append)
+            raise
         if topic in self._client.cluster.topics:
             self._metadata.request_update()  # the topic is known: its partitions may grow
         self._step(now, expire_waiting=False)  # a new deadline, maybe a metadata request

@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkastate.admin import (
     ACL,
+    AbortTransactionSpec,
     ACLFilter,
     ACLOperation,
     ACLPermissionType,
@@ -41,6 +42,7 @@ from kafkastate.errors import (
     LocalProtocolError,
     NotControllerError,
     TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
@@ -335,6 +337,74 @@ def test_unknown_topic_fails_that_partition_at_once() -> None:
     results = completed(cluster).results
     assert isinstance(results[TopicPartition("nope", 0)], UnknownTopicOrPartitionError)
     assert isinstance(results[TopicPartition("t", 0)], ListedOffset)
+
+
+NOPE = TopicPartition("nope", 0)
+METADATA = 3
+# every operation that looks a missing topic up in metadata: the ones that find their
+# partitions' leaders there (ToLeader routes), and describe_topics (a Metadata request)
+BY_METADATA = {
+    "list_offsets": (NOPE, lambda m, now: m.list_offsets({NOPE: OffsetSpec.LATEST}, now=now)),
+    "delete_records": (NOPE, lambda m, now: m.delete_records({NOPE: 5}, now=now)),
+    "describe_producers": (NOPE, lambda m, now: m.describe_producers([NOPE], now=now)),
+    "abort_transaction": (
+        NOPE,
+        lambda m, now: m.abort_transaction(
+            AbortTransactionSpec(NOPE, producer_id=7, producer_epoch=1), now=now
+        ),
+    ),
+    "describe_topics": ("nope", lambda m, now: m.describe_topics(["nope"], now=now)),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(BY_METADATA))
+def test_a_missing_topic_is_that_resources_answer_and_the_metadata_requests_stop(
+    operation: str,
+) -> None:
+    key, command = BY_METADATA[operation]
+    m, cluster = admin()
+    op = start(m, cluster, lambda now: command(m, now))
+    done = completed(cluster)
+    assert done.op_id == op and list(done.results) == [key]
+    assert isinstance(done.results[key], UnknownTopicOrPartitionError)
+    assert cluster.now < 10.0  # within its deadline (the request_timeout), not at it
+    # the cluster, then the topic: nothing more, however long the client lives on
+    assert cluster.requests[METADATA] == 2
+    while (timer := m.get_timer()) is not None and timer < 200.0:  # < metadata_max_age
+        cluster.advance()
+    assert cluster.requests[METADATA] == 2
+    assert m.client.metadata.topics == ()
+
+
+def test_only_stale_topics_no_operation_waits_for_are_dropped() -> None:
+    m, cluster = admin()
+    cluster.topic_errors["t"] = ErrorCode.leader_not_available  # being created, say
+    m.list_offsets({TopicPartition("t", 0): 5}, now=cluster.now)
+    m.list_offsets({NOPE: 5, TopicPartition("u", 0): 5}, now=cluster.now)
+    cluster.topics["u"] = {0: (1, 0)}
+    cluster.pump()
+    while not [e for e in cluster.events if isinstance(e, AdminOperationCompleted)]:
+        cluster.advance()
+        if cluster.pending:
+            _offsets_answer(cluster, cluster.take(LIST_OFFSETS), {})
+    (done,) = [e for e in cluster.events if isinstance(e, AdminOperationCompleted)]
+    assert isinstance(done.results[NOPE], UnknownTopicOrPartitionError)
+    assert isinstance(done.results[TopicPartition("u", 0)], ListedOffset)
+    # "nope" is dropped; "t" is still awaited, and "u" is known and well: both stay
+    assert m.client.metadata.topics == ("t", "u")
+    del cluster.topic_errors["t"]
+    _offsets_answer(cluster, advance_until(cluster, LIST_OFFSETS), {})
+    assert len([e for e in cluster.events if isinstance(e, AdminOperationCompleted)]) == 2
+    assert m.client.metadata.topics == ("t", "u")  # leaders cached for the next call
+
+
+def test_a_topic_refused_for_good_fails_its_partitions_at_once() -> None:
+    m, cluster = admin()
+    cluster.topic_errors["t"] = ErrorCode.topic_authorization_failed
+    start(m, cluster, lambda now: m.list_offsets({TopicPartition("t", 0): 5}, now=now))
+    (error,) = completed(cluster).results.values()
+    assert isinstance(error, TopicAuthorizationFailedError)  # no retry cures it
+    assert cluster.now < 10.0 and cluster.requests[METADATA] == 2
 
 
 def test_an_api_the_broker_lacks_names_the_operation() -> None:

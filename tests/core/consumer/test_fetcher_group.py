@@ -268,6 +268,41 @@ def test_a_new_member_joins_once_metadata_describes_its_topics() -> None:
     assert peer.now < 3.0  # well before the wait would have given up
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+@pytest.mark.parametrize("appears", [True, False], ids=["topic-appears", "topic-never-appears"])
+def test_a_member_whose_coordinator_is_known_waits_for_its_topics_metadata_too(
+    protocol: str, appears: bool
+) -> None:
+    # The wait gated only the coordinator lookup: a member told its coordinator before it
+    # subscribed (any step finds it) joined at once, with no metadata for its topics.
+    peer = FetcherPeer(partitions=2, group_id="g", auto_offset_reset="earliest")
+    del peer.topics["t"]  # what the member subscribes to is not in metadata yet
+    group: Any = (
+        GroupConfig(group_id="g", assignors=(CooperativeStickyAssignor(),))
+        if protocol == "classic"
+        else ConsumerGroupConfig(group_id="g", group_remote_assignor="uniform")
+    )
+    join = ApiKey.JOIN_GROUP if protocol == "classic" else ApiKey.CONSUMER_GROUP_HEARTBEAT
+    machine = FetcherMachine(peer.m.config, rng=random.Random(1), group=group)
+    peer.m = machine
+    machine.handle_timer(now=peer.now)
+    peer.pump()
+    answer_coordinator(peer)
+    assert machine.coordinator is not None  # known before the subscription
+    subscribed = peer.now
+    machine.subscribe(["t"], now=peer.now)
+    peer.pump()
+    assert not peer.has(join)  # waiting for "t" in metadata
+    if appears:
+        peer.topics["t"] = {0: (1, 0), 1: (2, 0)}
+    while not peer.has(join):
+        peer.advance()
+    if appears:
+        assert peer.now < subscribed + 3.0  # as soon as the metadata describes it
+    else:
+        assert peer.now == subscribed + 3.0  # the wait's end: the join goes without it
+
+
 def test_a_kip848_member_back_from_a_poll_timeout_sends_its_join_on_the_next_poll() -> None:
     # Found by the simulator (--workload group848): the poll that ends a poll-timeout leave
     # queued the join heartbeat, but a fetcher with no partitions had nothing else to step

@@ -5,7 +5,7 @@ does not have yet -- gets its record id at once and is held (Java ``waitOnMetada
 ``max_block`` is a deadline of ``get_timer()``; held sends are routed in send order per
 topic when the metadata names their partition (``RecordsAdmitted``), or fail with
 ``KafkaTimeoutError`` at the deadline, with the partitioner's error when it refuses for
-good, or with ``LocalProtocolError`` on close. Other topics' sends go on meanwhile.
+good, or with ``ProducerClosedError`` on close. Other topics' sends go on meanwhile.
 Driven by hand: the scripted peer cluster, time stepped with ``now=``.
 """
 
@@ -31,15 +31,22 @@ from kafkastate.core.producer import (
 from kafkastate.core.protocol.versions import ApiKey
 from kafkastate.errors import (
     AuthenticationFailedError,
+    BufferFullError,
     KafkaTimeoutError,
-    LocalProtocolError,
     MessageTooLargeError,
     PartitionerError,
+    ProducerClosedError,
     UnknownTopicOrPartitionError,
 )
 from tests._support.peer import response
 from tests.core.producer.test_producer_machine import TS, PeerCluster, machine, parts_of
-from tests.core.producer.test_producer_wait import MAX_BLOCK, answer_all, of, waiting_peer
+from tests.core.producer.test_producer_wait import (
+    MAX_BLOCK,
+    admitted_ids,
+    answer_all,
+    of,
+    waiting_peer,
+)
 
 
 def send(peer: PeerCluster, topic: str, value: bytes, **kw: Any) -> Any:
@@ -195,8 +202,8 @@ def test_close_fails_held_sends_and_withdraw_takes_one_back() -> None:
     peer.pump()
     (failed,) = of(peer, RecordsFailed)
     assert failed.record_ids == (kept,)
-    assert isinstance(failed.error, LocalProtocolError)
-    assert "topic metadata" in str(failed.error)
+    assert isinstance(failed.error, ProducerClosedError)  # aiokafka's ProducerClosed
+    assert "closed while the record waited for topic metadata" in str(failed.error)
 
 
 def test_flush_waits_for_a_held_send() -> None:
@@ -276,3 +283,43 @@ def test_an_authentication_refusal_fails_held_sends_at_once() -> None:
     assert isinstance(failed.error, AuthenticationFailedError)
     assert "bad credentials" in str(failed.error)
     assert peer.now < MAX_BLOCK and not peer.m.is_waiting(rid)
+
+
+def test_held_sends_count_against_buffer_memory_and_give_it_back_when_they_fail() -> None:
+    peer = waiting_peer(acks=1)  # buffer_memory 1000
+    m = peer.m
+    acc = m.accumulator
+    held: list[Any] = []
+    with pytest.raises(BufferFullError):  # a fire-and-forget send meets the bound
+        while len(held) < 50:
+            held.append(send(peer, "new", bytes(100), block=False))
+            assert acc.buffer_used <= 1000
+    assert 0 < len(held) < 50 and all(m.is_waiting(r) for r in held)
+    assert acc.buffer_used > 1000 - 200  # counted while they wait for the metadata
+    peer.now += 0.5
+    later = send(peer, "t", bytes(100), partition=0)
+    assert m.is_waiting(later)  # backpressure: the held records hold the memory
+    while any(m.is_waiting(r) for r in held):  # "new" never appears
+        peer.advance()
+    failed = {r for e in of(peer, RecordsFailed) for r in e.record_ids}
+    assert failed == set(held)  # at max_block, and their memory is given back:
+    assert not m.is_waiting(later)  # the send behind them goes in
+    assert [e.record_ids for e in of(peer, RecordsAdmitted)] == [(later,)]
+
+
+def test_a_routed_held_send_keeps_the_memory_it_counted() -> None:
+    peer = waiting_peer(acks=1, linger=0.0)
+    m = peer.m
+    acc = m.accumulator
+    rids = [send(peer, "new", bytes(100), block=False) for _ in range(3)]
+    counted = acc.buffer_used
+    assert counted >= 3 * 100
+    peer.topics["new"] = {0: (1, 0)}
+    while any(m.is_waiting(r) for r in rids):
+        peer.advance()
+    assert admitted_ids(peer) == rids  # in send order, none sent to the FIFO
+    assert 0 < acc.buffer_used <= counted  # the batch's bytes, not counted twice
+    while answer_all(peer, {}):
+        pass
+    assert {r for e in of(peer, RecordsAcknowledged) for r in e.record_ids} == set(rids)
+    assert acc.buffer_used == 0

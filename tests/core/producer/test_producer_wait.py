@@ -3,7 +3,7 @@
 A send refused for a full buffer gets its record id at once and waits in the accumulator's
 FIFO; ``max_block`` is a deadline of ``get_timer()``; waiting sends are admitted strictly in
 send order as batches get their outcomes (``RecordsAdmitted``), or fail with
-``KafkaTimeoutError`` at the deadline, or with ``LocalProtocolError`` on close and abort.
+``KafkaTimeoutError`` at the deadline, or with ``ProducerClosedError`` on close and abort.
 Driven by hand: the scripted peer cluster of test_producer_machine, time stepped with
 ``now=``; no sockets, no sleeps.
 """
@@ -30,8 +30,8 @@ from kafkastate.core.protocol.versions import ApiKey
 from kafkastate.errors import (
     KafkaConfigurationError,
     KafkaTimeoutError,
-    LocalProtocolError,
     MessageTooLargeError,
+    ProducerClosedError,
 )
 from tests._support.peer import Sent
 from tests.core.producer.test_producer_machine import TS, PeerCluster, machine, produce_response
@@ -258,8 +258,8 @@ def test_close_fails_the_waiting_sends() -> None:
     failed = of(peer, RecordsFailed)
     assert [e.record_ids for e in failed] == [(waiting,), (later,)]
     for event in failed:
-        assert isinstance(event.error, LocalProtocolError)
-        assert "CLOSING" in str(event.error)
+        assert isinstance(event.error, ProducerClosedError)  # aiokafka's ProducerClosed
+        assert "closed while the record waited" in str(event.error)
     assert m.accumulator.waiting_sends == 0 and m.get_timer() != MAX_BLOCK
     answer_all(peer, {})
     assert m.state.name == "CLOSED"  # the admitted records were delivered, then it closed
@@ -272,7 +272,8 @@ def test_abort_fails_the_waiting_sends() -> None:
     m.abort(now=peer.now)
     peer.pump()
     (failed,) = [e for e in of(peer, RecordsFailed) if waiting in e.record_ids]
-    assert isinstance(failed.error, LocalProtocolError)
+    assert isinstance(failed.error, ProducerClosedError)
+    assert "aborted while the record waited" in str(failed.error)
     assert m.state.name == "CLOSED"
 
 

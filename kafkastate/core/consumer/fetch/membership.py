@@ -7,17 +7,19 @@ JoinGroup/SyncGroup/Heartbeat, KIP-345 static membership) or a
 :class:`~kafkastate.core.consumer.group848.ConsumerGroupMember` (KIP-848,
 ConsumerGroupHeartbeat) runs inside the fetcher machine. The member asks for its coordinator;
 the machine finds it with the same FindCoordinator lookup its offset queries use
-(:mod:`.offsets`) and tells the member (:func:`coordinator_for`) -- but only once metadata
-describes every subscribed topic, or a short wait is over (:func:`subscription_known`): a
-member that joined before would make the leader assign without those topics, and the group
-would rebalance again as soon as they arrive. Each metadata update gives the member the
+(:mod:`.offsets`) and tells the member (:func:`coordinator_for`). Until metadata describes
+every subscribed topic, or a short wait is over (:func:`subscription_known`), the member is
+not told its coordinator and its join is held (``join_held``) -- whether the coordinator was
+known before the subscription or not: a member that joined before would make the leader
+assign without those topics, and the group would rebalance again as soon as they arrive.
+Each metadata update gives the member the
 subscribed topics' partition counts and topic ids (:func:`tell_metadata`). The member's
 requests and decisions (revoke, assign, fail) are routed by the machine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from kafkastate.core.consumer.fetch.offsets import OffsetQueries
 from kafkastate.core.consumer.group import GroupMember
@@ -30,15 +32,15 @@ Member = GroupMember | ConsumerGroupMember
 
 
 def subscription_known(
-    member: Member | None, cluster: ClusterMetadata, wait_until: float, now: float
+    subscription: Iterable[str], cluster: ClusterMetadata, wait_until: float, now: float
 ) -> bool:
     """Whether metadata describes every subscribed topic (or waiting for it is over, at
     ``wait_until``): a member that joined before would make the leader assign without
     those topics, and the group would rebalance again as soon as they arrive."""
-    if member is None or now >= wait_until:
+    if now >= wait_until:
         return True
     topics = cluster.topics
-    return all(t in topics and topics[t].error_code == 0 for t in member.subscription)
+    return all(t in topics and topics[t].error_code == 0 for t in subscription)
 
 
 def coordinator_for(
