@@ -2,9 +2,10 @@
 brokers enforce idempotent sequences.
 
 The broker model, per partition: it accepts a batch whose base sequence is the expected
-one (appending its records), answers DUPLICATE_SEQUENCE_NUMBER for a re-sent copy of the
-last written batch, OUT_OF_ORDER_SEQUENCE_NUMBER otherwise; a new producer id/epoch starts
-at sequence 0. The test also answers with retriable errors, or drops connections.
+one (appending its records), answers DUPLICATE_SEQUENCE_NUMBER for a re-sent copy of one of
+the last five written batches (Kafka's ``ProducerStateEntry.NUM_BATCHES_TO_RETAIN``, the
+most a producer has in flight), OUT_OF_ORDER_SEQUENCE_NUMBER otherwise; a new producer
+id/epoch starts at sequence 0. The test also answers with retriable errors, or drops connections.
 
 Promises checked after every step:
 - every record id gets exactly one outcome;
@@ -16,6 +17,7 @@ Promises checked after every step:
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from hypothesis import settings
@@ -40,7 +42,8 @@ class _Log:
         self.records: list[bytes | None] = []
         self.producer: tuple[int, int] = (-1, -1)
         self.next_seq = 0
-        self.last: tuple[int, int] | None = None  # (base sequence, base offset) of last batch
+        # (base sequence, base offset) of the last five batches, as a broker keeps them
+        self.last: deque[tuple[int, int]] = deque(maxlen=5)
 
 
 class ProducerModel(RuleBasedStateMachine):
@@ -73,14 +76,15 @@ class ProducerModel(RuleBasedStateMachine):
                 return 45, -1
             log.producer = (part.producer_id, part.epoch)
             log.next_seq = 0
-            log.last = None
-        if log.last is not None and part.base_sequence == log.last[0]:
-            return 46, log.last[1]  # DUPLICATE_SEQUENCE_NUMBER
+            log.last.clear()
+        for base_sequence, base_offset in log.last:
+            if part.base_sequence == base_sequence:
+                return 46, base_offset  # DUPLICATE_SEQUENCE_NUMBER
         if part.base_sequence != log.next_seq:
             return 45, -1  # OUT_OF_ORDER_SEQUENCE_NUMBER
         offset = len(log.records)
         log.records.extend(part.values)
-        log.last = (part.base_sequence, offset)
+        log.last.append((part.base_sequence, offset))
         log.next_seq += len(part.values)
         return 0, offset
 
