@@ -254,6 +254,45 @@ def test_cooperative_member_whose_sync_was_refused_commits_what_it_still_owns() 
     assert len(sim.live_owners()) == 3
 
 
+def test_g6_notes_every_assignment_a_member_received_even_one_it_left_in_the_same_event() -> None:
+    # Seed 27 at 56fa3db failed G6 on a legitimate commit: a member applied generation 5's
+    # assignment and, in the same event, left STABLE to rejoin; G6 noted receipts only
+    # from the member's state after each event, so generation 5 went unnoted and the
+    # member's commit (in generation 6) of what generation 5 gave it -- the partitions it
+    # was revoking -- was flagged. A cooperative member that revokes something without an
+    # auto-commit first does the same: revoke, assign, STABLE, PREPARING in one event.
+    sim = Sim(
+        SeededEntropy(0),
+        SimConfig(
+            members=1,
+            partitions=6,
+            assignor="cooperative-sticky",
+            session_ms=6_000,
+            heartbeat_ms=1_500,
+            max_poll_ms=10_000,
+            chaos_ms=20_000,
+            commit_on_revoke=False,
+            script=((3_000, "add", "m1"), (6_000, "add", "m2"), (9_000, "crash", "m1")),
+        ),
+    )
+    applied: list[tuple[str, int]] = []
+    line = sim._line
+
+    def noting(text: str) -> None:
+        words = text.split()
+        if len(words) > 2 and words[1] == "assigned" and words[-1].startswith("gen="):
+            member = sim.hosts[words[0]].classic
+            assert member is not None
+            applied.append((member.member_id, int(words[-1].removeprefix("gen="))))
+        line(text)
+
+    sim._line = noting  # type: ignore[method-assign]
+    sim.run()
+    assert len(applied) > 10
+    unnoted = [(m, g) for m, g in applied if g not in sim._received.get(m, set())]
+    assert unnoted == []
+
+
 # ------------------------------------------------------------- replay and shrinking
 
 
