@@ -171,6 +171,7 @@ class GroupApp(HostDriver[_GroupHost]):
                 self._owned_serial += 1
                 self._line(f"{host.name} revoked {list(call.partitions)} lost={lost}")
             else:
+                self._assignment_applied(host)
                 self._call_listener(host, call)
                 for tp in call.partitions:
                     app.history.append(("assigned", tp))
@@ -215,6 +216,10 @@ class GroupApp(HostDriver[_GroupHost]):
     def _check_poll_interval(self, host: _GroupHost) -> None:
         """PI, before each poll (the invariants')."""
         raise NotImplementedError
+
+    def _assignment_applied(self, host: _GroupHost) -> None:
+        """The machine asked for ``on_partitions_assigned``: its member holds the new
+        generation's assignment now (G6's bookkeeping, the invariants')."""
 
     def _on_app(self, name: str, incarnation: int) -> None:
         """One turn of the application: poll, process, commit; then its next turn."""

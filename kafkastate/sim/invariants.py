@@ -186,11 +186,21 @@ class GroupInvariants(GroupApp):
             except AssertionError as exc:
                 raise InvariantViolation("USER", str(exc), at=self.now) from exc
 
+    def _assignment_applied(self, host: _GroupHost) -> None:
+        # As it happens, not only as the state after the event shows it: a member can apply
+        # an assignment and leave STABLE to rejoin within one event (a cooperative member
+        # that revoked something; seed 27 at 56fa3db, a rejoin asked for before the
+        # assignment came), and the generation it received went unnoted -- its later
+        # commit of what that generation gave it (revoking it in the next) failed G6.
+        if host.classic is not None:
+            self._note_received(host, host.classic)
+
     def _note_received(self, host: _GroupHost, member: GroupMember) -> None:
         """G6's bookkeeping: the generations whose assignment each member id received (its
         SyncGroup answered, the assignment applied). Only those count as what it owns: the
         coordinator stores an assignment the member may never get, or not get yet. (A host
-        notes each (member id, generation) once.)"""
+        notes each (member id, generation) once; noted as the application is given the
+        assignment, and from the member's state after every event.)"""
         generation = member.generation
         if generation >= 0 and member.state in _HAS_ASSIGNMENT:
             noted = (member.member_id, generation)

@@ -583,6 +583,7 @@ class FetcherMachine(ClientDriven):
             # As Java: no commit while the member is rejoining. The generation it would carry
             # is the new one, whose assignment the application has not seen: it could commit
             # a partition that generation gives to another member (found by the simulator).
+            # (No rejoin asked for: the one under way settles it.)
             q.error = self._offsets.commit_fenced(27, topic)
             self._offsets.complete(q, now)
             return q.query_id
@@ -598,7 +599,7 @@ class FetcherMachine(ClientDriven):
                 MemberState.SYNCING,
             )
             code = 27 if rejoining else 25  # REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID
-            q.error = self._offsets.commit_fenced(code, topic, rejoin=False)
+            q.error = self._offsets.commit_fenced(code, topic)
             self._offsets.complete(q, now)
             return q.query_id
         self._step(now)

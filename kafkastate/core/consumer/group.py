@@ -492,6 +492,21 @@ class GroupMember(MemberBase):
         self._rejoin = True
         self._reason = reason
 
+    def commit_refused(self, generation: int, member_id: str, reason: str) -> None:
+        """The coordinator refused a commit sent as ``(generation, member_id)`` with
+        ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID: join again -- but only if the member is
+        still in that generation and not rebalancing already (Java's
+        ``generationUnchanged()``). A refusal of a commit sent under a generation or member
+        id the member has since left, or one that arrives while it rejoins, says nothing
+        about where it stands now: a rejoin asked for then outlived the rebalance under
+        way and began one more as soon as the new assignment was applied (found by the
+        simulator: a retried commit of an expired member id refused while the member
+        joined again as a new one, seed 27 at 56fa3db)."""
+        if (generation, member_id) != (self.generation, self.member_id):
+            return
+        if self.state is MemberState.STABLE or self.state is MemberState.ASSIGNING:
+            self.request_rejoin(reason)
+
     def polled(self, *, now: float) -> None:
         """The application called poll: the ``max_poll_interval`` clock restarts; after a
         poll timeout left the group, this joins again."""

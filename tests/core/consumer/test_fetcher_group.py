@@ -343,3 +343,49 @@ def test_a_classic_member_back_from_a_poll_timeout_sends_its_join_on_the_next_po
     peer.pump()
     join = peer.take(ApiKey.JOIN_GROUP).req.body
     assert join.member_id == ""  # a new member: the poll timeout forgot the id
+
+
+def test_a_stale_commit_refused_while_the_member_rejoins_starts_no_second_rebalance() -> None:
+    # Found by the simulator (seed 27 at 56fa3db, cooperative-sticky, coordinator moves):
+    # commits sent under a generation the member then fell out of were refused while it
+    # joined again; each refusal asked for a rejoin that outlived that join, so as soon as
+    # the new generation's assignment was applied the member began one more rebalance (and,
+    # passing through STABLE within one step, hid its receipt of that assignment from G6).
+    peer = group_peer()
+    in_group(peer)
+    answer_offset_fetch(peer, {0: 0, 1: 0})
+    peer.pending.clear()  # the Fetch stays unanswered
+    peer.advance(3.0)  # the heartbeat goes out...
+    peer.m.commit({("t", 0): 2}, now=peer.now)  # ...then a commit of generation 1
+    peer.pump()
+    commit = peer.take(ApiKey.OFFSET_COMMIT)
+    assert commit.req.body.generation_id_or_member_epoch == 1
+    answer(peer, ApiKey.HEARTBEAT, error_code=ErrorCode.illegal_generation)
+    (lost,) = group_events(peer)
+    assert lost == PartitionsRevoked(partitions=(("t", 0), ("t", 1)), lost=True)
+    peer.m.revocation_done(now=peer.now)
+    peer.pump()
+    assert peer.has(ApiKey.JOIN_GROUP)  # rejoining, behind the commit on the connection
+    cls = response_type(ApiKey.OFFSET_COMMIT, commit.req.version)
+    topic = commit.req.body.topics[0]
+    part = build(
+        nested_type(cls, "OffsetCommitResponsePartition"),
+        partition_index=0,
+        error_code=ErrorCode.illegal_generation,
+    )
+    entry = build(
+        nested_type(cls, "OffsetCommitResponseTopic"),
+        name=getattr(topic, "name", None),
+        topic_id=getattr(topic, "topic_id", None),
+        partitions=(part,),
+    )
+    peer.answer(commit, build(cls, throttle_time=NO_TIME, topics=(entry,)))
+    answer_join(peer, generation=2)
+    answer_sync(peer)
+    peer.events.clear()
+    peer.m.assignment_done(now=peer.now)
+    peer.pump()
+    member = peer.m.member
+    assert member is not None and member.state is MemberState.STABLE
+    assert member.generation == 2
+    assert not peer.has(ApiKey.JOIN_GROUP)  # no second rebalance

@@ -491,3 +491,30 @@ def test_falling_out_of_the_group_during_a_revocation_loses_the_rest_after_it() 
     m.assignment_done(now=6.6)  # in the order the application got them
     m.revocation_done(now=6.7)
     assert m.owned == ()
+
+
+def test_a_refused_commit_rejoins_only_from_the_generation_it_was_sent_in() -> None:
+    # Java's generationUnchanged(): a refusal (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) of a
+    # commit sent under another generation or member id, or one that comes while the
+    # member rejoins, asks for no rejoin -- it would outlive the rebalance under way and
+    # begin another right after it (the simulator, seed 27 at 56fa3db).
+    m = member()
+    joined(m)
+    m.commit_refused(0, "m-1", "a commit was refused")  # an older generation
+    m.commit_refused(1, "m-0", "a commit was refused")  # an older member id
+    m.handle_timer(now=3.0)
+    assert m.state is MemberState.STABLE and [k for k, _r in requests(m)] == ["heartbeat"]
+    m.handle_response("heartbeat", heartbeat_response(27), now=3.1)  # REBALANCE_IN_PROGRESS
+    join = only(m, "join")
+    assert m.state is MemberState.JOINING
+    m.commit_refused(1, "m-1", "a commit was refused")  # rejoining already
+    m.handle_response("join", join_response(join, generation=2), now=3.2)
+    assert only(m, "sync").generation_id == 2
+    m.handle_response("sync", sync_response(m.owned), now=3.3)
+    (assign,) = events(m)
+    assert assign.generation == 2
+    m.assignment_done(now=3.3)
+    assert m.state is MemberState.STABLE and requests(m) == []  # no second rebalance
+    m.commit_refused(2, "m-1", "a commit was refused")  # the generation it is in
+    m.handle_timer(now=3.4)
+    assert m.state is MemberState.JOINING and only(m, "join").member_id == "m-1"

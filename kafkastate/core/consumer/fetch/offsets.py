@@ -131,6 +131,13 @@ def commit_entries(
     return entries
 
 
+def _sent_as(q: _Query) -> tuple[int, str]:
+    """The (generation, member id) a commit query's requests carry (one for all its
+    partitions: see :func:`commit_entries`)."""
+    entry = next(iter(q.partitions.values()), None)
+    return (-1, "") if entry is None else (int(entry[2]), str(entry[3]))
+
+
 class OffsetQueries:
     """The machine's offset queries and the group coordinator they (and the member) use.
 
@@ -437,7 +444,7 @@ class OffsetQueries:
                         self.coordinator = None
                         retry = True
                     elif code in _COMMIT_FENCED:
-                        q.error = q.error or self.commit_fenced(code, name)
+                        q.error = q.error or self.commit_fenced(code, name, sent=_sent_as(q))
                     elif code != 0:
                         q.error = q.error or error_for_code(code)(
                             f"OffsetCommit for {name}-{part.partition_index}",
@@ -451,19 +458,23 @@ class OffsetQueries:
             return
         self.complete(q, now)
 
-    def commit_fenced(self, code: int, topic: str, *, rejoin: bool = True) -> KafkaError:
-        """The error for a commit the group refused as coming from outside the generation;
-        the member rejoins when the coordinator no longer knows it there (``rejoin``: the
-        refusal came from the broker, not from the member's own state)."""
+    def commit_fenced(
+        self, code: int, topic: str, *, sent: tuple[int, str] | None = None
+    ) -> KafkaError:
+        """The error for a commit the group refused as coming from outside the generation.
+        ``sent``: the (generation, member id) the refused request carried, when the broker
+        refused it -- the member decides whether that calls for a rejoin
+        (:meth:`GroupMember.commit_refused`); None when the member's own state refused it
+        before sending (it is rejoining, or outside any generation)."""
         cause = error_for_code(code)(f"OffsetCommit for group {self._config.group_id!r}")
         member = self._member
         if (
-            rejoin
+            sent is not None
             and isinstance(member, GroupMember)
             and code in _REJOIN_ON_COMMIT
             and member.active
         ):
-            member.request_rejoin("a commit was refused: " + type(cause).__name__)
+            member.commit_refused(*sent, "a commit was refused: " + type(cause).__name__)
         error = CommitFailedError(
             f"commit for group {self._config.group_id!r} refused ({type(cause).__name__} on "
             f"{topic}): this member is not in the group generation that owns the partitions "
