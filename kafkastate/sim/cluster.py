@@ -69,6 +69,7 @@ _COORDINATOR_APIS: Final = frozenset(
         ApiKey.LEAVE_GROUP,
         ApiKey.OFFSET_COMMIT,
         ApiKey.OFFSET_FETCH,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
     }
 )
 _TIMESTAMP: Final = 1_700_000_000_000
@@ -543,6 +544,17 @@ def _not_coordinator(key: int, version: int, body: Any) -> Any:
         return build(cls, throttle_time=_NO_TIME, topics=topics)
     if key == ApiKey.OFFSET_FETCH:
         return build(cls, throttle_time=_NO_TIME, topics=(), error_code=ErrorCode(code))
+    if key == ApiKey.CONSUMER_GROUP_HEARTBEAT:
+        return build(
+            cls,
+            throttle_time=_NO_TIME,
+            error_code=ErrorCode(code),
+            error_message=None,
+            member_id=None,
+            member_epoch=0,
+            heartbeat_interval=_NO_TIME,
+            assignment=None,
+        )
     return build(
         cls,
         throttle_time=_NO_TIME,

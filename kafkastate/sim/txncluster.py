@@ -44,10 +44,22 @@ which client transaction sent it), so checkers can tell a transaction's requests
 a late copy of an earlier one (invariant T5). Model checks that fail are appended to
 :attr:`TxnCluster.violations` as ``(invariant, message)``.
 
-Simplifications: the transaction state lives with the cluster (moving the coordinator
-keeps it, as if the new one had loaded it from ``__transaction_state``; its markers go out
-again with a higher coordinator epoch); every replica is in sync (HW = log end); ListOffsets
-answers the log end, not the LSO.
+**Failover** (:meth:`TxnCluster.move_txn_coordinator`: a move, or the coordinator's broker
+crashing), as Kafka's ``TransactionStateManager`` does it: every transition is written to
+``__transaction_state`` before it takes effect (the model answers a request once its write is
+done), so the new coordinator knows what the log says -- each transactional id's producer id
+and epoch, state, partitions, timeout and start time -- and nothing else: the KIP-588
+``lastProducerEpoch`` is not in the log (``TransactionLog.readTxnRecordValue`` loads it as
+``NO_PRODUCER_EPOCH``), and the old coordinator's queued and unanswered markers are dropped
+with its channel (their answers go nowhere). The old broker answers NOT_COORDINATOR; the new
+one answers COORDINATOR_LOAD_IN_PROGRESS for :data:`TXN_LOAD_TIME` (its transaction timeouts
+wait too), then -- under a coordinator epoch one higher -- completes each PrepareCommit and
+PrepareAbort by sending its markers to *every* partition of the transaction (the log does
+not say which ones were written: a leader answers a repeated marker NONE).
+
+Simplifications: every replica is in sync (HW = log end); ListOffsets answers the log end,
+not the LSO; a transition whose write a move interrupts is not modelled (each is written at
+once).
 
 Pure: no IO, no clock; time comes with every call.
 """
@@ -75,6 +87,7 @@ from kafkastate.sim.coordinator import ClassicCoordinator, commit_answer
 
 __all__ = [
     "MARKER_RETRY",
+    "TXN_LOAD_TIME",
     "TXN_SERVED_VERSIONS",
     "TXN_TRANSITIONS",
     "Marker",
@@ -105,6 +118,9 @@ TXN_SERVED_VERSIONS: Final = {
 
 MARKER_RETRY: Final = 1.0
 """Seconds before the coordinator sends an unanswered marker again (to the current leader)."""
+TXN_LOAD_TIME: Final = 0.5
+"""Seconds a new transaction coordinator loads ``__transaction_state`` (it answers
+COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
 
 _NO_TIME: Final = datetime.timedelta(0)
 _TIMESTAMP: Final = 1_700_000_000_000
@@ -113,6 +129,7 @@ _RETAINED: Final = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 _NONE: Final = 0
 _UNKNOWN_TOPIC: Final = 3
 _NOT_LEADER: Final = 6
+_LOAD_IN_PROGRESS: Final = 14
 _NOT_COORDINATOR: Final = 16
 _OUT_OF_ORDER: Final = 45
 _INVALID_PRODUCER_EPOCH: Final = 47
@@ -377,6 +394,8 @@ class TxnCluster(SimCluster):
         """What happened, for tests: ``refused <api> <code>``, ``marker resent``..."""
         self._now = 0.0
         self._offset_coordinator_epochs: dict[tuple[str, int], int] = {}
+        self.loading_until: float | None = None
+        """While the transaction coordinator loads its log: when it is done."""
 
     # ----------------------------------------------------------------- admin
 
@@ -388,21 +407,49 @@ class TxnCluster(SimCluster):
             self.parts[(name, p)] = part
             self.logs[(name, p)] = part
 
-    def move_txn_coordinator(self, node: int) -> None:
-        """The transaction coordinator moves (its state comes along, as if loaded from
-        ``__transaction_state``); unanswered markers go out again from the new one."""
+    def move_txn_coordinator(self, node: int, *, now: float) -> None:
+        """The transaction coordinator fails over to broker ``node`` (see the module's
+        docstring): the old one unloads, dropping its markers; the new one loads the log
+        until ``now +`` :data:`TXN_LOAD_TIME`, then sends the markers of every transaction
+        the log has in PrepareCommit or PrepareAbort."""
+        self._now = max(self._now, now)
         self.txn_node = node
         self.coordinator_epoch += 1
-        for marker in list(self.markers.values()):
-            self._resend(marker, now=None)
+        self.counts["txn coordinator loads"] += 1
+        self.markers.clear()  # (answers to them are ignored: sent again meanwhile)
+        self.markers_out.clear()
+        for meta in self.txns.values():
+            meta.last_epoch = -1  # not in the log: NO_PRODUCER_EPOCH once loaded
+            meta.pending.clear()
+        self.loading_until = self._now + TXN_LOAD_TIME
+
+    def _loaded(self) -> None:
+        """The new coordinator has read its log: it completes what was being completed
+        (``TransactionStateManager.loadTransactionsForTxnTopicPartition``)."""
+        self.loading_until = None
+        for meta in self.txns.values():
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                self.counts["completed after a load"] += 1
+                self._send_markers(meta, commit=meta.state == PREPARE_COMMIT)
+
+    def _coordinator_error(self, node: int) -> int:
+        """NOT_COORDINATOR at another broker, COORDINATOR_LOAD_IN_PROGRESS while loading."""
+        if node != self.txn_node:
+            return _NOT_COORDINATOR
+        if self.loading_until is not None:
+            if self._now < self.loading_until:
+                return _LOAD_IN_PROGRESS
+            self._loaded()
+        return _NONE
 
     def set_alive(self, node: int, alive: bool) -> None:
-        """A broker crashes or comes back; the transaction coordinator moves off a dead one."""
+        """A broker crashes or comes back; the transaction coordinator fails over from a
+        dead one (to the highest live broker)."""
         super().set_alive(node, alive)
         if node == self.txn_node and not alive:
             live = sorted(self.alive)
             if live:
-                self.move_txn_coordinator(live[-1])
+                self.move_txn_coordinator(live[-1], now=self._now)
 
     # -------------------------------------------------------------- requests
 
@@ -655,10 +702,9 @@ class TxnCluster(SimCluster):
             return self._txn_answer(
                 key, version, _NONE, producer_id=self._next_pid, producer_epoch=0
             )
-        if node != self.txn_node:
-            return self._txn_answer(
-                key, version, _NOT_COORDINATOR, producer_id=-1, producer_epoch=-1
-            )
+        refused = self._coordinator_error(node)
+        if refused:
+            return self._txn_answer(key, version, refused, producer_id=-1, producer_epoch=-1)
         timeout = body.transaction_timeout.total_seconds()
         meta = self.txns.get(tid)
         if meta is None:
@@ -704,8 +750,9 @@ class TxnCluster(SimCluster):
         )
 
     def _check_txn(self, node: int, tid: str, pid: int, epoch: int) -> tuple[int, TxnMeta | None]:
-        if node != self.txn_node:
-            return _NOT_COORDINATOR, None
+        refused = self._coordinator_error(node)
+        if refused:
+            return refused, None
         meta = self.txns.get(tid)
         if meta is None or meta.pid != pid:
             return _INVALID_MAPPING, None
@@ -772,8 +819,9 @@ class TxnCluster(SimCluster):
 
     def _end_txn(self, node: int, version: int, body: Any, now: float) -> Any:
         tid, commit = body.transactional_id, bool(body.committed)
-        if node != self.txn_node:
-            return self._txn_answer(END_TXN, version, _NOT_COORDINATOR)
+        refused = self._coordinator_error(node)
+        if refused:
+            return self._txn_answer(END_TXN, version, refused)
         meta = self.txns.get(tid)
         if meta is None or meta.pid != int(body.producer_id):
             return self._txn_answer(END_TXN, version, _INVALID_MAPPING)
@@ -804,6 +852,10 @@ class TxnCluster(SimCluster):
 
     def _prepare_end(self, meta: TxnMeta, *, commit: bool, now: float) -> None:
         self._to(meta, PREPARE_COMMIT if commit else PREPARE_ABORT)
+        self._send_markers(meta, commit=commit)
+
+    def _send_markers(self, meta: TxnMeta, *, commit: bool) -> None:
+        """A marker to each partition of the transaction; Complete* once all answered."""
         meta.pending.clear()
         for tp in meta.partitions:
             self._next_marker += 1
@@ -868,13 +920,20 @@ class TxnCluster(SimCluster):
     def txn_timer(self) -> float | None:
         """When :meth:`handle_txn_timer` has something to do (a marker to send again, a
         transaction to time out)."""
+        if self.loading_until is not None:
+            return self.loading_until  # (nothing else happens while the log loads)
         times = [m.due for m in self.markers.values() if m.due is not None]
         times += [m.started + m.timeout for m in self.txns.values() if m.state == ONGOING]
         return min(times, default=None)
 
     def handle_txn_timer(self, *, now: float) -> None:
-        """Send lost markers again; abort transactions open past their timeout."""
+        """Finish loading the log; send lost markers again; abort transactions open past
+        their timeout."""
         self._now = now
+        if self.loading_until is not None:
+            if now < self.loading_until:
+                return
+            self._loaded()
         for marker in sorted(self.markers.values(), key=lambda m: m.mid):
             if marker.due is not None and marker.due <= now:
                 self._resend(marker, now)

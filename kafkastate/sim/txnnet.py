@@ -9,6 +9,9 @@
 * Transaction markers travel from the transaction coordinator to the partition leaders as
   WriteTxnMarkers frames on their own pipes, so they can be delayed and held like anything
   else; the coordinator's transaction timeouts are events too.
+* A broker crash fails its coordinators over before its connections reset: the group
+  coordinator's groups load from their records, the transaction coordinator loads its log
+  (COORDINATOR_LOAD_IN_PROGRESS meanwhile, then the markers of what was being completed).
 """
 
 from __future__ import annotations
@@ -227,10 +230,28 @@ class TxnNetwork(HostDriver[_Host[Any]]):
         self._flush_markers()
 
     def _txn_move(self, node: int) -> None:
-        self.cluster.move_txn_coordinator(node)
+        self._txn_failover(node)
         self._line(f"fault transaction coordinator -> b{node}")
         self.stats["txn coordinator moves"] += 1
+
+    def _txn_failover(self, node: int) -> None:
+        """The transaction coordinator fails over to broker ``node`` (it loads its log:
+        :meth:`TxnCluster.move_txn_coordinator`); the load's end is a timer event."""
+        self.cluster.move_txn_coordinator(node, now=self._s())
         self._flush_markers()
+
+    def _broker_down(self, node: int) -> None:
+        """A broker crashes: the coordinators it hosted fail over to live brokers -- the
+        group coordinator loading its groups from their records (as in the group world),
+        the transaction coordinator its log -- before its connections reset."""
+        live = self.cluster.alive - {node}
+        if live and node == self.cluster.coordinator_node:
+            self._move_coordinator(min(live))
+            self._line(f"group coordinator fails over -> b{self.cluster.coordinator_node}")
+        if live and node == self.cluster.txn_node:
+            self._txn_failover(max(live))
+            self._line(f"transaction coordinator fails over -> b{self.cluster.txn_node}")
+        super()._broker_down(node)
 
     def _heal_more(self) -> None:
         for cid in sorted(self._held_conns):

@@ -315,7 +315,8 @@ class TxnSim(TxnInvariants):
             live = sorted(self.cluster.alive)
             target = live[self.entropy.below(len(live), "coordinator")]
             if self.entropy.below(2, "which coordinator"):
-                self.cluster.coordinator_node = target
+                # the EOS group fails over as the group world's do: loaded from its records
+                self._move_coordinator(target)
                 self._line(f"fault group coordinator -> b{target}")
             else:
                 self._txn_move(target)

@@ -39,20 +39,17 @@ partition to its new owner while the old one has not revoked it: G3) and
 
 from __future__ import annotations
 
-import datetime
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
 import attrs
-from kio.schema.errors import ErrorCode
 
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig
-from kafkastate.core.protocol.requests import build
-from kafkastate.core.protocol.versions import ApiKey, response_type
+from kafkastate.core.protocol.versions import ApiKey
 from kafkastate.errors import UnreleasedInstanceIdError
 from kafkastate.sim.app import GROUP, TOPIC
-from kafkastate.sim.cluster import SERVED_VERSIONS, Request, SimCluster
+from kafkastate.sim.cluster import SERVED_VERSIONS, SimCluster
 from kafkastate.sim.coordinator848 import ConsumerCoordinator, ConsumerGroup, ConsumerGroupState
 from kafkastate.sim.entropy import Entropy
 from kafkastate.sim.scheduler import InvariantViolation
@@ -75,13 +72,11 @@ PLANTED848_CATCHES: Final = {
 }
 """The invariant that must catch each of them."""
 
-_NOT_COORDINATOR: Final = 16
-_NO_TIME: Final = datetime.timedelta(0)
-
 
 class Cluster848(SimCluster):
     """The simulated cluster with KIP-848 groups: ConsumerGroupHeartbeat and OffsetCommit
-    v9 (member epochs) served, the heartbeat routed like the other coordinator APIs."""
+    v9 (member epochs) served (the heartbeat is routed like the other coordinator APIs:
+    NOT_COORDINATOR at another broker, :class:`SimCluster`'s)."""
 
     served: Mapping[int, tuple[int, int]] = MappingProxyType(
         {
@@ -95,25 +90,6 @@ class Cluster848(SimCluster):
         super().__init__(brokers, coordinator)
         self.consumer_coordinator = coordinator
         coordinator.topics = self.topics
-
-    def handle(self, node: int, token: Hashable, request: Request, now: float) -> list[Any]:
-        """As :meth:`SimCluster.handle`; a heartbeat at a broker that is not the
-        coordinator gets NOT_COORDINATOR."""
-        if request.api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT and node != self.coordinator_node:
-            cls = response_type(request.api_key, request.version)
-            return [
-                build(
-                    cls,
-                    throttle_time=_NO_TIME,
-                    error_code=ErrorCode(_NOT_COORDINATOR),
-                    error_message=None,
-                    member_id=None,
-                    member_epoch=0,
-                    heartbeat_interval=_NO_TIME,
-                    assignment=None,
-                )
-            ]
-        return super().handle(node, token, request, now)
 
 
 @attrs.frozen(kw_only=True)

@@ -33,7 +33,7 @@ from kafkastate.sim.__main__ import main as sim_main
 from kafkastate.sim.cluster import parse_request
 from kafkastate.sim.coordinator import ClassicCoordinator
 from kafkastate.sim.entropy import HypothesisEntropy, SeededEntropy, TapeEntropy
-from kafkastate.sim.txncluster import TXN_SERVED_VERSIONS, TxnCluster
+from kafkastate.sim.txncluster import TXN_LOAD_TIME, TXN_SERVED_VERSIONS, TxnCluster
 from kafkastate.sim.txnworld import TXN_PLANTED_BUGS, TXN_PLANTED_CATCHES, TxnConfig, TxnSim
 from kafkastate.sim.world import InvariantViolation
 
@@ -149,7 +149,10 @@ def test_scenario_8_coordinator_moves_and_delayed_markers() -> None:
     sim = TxnSim(SeededEntropy(0), config)
     sim.run()  # T1-T5, C3 and L1 hold
     assert sim.stats["txn coordinator moves"] == 3
-    assert sim.cluster.counts["marker resent"] >= 1  # held markers went out again after moves
+    # each new coordinator loaded the log, and completed a transaction the old one had left
+    # in PrepareCommit/PrepareAbort (its markers held) by sending them again
+    assert sim.cluster.counts["txn coordinator loads"] == 3
+    assert sim.cluster.counts["completed after a load"] >= 1
     assert sim.cluster.counts["refused 25 16"] >= 1  # NOT_COORDINATOR at the old one
     assert {o for o, _ in sim.outcomes.values()} == {"committed", "aborted"}
 
@@ -399,11 +402,11 @@ def _cluster() -> TxnCluster:
     return cluster
 
 
-def _ask(cluster: TxnCluster, body: Any, *, now: float = 0.0) -> Any:
+def _ask(cluster: TxnCluster, body: Any, *, now: float = 0.0, node: int = 1) -> Any:
     # through the wire format, as the simulated network carries it (Produce requests are
     # encoded by hand: there is no kio object to hand over)
     request = parse_request(encode_request(body, correlation_id=1, client_id="t")[4:])
-    (answer,) = cluster.handle(1, (1, request), request, now)
+    (answer,) = cluster.handle(node, (1, request), request, now)
     return answer
 
 
@@ -422,14 +425,18 @@ def _produce(cluster: TxnCluster, data: bytes) -> tuple[int, int]:
     return int(part.error_code), int(part.base_offset)
 
 
-def _txn(cluster: TxnCluster, api: int, **fields: Any) -> Any:
-    return _ask(cluster, build(request_type(api, VERSIONS.version_for(api)), **fields))
+def _txn(cluster: TxnCluster, api: int, *, at: tuple[int, float] = (1, 0.0), **fields: Any) -> Any:
+    body = build(request_type(api, VERSIONS.version_for(api)), **fields)
+    return _ask(cluster, body, node=at[0], now=at[1])
 
 
-def _init(cluster: TxnCluster, pid: int = -1, epoch: int = -1) -> tuple[int, int, int]:
+def _init(
+    cluster: TxnCluster, pid: int = -1, epoch: int = -1, *, at: tuple[int, float] = (1, 0.0)
+) -> tuple[int, int, int]:
     answer = _txn(
         cluster,
         ApiKey.INIT_PRODUCER_ID,
+        at=at,
         transactional_id="x",
         transaction_timeout=datetime.timedelta(seconds=60),
         producer_id=pid,
@@ -438,12 +445,13 @@ def _init(cluster: TxnCluster, pid: int = -1, epoch: int = -1) -> tuple[int, int
     return int(answer.error_code), int(answer.producer_id), int(answer.producer_epoch)
 
 
-def _add(cluster: TxnCluster, pid: int, epoch: int) -> int:
+def _add(cluster: TxnCluster, pid: int, epoch: int, *, at: tuple[int, float] = (1, 0.0)) -> int:
     cls = request_type(24, VERSIONS.version_for(24))
     topic = nested_type(cls, "AddPartitionsToTxnTopic")(name="t", partitions=(0,))
     answer = _txn(
         cluster,
         24,
+        at=at,
         v3_and_below_transactional_id="x",
         v3_and_below_producer_id=pid,
         v3_and_below_producer_epoch=epoch,
@@ -452,10 +460,13 @@ def _add(cluster: TxnCluster, pid: int, epoch: int) -> int:
     return int(answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
 
 
-def _end(cluster: TxnCluster, pid: int, epoch: int, *, commit: bool) -> int:
+def _end(
+    cluster: TxnCluster, pid: int, epoch: int, *, commit: bool, at: tuple[int, float] = (1, 0.0)
+) -> int:
     answer = _txn(
-        cluster, 26, transactional_id="x", producer_id=pid, producer_epoch=epoch, committed=commit
-    )
+        cluster, 26, at=at, transactional_id="x", producer_id=pid, producer_epoch=epoch,
+        committed=commit,
+    )  # fmt: skip
     return int(answer.error_code)
 
 
@@ -580,3 +591,40 @@ def test_model_list_offsets_latest_is_the_lso_under_read_committed() -> None:
         )
         answer = _ask(cluster, body)
         assert int(answer.topics[0].partitions[0].offset) == expected
+
+
+def test_model_transaction_coordinator_failover_loads_the_log() -> None:
+    # TransactionStateManager: the new coordinator knows what __transaction_state says,
+    # answers COORDINATOR_LOAD_IN_PROGRESS while it loads it, then completes a PrepareCommit
+    # by sending its markers (a higher coordinator epoch); the KIP-588 epoch is not in the log
+    cluster = TxnCluster(2, ClassicCoordinator(), txn_node=1)
+    cluster.create_topic("t", 1)
+    _code, pid, _epoch = _init(cluster)
+    assert _add(cluster, pid, 0) == 0
+    assert _produce(cluster, _batch(pid, 0, 0, b"a")) == (0, 0)
+    assert _end(cluster, pid, 0, commit=True) == 0
+    assert cluster.txns["x"].state == "PrepareCommit" and cluster.markers_out
+    cluster.move_txn_coordinator(2, now=1.0)  # before the markers went out
+    assert not cluster.markers_out  # the old coordinator's queue is gone
+    assert _end(cluster, pid, 0, commit=True, at=(1, 1.1)) == 16  # NOT_COORDINATOR
+    assert _end(cluster, pid, 0, commit=True, at=(2, 1.1)) == 14  # loading
+    assert cluster.txn_timer() == 1.0 + TXN_LOAD_TIME
+    cluster.handle_txn_timer(now=1.0 + TXN_LOAD_TIME)
+    assert [(m.tp, m.commit, m.coordinator_epoch) for m in cluster.markers_out] == [
+        (("t", 0), True, 1)
+    ]
+    _deliver_markers(cluster)
+    assert cluster.txns["x"].state == "CompleteCommit"
+    assert cluster.committed_values(("t", 0)) == [b"a"]
+    assert _end(cluster, pid, 0, commit=True, at=(2, 2.0)) == 0  # a retry of the commit
+    # a timeout abort fences epoch 0; the fenced producer may re-init (KIP-588) ...
+    assert _add(cluster, pid, 0) == 16  # (at the old broker)
+    assert _add(cluster, pid, 0, at=(2, 2.0)) == 0
+    cluster.handle_txn_timer(now=70.0)
+    _deliver_markers(cluster)
+    assert (cluster.txns["x"].state, cluster.txns["x"].epoch) == ("CompleteAbort", 1)
+    # ... until the coordinator moves: lastProducerEpoch is loaded as NO_PRODUCER_EPOCH
+    cluster.move_txn_coordinator(1, now=71.0)
+    cluster.handle_txn_timer(now=72.0)
+    assert _init(cluster, pid, 0, at=(1, 72.0)) == (90, -1, -1)  # PRODUCER_FENCED
+    assert _init(cluster, pid, 1, at=(1, 72.0)) == (0, pid, 2)  # the current epoch bumps

@@ -3,9 +3,9 @@
 Each scenario of :mod:`kafkastate.sim.conformance` (join and leave, session expiry, static
 members under KIP-345, a cooperative rebalance, stale-generation commits, transaction
 fencing, abort and timeout, KIP-848 reconciliation, fencing and static members, and -- on
-the three-broker cluster -- a group coordinator moving twice) runs against the simulated
-cluster and against the broker the harness starts; the normalised answers must be the
-same, step by step. A difference is a bug in the model (or a Kafka
+the three-broker cluster -- a classic and a KIP-848 group's coordinator moving twice) runs
+against the simulated cluster and against the broker the harness starts; the normalised
+answers must be the same, step by step. A difference is a bug in the model (or a Kafka
 version it does not model).
 
 The real broker's answers are also kept in ``conformance_golden.json`` (refreshed when the
@@ -214,19 +214,7 @@ def _diff(model: dict[str, Any], kafka: dict[str, Any]) -> str:
 def test_the_model_answers_like_kafka(name: str, real_broker: Any) -> None:
     host, port, broker, topic = real_broker
     versions = served_versions(broker)
-    group = f"g-{uuid.uuid4().hex[:8]}"
-    if name.startswith("kip848"):
-        # KIP-1263 batches target assignments (one per consumer.assignment.interval.ms, 1 s
-        # by default): the model computes each at once, as the broker does with 0
-        setting = {"consumer.assignment.interval.ms": "0"}
-        admin = KafkaAdminClient(bootstrap_servers=f"{host}:{port}")
-        try:
-            admin.alter_configs(
-                [ConfigResource(ConfigResourceType.GROUP, group, configs=setting)],
-                incremental=True,
-            )
-        finally:
-            admin.close()
+    group = _group(name, host, port)
     driver = RealDriver(host, port)
     try:
         kafka = run_scenario(name, driver, versions, group=group, topic=topic)
@@ -241,13 +229,31 @@ def test_the_model_answers_like_a_kafka_cluster(name: str, real_cluster3: Any) -
     three-broker cluster; the cluster stays whole (leadership moves, no broker stops)."""
     host, port, broker, topic, addresses = real_cluster3
     versions = served_versions(broker)
-    group = f"g-{uuid.uuid4().hex[:8]}"
+    group = _group(name, host, port)
     driver = RealDriver(host, port, addresses, group=group)
     try:
         kafka = run_scenario(name, driver, versions, group=group, topic=topic)
     finally:
         driver.close()
     _compare(name, versions, kafka, topic)
+
+
+def _group(name: str, host: str, port: int) -> str:
+    """A new group for scenario ``name``; a KIP-848 one assigns at once."""
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    if name.startswith("kip848"):
+        # KIP-1263 batches target assignments (one per consumer.assignment.interval.ms, 1 s
+        # by default): the model computes each at once, as the broker does with 0
+        setting = {"consumer.assignment.interval.ms": "0"}
+        admin = KafkaAdminClient(bootstrap_servers=f"{host}:{port}")
+        try:
+            admin.alter_configs(
+                [ConfigResource(ConfigResourceType.GROUP, group, configs=setting)],
+                incremental=True,
+            )
+        finally:
+            admin.close()
+    return group
 
 
 def _compare(name: str, versions: dict[int, int], kafka: dict[str, Any], topic: str) -> None:
