@@ -311,6 +311,18 @@ def stream_rng(decoder: str, stream: int) -> random.Random:
     return random.Random(decoder if stream == campaign.LEGACY_STREAM else f"{decoder}/{stream}")
 
 
+def draw_inputs(
+    seeds: Sequence[bytes], rng: random.Random, derive_input: Deriver
+) -> Iterator[bytes]:
+    """A loop's inputs in order: input ``i`` derived from seed ``i mod len(seeds)``, all
+    drawn from one generator (:func:`stream_rng`)."""
+    count = len(seeds)
+    i = 0
+    while True:
+        yield derive_input(seeds[i % count], rng, seeds)
+        i += 1
+
+
 def _plan(decoder: str, definition_: str, target: int) -> campaign.Plan:
     """The run's stream and count from the environment: a report file makes a campaign
     (a fresh stream per run; with ``KAFKASTATE_FUZZ_RESUME`` only the missing inputs)."""
@@ -404,8 +416,9 @@ def run_mutations(
     try:
         with _interruptible(), _alarm_handler(watchdog) as arm, memory_bound():
             arm(WATCHDOG_TICK, WATCHDOG_TICK)
+            inputs = draw_inputs(seeds, rng, derive_input)
             for i in range(plan.count):
-                data = derive_input(seeds[i % len(seeds)], rng, seeds)
+                data = next(inputs)
                 watchdog.index = i
                 run.record(check_one(decode, data))
                 run.inputs += 1
@@ -478,48 +491,67 @@ def _scalar(kafka_type: str, optional: bool, rng: random.Random) -> Any:
     raise AssertionError(f"no generator for kafka_type {kafka_type!r}")
 
 
+_ENTITY_TUPLE, _ENTITY, _PRIMITIVE_TUPLE, _PRIMITIVE = range(4)
+
+_Plan = tuple[tuple[str, int, Any, bool], ...]
+_PLANS: dict[type[Any], _Plan] = {}
+
+
+def _plan_of(cls: type[Any]) -> _Plan:
+    """Each field of the kio entity ``cls``: name, shape (one of the four above), the
+    entity type (entities) or ``kafka_type`` (primitives), nullable. Worked out once per
+    class: kio's ``classify_field`` and ``is_optional`` walk the type hints on every
+    call, which was most of what building and checking entities cost the fuzz loops."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        shapes: list[tuple[str, int, Any, bool]] = []
+        for field in dataclasses.fields(cls):
+            kind = classify_field(field)
+            if isinstance(kind, EntityTupleField):
+                shape, of = _ENTITY_TUPLE, kind.type_
+            elif isinstance(kind, EntityField):
+                shape, of = _ENTITY, kind.type_
+            elif isinstance(kind, PrimitiveTupleField):
+                shape, of = _PRIMITIVE_TUPLE, field.metadata["kafka_type"]
+            else:
+                shape, of = _PRIMITIVE, field.metadata["kafka_type"]
+            shapes.append((field.name, shape, of, is_optional(field)))
+        plan = _PLANS[cls] = tuple(shapes)
+    return plan
+
+
 def build_entity(cls: type[Any], rng: random.Random, depth: int = 0) -> Any:
-    """A random valid instance of the kio entity ``cls`` (arrays of 0-3 elements)."""
+    """A random valid instance of the kio entity ``cls`` (arrays of 0-3 elements).
+
+    The draws from ``rng`` (their order and kind) are part of every fuzz loop's inputs:
+    any change here must keep them, or bump :data:`GENERATOR`."""
     values: dict[str, Any] = {}
-    for field in dataclasses.fields(cls):
-        kind = classify_field(field)
-        optional = is_optional(field)
+    for name, shape, of, optional in _plan_of(cls):
         width = 0 if depth > 3 else rng.randint(0, 3)
-        if isinstance(kind, EntityTupleField):
-            if optional and rng.random() < 0.3:
-                values[field.name] = None
-            else:
-                items = (build_entity(kind.type_, rng, depth + 1) for _ in range(width))
-                values[field.name] = tuple(items)
-        elif isinstance(kind, EntityField):
-            if optional and rng.random() < 0.3:
-                values[field.name] = None
-            else:
-                values[field.name] = build_entity(kind.type_, rng, depth + 1)
-        elif isinstance(kind, PrimitiveTupleField):
-            kafka_type = field.metadata["kafka_type"]
-            if optional and rng.random() < 0.3:
-                values[field.name] = None
-            else:
-                values[field.name] = tuple(_scalar(kafka_type, False, rng) for _ in range(width))
+        if shape == _PRIMITIVE:
+            values[name] = _scalar(of, optional, rng)
+        elif optional and rng.random() < 0.3:
+            values[name] = None
+        elif shape == _ENTITY_TUPLE:
+            values[name] = tuple([build_entity(of, rng, depth + 1) for _ in range(width)])
+        elif shape == _ENTITY:
+            values[name] = build_entity(of, rng, depth + 1)
         else:
-            values[field.name] = _scalar(field.metadata["kafka_type"], optional, rng)
+            values[name] = tuple([_scalar(of, False, rng) for _ in range(width)])
     return cls(**values)
 
 
 def assert_well_typed(entity: Any) -> None:
     """A decoded kio entity holds None only where its schema is nullable (what the
     caller's code assumes: ``for t in response.topics``)."""
-    for field in dataclasses.fields(entity):
-        value = getattr(entity, field.name)
+    for name, shape, _of, optional in _plan_of(type(entity)):
+        value = getattr(entity, name)
         if value is None:
-            assert is_optional(field), f"{type(entity).__name__}.{field.name} decoded as None"
-            continue
-        kind = classify_field(field)
-        if isinstance(kind, EntityTupleField):
+            assert optional, f"{type(entity).__name__}.{name} decoded as None"
+        elif shape == _ENTITY_TUPLE:
             for item in value:
                 assert_well_typed(item)
-        elif isinstance(kind, EntityField):
+        elif shape == _ENTITY:
             assert_well_typed(value)
-        elif isinstance(kind, PrimitiveTupleField):
-            assert None not in value, f"{type(entity).__name__}.{field.name} holds None"
+        elif shape == _PRIMITIVE_TUPLE:
+            assert None not in value, f"{type(entity).__name__}.{name} holds None"

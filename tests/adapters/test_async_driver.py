@@ -7,10 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 import trio
 
-from kafkastate.adapters.anyio.driver import AsyncDriver
+from kafkastate.adapters._common import READ_MAX, READ_MIN
+from kafkastate.adapters.anyio.driver import AsyncDriver, _asyncio_transport
+
+KIB = 1 << 10
 
 
 class Machine:
@@ -88,3 +92,58 @@ async def test_reads_ask_for_64_kib_and_grow_only_while_they_fill() -> None:
     kib = 1 << 10
     assert [n // kib for n in stream.asked] == [64, 128, 256, 512, 1024, 1024, 1024, 64, 128, 64]
     assert received[-1] == 0  # the end of the stream reached the machine
+
+
+def test_asyncio_transport_reads_ask_for_the_driver_read_size() -> None:
+    """On asyncio the transport reads the socket (``recv(max_size)``, 256 KiB in CPython)
+    and anyio's ``receive(n)`` only splits what came: the driver sets the transport's
+    ``max_size`` to its read size, so a small response no longer costs a 256 KiB buffer
+    shrunk to fit (which fragmented glibc's heap: an asyncio process's RSS grew with every
+    connect/close cycle on three brokers)."""
+    big = 3 * 256 * KIB
+    reads: list[tuple[int, int]] = []  # (bytes one recv returned, the size it asked for)
+
+    async def main() -> None:
+        first = anyio.Event()
+
+        async def serve(client: anyio.abc.SocketStream) -> None:
+            async with client:
+                await client.send(b"x" * 100)
+                await first.wait()  # the small answer was read on its own
+                await client.send(b"y" * big)
+
+        machine = Machine()
+        received: list[int] = []
+
+        def receive_data(node: int, data: bytes, now: float) -> None:
+            received.append(len(data))
+            first.set()
+
+        machine.receive_data = receive_data  # type: ignore[attr-defined]
+        driver = AsyncDriver(machine, on_event=lambda event: None)  # type: ignore[arg-type]
+        async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
+            port = listener.extra(anyio.abc.SocketAttribute.local_port)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(listener.serve, serve)
+                stream = await anyio.connect_tcp("127.0.0.1", port)
+                transport = stream._transport  # type: ignore[attr-defined]
+                protocol = stream._protocol  # type: ignore[attr-defined]
+                assert _asyncio_transport(stream) is transport
+                delivered = protocol.data_received
+
+                def data_received(data: bytes) -> None:
+                    reads.append((len(data), transport.max_size))
+                    delivered(data)
+
+                protocol.data_received = data_received
+                scope = anyio.CancelScope()
+                driver._scopes[1] = scope  # type: ignore[index]
+                async with stream:
+                    await driver._read(1, stream, scope, ("127.0.0.1", port))  # type: ignore[arg-type]
+                tg.cancel_scope.cancel()
+        assert sum(received) == 100 + big and received[-1] == 0
+
+    anyio.run(main, backend="asyncio")
+    assert reads[0] == (100, READ_MIN)  # not 256 KiB for a small answer
+    assert all(got <= asked <= READ_MAX for got, asked in reads), reads
+    assert sum(got for got, _asked in reads) == 100 + big

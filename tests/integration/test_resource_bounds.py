@@ -104,11 +104,30 @@ def test_cycles_program_reports_what_the_cycles_left() -> None:
     warmup = ["producer", "consumer", "admin"]
     assert opened == [*warmup, "producer", "consumer", "admin", "producer", "consumer"]
     assert told[0]["before"]["tasks"] == 4 and told[0]["after"]["tasks"] == 5
-    assert told[0]["cycles"] == 5
+    assert told[0]["cycles"] == told[0]["planned"] == 5
     assert [s["cycle"] for s in told[0]["samples"]] == [0, 2, 5]  # and half-way
     assert told[0]["reached"] == 2  # the fewest any cycle reached
     assert told[0]["failed"] == 1 and "KafkaTimeoutError" in told[0]["failures"][0]
     assert told[0]["rss_late"] == told[0]["samples"][2]["rss"] - told[0]["samples"][1]["rss"]
+
+
+def test_cycles_program_out_of_budget_reports_the_cycles_it_did() -> None:
+    """A budget already spent after the first cycle: no second cycle starts, and the
+    report is that of a 1-cycle run (final sample after a settle) out of the 9 planned."""
+    opened: list[str] = []
+    tasks = iter([1, 1])
+    told: list[dict[str, Any]] = []
+    ops = {
+        "cycle": lambda kind, topic: opened.append(kind),
+        "sleep": lambda seconds: None,
+        "tasks": lambda: next(tasks),
+        "tell": told.append,
+    }
+    run_blocking(cycles_program("t", cycles=9, warmup=1, every=2, budget=0.0), ops)
+    assert opened == ["producer", "consumer", "admin", "producer"]
+    assert told[0]["cycles"] == 1 and told[0]["planned"] == 9
+    assert [s["cycle"] for s in told[0]["samples"]] == [0, 1]
+    assert told[0]["rss_late"] == told[0]["rss_growth"]  # no sample half-way: from the start
 
 
 def test_peers_counts_established_connections_by_remote_end() -> None:

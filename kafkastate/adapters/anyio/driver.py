@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.abc
+from anyio.streams.tls import TLSStream
 
 from kafkastate.adapters._common import (
     READ_MIN,
@@ -349,8 +350,11 @@ class AsyncDriver:
     ) -> None:
         machine = self._machine
         size = READ_MIN
+        transport = _asyncio_transport(stream)
         while True:
             error: BaseException | None = None
+            if transport is not None:
+                transport.max_size = size  # what its next recv() asks for
             try:
                 data = await stream.receive(size)
             except anyio.EndOfStream:
@@ -420,6 +424,29 @@ def _cancel_point() -> Callable[[], Awaitable[None]] | None:
             point: Callable[[], Awaitable[None]] = trio.lowlevel.checkpoint_if_cancelled
             return point
     return None
+
+
+def _asyncio_transport(stream: anyio.abc.ByteStream) -> Any:
+    """The asyncio transport under ``stream`` (TLS unwrapped), or None (trio, or an anyio
+    that no longer keeps one).
+
+    On asyncio the socket is read by the transport, not by ``receive``: each time it is
+    readable the selector transport calls ``recv(max_size)``, 256 KiB in CPython, and
+    anyio's ``receive(n)`` only splits what came. So the size :func:`next_read_size` chose
+    is set as the transport's ``max_size`` before each read: 256 KiB reads of small
+    responses, shrunk to what came, fragmented glibc's heap as trio's 1 MiB reads had (an
+    asyncio process's RSS grew with every connect/close cycle on three brokers;
+    docs/reliability.md#resource-bounds). ``max_size`` is a class attribute of CPython's
+    socket transports, read through the instance on every read; where a transport has
+    none, nothing is set.
+    """
+    inner: object = stream
+    while isinstance(inner, TLSStream):
+        inner = inner.transport_stream
+    transport = getattr(inner, "_transport", None)  # anyio's asyncio SocketStream
+    if transport is None or not isinstance(getattr(transport, "max_size", None), int):
+        return None
+    return transport
 
 
 def _event_loop_clock() -> Callable[[], float]:

@@ -59,6 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         "--every", type=int, default=1000, help="--cycles-only: sample every N cycles"
     )
     parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="--cycles-only: seconds each runtime cycles for at most, then reports what it did",
+    )
+    parser.add_argument(
         "--bound-seconds", type=float, default=60.0, help="--bounds: seconds per RSS measurement"
     )
     parser.add_argument("--seed", type=int, default=None, help="default: a random one")
@@ -137,8 +143,15 @@ def _cycles_only(args: argparse.Namespace) -> int:
             cycles=args.cycles,
             every=args.every,
             out=out,
+            budget=args.budget,
         )
     print(bounds_table(bounds))
+    for runtime in dict.fromkeys(b.runtime for b in bounds):
+        detail = next(b.detail for b in bounds if b.runtime == runtime)
+        print(
+            f"{runtime}: {detail['cycles']} of {detail['planned']} cycles in"
+            f" {detail['seconds']} s, {detail['failed']} failed"
+        )
     ok = all(b.ok for b in bounds)
     print(("PASS" if ok else "FAIL") + f"; details in {out / 'cycles.json'}")
     return 0 if ok else 1

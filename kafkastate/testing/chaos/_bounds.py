@@ -187,7 +187,9 @@ def consumer_program(topic: str, partitions: int, seconds: float) -> Program:
     yield Op("tell", ({"baseline": peak.baseline, "peak": peak.peak, "read": read},))
 
 
-def cycles_program(topic: str, cycles: int, warmup: int = 3, every: int = 1000) -> Program:
+def cycles_program(
+    topic: str, cycles: int, warmup: int = 3, every: int = 1000, budget: float | None = None
+) -> Program:
     """Open and close a producer, a consumer and an admin client in turn (``warmup`` of
     each first), then report what the process holds compared with after the warm-up.
 
@@ -198,7 +200,13 @@ def cycles_program(topic: str, cycles: int, warmup: int = 3, every: int = 1000) 
     a settle; each sample is written to stderr (the measurement's log) as it is taken and
     the report carries them all (``samples``), so a run that is stopped early still shows
     its curve. ``rss_late`` is the growth from the half-way sample to the end; ``failed``
-    counts the cycles whose client raised a KafkaError (the first ten in ``failures``)."""
+    counts the cycles whose client raised a KafkaError (the first ten in ``failures``).
+
+    ``budget``: seconds of cycling after the warm-up; once they have passed no new cycle
+    starts and the program ends as after its last cycle (final sample, report), so a run
+    that does not fit its time ends with coherent figures instead of being killed. The
+    report's ``cycles`` is then the cycles done, ``planned`` what was asked, and
+    ``rss_late`` the growth from the last sample at or before half the cycles done."""
     kinds = ("producer", "consumer", "admin")
     reached: int | None = None
     failed: list[str] = []
@@ -222,22 +230,23 @@ def cycles_program(topic: str, cycles: int, warmup: int = 3, every: int = 1000) 
     rss_before = rss()
     samples = [_sample(0, before, rss_before)]
     half = cycles // 2
-    rss_half = rss_before
     started = time.monotonic()
-    for i in range(cycles):
-        yield from cycle(kinds[i % len(kinds)])
-        done = i + 1
+    done = 0
+    while done < cycles:
+        yield from cycle(kinds[done % len(kinds)])
+        done += 1
+        if budget is not None and time.monotonic() - started >= budget:
+            break  # out of time: the final sample and the report follow as after the last
         if done < cycles and (done == half or (every and done % every == 0)):
             yield from _settle()
             held = {"fds": open_fds(), "threads": os_threads(), "tasks": (yield Op("tasks"))}
             samples.append(_sample(done, held, rss(), time.monotonic() - started))
-            if done == half:
-                rss_half = samples[-1]["rss"]
     elapsed = time.monotonic() - started
     yield from _settle()
     after = {"fds": open_fds(), "threads": os_threads(), "tasks": (yield Op("tasks"))}
     rss_after = rss()
-    samples.append(_sample(cycles, after, rss_after, elapsed))
+    rss_half = [s["rss"] for s in samples if s["cycle"] <= done // 2][-1]
+    samples.append(_sample(done, after, rss_after, elapsed))
     yield Op(
         "tell",
         (
@@ -249,7 +258,8 @@ def cycles_program(topic: str, cycles: int, warmup: int = 3, every: int = 1000) 
                 "reached": reached,
                 "failed": len(failed),
                 "failures": failed[:10],
-                "cycles": cycles,
+                "cycles": done,
+                "planned": cycles,
                 "seconds": round(elapsed, 1),
                 "samples": samples,
             },
@@ -510,6 +520,7 @@ def worker(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--every", type=int, default=1000)
+    parser.add_argument("--budget", type=float, default=None)
     args = parser.parse_args(argv)
     faulthandler.register(signal.SIGUSR1)  # the stacks of a measurement that hangs
     if args.bound == "producer":
@@ -517,7 +528,7 @@ def worker(argv: Sequence[str] | None = None) -> int:
     elif args.bound == "consumer":
         program = consumer_program(args.topic, args.partitions, args.seconds)
     else:
-        program = cycles_program(args.topic, args.cycles, every=args.every)
+        program = cycles_program(args.topic, args.cycles, every=args.every, budget=args.budget)
     if args.runtime == "asyncio":
         import asyncio  # noqa: PLC0415
 
@@ -784,6 +795,7 @@ def run_cycles(
     out: Path,
     topic: str = "bounds-cycles",
     admin_bootstrap: str | None = None,
+    budget: float | None = None,
 ) -> list[Bound]:
     """Connect/close cycles on every runtime, the runtimes side by side (one process
     each), against every broker of the cluster at ``bootstrap``.
@@ -795,6 +807,8 @@ def run_cycles(
     ``cycles_rss`` (growth after the warm-up, at most :data:`CYCLES_RSS_LIMIT`) and
     ``cycles_rss_late`` (growth over the second half, at most
     :data:`CYCLES_RSS_LATE_LIMIT`). Each process's samples go to ``out/cycles-RUNTIME.log``.
+    ``budget``: seconds each process cycles for at most (:func:`cycles_program`; None:
+    until ``cycles`` are done); a bound's ``detail["cycles"]`` says how many it did.
 
     Returns:
         The bounds, also written to ``out / "cycles.json"``.
@@ -804,6 +818,8 @@ def run_cycles(
     brokers = _cycles_topic(admin_bootstrap or bootstrap, topic)
     argv = ["--bootstrap", bootstrap, "--topic", topic, "--partitions", str(brokers)]
     argv += ["--cycles", str(cycles), "--every", str(every)]
+    if budget is not None:
+        argv += ["--budget", str(budget)]
     workers = {
         runtime: _Worker(["cycles", "--runtime", runtime, *argv], out / f"cycles-{runtime}.log")
         for runtime in runtimes
