@@ -32,17 +32,20 @@ and stale epochs, leaving, static members' -2 leave and takeover), answered by t
 :class:`~kafkastate.sim.coordinator848.ConsumerCoordinator`. KIP-848 topic ids are
 normalised like member ids (``t1``...).
 
-One scenario needs three brokers (:data:`BROKERS`): ``coordinator_move`` moves the group's
+Two scenarios need three brokers (:data:`BROKERS`): ``coordinator_move`` moves the group's
 coordinator twice (:meth:`Driver.move_coordinator`: the real driver reorders the replicas of
 ``__consumer_offsets`` and elects the preferred leader; the model's
 :meth:`~kafkastate.sim.cluster.SimCluster.move_group_coordinator`), once while a rebalance is being
 prepared and once while it completes. Group requests go to the broker the last
 FindCoordinator named (:meth:`Session.find_coordinator`, recorded with the node as ``n1``,
 ``n2``... by first appearance), so the steps between a move and the next FindCoordinator
-show what the old coordinator answers. How long a new coordinator takes to load is timing:
-the real driver's move returns once the new coordinator answers for the group and the old
-one refuses it, and COORDINATOR_LOAD_IN_PROGRESS is retried, as a client does, not
-recorded.
+show what the old coordinator answers; ``kip848_coordinator_move`` does the same to a KIP-848
+group, once while a member revokes and once after a static member left for now (-2). How
+long a new coordinator takes to load (and its followers to catch up) is timing: the real
+driver's move returns once the new coordinator answers for the group and has committed a
+write (Kafka defers every write after a load until the high watermark reaches the loaded
+log's end), and the old one refuses it; COORDINATOR_LOAD_IN_PROGRESS is retried, as a
+client does, not recorded.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ __all__ = [
     "Session",
     "SimDriver",
     "normalise",
+    "offset_commit",
     "run_scenario",
     "served_versions",
 ]
@@ -105,6 +109,43 @@ _RETRIED: Final = frozenset({14, 15, 51})
 CONCURRENT_TRANSACTIONS (a transaction still completing): a client retries them."""
 _DROPPED: Final = frozenset({"throttle_time", "error_message"})
 _MEMBER_FIELDS: Final = frozenset({"member_id", "leader"})
+
+
+def offset_commit(
+    version: int,
+    group: str,
+    topic: str,
+    member_id: str,
+    epoch: int,
+    *,
+    offset: int,
+    instance: str | None = None,
+) -> Any:
+    """OffsetCommit ``version`` (topics by name) of ``topic``'s partition 0 at ``offset``,
+    for ``member_id`` at generation or member ``epoch`` (-1 and ``""``: a simple commit),
+    with no retention or commit timestamp where the version has them."""
+    cls = request_type(ApiKey.OFFSET_COMMIT, version)
+    part = build(
+        nested_type(cls, "OffsetCommitRequestPartition"),
+        partition_index=0,
+        committed_offset=offset,
+        committed_leader_epoch=-1,
+        committed_metadata="",
+        commit_timestamp=-1,
+    )
+    topic_entry = build(
+        nested_type(cls, "OffsetCommitRequestTopic"), name=topic, topic_id=None, partitions=(part,)
+    )
+    return build(
+        cls,
+        group_id=group,
+        generation_id_or_member_epoch=epoch,
+        generation_id=epoch,
+        member_id=member_id,
+        group_instance_id=instance,
+        retention_time=datetime.timedelta(milliseconds=-1),
+        topics=(topic_entry,),
+    )
 
 
 class Driver(Protocol):
@@ -481,31 +522,10 @@ class Session:
         offset: int = 5,
     ) -> Any | None:
         """OffsetCommit of partition 0 at the client's generation (or ``generation``)."""
-        cls = self._cls(ApiKey.OFFSET_COMMIT)
         gen, member = self._identity(client, generation, member_id)
-        part = build(
-            nested_type(cls, "OffsetCommitRequestPartition"),
-            partition_index=0,
-            committed_offset=offset,
-            committed_leader_epoch=-1,
-            committed_metadata="",
-            commit_timestamp=-1,
-        )
-        topic = build(
-            nested_type(cls, "OffsetCommitRequestTopic"),
-            name=self.topic,
-            topic_id=None,
-            partitions=(part,),
-        )
-        request = build(
-            cls,
-            group_id=self.group,
-            generation_id_or_member_epoch=gen,
-            generation_id=gen,
-            member_id=member,
-            group_instance_id=instance,
-            retention_time=datetime.timedelta(milliseconds=-1),
-            topics=(topic,),
+        version = self.versions[ApiKey.OFFSET_COMMIT]
+        request = offset_commit(
+            version, self.group, self.topic, member, gen, offset=offset, instance=instance
         )
         return self._send(step, client, request)
 
@@ -585,24 +605,8 @@ class Session:
         """OffsetCommit v9 of partition 0 at member ``epoch`` (by default the client's)."""
         if epoch is None:
             epoch = self.epochs.get(client, 0)
-        cls = request_type(ApiKey.OFFSET_COMMIT, OFFSET_COMMIT_848)
-        part = build(
-            nested_type(cls, "OffsetCommitRequestPartition"),
-            partition_index=0,
-            committed_offset=5,
-            committed_leader_epoch=-1,
-            committed_metadata="",
-        )
-        topic = build(
-            nested_type(cls, "OffsetCommitRequestTopic"), name=self.topic, partitions=(part,)
-        )
-        request = build(
-            cls,
-            group_id=self.group,
-            generation_id_or_member_epoch=epoch,
-            member_id=self.member_id848(client),
-            group_instance_id=None,
-            topics=(topic,),
+        request = offset_commit(
+            OFFSET_COMMIT_848, self.group, self.topic, self.member_id848(client), epoch, offset=5
         )
         return self._send(step, client, request)
 
@@ -930,6 +934,53 @@ def coordinator_move(s: Session) -> None:
     s.offset_fetch("offsets at the end", "B")
 
 
+def kip848_coordinator_move(s: Session) -> None:
+    """Three brokers, KIP-848: the group's coordinator moves while a member revokes (A has
+    half of its partitions pending revocation, B waits for them), and again after a static
+    member left for now (-2). At the old broker heartbeats and commits get NOT_COORDINATOR;
+    the new one has the group as its records left it: the epochs, the target assignment,
+    the revocation under way, the static member's held assignment, the committed offset.
+    (Two members at a time: which partitions the server-side assignor picks among three is
+    its own business.)"""
+    s.find_coordinator("find coordinator")
+    s.heartbeat848("A joins", "A", epoch=0)
+    s.heartbeat848("A heartbeat owning 0-3", "A", owned=(0, 1, 2, 3))
+    s.commit848("A commits", "A")
+    s.heartbeat848("B joins", "B", epoch=0)
+    s.heartbeat848("A heartbeat, asked to revoke", "A", owned=(0, 1, 2, 3))
+    s.move_coordinator()
+    s.heartbeat848("A heartbeat at the old coordinator", "A", owned=(0, 1, 2, 3))
+    s.commit848("A commits at the old coordinator", "A")
+    s.find_coordinator("find coordinator after the move")
+    s.heartbeat848("A heartbeat at the new coordinator, not revoked", "A", owned=(0, 1, 2, 3))
+    s.heartbeat848("B heartbeat at the new coordinator, nothing free", "B")
+    s.commit848("A commits at the new coordinator", "A")
+    s.commit848("A commits at an older epoch", "A", epoch=s.epochs["A"] - 1)
+    s.offset_fetch("offsets at the new coordinator", "A")
+    s.heartbeat848("A heartbeat, revoked", "A", owned=(0, 1))
+    s.heartbeat848("B heartbeat, partitions free", "B")
+    s.heartbeat848("B heartbeat owning them", "B", owned=(2, 3))
+    s.heartbeat848("B leaves", "B", epoch=-1)
+    s.heartbeat848("A heartbeat after B left", "A", owned=(0, 1))
+    s.heartbeat848("A heartbeat owning 0-3 again", "A", owned=(0, 1, 2, 3))
+    s.heartbeat848("S joins", "S", epoch=0, instance="is")
+    s.heartbeat848("A heartbeat, asked to revoke for S", "A", owned=(0, 1, 2, 3))
+    s.heartbeat848("A heartbeat, revoked for S", "A", owned=(0, 1))
+    s.heartbeat848("S heartbeat, partitions free", "S", instance="is")
+    s.heartbeat848("S heartbeat owning them", "S", owned=(2, 3), instance="is")
+    s.heartbeat848("S leaves for now (-2)", "S", epoch=-2, instance="is")
+    s.move_coordinator()
+    s.find_coordinator("find coordinator after the second move")
+    s.heartbeat848("A heartbeat after the second move", "A", owned=(0, 1))
+    s.heartbeat848("S2 joins as the instance", "S2", epoch=0, instance="is")
+    s.heartbeat848("S2 heartbeat owning 2-3", "S2", owned=(2, 3), instance="is")
+    s.heartbeat848("old S heartbeat", "S", epoch=s.epochs["S"], owned=(2, 3), instance="is")
+    s.heartbeat848("B heartbeat after leaving", "B", owned=(2, 3))
+    s.heartbeat848("A heartbeat, no rebalance", "A", owned=(0, 1))
+    s.commit848("A commits at the end", "A")
+    s.offset_fetch("offsets at the end", "A")
+
+
 SCENARIOS: Final[dict[str, Callable[[Session], None]]] = {
     "join_and_leave": join_and_leave,
     "session_expiry": session_expiry,
@@ -939,10 +990,11 @@ SCENARIOS: Final[dict[str, Callable[[Session], None]]] = {
     "kip848_reconciliation": kip848_reconciliation,
     "kip848_static": kip848_static,
     "coordinator_move": coordinator_move,
+    "kip848_coordinator_move": kip848_coordinator_move,
 }
 """Every scenario, by name."""
 
-BROKERS: Final[Mapping[str, int]] = {"coordinator_move": 3}
+BROKERS: Final[Mapping[str, int]] = {"coordinator_move": 3, "kip848_coordinator_move": 3}
 """Scenarios that need more than one broker: name -> brokers."""
 
 

@@ -34,6 +34,7 @@ from kafkastate.sim.conformance import (
     BROKERS,
     SCENARIOS,
     SimDriver,
+    offset_commit,
     run_scenario,
     served_versions,
 )
@@ -57,6 +58,7 @@ class RealDriver:
         port: its port.
         addresses: every broker's address by node id (for more than one broker).
         group: the scenario's group (what :meth:`move_coordinator` waits for).
+        topic: the scenario's topic (what :meth:`move_coordinator`'s probe write commits).
     """
 
     def __init__(
@@ -65,10 +67,11 @@ class RealDriver:
         port: int,
         addresses: dict[int, tuple[str, int]] | None = None,
         group: str = "",
+        topic: str = TOPIC,
     ) -> None:
         self.host, self.port = host, port
         self.addresses = addresses or {}
-        self.group = group
+        self.group, self.topic = group, topic
         self._idle: dict[tuple[str, int | None], list[BlockingConnection]] = {}
         self._threads: dict[Hashable, tuple[threading.Thread, dict[str, Any]]] = {}
         self._tickets = 0
@@ -110,8 +113,8 @@ class RealDriver:
     def move_coordinator(self) -> None:
         """Reorder ``__consumer_offsets``'s replicas so that the next broker comes first,
         elect the preferred leader, and wait until the new coordinator answers for the
-        group and the old one refuses it (how long the load takes is timing, not
-        compared)."""
+        group and commits a write, and the old one refuses it (how long the load and the
+        followers take is timing, not compared)."""
         bootstrap = f"{self.host}:{self.port}"
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
         try:
@@ -126,6 +129,7 @@ class RealDriver:
         finally:
             admin.close()
         _until(lambda: self._probe(target) not in (LOADING, NOT_COORDINATOR), "the new one")
+        _until(lambda: self._write(target) == 0, "a write at the new one committed")
         _until(lambda: self._probe(leader) == NOT_COORDINATOR, "the old one to refuse")
 
     def _probe(self, node: int) -> int:
@@ -141,6 +145,26 @@ class RealDriver:
         finally:
             self._idle[("probe", node)].append(conn)
         return int(answer.error_code)
+
+    def _write(self, node: int) -> int:
+        """A simple OffsetCommit (generation -1) of a probe group at ``node``: its error code.
+
+        The new coordinator answers reads (the probe's OffsetFetch) at once, but defers the
+        first write after the load -- even one that writes no record, like a heartbeat that
+        changes nothing -- until the partition's high watermark reaches the loaded log's end
+        (``CoordinatorRuntime``: ``lastCommittedOffset() < lastWrittenOffset()``), which
+        takes as long as the followers take to fetch from the new leader. A committed write
+        of another group in the same partition (the harness has one) waits that out, so
+        that the scenario's next request is not parked by replication timing."""
+        conn = self.connection("probe", node)
+        try:
+            # version 8: topics by name, no member epoch
+            request = offset_commit(8, f"{self.group}-probe", self.topic, "", -1, offset=0)
+            answer = conn.request(request, timeout=30)
+        finally:
+            self._idle[("probe", node)].append(conn)
+        (part_answer,) = answer.topics[0].partitions
+        return int(part_answer.error_code)
 
     def close(self) -> None:
         for thread, _box in self._threads.values():
@@ -230,7 +254,7 @@ def test_the_model_answers_like_a_kafka_cluster(name: str, real_cluster3: Any) -
     host, port, broker, topic, addresses = real_cluster3
     versions = served_versions(broker)
     group = _group(name, host, port)
-    driver = RealDriver(host, port, addresses, group=group)
+    driver = RealDriver(host, port, addresses, group=group, topic=topic)
     try:
         kafka = run_scenario(name, driver, versions, group=group, topic=topic)
     finally:
