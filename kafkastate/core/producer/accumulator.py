@@ -2175,7 +2175,7 @@ class Accumulator:
         topic = entry.topic
         batch = entry.batch
         if batch is not None:
-            if self._used + batch._size + RECORD_OVERHEAD * len(batch._ids) > cfg.buffer_memory:
+            if self._used + batch.reserved_bytes > cfg.buffer_memory:
                 return None
             del self._waiting[entry.rid]
             self.counters.buffer_wait.record(now - entry.since, now)
