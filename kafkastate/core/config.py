@@ -533,7 +533,9 @@ _TABLE: Final = (
     Option("max_batch_size", "", _P, _optional(_at_least(0)), None,
            "aiokafka's name for batch_size (wins when given)."),
     Option("buffer_memory", "buffer.memory", _P, _at_least(1), 32 * 1024 * 1024,
-           "Bytes of records waiting to be sent; a send beyond it waits max_block_ms."),
+           "Bytes of records waiting to be sent, each counting an estimated 480 bytes "
+           "of Python objects on top of its encoded size; a send beyond it waits "
+           "max_block_ms."),
     Option("max_request_size", "max.request.size", _P, _at_least(1), 1024 * 1024,
            "Largest Produce request (and record)."),
     Option("compression_type", "compression.type", _P, _compression, None,

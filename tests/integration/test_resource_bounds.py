@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from kafkastate.core.producer import RECORD_OVERHEAD
 from kafkastate.errors import KafkaTimeoutError
 from kafkastate.testing import KafkaCluster, PrerequisiteError
 from kafkastate.testing.chaos._bounds import (
@@ -181,7 +182,9 @@ def test_short_resource_bounds(tmp_path: Path) -> None:
     )
     for bound in bounds:
         if bound.name == "producer_rss":  # it filled the buffer: the limit was reached
-            assert bound.detail["sent"] * 1024 >= options.buffer_memory, bound.detail
+            # (each 1 KiB record counts its RECORD_OVERHEAD in buffer_memory too)
+            filled = bound.detail["sent"] * (1024 + RECORD_OVERHEAD)
+            assert filled >= options.buffer_memory, bound.detail
         if bound.name == "consumer_rss":
             assert bound.detail["read"] > 0
 

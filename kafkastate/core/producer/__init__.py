@@ -5,6 +5,7 @@
 """
 
 from kafkastate.core.producer.accumulator import (
+    RECORD_OVERHEAD,
     Accumulator,
     AccumulatorConfig,
     AccumulatorEvent,
@@ -46,6 +47,7 @@ from kafkastate.core.producer.transactions import (
 )
 
 __all__ = [
+    "RECORD_OVERHEAD",
     "Accumulator",
     "AccumulatorConfig",
     "AccumulatorEvent",

@@ -174,7 +174,10 @@ class AccumulatorConfig:
     """How long a batch waits for more records (``linger.ms``). The default is 5 ms, the
     Java client's since Kafka 4.0 (KIP-1030; it was 0 before)."""
     buffer_memory: int = attrs.field(default=32 * 1024 * 1024, validator=_int_at_least(1))
-    """Bytes of records held before appends are refused (``buffer.memory``)."""
+    """Bytes of records held before appends are refused (``buffer.memory``): each record
+    counts its encoded bytes (and its batch's header) plus :data:`RECORD_OVERHEAD`, an
+    estimate of the Python objects it holds while it waits, so that real memory stays
+    near this figure however small the records are."""
     max_request_size: int = attrs.field(default=1024 * 1024, validator=_int_at_least(1))
     """Largest record batch and Produce request (``max.request.size``)."""
     compression: Compression = attrs.field(default=Compression.NONE, converter=_to_compression)
@@ -477,8 +480,9 @@ class ProducerBatch:
 
     @property
     def reserved_bytes(self) -> int:
-        """Bytes of ``buffer.memory`` this batch holds until its outcome."""
-        return self._size
+        """Bytes of ``buffer.memory`` this batch holds until its outcome: its encoded
+        bytes plus :data:`RECORD_OVERHEAD` per record."""
+        return self._size + RECORD_OVERHEAD * len(self._ids)
 
     # -------------------------------------------------------------------- commands
 
@@ -617,6 +621,14 @@ class ProducerBatch:
 
 _SMALL_VALUE: Final = 8000
 
+RECORD_OVERHEAD: Final = 480
+"""Bytes of ``buffer.memory`` each record in the buffer counts on top of its encoded bytes:
+an estimate of the Python objects a waiting record holds (measured for a 100 B record on
+CPython 3.11: its tuple, id, timestamp and value objects and the encoded pieces in the
+accumulator, about 290 B; the adapter's future and its entry in the map of pending sends,
+about 200 B). Without it a full buffer of small records held several times
+``buffer.memory`` in real memory."""
+
 
 def _small_value_upper_bound(n: int) -> int:
     """``estimate_record_size_upper_bound(None, value, ())`` for ``len(value) = n < 8000``:
@@ -647,8 +659,9 @@ def _too_large(alone: int, cfg: AccumulatorConfig, topic: str, partition: int) -
     request or the whole buffer can hold."""
     if alone > cfg.max_request_size:
         limit, name = cfg.max_request_size, "max_request_size (max.request.size)"
-    else:
-        limit, name = cfg.buffer_memory, "buffer_memory (buffer.memory)"
+    else:  # it counts RECORD_OVERHEAD on top
+        limit = cfg.buffer_memory - RECORD_OVERHEAD
+        name = f"buffer_memory (buffer.memory) less the record overhead ({RECORD_OVERHEAD})"
     return MessageTooLargeError(
         f"the record is up to {alone} bytes when serialized, larger than {name} = {limit}",
         topic=topic,
@@ -796,11 +809,14 @@ class Accumulator:
         self._partitioner = partitioner
         # A batch may never outgrow a request; one record larger than batch.size gets its own.
         self._batch_limit = min(config.batch_size, config.max_request_size)
-        self._max_alone = min(config.max_request_size, config.buffer_memory)
+        # a record on its own needs its batch and its RECORD_OVERHEAD in buffer.memory
+        self._max_alone = min(config.max_request_size, config.buffer_memory - RECORD_OVERHEAD)
         self._queues: dict[_TP, deque[ProducerBatch]] = {}
         self._in_flight: dict[int, ProducerBatch] = {}
         self._used = 0
-        self._buffer_memory = config.buffer_memory
+        # What the hot paths compare `_used + upper` with: room for the record's
+        # RECORD_OVERHEAD, which the caller of a compiled hot path adds after it appended.
+        self._buffer_memory = config.buffer_memory - RECORD_OVERHEAD
         self._blocked = False
         self._closed = False
         self._next_record = 0
@@ -833,8 +849,9 @@ class Accumulator:
 
     @property
     def buffer_used(self) -> int:
-        """Bytes of ``buffer.memory`` held by batches without an outcome, and reserved for
-        the sends held for their topic's metadata (:meth:`hold`)."""
+        """Bytes of ``buffer.memory`` held by batches without an outcome (their encoded
+        bytes plus :data:`RECORD_OVERHEAD` per record), and reserved for the sends held
+        for their topic's metadata (:meth:`hold`)."""
         return self._used
 
     @property
@@ -1066,7 +1083,7 @@ class Accumulator:
         if alone > self._max_alone:
             raise _too_large(alone, cfg, topic, partition)
         rec: _Rec = (timestamp_ms, key, value, hdrs)
-        if self._waiting and alone > prepaid:  # strict FIFO: nothing overtakes a waiting send
+        if self._waiting and alone + RECORD_OVERHEAD > prepaid:  # strict FIFO: none overtakes
             return self._refuse(
                 topic,
                 partition,
@@ -1074,7 +1091,7 @@ class Accumulator:
                 rec,
                 upper,
                 alone,
-                upper,
+                upper + RECORD_OVERHEAD,
                 now,
                 reserved=reserved,
                 block=block,
@@ -1090,7 +1107,7 @@ class Accumulator:
             fits = True  # even the upper bound fits: skip the exact size
         else:
             fits = last._has_room(rec, self._batch_limit)
-        needed = upper if fits else alone
+        needed = (upper if fits else alone) + RECORD_OVERHEAD
         if needed > prepaid and self._used + needed > cfg.buffer_memory:
             return self._refuse(
                 topic,
@@ -1149,7 +1166,7 @@ class Accumulator:
             dq.append(batch)
             self._readiness_changed = True  # a new linger deadline
             self._opened = (batch, dq)
-        self._used += grown
+        self._used += grown + RECORD_OVERHEAD
         if not batch._accepting:
             self._readiness_changed = True  # full: sendable now
         if sticky and self._partitioner is not None:
@@ -1231,6 +1248,8 @@ class Accumulator:
         c_lane = _records._c_lane_sticky
         if c_lane is not None:  # the same steps, compiled (_speedups.c)
             rid: RecordId | None = c_lane(self, topic, timestamp_ms, value, cluster)
+            if rid is not None:  # the compiled step counts the record's bytes only
+                self._used += RECORD_OVERHEAD
             return rid
         lane = self._lanes.get(topic)
         if lane is None or type(value) is not bytes:  # (a tombstone: the general path)
@@ -1265,10 +1284,17 @@ class Accumulator:
         batch._ids.append(next_id)  # type: ignore[arg-type] # RecordId is an int
         batch._records.append((timestamp_ms, None, value, ()))
         self._next_record = next_id + 1
-        self._used += grown
+        self._used += grown + RECORD_OVERHEAD
         self._outstanding += 1
         s.produced += grown  # below 2 x switch with room in the batch: no switch (on_append)
         return next_id  # type: ignore[return-value] # RecordId is an int
+
+    def count_record_overhead(self) -> None:
+        """Count :data:`RECORD_OVERHEAD` for the record a compiled hot path
+        (``_speedups.lane_sticky``, ``lane_hashed``) just appended: the compiled step counts
+        its bytes only, and leaves room for this (it compares with ``buffer.memory`` less
+        the overhead). Callers of those functions call this after each record id they get."""
+        self._used += RECORD_OVERHEAD
 
     def append_keyed(
         self, topic: str, partition: int, timestamp_ms: int, key: bytes, value: bytes
@@ -1296,6 +1322,8 @@ class Accumulator:
         c_lane = _records._c_lane_keyed
         if c_lane is not None:  # the same steps, compiled (_speedups.c)
             rid: RecordId | None = c_lane(self, topic, partition, timestamp_ms, key, value)
+            if rid is not None:  # the compiled step counts the record's bytes only
+                self._used += RECORD_OVERHEAD
             return rid
         dq = self._queues.get((topic, partition))
         # (a tombstone, or a key or value that is not bytes: the general path)
@@ -1328,7 +1356,7 @@ class Accumulator:
         if builder is None:  # pragma: no cover - an accepting batch has its builder
             return None
         size = builder.append_value(timestamp_ms, value, key)
-        self._used += size - batch._size
+        self._used += size - batch._size + RECORD_OVERHEAD
         batch._size = size
         next_id = self._next_record
         batch._ids.append(next_id)  # type: ignore[arg-type] # RecordId is an int
@@ -1393,11 +1421,13 @@ class Accumulator:
         first = self._next_record if reserved is None else reserved
         batch._append_all(first, records)
         size = batch._size
-        if size > cfg.max_request_size or size > cfg.buffer_memory:
+        counted = size + RECORD_OVERHEAD * len(records)  # what it takes of buffer.memory
+        if size > cfg.max_request_size or counted > cfg.buffer_memory:
             if size > cfg.max_request_size:
                 limit, name = cfg.max_request_size, "max_request_size (max.request.size)"
             else:
                 limit, name = cfg.buffer_memory, "buffer_memory (buffer.memory)"
+                size = counted  # (the record overhead included)
             raise MessageTooLargeError(
                 f"the batch is {size} bytes, larger than {name} = {limit}",
                 topic=topic,
@@ -1405,9 +1435,18 @@ class Accumulator:
             )
         batch._accepting = False  # its own batch: nothing else joins it
         self._next_batch += 1
-        if size > prepaid and (self._waiting or self._used + size > cfg.buffer_memory):
+        if counted > prepaid and (self._waiting or self._used + counted > cfg.buffer_memory):
             rid = self._refuse(
-                topic, partition, False, None, size, size, size, now, batch, reserved=reserved
+                topic,
+                partition,
+                False,
+                None,
+                counted,
+                counted,
+                counted,
+                now,
+                batch,
+                reserved=reserved,
             )
             return list(range(rid, rid + len(records)))  # type: ignore[arg-type] # RecordIds
         if reserved is None:
@@ -1425,7 +1464,7 @@ class Accumulator:
         if dq and dq[-1]._accepting:
             dq[-1]._accepting = False  # keep offsets in append order
         dq.append(batch)
-        self._used += batch._size
+        self._used += batch.reserved_bytes
         self._readiness_changed = True
 
     def admit_waiting(
@@ -1592,7 +1631,7 @@ class Accumulator:
             if not batch and size > self._max_alone:
                 raise _too_large(size, cfg, topic, -1 if explicit is None else explicit)
             recs.append((timestamp_ms, key, value, hdrs))
-        reserved = size
+        reserved = size = size + RECORD_OVERHEAD * len(recs)  # with each record's overhead
         if self._waiting or self._used + size > cfg.buffer_memory:
             self._blocked = True  # Java: the pool is exhausted -> everything becomes sendable
             if not block:
@@ -2039,10 +2078,10 @@ class Accumulator:
             current._append(rid, rec, limit)
         # Memory moves from the original to the pieces (a little more: one header each);
         # it may overshoot buffer.memory briefly -- refusing here would lose records.
-        self._used -= batch._size
+        self._used -= batch.reserved_bytes
         for piece in pieces:
             piece._accepting = False
-            self._used += piece._size
+            self._used += piece.reserved_bytes
             self._insert(piece)
         return pieces
 
@@ -2176,7 +2215,7 @@ class Accumulator:
     def _resolved(self, batch: ProducerBatch) -> None:
         """Outcome emitted: settle flushes, then free the batch's memory."""
         self._settle(batch._ids)
-        self._used -= batch._size
+        self._used -= batch.reserved_bytes
 
     def _settle(self, ids: Sequence[int]) -> None:
         """These records (ascending ids) have their outcome: count them off the flushes."""
@@ -2195,7 +2234,7 @@ class Accumulator:
         topic = entry.topic
         batch = entry.batch
         if batch is not None:
-            if self._used + batch._size > cfg.buffer_memory:
+            if self._used + batch.reserved_bytes > cfg.buffer_memory:
                 return None
             del self._waiting[entry.rid]
             self.counters.buffer_wait.record(now - entry.since, now)
@@ -2223,7 +2262,8 @@ class Accumulator:
             dq = self._queues[tp] = deque()
         last = dq[-1] if dq and dq[-1]._accepting else None
         fits = last is not None and last._has_room(rec, self._batch_limit)
-        if self._used + (entry.upper if fits else entry.alone) > cfg.buffer_memory:
+        needed = (entry.upper if fits else entry.alone) + RECORD_OVERHEAD
+        if self._used + needed > cfg.buffer_memory:
             return None
         del self._waiting[entry.rid]
         self.counters.buffer_wait.record(now - entry.since, now)
@@ -2256,7 +2296,7 @@ class Accumulator:
         cfg = self.config
         assert cfg.max_block is not None  # nothing waits without it
         full = BufferFullError(
-            needed=entry.alone,  # at most: the record in a batch of its own
+            needed=entry.alone + RECORD_OVERHEAD,  # at most: a batch of its own
             available=cfg.buffer_memory - self._used,
             buffer_memory=cfg.buffer_memory,
         )

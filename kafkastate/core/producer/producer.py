@@ -745,6 +745,8 @@ class ProducerMachine(ClientDriven):
                 rid = acc.append_sticky(topic, timestamp_ms, bytes_value, cluster)
             else:
                 rid = c_sticky(acc, topic, timestamp_ms, bytes_value, cluster)
+                if rid is not None:  # the compiled step counts the record's bytes only
+                    acc.count_record_overhead()
         else:
             bytes_key: Any = key
             c_hashed = _records._c_lane_hashed
@@ -755,7 +757,9 @@ class ProducerMachine(ClientDriven):
                     acc, self._partitioner, topic, timestamp_ms, bytes_key, bytes_value, cluster
                 )
             )
-            if rid is None:  # (compiled: no partition count cached yet, or a full batch)
+            if rid is not None:  # the compiled step counts the record's bytes only
+                acc.count_record_overhead()
+            else:  # (compiled: no partition count cached yet, or a full batch)
                 chosen = self._partitioner.key_partition(topic, bytes_key, cluster)
                 if chosen is not None:
                     rid = acc.append_keyed(topic, chosen, timestamp_ms, bytes_key, bytes_value)

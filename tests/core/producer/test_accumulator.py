@@ -12,6 +12,7 @@ import pytest
 
 from kafkastate.core.metadata import ClusterMetadata, NodeId, PartitionMetadata, TopicMetadata
 from kafkastate.core.producer import (
+    RECORD_OVERHEAD,
     Accumulator,
     AccumulatorConfig,
     AccumulatorEvent,
@@ -185,16 +186,17 @@ def test_a_record_larger_than_batch_size_gets_its_own_batch() -> None:
 
 
 @pytest.mark.parametrize(
-    ("limits", "name"),
+    ("limits", "name", "limit"),
     [
-        ({"max_request_size": 2000}, "max.request.size"),
-        ({"buffer_memory": 2000}, "buffer.memory"),
+        ({"max_request_size": 2000}, "max.request.size", 2000),
+        # a record counts its RECORD_OVERHEAD in buffer.memory too
+        ({"buffer_memory": 2000}, "buffer.memory", 2000 - RECORD_OVERHEAD),
     ],
 )
-def test_record_too_large_is_refused_at_once(limits: dict[str, int], name: str) -> None:
+def test_record_too_large_is_refused_at_once(limits: dict[str, int], name: str, limit: int) -> None:
     acc = make(**limits)
     upper = RECORD_BATCH_OVERHEAD + estimate_record_size_upper_bound(None, b"v" * 5000)
-    with pytest.raises(MessageTooLargeError, match=rf"up to {upper} bytes.*{name}.* = 2000"):
+    with pytest.raises(MessageTooLargeError, match=rf"up to {upper} bytes.*{name}.* = {limit}"):
         add(acc, size=5000)
     assert acc.outstanding_records == 0
     assert acc.buffer_used == 0
@@ -511,8 +513,8 @@ def test_buffer_full_refuses_then_frees() -> None:
 
 def test_buffer_full_with_an_empty_buffer_is_impossible() -> None:
     # any record that passes the too-large check fits an empty buffer
-    acc = make(buffer_memory=500, batch_size=10_000)
-    rid = add(acc, size=500 - RECORD_BATCH_OVERHEAD - 30)
+    acc = make(buffer_memory=1000, batch_size=10_000)
+    rid = add(acc, size=1000 - RECORD_OVERHEAD - RECORD_BATCH_OVERHEAD - 30)
     assert rid == 0
 
 
@@ -815,7 +817,7 @@ def test_sticky_appends_move_the_partitioner_on() -> None:
 
 
 def test_append_batch_is_its_own_batch_all_or_nothing() -> None:
-    acc = make(batch_size=1000, buffer_memory=3000, max_request_size=2500)
+    acc = make(batch_size=1000, buffer_memory=3000 + 12 * RECORD_OVERHEAD, max_request_size=2500)
     before = add(acc)  # an open batch: the appended batch must come after it
     ts = 1_700_000_000_000
     recs = [(ts + i, None, b"x" * 150, [("h", b"1")]) for i in range(10)]  # > batch.size

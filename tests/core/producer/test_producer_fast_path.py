@@ -39,7 +39,7 @@ def _script(seed: int, *, fast: bool) -> tuple[list[Any], int, int, int]:
         machine(
             linger=rng.choice([0.0, 0.005, 0.05]),
             batch_size=rng.choice([300, 1500, 16384]),
-            buffer_memory=rng.choice([8000, 1 << 20]),
+            buffer_memory=rng.choice([48000, 1 << 20]),
             enable_idempotence=rng.random() < 0.5,
             acks=-1,
         ),

@@ -28,6 +28,7 @@ from kafkastate.core.producer import (
     RecordsAdmitted,
     RecordsFailed,
 )
+from kafkastate.core.producer.accumulator import RECORD_OVERHEAD
 from kafkastate.core.protocol.versions import ApiKey
 from kafkastate.errors import (
     AuthenticationFailedError,
@@ -286,16 +287,18 @@ def test_an_authentication_refusal_fails_held_sends_at_once() -> None:
 
 
 def test_held_sends_count_against_buffer_memory_and_give_it_back_when_they_fail() -> None:
-    peer = waiting_peer(acks=1)  # buffer_memory 1000
+    peer = waiting_peer(acks=1)
     m = peer.m
     acc = m.accumulator
+    limit = acc.config.buffer_memory
     held: list[Any] = []
     with pytest.raises(BufferFullError):  # a fire-and-forget send meets the bound
         while len(held) < 50:
             held.append(send(peer, "new", bytes(100), block=False))
-            assert acc.buffer_used <= 1000
+            assert acc.buffer_used <= limit
     assert 0 < len(held) < 50 and all(m.is_waiting(r) for r in held)
-    assert acc.buffer_used > 1000 - 200  # counted while they wait for the metadata
+    # counted while they wait for the metadata, each with its RECORD_OVERHEAD
+    assert acc.buffer_used > limit - 200 - RECORD_OVERHEAD
     peer.now += 0.5
     later = send(peer, "t", bytes(100), partition=0)
     assert m.is_waiting(later)  # backpressure: the held records hold the memory

@@ -17,6 +17,7 @@ import attrs
 import pytest
 
 from kafkastate.core.producer import (
+    RECORD_OVERHEAD,
     Accumulator,
     AccumulatorConfig,
     BufferFullError,
@@ -43,7 +44,8 @@ def waiting_peer(*, max_block: float = MAX_BLOCK, topics: Any = None, **kw: Any)
     """A started producer whose sends wait up to ``max_block`` for buffer memory."""
     kw.setdefault("linger", 10.0)
     kw.setdefault("batch_size", 300)
-    kw.setdefault("buffer_memory", 1000)
+    # room for six 100 B records and their RECORD_OVERHEAD, as 1000 bytes held without it
+    kw.setdefault("buffer_memory", 1000 + 6 * RECORD_OVERHEAD)
     base = machine(**kw).config
     config = attrs.evolve(base, accumulator=attrs.evolve(base.accumulator, max_block=max_block))
     peer = PeerCluster(ProducerMachine(config, rng=random.Random(7)), topics=topics)
@@ -152,7 +154,9 @@ def test_small_would_fit_while_the_big_head_waits() -> None:
     """The FIFO property at its sharpest: free memory for the small send but not the big
     one; the small one stays queued."""
     acc = Accumulator(
-        AccumulatorConfig(batch_size=300, buffer_memory=1000, linger=10.0, max_block=5.0),
+        AccumulatorConfig(
+            batch_size=300, buffer_memory=1000 + 3 * RECORD_OVERHEAD, linger=10.0, max_block=5.0
+        ),
         rng=random.Random(0),
     )
     for _ in range(3):
