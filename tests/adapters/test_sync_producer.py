@@ -24,7 +24,13 @@ from kafkastate.errors import (
     MessageTooLargeError,
     NoBrokersAvailable,
 )
-from kafkastate.sync import FutureRecordMetadata, KafkaProducer, RecordMetadata, TopicPartition
+from kafkastate.sync import (
+    FutureRecordMetadata,
+    KafkaConsumer,
+    KafkaProducer,
+    RecordMetadata,
+    TopicPartition,
+)
 from tests._support.buffer import send_until_refused
 
 kafka = pytest.importorskip("kafka")
@@ -339,6 +345,11 @@ def test_send_nowait_to_a_topic_without_metadata_meets_buffer_memory(kafka_clust
 
 def test_acks_zero_and_threads(kafka_cluster: Any) -> None:
     topic = _topic(kafka_cluster.bootstrap)
+    # acks=0 gets no answer: a Produce that reaches a partition whose leadership the broker
+    # has not taken up yet (just after CreateTopics) is dropped unseen. Wait until every
+    # leader answers ListOffsets, so the 100 records below can all be counted.
+    with KafkaConsumer(bootstrap_servers=kafka_cluster.bootstrap) as reader:
+        reader.end_offsets([TopicPartition(topic, p) for p in range(3)])
     with KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap, acks=0, **FAST) as producer:
         futures: list[FutureRecordMetadata] = []
         lock = threading.Lock()
