@@ -27,9 +27,26 @@ adapter's own driver runs, on an event loop whose parts are the simulator's.
 So a run is a function of the seed and the code, as the model application's runs are: the
 same seed gives the same trace, and the same trace hash.
 
+A member's process can stall or die, as the model application's can:
+
+* ``pause`` (a GC-like stall): none of the member's code runs for the drawn time -- its
+  consumer's driver (heartbeats, commits, fetches), its listener and its processing loop
+  included. Every task and callback carries the member it belongs to (the context its
+  member function started in), and the runtime's queue of runnable work
+  (:class:`_RunQueue`: asyncio's ready handles, trio's run queue) sets the member's work
+  aside while it is paused; what arrives for it waits in its connections' inboxes, its
+  timers fire late, when the pause ends.
+* ``crash_member``: the member's work is set aside for good -- no ``finally``, no close, no
+  LeaveGroup -- and its connections drop; the member function is started again (a new
+  incarnation, :attr:`SimMember.incarnation`) after a drawn time, as a supervisor would,
+  and at the heal. :attr:`SimMember.crashed` tells your ``final`` which incarnations died
+  (what they processed after their last commit is processed again: at least once). A
+  crashed incarnation's work is let go -- cancelled, its effects on nothing -- only once
+  the run is over.
+
 Members start when the run starts; after ``chaos_ms`` of faults (network delays, held
-links, resets, broker crashes, coordinator moves: process stalls and member crashes are the
-model application's only) everything heals, and the run waits until the group is Stable,
+links, resets, broker crashes, coordinator moves, and the member's own process: pauses and
+crashes) everything heals, and the run waits until the group is Stable,
 every partition is assigned, and the group's committed offsets reached the end of every
 partition (or fails with ``L1``). Then :attr:`SimMember.running` turns False: your loop
 ends, its consumer leaves the group. ``check(sim)`` runs after every event, ``final(sim)``
@@ -43,12 +60,13 @@ consumers' machines received).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import random
 import selectors
 import socket
 from collections.abc import Awaitable, Callable, Mapping
-from contextvars import ContextVar
+from contextvars import Context, ContextVar
 from typing import Any, Final, Protocol, cast
 
 import anyio
@@ -63,12 +81,12 @@ from kafkastate.sim.coordinator import GroupState
 from kafkastate.sim.entropy import Entropy, SeededEntropy
 from kafkastate.sim.network import _Conn
 from kafkastate.sim.scheduler import InvariantViolation, _ms_at
-from kafkastate.sim.world import Sim, SimConfig
+from kafkastate.sim.world import FAULTS, Sim, SimConfig
 
 __all__ = ["ASYNC_FAULTS", "AsyncSim", "SimEventLoop", "SimMember", "run_async"]
 
-ASYNC_FAULTS: Final = ("delay", "hold", "reset", "crash_broker", "coordinator_move")
-"""The fault kinds a run of your code uses (of :data:`~kafkastate.sim.world.FAULTS`)."""
+ASYNC_FAULTS: Final = FAULTS
+"""The fault kinds a run of your code uses: every one of :data:`~kafkastate.sim.world.FAULTS`."""
 STOP_MS: Final = 60_000
 """How long members get to end once :attr:`SimMember.running` turned False."""
 _BROKER_NET: Final = "10.99.0."  # broker ``bN`` is 10.99.0.N on the simulated network
@@ -96,11 +114,22 @@ class SimMember:
     random: random.Random
     """This member's own seeded randomness (processing times...)."""
     _sim: AsyncSim = attrs.field(repr=False)
+    _host: _AsyncHost = attrs.field(repr=False)
 
     @property
     def running(self) -> bool:
         """True until the run is over; then end your loop (leave the consumer's block)."""
         return not self._sim.stopping
+
+    @property
+    def incarnation(self) -> int:
+        """0 for the member's first start, 1 after its first crash..."""
+        return self._host.incarnation
+
+    @property
+    def crashed(self) -> bool:
+        """True once the simulator crashed this incarnation (its code ran no more)."""
+        return not self._host.alive
 
     def consumer_options(self, **options: Any) -> dict[str, Any]:
         """aiokafka's keyword options for a consumer of this run's group (timeouts, assignor
@@ -164,6 +193,37 @@ class _AsyncHost(_GroupHost):
         super().__init__(name, cast(ConsumerMachine, self.endpoint), incarnation)
         self.running = False  # your member function has not returned yet
         self.consumers: list[ConsumerMachine] = []  # the machines your code's consumers run
+        self.held: list[Any] = []  # its runnable work, set aside while paused or crashed
+        self.frozen = False  # paused: until the pause's end releases what was set aside
+
+
+class _RunQueue(collections.deque[Any]):
+    """A runtime's queue of runnable work -- asyncio's ready handles, trio's run queue --
+    that sets a paused or crashed member's work aside (:meth:`AsyncSim._frozen`). Work is
+    only ever added by ``append`` (``call_soon``, a due timer, trio's ``reschedule``)."""
+
+    def __init__(self, sim: AsyncSim, context_of: Callable[[Any], Context]) -> None:
+        super().__init__()
+        self.sim = sim
+        self.context_of = context_of
+
+    def append(self, item: Any) -> None:
+        host = self.context_of(item).get(_HOST)
+        if host is not None and self.sim._frozen(host):
+            host.held.append(item)
+        else:
+            super().append(item)
+
+    def hold(self, host: _AsyncHost) -> None:
+        """Set aside what of ``host``'s is runnable now."""
+        keep = []
+        for item in self:
+            if self.context_of(item).get(_HOST) is host:
+                host.held.append(item)
+            else:
+                keep.append(item)
+        self.clear()
+        self.extend(keep)
 
 
 class _Connect:
@@ -197,6 +257,8 @@ class _Connect:
     def close(self, conn: _Conn) -> None:
         """The member closed the connection."""
         self.host.endpoint.receivers.pop(conn.node, None)
+        if not self.host.alive:
+            return  # a crashed incarnation's code, let go after the run: it reaches nothing
         self.host.conns.pop(conn.node, None)
         self.sim._client_close(conn)
         self.sim._line(f"{self.host.name} closed conn {conn.cid}")
@@ -290,7 +352,10 @@ class SimEventLoop(asyncio.SelectorEventLoop):
     def __init__(self, sim: AsyncSim) -> None:
         selector = _SimSelector(sim)
         super().__init__(selector)
-        selector.ready = lambda: bool(self._ready)  # type: ignore[attr-defined]
+        # the loop's ready handles, a paused or crashed member's set aside
+        queue = sim._queue = _RunQueue(sim, lambda handle: handle._context)
+        self._ready = queue
+        selector.ready = lambda: bool(queue)
         self._sim = sim
 
     def time(self) -> float:
@@ -354,13 +419,18 @@ class AsyncSim(Sim):
         self.backend = backend
         self._member = member
         self._final = final
-        self._starting: list[_AsyncHost] = []
+        self._starting: list[_AsyncHost] = []  # members to start (the spawner's work)
+        self._to_spawn: anyio.Event | None = None  # set: the spawner has members to start
         self.stopping = False
         """True once the run is over (members end their loops)."""
         self._failure: InvariantViolation | None = None
         self._failed: anyio.Event | None = None
         self._members: Any = None  # the task group of the members
         self._loop: SimEventLoop | None = None
+        self._queue: _RunQueue | None = None  # the runtime's runnable work (its backend's)
+        self._over = False  # the run is over: nobody's work is set aside any more
+        self._crashed: list[_AsyncHost] = []  # crashed incarnations, their work set aside
+        self._kept: list[Any] = []  # the loop's tasks at each crash (see _crash_host)
         super().__init__(entropy, config, check=cast(Any, check))
 
     # ------------------------------------------------------------------ running
@@ -383,10 +453,14 @@ class AsyncSim(Sim):
             loop.run_until_complete(self._main())
         except _Stuck:
             pass  # (a failure's members that never end: the failure is what counts)
-        finally:
-            with contextlib.suppress(_Stuck):
-                loop.run_until_complete(loop.shutdown_asyncgens())
+        except BaseException:
+            # a bug of the simulator's: the members' tasks are in no state to go on (their
+            # async generators closed, a consumer's loop can spin with virtual time frozen)
             loop.close()
+            raise
+        with contextlib.suppress(_Stuck):
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
     async def _main(self) -> None:
         """The run, in a task of the loop (asyncio or trio, through anyio)."""
@@ -399,7 +473,8 @@ class AsyncSim(Sim):
                     await self._phases()
                 except InvariantViolation as exc:
                     self._fail(exc)
-                members.cancel_scope.cancel()  # a failed run's members
+                self._let_go()
+                members.cancel_scope.cancel()  # a failed run's members, crashed ones
         finally:
             MACHINE_HOOKS.reset(hooks)
 
@@ -409,9 +484,8 @@ class AsyncSim(Sim):
             self._at(t, "write", ())  # records keep coming while the faults happen
         if cfg.faults:
             self._at(cfg.fault_every_ms, "fault", ())
-        for host in self._starting:
-            self._spawn(host)
-        self._starting.clear()
+        self._spawn_starting()
+        self._members.start_soon(self._spawner, name="spawner")
         await self._wait(cfg.chaos_ms / 1000)
         self._heal()
         deadline = self.now + 3 * cfg.max_poll_ms + 2 * cfg.session_ms + 10_000
@@ -468,7 +542,7 @@ class AsyncSim(Sim):
         return sorted(
             name
             for name, host in self.hosts.items()
-            if isinstance(host, _AsyncHost) and host.running
+            if isinstance(host, _AsyncHost) and host.running and host.alive
         )
 
     def _advance(self, limit: int | None, ready: Callable[[], bool]) -> bool:
@@ -500,10 +574,23 @@ class AsyncSim(Sim):
         host = _AsyncHost(name, 0 if old is None else old.incarnation + 1)
         self.hosts[name] = host
         self._line(f"{name} start #{host.incarnation}")
-        if self._members is None:
-            self._starting.append(host)
-        else:
+        self._starting.append(host)
+        if self._to_spawn is not None:
+            # (a restart comes from a simulator event, which the event loop runs outside
+            # any task, where no task can be started: the spawner task starts it)
+            self._to_spawn.set()
+
+    async def _spawner(self) -> None:
+        """Starts the members that crashed and start again, in a task of the run."""
+        while True:
+            self._spawn_starting()
+            self._to_spawn = anyio.Event()
+            await self._to_spawn.wait()
+
+    def _spawn_starting(self) -> None:
+        for host in self._starting:
             self._spawn(host)
+        self._starting.clear()
 
     def _spawn(self, host: _AsyncHost) -> None:
         member = SimMember(
@@ -514,23 +601,92 @@ class AsyncSim(Sim):
             config=self.config,
             random=random.Random(self.entropy.below(1 << 30, f"random {host.name}")),
             sim=self,
+            host=host,
         )
         host.running = True
         self._members.start_soon(self._run_member, host, member, name=f"member {host.name}")
 
     async def _run_member(self, host: _AsyncHost, member: SimMember) -> None:
+        # (a member started again after a crash is spawned from a simulator event, outside
+        # the run's task: its context gets the hooks here)
+        MACHINE_HOOKS.set(self)
         _HOST.set(host)
         try:
             await self._member(member)
         except Exception as exc:
+            if not host.alive:
+                return  # a crashed incarnation, let go after the run: what it does is void
             self._line(f"{host.name} raised {exc!r}")
             failure = InvariantViolation(*_blame(host.name, exc), at=self.now)
             failure.__cause__ = exc
             self._fail(failure)
         else:
-            self._line(f"{host.name} ended")
+            if host.alive:
+                self._line(f"{host.name} ended")
         finally:
             host.running = False
+
+    # ------------------------------------------------------------------ process faults
+
+    def _frozen(self, host: _AsyncHost) -> bool:
+        """Whether ``host``'s code may not run now: its process is paused or crashed."""
+        return not self._over and (host.frozen or not host.alive)
+
+    def _stall(self, host: _GroupHost, ms: int) -> None:
+        """A GC-like pause: none of the member's code runs until it ends."""
+        super()._stall(host, ms)
+        if isinstance(host, _AsyncHost) and self._queue is not None:
+            host.frozen = True
+            self._queue.hold(host)
+            self._at(host.paused_until, "resume", (host.name, host.incarnation))
+
+    def _on_resume(self, name: str, incarnation: int) -> None:
+        host = self._live(name, incarnation)
+        if isinstance(host, _AsyncHost) and host.frozen and host.paused_until <= self.now:
+            self._release(host)  # (paused again meanwhile: that pause's resume does it)
+
+    def _release(self, host: _AsyncHost) -> None:
+        """The pause is over: what of ``host``'s was set aside runs now, in order (before
+        anything that wakes it later)."""
+        host.frozen = False
+        held, host.held = host.held, []
+        if held:
+            self._line(f"{host.name} resumes")
+        assert self._queue is not None
+        for item in held:
+            self._queue.append(item)
+
+    def _crash_host(self, host: _GroupHost) -> None:
+        """The member's process dies: its work is set aside for good (no close, no
+        LeaveGroup), its connections drop; :meth:`Sim._on_restart` starts it again."""
+        super()._crash_host(host)
+        if isinstance(host, _AsyncHost):
+            host.endpoint.receivers.clear()
+            self._crashed.append(host)
+            if self._queue is not None:
+                self._queue.hold(host)
+            if self._loop is not None:
+                # asyncio keeps only weak references to tasks: a dead member's blocked tasks
+                # and objects would be collected, and its async generators' finally blocks
+                # run (a consumer closed, in another task's cancel scope). Keep them all.
+                self._kept.extend(asyncio.all_tasks(self._loop))
+
+    def _heal(self) -> None:
+        super()._heal()  # pauses end, crashed members start again
+        for host in self.hosts.values():
+            if isinstance(host, _AsyncHost) and host.alive and host.frozen:
+                self._release(host)
+
+    def _let_go(self) -> None:
+        """The run is over: crashed incarnations' work runs again, to be cancelled (their
+        connections are gone; nothing they do reaches the world)."""
+        self._over = True
+        for host in [*self._crashed, *self.hosts.values()]:
+            if isinstance(host, _AsyncHost) and host.held:
+                held, host.held = host.held, []
+                assert self._queue is not None
+                for item in held:
+                    self._queue.append(item)
 
     def rng(self) -> random.Random:
         """A machine's randomness, from the seed (the adapter's MACHINE_HOOKS)."""
@@ -594,7 +750,7 @@ class AsyncSim(Sim):
 
     def _on_member_connect(self, connect: _Connect) -> None:
         host, broker = connect.host, connect.broker
-        if connect.abandoned:
+        if connect.abandoned or (host.alive and self._deferred(host, "member_connect", (connect,))):
             return
         if (
             not host.alive

@@ -12,6 +12,12 @@ names the simulated brokers. A driver task waits until every other task is block
 are due before trio's next deadline -- they may wake tasks: bytes arrived, a connect
 answered -- or else moves virtual time to that deadline, as ``MockClock``'s autojump does.
 The adapter's code is the real one: ``kafkastate.trio.open_consumer`` and its driver.
+
+A paused or crashed member's tasks wait aside: trio's run queue is replaced by the
+simulator's :class:`~kafkastate.sim.aio._RunQueue`, which keeps a task of a frozen member
+(by the context its member function started in) out of the queue until the pause ends (or,
+crashed, until the run is over). To trio such a task looks blocked, so the driver's
+``wait_all_tasks_blocked`` still returns.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from kafkastate.sim.aio import AsyncSim, _Connect
+from kafkastate.sim.aio import AsyncSim, _Connect, _RunQueue
 from kafkastate.sim.network import _Conn
 from kafkastate.sim.scheduler import _ms_at
 
@@ -187,6 +193,11 @@ def run_on_trio(sim: AsyncSim) -> None:
 async def _main(sim: AsyncSim) -> None:
     trio.socket.set_custom_socket_factory(_Factory(sim))
     trio.socket.set_custom_hostname_resolver(_Resolver(sim))
+    # trio's run queue (a deque its reschedule appends to), a frozen member's tasks set aside
+    runner = trio._core._run.GLOBAL_RUN_CONTEXT.runner
+    queue = sim._queue = _RunQueue(sim, lambda task: task.context)
+    queue.extend(runner.runq)
+    runner.runq = queue
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_drive, sim, nursery.cancel_scope)
         await sim._main()

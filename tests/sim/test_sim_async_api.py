@@ -1,7 +1,8 @@
 """Your asyncio consumer code in the simulation (kafkastate.sim.aio, the ``kafka_sim``
 fixture's ``member=``): the real AIOKafkaConsumer -- its driver, listener task and commits --
 runs on a virtual-time event loop over the simulated network. A listener that loses a
-commit is found on some seed and replays event for event; the fixed one passes a sweep."""
+commit is found on some seed and replays event for event; the fixed one passes a sweep --
+under network faults and under the member's own process pausing and crashing."""
 
 from __future__ import annotations
 
@@ -24,29 +25,35 @@ from kafkastate.trio import open_consumer
 
 processed: dict[tuple[int, int], list[str]] = {}  # (partition, offset) -> who processed it
 redo: set[tuple[int, int]] = set()  # processed, but the commit failed: may be processed again
+workers: list[Worker] = []  # every member's, crashed incarnations' too
 
 
 def reset() -> None:
     processed.clear()
     redo.clear()
+    workers.clear()
 
 
 class Worker:
     """One member's application: processes records one at a time (``lock`` is held while
     one is in flight) and commits what it processed; a failed commit means the records
-    since the last one will be processed again."""
+    since the last one may be processed again, and, if the partition stayed this member's
+    (cooperative rebalancing keeps it: nobody reads them again), committed later."""
 
     def __init__(self, m: SimMember, consumer: Any) -> None:
         self.m, self.consumer = m, consumer
         self.lock = anyio.Lock()
         self.done: dict[TopicPartition, int] = {}  # the offset to commit
         self.pending: dict[TopicPartition, list[int]] = {}  # processed since the last commit
+        self.committing: list[tuple[int, int]] = []  # in the commit under way
+        workers.append(self)
 
     async def process(self, tp: TopicPartition, record: ConsumerRecord) -> bool:
         async with self.lock:
             if tp not in self.consumer.assignment():
                 return False  # revoked meanwhile: the rest of the batch is not ours
             await anyio.sleep(self.m.random.choice((0, 0, 0.01, 0.05)))  # the work
+            assert not self.m.crashed, f"{self.m.name} runs after it crashed"
             processed.setdefault((tp.partition, record.offset), []).append(self.m.name)
             self.done[tp] = record.offset + 1
             self.pending.setdefault(tp, []).append(record.offset)
@@ -60,13 +67,32 @@ class Worker:
     async def commit(self, partitions: Any) -> None:
         offsets, records = self.take(partitions)
         if offsets:
+            self.committing = records
             try:
                 await self.consumer.commit(offsets)
             except KafkaError:
+                # refused during a rebalance: another member may process them again; or
+                # this one keeps the partitions (cooperative), and they are committed later
                 redo.update(records)
+                self.give_back(offsets, records)
+            self.committing = []
+
+    def give_back(self, offsets: dict[TopicPartition, int], records: list[Any]) -> None:
+        """Processed and not committed, of partitions still ours: for the next commit."""
+        for tp, offset in offsets.items():
+            if tp not in self.consumer.assignment():
+                continue
+            self.done[tp] = max(offset, self.done.get(tp, offset))
+            ours = [o for p, o in records if p == tp.partition]
+            self.pending[tp] = [*ours, *self.pending.get(tp, [])]
 
     def give_up(self, partitions: Any) -> None:
         redo.update(self.take(partitions)[1])
+
+    def uncommitted(self) -> list[tuple[int, int]]:
+        """What a crash loses: processed, and not (surely) committed."""
+        pending = [(tp.partition, o) for tp, offsets in self.pending.items() for o in offsets]
+        return [*self.committing, *pending]
 
 
 class Handoff(ConsumerRebalanceListener):
@@ -85,7 +111,8 @@ class Handoff(ConsumerRebalanceListener):
             self.worker.give_up(lost)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        pass
+        # (ours again: read from the committed offset; what a failed commit left is in redo)
+        self.worker.take(assigned)
 
 
 class NoWait(Handoff):
@@ -94,6 +121,14 @@ class NoWait(Handoff):
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         await self.worker.commit(revoked)
+
+
+class NoCommit(Handoff):
+    """The bug: gives revoked partitions up without committing what was processed (the
+    loop's commit after the batch leaves out partitions no longer assigned)."""
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        pass
 
 
 class FireAndForget(Handoff):
@@ -140,7 +175,11 @@ def trio_member_with(listener: type[Handoff]) -> Any:
 
 
 def every_record_once(sim: Any) -> None:
-    """At least once; more only after a commit that failed (or partitions lost)."""
+    """At least once; more only after a commit that failed (or partitions lost), or what a
+    crashed member had processed and not committed."""
+    for worker in workers:
+        if worker.m.crashed:
+            redo.update(worker.uncommitted())
     for p in range(sim.config.partitions):
         for offset in range(sim.written):
             who = processed.get((p, offset))
@@ -242,9 +281,11 @@ def test_the_loop_runs_in_virtual_time_over_the_simulated_network() -> None:
     assert seen == [30.0]
 
 
-def test_unsupported_faults_are_refused() -> None:
-    with pytest.raises(ValueError, match="faults"):
-        run_async(0, member_with(Handoff), faults=("pause",))
+def test_scripts_and_planted_bugs_are_refused() -> None:
+    with pytest.raises(ValueError, match="script"):
+        run_async(0, member_with(Handoff), script=((1_000, "pause", "m0", 5_000),))
+    with pytest.raises(ValueError, match="planted"):
+        run_async(0, member_with(Handoff), planted="assign_before_revoke")
 
 
 def test_trio_code_runs_in_the_simulation_and_replays() -> None:
@@ -280,8 +321,12 @@ def test_start_returns_with_an_assignment_that_came_before_the_metadata() -> Non
     # Found by this API (seed 89): m3's SyncGroup answer came before its metadata named
     # the topic; start() then waited its whole 40 s, m3 missed max_poll_interval and left,
     # and the poll after that queued a JoinGroup nothing sent: the group never settled.
+    # (the faults it drew before pauses and member crashes joined the draw)
     reset()
-    run_async(89, member_with(Handoff), final=every_record_once)
+    run_async(
+        89, member_with(Handoff), final=every_record_once,
+        faults=("delay", "reset", "coordinator_move"),
+    )  # fmt: skip
 
 
 async def commit_loop(m: SimMember, consumer: Any) -> None:
@@ -308,4 +353,80 @@ def test_a_fetch_answered_early_by_new_records_does_not_hold_up_the_connection(
             consumer.subscribe([m.topic])
             await commit_loop(m, consumer)
 
-    run_async(3, on_asyncio if backend == "asyncio" else on_trio, backend=backend)
+    run_async(
+        3, on_asyncio if backend == "asyncio" else on_trio, backend=backend,
+        faults=("hold", "reset", "coordinator_move"),  # (its faults before pauses, crashes)
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- the member's process
+
+PROCESS_FAULTS = ("pause", "crash_member")
+"""The member's own process stalls (GC-like: none of its code runs) or dies (no close)."""
+PROCESS_SEEDS = range(6)
+PROCESS_SEED = 0
+"""Pauses past the session, and crashes; m1 crashes at 2 s and starts again at 13 s from a
+simulator event, which asyncio runs outside any task (it hung: the spawn raised out of the
+loop, whose async generators were then closed under a member's live consumer loop)."""
+
+
+def member_on(backend: str, listener: type[Handoff]) -> Any:
+    return (member_with if backend == "asyncio" else trio_member_with)(listener)
+
+
+@pytest.mark.timeout(300)  # (seconds each on a loaded machine; a spin fails)
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_listener_that_does_not_commit_on_revoke_is_found_under_pauses_and_crashes(
+    kafka_sim: KafkaSim, backend: str
+) -> None:
+    member = member_on(backend, NoCommit)
+    failure = kafka_sim.sweep(
+        member=member, final=every_record_once, reset=reset, seeds=PROCESS_SEEDS,
+        backend=backend, faults=PROCESS_FAULTS,
+    )  # fmt: skip
+    assert failure is not None, "no seed found the listener that does not commit"
+    assert failure.invariant == "USER", failure
+    assert "a commit was lost" in failure.message
+    assert failure.backend == backend
+    again = kafka_sim.replay(failure, member=member, final=every_record_once, reset=reset)
+    assert again.trace_hash == failure.trace_hash
+    assert again.message == failure.message
+
+
+@pytest.mark.timeout(300)  # (seconds each on a loaded machine; a spin fails)
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_fixed_listener_passes_under_pauses_and_crashes(
+    kafka_sim: KafkaSim, backend: str
+) -> None:
+    kafka_sim.check(
+        member=member_on(backend, Handoff), final=every_record_once, reset=reset,
+        seeds=PROCESS_SEEDS, backend=backend, faults=PROCESS_FAULTS,
+    )  # fmt: skip
+
+
+@pytest.mark.timeout(300)  # (seconds each on a loaded machine; a spin fails)
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_paused_member_misses_its_session_and_a_crashed_one_starts_again(
+    backend: str,
+) -> None:
+    incarnations: set[tuple[str, int]] = set()
+
+    def seen(sim: Any) -> None:
+        for worker in workers:
+            incarnations.add((worker.m.name, worker.m.incarnation))
+
+    hashes = set()
+    for _ in range(2):
+        reset()
+        sim = run_async(
+            PROCESS_SEED, member_on(backend, Handoff), check=seen, final=every_record_once,
+            backend=backend, faults=PROCESS_FAULTS,
+        )  # fmt: skip
+        hashes.add(sim.trace_hash())
+    assert len(hashes) == 1  # the same seed, the same run
+    # the paused member's heartbeats stopped: the coordinator removed it
+    assert sim.stats["fault pause"] and sim.stats["session expired"], dict(sim.stats)
+    assert any(line.endswith(" resumes") for line in sim.trace)
+    # a crashed member's application was started again, its new incarnation took part
+    assert sim.stats["fault crash_member"], dict(sim.stats)
+    assert any(incarnation > 0 for _name, incarnation in incarnations), incarnations
