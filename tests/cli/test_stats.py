@@ -114,6 +114,9 @@ def _run(bootstrap: str, path: Path) -> None:
             statistics_interval_ms=50,
             max_poll_records=20,
         ) as consumer:
+            # A rate needs two reports, and the consumer counts records as they leave its
+            # fetch buffer (all 400 can at its first poll): let its first report come first.
+            time.sleep(0.15)
             consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
             consumer.seek_to_beginning()
             seen = 0
@@ -121,6 +124,7 @@ def _run(bootstrap: str, path: Path) -> None:
                 seen += sum(len(rs) for rs in consumer.poll(timeout_ms=100).values())
                 if seen >= 400:
                     break
+                time.sleep(0.01)  # consumption spans several 50 ms reports, so rates show
             for _ in range(3):
                 consumer.poll(timeout_ms=100)  # reports after the last records too
             assert seen == 400
