@@ -23,7 +23,7 @@ The group member's decisions become :class:`PartitionsRevoked` (fetching stops a
 application commits, runs its listener and calls :meth:`FetcherMachine.revocation_done`) and
 :class:`PartitionsAssigned` (then :meth:`FetcherMachine.assignment_done`).
 
-This module is the orchestration: config, events, commands and :meth:`FetcherMachine._step`,
+This module is the orchestration: events, commands and :meth:`FetcherMachine._step`,
 which runs the jobs of :mod:`kafkastate.core.consumer.fetch` in turn, each explained in its
 module: fetch sessions (KIP-227, ``session``), building Fetch requests (``request``,
 ``follower``), decoding responses (``decode``, ``aborted`` for read_committed), resets and
@@ -39,11 +39,8 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-import attrs
-
 from kafkastate.core.client import (
     Client,
-    ClientConfig,
     ClientDriven,
     CloseRequested,
     ConnectRequested,
@@ -55,6 +52,7 @@ from kafkastate.core.client import (
     TokenRequested,
 )
 from kafkastate.core.consumer.fetch import decode, membership, reset
+from kafkastate.core.consumer.fetch.config import EARLIEST, LATEST, RESETS, FetcherConfig
 from kafkastate.core.consumer.fetch.decode import _Completed
 from kafkastate.core.consumer.fetch.events import (
     CommittedOffsets,
@@ -122,75 +120,8 @@ __all__ = [
     "TopicPartition",
 ]
 
-EARLIEST: Final = -2
-"""ListOffsets timestamp for the log start offset."""
-LATEST: Final = -1
-"""ListOffsets timestamp for the log end (high watermark, or LSO for read_committed)."""
-
-_RESETS: Final = {"earliest": EARLIEST, "latest": LATEST, "none": None}
-
 # How long a member that just subscribed waits for its topics' metadata before joining.
 _SUBSCRIPTION_METADATA_WAIT: Final = 3.0
-
-
-def _positive(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise KafkaConfigurationError(f"{attr.name} must be a number >= 0, got {value!r}")
-
-
-def _positive_int(_inst: object, attr: attrs.Attribute[Any], value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise KafkaConfigurationError(f"{attr.name} must be an int >= 1, got {value!r}")
-
-
-def _reset_name(_inst: object, _attr: attrs.Attribute[Any], value: str) -> None:
-    if value not in _RESETS:
-        raise KafkaConfigurationError(
-            f"auto_offset_reset must be 'earliest', 'latest' or 'none', got {value!r}"
-        )
-
-
-def _isolation(_inst: object, _attr: attrs.Attribute[Any], value: str) -> None:
-    if value not in ("read_uncommitted", "read_committed"):
-        raise KafkaConfigurationError(
-            f"isolation_level must be 'read_uncommitted' or 'read_committed', got {value!r}"
-        )
-
-
-@attrs.frozen(kw_only=True)
-class FetcherConfig:
-    """Settings of a :class:`FetcherMachine`. Durations are float seconds."""
-
-    client: ClientConfig
-    """Connections and metadata."""
-    group_id: str | None = None
-    """``group.id``: where committed offsets are read and written; None for none."""
-    auto_offset_reset: str = attrs.field(default="latest", validator=_reset_name)
-    """``auto.offset.reset``: ``earliest``, ``latest`` or ``none``."""
-    isolation_level: str = attrs.field(default="read_uncommitted", validator=_isolation)
-    """``isolation.level``."""
-    fetch_min_bytes: int = attrs.field(default=1, validator=_positive_int)
-    """``fetch.min.bytes``."""
-    fetch_max_wait: float = attrs.field(default=0.5, validator=_positive)
-    """``fetch.max.wait.ms``: how long the broker may hold a Fetch for min bytes."""
-    fetch_max_bytes: int = attrs.field(default=52_428_800, validator=_positive_int)
-    """``fetch.max.bytes``: the response size limit (a first batch larger than it is
-    still returned: the broker always makes progress)."""
-    max_partition_fetch_bytes: int = attrs.field(default=1_048_576, validator=_positive_int)
-    """``max.partition.fetch.bytes`` (same progress rule, per partition)."""
-    check_crcs: bool = True
-    """``check.crcs``: verify each batch's CRC32C."""
-    client_rack: str = ""
-    """``client.rack`` (KIP-392): lets the leader name a closer replica to fetch from."""
-    retry_backoff: float = attrs.field(default=0.1, validator=_positive)
-    """``retry.backoff.ms``: wait after a failed Fetch / ListOffsets / OffsetFetch."""
-    use_fetch_sessions: bool = True
-    """Incremental fetch sessions (KIP-227); False sends full sessionless fetches."""
-
-    @property
-    def read_committed(self) -> bool:
-        """Whether ``isolation_level`` is read_committed."""
-        return self.isolation_level == "read_committed"
 
 
 # --------------------------------------------------------------------------- the machine
@@ -689,7 +620,7 @@ class FetcherMachine(ClientDriven):
     @property
     def _reset_to(self) -> int | None:
         """The reset policy's ListOffsets timestamp; None for ``none``."""
-        return _RESETS[self.config.auto_offset_reset]
+        return RESETS[self.config.auto_offset_reset]
 
     def _moved(self, p: _Partition) -> None:
         """The application (re)placed ``p``'s position: lookups already sent are stale."""

@@ -1,8 +1,10 @@
 """The jobs of :class:`~kafkastate.core.consumer.fetcher.FetcherMachine`, one module each.
 
-The machine itself (``core/consumer/fetcher.py``) keeps its config, its commands and the
-orchestration; what it orchestrates lives here:
+The machine itself (``core/consumer/fetcher.py``) keeps its commands and the orchestration;
+what it orchestrates lives here:
 
+* :mod:`.config` -- its settings (``FetcherConfig``, re-exported by ``fetcher``) and the
+  reset policies' ListOffsets timestamps;
 * :mod:`.events` -- the events it emits (re-exported by ``fetcher``);
 * :mod:`.state` -- an assigned partition's position state, shared by every job;
 * :mod:`.session` -- incremental fetch sessions (KIP-227);
