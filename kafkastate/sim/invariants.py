@@ -392,20 +392,9 @@ class TxnInvariants(EosApp):
 
     def _check_safety(self, kind: str) -> None:
         cluster = self.cluster
-        if cluster.violations:
-            invariant, message = cluster.violations[0]
-            raise InvariantViolation(invariant, message, at=self.now)
-        for tp, batch in cluster.appended[self._appended_seen :]:
-            if tp[0] == INPUT:
-                seen = self._input_values[tp[1]]
-                for value in batch.values:
-                    if value in seen:
-                        raise InvariantViolation(
-                            "P2", f"{value!r} written twice to {tp}", at=self.now
-                        )
-                    seen.add(value)
-                    self._check_send_order(tp[1], value)
-        self._appended_seen = len(cluster.appended)
+        # A fenced incarnation's request that took effect (T3) is checked before what the
+        # coordinator model saw go wrong in the same step: mixing two client transactions
+        # (T5) is then its consequence, not the cause.
         for what, tid, tag in cluster.accepted[self._accepted_seen :]:
             if not isinstance(tag, tuple):
                 continue
@@ -420,6 +409,20 @@ class TxnInvariants(EosApp):
                     at=self.now,
                 )
         self._accepted_seen = len(cluster.accepted)
+        if cluster.violations:
+            invariant, message = cluster.violations[0]
+            raise InvariantViolation(invariant, message, at=self.now)
+        for tp, batch in cluster.appended[self._appended_seen :]:
+            if tp[0] == INPUT:
+                seen = self._input_values[tp[1]]
+                for value in batch.values:
+                    if value in seen:
+                        raise InvariantViolation(
+                            "P2", f"{value!r} written twice to {tp}", at=self.now
+                        )
+                    seen.add(value)
+                    self._check_send_order(tp[1], value)
+        self._appended_seen = len(cluster.appended)
         for proc in self.procs.values():
             if proc.phase == "dead":
                 continue

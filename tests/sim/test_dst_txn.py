@@ -219,7 +219,7 @@ def test_a_transaction_past_its_timeout_is_aborted_and_the_pipeline_goes_on() ->
 
 def test_jepsen_anomaly_found_by_random_seeds_without_the_defence() -> None:
     found = {}
-    for seed in range(20):
+    for seed in range(40):
         failure = _failure(seed, defence=False)
         if failure is not None:
             found[seed] = failure.invariant
@@ -229,7 +229,7 @@ def test_jepsen_anomaly_found_by_random_seeds_without_the_defence() -> None:
 
 
 def test_the_same_seeds_pass_with_the_defence() -> None:
-    for seed in range(20):
+    for seed in range(40):
         entropy = SeededEntropy(seed)
         config = TxnConfig.draw(entropy, defence=False)
         # the very faults that found the anomaly, with the defence on

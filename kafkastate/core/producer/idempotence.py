@@ -368,6 +368,43 @@ class Idempotence:
         expected = 0 if seq.last_acked < 0 else increment_sequence(seq.last_acked, 1)
         return batch.base_sequence == expected
 
+    def is_overtaken(self, batch: ProducerBatch) -> bool:
+        """Whether a later sequence of the batch's partition was acknowledged before it.
+
+        A broker with no state for a producer id accepts any first sequence. So if the
+        first batch to a new partition fails (NOT_LEADER_OR_FOLLOWER while the topic is
+        still being created) and the next one, already in flight, is written, the first
+        one's range is a gap that no retry can fill: every attempt is answered with
+        OUT_OF_ORDER_SEQUENCE_NUMBER (KAFKA-15591). Only a new epoch gets it written.
+
+        Args:
+            batch: a stamped batch under the current id/epoch, not acknowledged.
+
+        Returns:
+            True if the partition's last acknowledged sequence is at or after the batch's
+            base sequence (compared modulo 2**31, as sequences wrap).
+        """
+        seq = self.partition(batch.topic, batch.partition)
+        if seq.last_acked < 0 or batch.base_sequence < 0:
+            return False
+        return (seq.last_acked - batch.base_sequence) % (_INT32_MAX + 1) < (_INT32_MAX + 1) // 2
+
+    def unconfirmed(self, topic: str, partition: int) -> bool:
+        """Whether the broker has acknowledged nothing of the partition under this id/epoch.
+
+        Until it has, a broker may hold no state for the producer and would accept a later
+        batch ahead of an earlier one that failed; the producer sends one batch at a time
+        to such a partition (see :meth:`is_overtaken`).
+
+        Args:
+            topic: the topic.
+            partition: the partition.
+
+        Returns:
+            True if no batch was acknowledged yet under the current id/epoch.
+        """
+        return self.partition(topic, partition).last_acked < 0
+
     def in_flight_count(self, topic: str, partition: int) -> int:
         """Batches of the partition on the wire.
 

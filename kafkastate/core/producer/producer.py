@@ -45,9 +45,14 @@ The sender runs after every input (Java ``Sender.runOnce``):
 Ordering. With idempotence up to five batches per partition may be in flight: the broker
 orders them by sequence and refuses gaps. A retried batch keeps its sequence and is only
 re-sent once its partition has nothing else in flight (Java: the retry "reduces the in
-flight count to 1"), so retries go out in sequence order. Without idempotence a partition
-is muted while it has a batch in flight only when ``max_in_flight_requests_per_connection``
-is 1; with more, a retry may land after a later batch and reorder records, as in Java.
+flight count to 1"), so retries go out in sequence order. Until the broker has
+acknowledged one batch of a partition under the current id/epoch, the partition also sends
+one batch at a time: a broker holding no state for the producer accepts any first
+sequence, so a later batch could be written ahead of a first one refused with
+NOT_LEADER_OR_FOLLOWER while the topic is still being created, leaving a gap no retry
+fills (KAFKA-15591, seen on Kafka 4.4). Without idempotence a partition is muted while it
+has a batch in flight only when ``max_in_flight_requests_per_connection`` is 1; with more,
+a retry may land after a later batch and reorder records, as in Java.
 
 Responses, per partition: success and DUPLICATE_SEQUENCE_NUMBER complete the batch;
 MESSAGE_TOO_LARGE splits it (the pieces take over the original's sequence range, as Java's
@@ -55,7 +60,8 @@ MESSAGE_TOO_LARGE splits it (the pieces take over the original's sequence range,
 single record fails with MessageTooLargeError); retriable errors re-enqueue it with the same
 sequence and refresh metadata for stale-leader codes; OUT_OF_ORDER_SEQUENCE_NUMBER for a
 batch that is *not* the next expected one is a retry (an earlier batch failed), while for
-the next one, and UNKNOWN_PRODUCER_ID / INVALID_PRODUCER_EPOCH, the broker lost our state:
+the next one, for one a later sequence was acknowledged ahead of (the gap above, should it
+happen anyway), and UNKNOWN_PRODUCER_ID / INVALID_PRODUCER_EPOCH, the broker lost our state:
 the epoch is bumped (KIP-360) and the batch retried under the new one; PRODUCER_FENCED and
 authorization failures of the producer id are fatal: :class:`ProducerFailed` and every
 pending record fails. Any other error fails the batch with the typed error, naming the
@@ -1305,6 +1311,9 @@ class ProducerMachine(ClientDriven):
             if idem is not None:
                 if not idem.prepare(*tp) or in_flight >= 5:
                     muted.add(tp)
+                elif in_flight and idem.unconfirmed(*tp):
+                    # Nothing acknowledged yet: one batch at a time (KAFKA-15591).
+                    muted.add(tp)
                 elif in_flight:
                     # A retry keeps its sequence and goes out alone, in order.
                     queued = self._acc.queued_batches(*tp)
@@ -1527,7 +1536,11 @@ class ProducerMachine(ClientDriven):
                 # A sequence gap inside a transaction: it cannot commit; abort, then bump.
                 self._fail_batch(batch, error, now)
                 return
-            if idem.is_current(batch) and (code != _OUT_OF_ORDER_SEQUENCE or idem.is_next(batch)):
+            if idem.is_current(batch) and (
+                code != _OUT_OF_ORDER_SEQUENCE or idem.is_next(batch) or idem.is_overtaken(batch)
+            ):
+                # The broker lost our state, or a later batch was written ahead of this one
+                # (KAFKA-15591): no retry under this epoch can succeed.
                 self._request_bump(f"{error.__class__.__name__} on {where}")
             self._retry(batch, error, now)
             return

@@ -24,7 +24,12 @@ from kafkastate.core.producer.partitioner import (
 )
 from kafkastate.core.producer.partitioner import murmur2 as java_murmur2
 from tests.core.producer.test_partitioner import FOUR, cluster
-from tests.core.producer.test_producer_machine import PeerCluster, machine, parts_of
+from tests.core.producer.test_producer_machine import (
+    PeerCluster,
+    machine,
+    parts_of,
+    produce_response,
+)
 
 VIEW = ClusterView(FOUR)
 
@@ -155,14 +160,20 @@ def test_the_producer_machine_rotates_a_sticky_partitioner_per_batch() -> None:
     peer.start()
     ids = peer.topic_ids()
     values = [b"%02d" % n + b"x" * 58 for n in range(12)]
+    where: dict[bytes | None, int] = {}
+
+    def answer_all() -> None:  # a partition sends its next batch once one is acknowledged
+        for sent in peer.produces():
+            for part in parts_of(sent, ids):
+                where.update(dict.fromkeys(part.values, part.partition))
+            peer.answer(sent, produce_response(sent, lambda p: (0, 0), ids))
+
     for n, value in enumerate(values):
         peer.m.send("t", value=value, timestamp_ms=n, now=peer.now)
         peer.pump()
+        answer_all()
     peer.advance()  # the linger of the last, partial batch
-    where = {}
-    for sent in peer.produces():
-        for part in parts_of(sent, ids):
-            where |= dict.fromkeys(part.values, part.partition)
+    answer_all()
     order = [where[v] for v in values]
     runs = [len(list(g)) for _, g in itertools.groupby(order)]
     # each batch filled before the partitioner moved on (KIP-480), to another partition

@@ -295,16 +295,70 @@ def test_sequences_advance_per_record_count_and_offsets_are_reported() -> None:
     ids = peer.topic_ids()
     r1 = peer.send(b"a")
     (first,) = peer.produces()
+    peer.answer(first, produce_response(first, ok({("t", 0): 10}), ids))
     r2 = peer.send(b"b")
     r3 = peer.send(b"c")
     # up to five requests per connection: each send went out in its own request
-    later = [s for s in peer.produces() if s is not first]
+    later = peer.produces()
     seqs = [parts_of(s, ids)[0].base_sequence for s in [first, *later]]
     assert seqs == [0, 1, 2]
-    for offset, s in zip((10, 11, 12), [first, *later], strict=True):
+    for offset, s in zip((11, 12), later, strict=True):
         peer.answer(s, produce_response(s, ok({("t", 0): offset}), ids))
     acks = peer.outcomes()
     assert [a.results() for a in acks] == [[(r1, 10, TS)], [(r2, 11, TS)], [(r3, 12, TS)]]
+
+
+def test_a_partition_sends_one_batch_at_a_time_until_its_first_is_acknowledged() -> None:
+    # KAFKA-15591: a broker with no state for the producer accepts any first sequence, so
+    # a second batch must not overtake a first one refused while the topic is created.
+    peer = started()
+    ids = peer.topic_ids()
+    peer.send(b"a")
+    (first,) = peer.produces()
+    peer.send(b"b")
+    peer.send(b"c")
+    assert peer.produces() == [first]  # b and c wait in one batch
+    peer.answer(first, produce_response(first, lambda p: (6, -1), ids))  # NOT_LEADER
+    while not peer.produces():
+        peer.advance()
+    (retry,) = peer.produces()
+    assert [(p.base_sequence, p.values) for p in parts_of(retry, ids)] == [(0, [b"a"])]
+    peer.answer(retry, produce_response(retry, ok({("t", 0): 0}), ids))
+    (rest,) = peer.produces()
+    assert [(p.base_sequence, p.values) for p in parts_of(rest, ids)] == [(1, [b"b", b"c"])]
+    peer.send(b"d")  # acknowledged once: up to five in flight again
+    assert len(peer.produces()) == 2
+
+
+def test_out_of_order_for_a_batch_a_later_one_overtook_bumps_the_epoch() -> None:
+    # Should a later batch be written first anyway (a broker that lost the producer's
+    # state), the earlier one's range is a gap no retry fills: a new epoch, not retries
+    # until delivery_timeout.
+    peer = started()
+    ids = peer.topic_ids()
+    first_rid = peer.send(b"a")
+    (first,) = peer.produces()
+    peer.answer(first, produce_response(first, ok({("t", 0): 0}), ids))
+    rids = [peer.send(b"b"), peer.send(b"c")]
+    b, c = peer.produces()
+    assert [parts_of(s, ids)[0].base_sequence for s in (b, c)] == [1, 2]
+    peer.answer(b, produce_response(b, lambda p: (6, -1), ids))  # NOT_LEADER: b retries
+    peer.answer(c, produce_response(c, ok({("t", 0): 1}), ids))  # c written ahead of it
+    while not peer.produces():
+        peer.advance()
+    (again,) = peer.produces()
+    assert parts_of(again, ids)[0].base_sequence == 1
+    peer.answer(again, produce_response(again, lambda p: (45, -1), ids))  # OUT_OF_ORDER
+    bump = peer.take(ApiKey.INIT_PRODUCER_ID)
+    peer.answer_init(bump, pid=1000, epoch=1)
+    while not peer.produces():
+        peer.advance()
+    (last,) = peer.produces()
+    (part,) = parts_of(last, ids)
+    assert (part.epoch, part.base_sequence, part.values) == (1, 0, [b"b"])
+    peer.answer(last, produce_response(last, ok({("t", 0): 2}), ids))
+    acked = {rid: offset for a in peer.outcomes() for rid, offset, _ in a.results()}
+    assert acked == {first_rid: 0, rids[1]: 1, rids[0]: 2}  # nothing lost
 
 
 def test_linger_deadline_is_exact_and_batches_fill() -> None:
