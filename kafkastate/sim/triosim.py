@@ -36,6 +36,9 @@ from kafkastate.sim.scheduler import _ms_at
 
 __all__ = ["SimClock", "SimSocket", "run_on_trio"]
 
+_SHUFFLE = "_ALLOW_DETERMINISTIC_SCHEDULING"
+"""trio's switch to a full shuffle of each batch of ready tasks (see :func:`run_on_trio`)."""
+
 
 class SimClock(trio.abc.Clock):
     """trio's clock: the simulator's virtual time (the driver task moves it)."""
@@ -178,16 +181,26 @@ def run_on_trio(sim: AsyncSim) -> None:
     trio picks the order in which the tasks that became ready together run from its own
     random generator (trio._core._run._r: the one trio's Hypothesis plugin seeds, too);
     it is seeded from the run's entropy here, so a seed explores one order and replays it.
+    How trio uses it is pinned too: its Hypothesis plugin (loaded with Hypothesis, as
+    under pytest) and pytest-trio switch trio to shuffling each batch of ready tasks,
+    where otherwise it only reverses half of them -- the same seed then made another run
+    in a plain script than under pytest. A run always shuffles, as under pytest.
     """
-    scheduling: random.Random | None = getattr(trio._core._run, "_r", None)
+    run = trio._core._run
+    scheduling: random.Random | None = getattr(run, "_r", None)
     state = None if scheduling is None else scheduling.getstate()
+    shuffled = getattr(run, _SHUFFLE, None)
     if scheduling is not None:
         scheduling.seed(sim.entropy.below(1 << 30, "trio scheduling"))
+    if shuffled is not None:
+        setattr(run, _SHUFFLE, True)
     try:
         trio.run(_main, sim, clock=SimClock(sim))
     finally:
         if scheduling is not None and state is not None:
             scheduling.setstate(state)
+        if shuffled is not None:
+            setattr(run, _SHUFFLE, shuffled)
 
 
 async def _main(sim: AsyncSim) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
+import trio
 
 from kafkastate.abc import ConsumerRebalanceListener
 from kafkastate.asyncio import AIOKafkaConsumer
@@ -430,3 +431,22 @@ def test_a_paused_member_misses_its_session_and_a_crashed_one_starts_again(
     # a crashed member's application was started again, its new incarnation took part
     assert sim.stats["fault crash_member"], dict(sim.stats)
     assert any(incarnation > 0 for _name, incarnation in incarnations), incarnations
+
+
+@pytest.mark.timeout(300)  # (seconds each on a loaded machine; a spin fails)
+def test_a_trio_seed_is_the_same_run_with_or_without_trios_test_plugins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Seed 25 failed L1 in a plain script and passed under pytest: trio's Hypothesis
+    # plugin (and pytest-trio) make trio shuffle each batch of ready tasks, where it
+    # otherwise reverses half of them, so the seed's task order was another one.
+    hashes = set()
+    for shuffled in (False, True):
+        monkeypatch.setattr(trio._core._run, "_ALLOW_DETERMINISTIC_SCHEDULING", shuffled)
+        reset()
+        sim = run_async(
+            25, trio_member_with(Handoff), final=every_record_once, backend="trio",
+            faults=PROCESS_FAULTS,
+        )  # fmt: skip
+        hashes.add(sim.trace_hash())
+    assert len(hashes) == 1
