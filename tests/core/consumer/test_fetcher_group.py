@@ -389,3 +389,43 @@ def test_a_stale_commit_refused_while_the_member_rejoins_starts_no_second_rebala
     assert member is not None and member.state is MemberState.STABLE
     assert member.generation == 2
     assert not peer.has(ApiKey.JOIN_GROUP)  # no second rebalance
+
+
+def poll_as_the_adapters_do(peer: FetcherPeer, now: float) -> None:
+    """The application polls at ``now``; the adapter then runs ``handle_timer`` only if
+    ``get_timer()`` says a deadline is due (the anyio driver's ``timers_when_due``)."""
+    peer.now = now
+    assert peer.m.poll(10, now=now) == []
+    peer.pump()
+    due = peer.m.get_timer()
+    if due is not None and due <= now:
+        peer.m.handle_timer(now=now)
+        peer.pump()
+
+
+def test_a_poll_that_finds_the_session_over_looks_for_the_coordinator() -> None:
+    # Found by the simulator's async API (trio seed 25, asyncio seed 57; pauses and
+    # member crashes): a member with no partitions (so no Fetch answers to step the
+    # machine) was paused past its heartbeat and session deadlines. After the pause its
+    # poll ran before the driver's timer: the member's polled() ran those deadlines -- the
+    # session is over, find the coordinator -- but the fetcher did not step, and
+    # get_timer() named only the next poll deadline, which each poll moved on. No
+    # FindCoordinator ever went out: the member stayed in its old generation while the
+    # group settled without it.
+    peer = group_peer(heartbeat_interval=3.0)
+    peer.advance(4.0)  # (the subscription's metadata wait is over)
+    answer_coordinator(peer)
+    answer_join(peer)
+    answer_sync(peer, partitions=())
+    peer.m.assignment_done(now=peer.now)
+    peer.pump()
+    member = peer.m.member
+    assert member is not None and member.state is MemberState.STABLE
+    while (due := peer.m.get_timer()) is not None and due < 7.0:
+        peer.advance()  # the machine's own timers, up to the first heartbeat (at 7 s)
+    assert not peer.pending
+    # paused: neither the heartbeat (7 s) nor the session's end (14 s) ran on time
+    poll_as_the_adapters_do(peer, 14.5)
+    assert peer.has(ApiKey.FIND_COORDINATOR)
+    answer_coordinator(peer)
+    assert peer.has(ApiKey.HEARTBEAT)  # the coordinator found: it tells it at once
