@@ -5,13 +5,17 @@ settings, or ``--bootstrap``):
 
 1. produce (``bench_producer.py``): kafkastate's awaited ``await send()`` loop and its
    fire-and-forget ``send_nowait()``, aiokafka and confluent-kafka; 100 B, 1 KiB and 10 KiB
-   values, unkeyed on 1 partition and keyed on 8, acks=1, ``linger.ms=5``;
+   values, unkeyed on 1 partition and keyed on 8, acks=1, ``linger.ms=5``, no compression;
+   then the codec cells (below);
 2. consume (``bench_consumer.py``): kafkastate's ``getmany``, ``getone``, ``async for`` and
    ``getmany`` with ``read_committed``, aiokafka's ``getmany`` and confluent-kafka's
-   ``consume(500)``; 100 B and 1 KiB values, 1 partition;
+   ``consume(500)``; 100 B and 1 KiB values, 1 partition; then the codec cells;
 3. the ceiling: Kafka's own ``kafka-producer-perf-test`` and ``kafka-consumer-perf-test``
    (``org.apache.kafka.tools.ProducerPerformance`` / ``ConsumerPerformance``, the
-   ``kafka-tools`` jar fetched with Maven next to the harness's jars) with the same settings;
+   ``kafka-tools`` jar fetched with Maven next to the harness's jars) with the same settings
+   (``--producer-props compression.type=...`` in the codec cells, whose values come from a
+   ``--payload-file`` of the Python clients' values: the tool's own ``--record-size``
+   payload is random letters, which compress less than 2x);
 4. Spark (``bench_spark.py``): the ``kafkastate`` data source against Spark's JVM Kafka
    connector, batch read and write, 1, 4 and 16 partitions (``--quick``: 4), same session;
    ``--no-spark`` leaves it out, and so does a missing pyspark or connector (said why);
@@ -23,6 +27,23 @@ settings, or ``--bootstrap``):
    and CPU per million records against record size, partitions (1 to 1,000), linger and
    clients per process, kafkastate next to aiokafka and confluent-kafka.
 
+The codec cells (issue 23: "1 KB and 10 KB records, keyed and unkeyed, each codec"): a
+codec cell costs about as much as an uncompressed one (four Python clients and the Java
+tool), so not the whole size x keys x codec cube. Produce: 1 KiB values on 1 partition,
+unkeyed, with each of gzip, snappy, lz4 and zstd (a 16 KiB batch holds ~16 records, so
+each client's codec and its per-batch work both show), plus 10 KiB keyed on 8 partitions
+with zstd (about one record per batch: the per-batch cost of compressing, next to keyed
+partitioning); 100,000 and 20,000 records per client (``CODEC_RECORDS``: a codec costs
+1.5-4x the time per record). Consume: 1 KiB on 1 partition with lz4 and zstd, the codecs
+producers pick for speed; the topic is filled once per cell by confluent-kafka with the
+codec, as the uncompressed one is, so it costs no more to prepare. These seven cells took
+568 s of a ``--repeat 1`` run under a load average of 8-9 on 2 shared cores (335 s of it
+timed sends), less on a quiet machine. Each codec cell checks that the batches were
+compressed (the topic's log, from DescribeLogDirs, holds at most 0.8x the value bytes;
+uncompressed it holds more than the values): a worker whose client ignored
+``compression_type`` is flagged in its table, the Java tool's figure is left out (said
+why). ``--only '*-gzip,*-snappy,*-lz4,*-zstd'`` runs just them.
+
 Clients run in fresh subprocesses, the order rotated run by run (``--repeat``; the best run
 counts), so their ratios come from the same minutes of the same machine. Written to
 ``--out`` (``bench/results``): ``latest.json`` (every row, with date, machine and versions),
@@ -32,6 +53,8 @@ aiokafka, confluent-kafka and the Java tools), and the charts ``docs/plots/perf-
     python bench/bench_all.py --quick        # a few minutes: fewer records, one run each
     python bench/bench_all.py --repeat 3     # the figures of docs/performance.md
     python bench/bench_all.py --quick --only 'produce/100B-*' --out /tmp/bench  # a subset
+    python bench/bench_all.py --only '*-gzip,*-snappy,*-lz4,*-zstd' --no-spark --no-curves \\
+        --out /tmp/bench --plots /tmp/bench/plots   # the codec cells only
 """
 
 # ruff: noqa: PLC0415 -- the harness is imported only when a broker is started here
@@ -51,8 +74,11 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 HERE = pathlib.Path(__file__).resolve()
@@ -64,8 +90,11 @@ from bench_producer import (  # noqa: E402
     BATCH_SIZE,
     CLIENTS,
     LINGER_MS,
-    RECORDS,
+    POOL,
     Broker,
+    cell_records,
+    compression_problem,
+    make_values,
     versions,
 )
 
@@ -79,9 +108,15 @@ PRODUCE_CELLS = (
     "100B-p8-acks1-keyed-none",
     "1KiB-p8-acks1-keyed-none",
     "10KiB-p8-acks1-keyed-none",
+    # the codec cells (the module docstring says why these)
+    "1KiB-p1-acks1-gzip",
+    "1KiB-p1-acks1-snappy",
+    "1KiB-p1-acks1-lz4",
+    "1KiB-p1-acks1-zstd",
+    "10KiB-p8-acks1-keyed-zstd",
 )
 CONSUME_CLIENTS = ("ks-asyncio", "ks-getone", "ks-iter", "ks-committed", "aiokafka", "confluent")
-CONSUME_CELLS = ("100B-p1-none", "1KiB-p1-none")
+CONSUME_CELLS = ("100B-p1-none", "1KiB-p1-none", "1KiB-p1-lz4", "1KiB-p1-zstd")
 JAVA = "java"  # the client name of Kafka's perf tools in the results
 LABELS = {**CLIENTS, JAVA: "Kafka Java perf tool"}
 CONSUMER_RECORDS = {100: (1_000_000, 100_000), 1024: (200_000, 20_000)}
@@ -133,23 +168,40 @@ def _java(classpath: str, main: str, args: list[str], timeout: float) -> str:
     return proc.stdout
 
 
-def _perf_produce(broker: Broker, classpath: str, topic: str, size: int, records: int) -> str:
+def _perf_produce(
+    broker: Broker, classpath: str, topic: str, size: int, records: int, *, compression: str
+) -> str:
     """kafka-producer-perf-test: ``records`` values of ``size`` bytes to ``topic`` with the
-    Python clients' settings; its output."""
+    Python clients' settings and ``compression``; its output. With a codec the values are
+    the Python clients' (a ``--payload-file``, one per line: JSON-like, compressible 2-4x),
+    not the tool's random letters; then the log must show the batches compressed."""
     props = [f"bootstrap.servers={broker.bootstrap}", "acks=1", f"linger.ms={LINGER_MS}"]
-    props.append(f"batch.size={BATCH_SIZE}")
-    args = ["--topic", topic, "--num-records", str(records), "--record-size", str(size)]
-    args += ["--throughput", "-1", "--producer-props", *props]
-    return _java(classpath, "org.apache.kafka.tools.ProducerPerformance", args, timeout=600)
+    props += [f"batch.size={BATCH_SIZE}", f"compression.type={compression}"]
+    args = ["--topic", topic, "--num-records", str(records), "--throughput", "-1"]
+    main = "org.apache.kafka.tools.ProducerPerformance"
+    if compression == "none":
+        args += ["--record-size", str(size), "--producer-props", *props]
+        return _java(classpath, main, args, timeout=600)
+    with tempfile.TemporaryDirectory(prefix="bench-java-") as tmp:
+        payloads = pathlib.Path(tmp) / "values.txt"
+        payloads.write_bytes(b"\n".join(make_values(POOL, size)))
+        args += ["--payload-file", str(payloads), "--producer-props", *props]
+        out = _java(classpath, main, args, timeout=600)
+    problem = compression_problem(broker, topic, 1, compression, records * size)
+    if problem is not None:
+        raise RuntimeError(f"kafka-producer-perf-test: {problem}")
+    return out
 
 
-def java_produce(broker: Broker, classpath: str, size: int, records: int) -> float:
+def java_produce(
+    broker: Broker, classpath: str, size: int, records: int, compression: str = "none"
+) -> float:
     """kafka-producer-perf-test: records/s (its own figure, first send to the last ack).
-    ProducerPerformance has no key option: keyed cells get the unkeyed figure."""
+    Keyed cells get the unkeyed figure (see docs/performance.md)."""
     topic = f"bench-java-{size}-{uuid.uuid4().hex[:8]}"
     broker.create_topic(topic, 1)
     try:
-        out = _perf_produce(broker, classpath, topic, size, records)
+        out = _perf_produce(broker, classpath, topic, size, records, compression=compression)
         final = [line for line in out.splitlines() if "records sent" in line][-1]
         found = re.search(r"([\d.]+) records/sec", final)
         if found is None:
@@ -159,12 +211,14 @@ def java_produce(broker: Broker, classpath: str, size: int, records: int) -> flo
         broker.delete_topic(topic)
 
 
-def java_consume(broker: Broker, classpath: str, size: int, records: int) -> float:
+def java_consume(
+    broker: Broker, classpath: str, size: int, records: int, compression: str = "none"
+) -> float:
     """kafka-consumer-perf-test on a topic that ProducerPerformance fills: records/s."""
     topic = f"bench-java-c-{size}-{uuid.uuid4().hex[:8]}"
     broker.create_topic(topic, 1)
     try:
-        _perf_produce(broker, classpath, topic, size, records)
+        _perf_produce(broker, classpath, topic, size, records, compression=compression)
         args = ["--bootstrap-server", broker.bootstrap, "--topic", topic]
         args += ["--num-records", str(records), "--timeout", "60000"]
         out = _java(classpath, "org.apache.kafka.tools.ConsumerPerformance", args, timeout=600)
@@ -177,6 +231,17 @@ def java_consume(broker: Broker, classpath: str, size: int, records: int) -> flo
         return float(values[header.index(column)])
     finally:
         broker.delete_topic(topic)
+
+
+def best_java(run: Callable[[], float], repeat: int) -> float | None:
+    """The best of ``repeat`` runs of a Java tool; None, with the reason on stdout, if one
+    failed (a codec cell whose log is not compressed, a tool error): the cell's Java
+    figure is left out and the run goes on."""
+    try:
+        return max(run() for _ in range(max(repeat, 1)))
+    except RuntimeError as exc:
+        print(f"‼ Java perf tool left out of this cell: {exc}", flush=True)
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,6 +272,11 @@ def selected(kind: str, cells: tuple[str, ...], only: str | None) -> tuple[str, 
 def size_of(cell: str) -> int:
     head = cell.split("-", 1)[0]
     return int(head[:-3]) * 1024 if head.endswith("KiB") else int(head[:-1])
+
+
+def codec_of(cell: str) -> str:
+    """The compression a cell name ends in (``none``, ``gzip``, ...)."""
+    return cell.rsplit("-", 1)[-1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,21 +499,29 @@ def main() -> None:
             kafka_version = default_kafka_version()
         classpath = None if args.no_java else java_classpath(kafka_version)
         if classpath is not None:
-            by_size: dict[int, float] = {}  # the tool has no keys: one figure per size
+            # keyed cells get the unkeyed figure: one per size and codec
+            by_size: dict[tuple[int, str], float] = {}
             for cell in produce_cells:
-                size = size_of(cell)
-                n = RECORDS[size][1 if args.quick else 0]
-                if size not in by_size:
-                    by_size[size] = max(
-                        java_produce(broker, classpath, size, n) for _ in range(args.repeat)
+                size, codec = size_of(cell), codec_of(cell)
+                n = cell_records(size, codec, args.quick)
+                if (size, codec) not in by_size:
+                    by_size[size, codec] = best_java(
+                        partial(java_produce, broker, classpath, size, n, codec), args.repeat
                     )
-                best = by_size[size]
+                best = by_size[size, codec]
+                if best is None:
+                    continue
                 rows.append({"kind": "producer", "cell": cell, "client": JAVA, "rate": best})
                 print(f"java producer {cell}: {best:,.0f} records/s", flush=True)
             for cell in consume_cells:
                 size = size_of(cell)
                 n = CONSUMER_RECORDS[size][1 if args.quick else 0]
-                best = max(java_consume(broker, classpath, size, n) for _ in range(args.repeat))
+                codec = codec_of(cell)
+                best = best_java(
+                    partial(java_consume, broker, classpath, size, n, codec), args.repeat
+                )
+                if best is None:
+                    continue
                 rows.append({"kind": "consumer", "cell": cell, "client": JAVA, "rate": best})
                 print(f"java consumer {cell}: {best:,.0f} records/s", flush=True)
         rows += spark_rows(broker, args, out)

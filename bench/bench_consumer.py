@@ -10,12 +10,15 @@ confluent-kafka's ``Consumer.consume(num_messages=500)`` and kafka-python's
 ``KafkaConsumer.poll()``. At most 500 records per call everywhere (``max_records=500``,
 ``num_messages=500``), a 1 s wait when nothing is there. The matrix: 1M x 100 B and
 200k x 1 KiB values (null keys, JSON-like, compressible 2-4x), 1 and 8 partitions, no
-compression and lz4.
+compression and lz4; plus 1 KiB on 1 partition with gzip, snappy and zstd (``./ks bench``
+runs the lz4 and zstd ones: filling a compressed topic costs the same as an uncompressed one,
+the codec only moves the decompression into each client).
 
 Each cell's topic is filled ONCE by the parent (confluent-kafka's ``Producer``,
 ``linger.ms=5``, ``batch.size=16384``, the cell's compression: the batches the producer
-benchmark's clients write) and checked (end offsets); then every client reads that same topic
-in a fresh subprocess (``--worker``), and the topic is deleted after the cell. The kafkastate
+benchmark's clients write) and checked (end offsets; with a codec, that its log holds at
+most 0.8x the value bytes: the batches are compressed); then every client reads that same
+topic in a fresh subprocess (``--worker``), and the topic is deleted after the cell. The kafkastate
 consumers, aiokafka and kafka-python read without a ``group_id`` (``auto_offset_reset=
 "earliest"``, every partition of the topic); confluent-kafka needs a ``group.id``: a fresh one
 per run, partitions ``assign()``-ed at ``OFFSET_BEGINNING``, no commits. A worker touches every
@@ -62,6 +65,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from bench_producer import (  # noqa: E402
     BATCH_SIZE,
+    CODECS,
     LINGER_MS,
     POOL,
     BaseCell,
@@ -70,6 +74,7 @@ from bench_producer import (  # noqa: E402
     Chart,
     _rss_mb,
     best_of,
+    compression_problem,
     cpu_seconds,
     make_parser,
     make_values,
@@ -109,7 +114,10 @@ SETTINGS = (
 
 
 Cell = BaseCell
-ALL_CELLS = [Cell(s, p, c) for s, p, c in itertools.product(SIZES, PARTITIONS, COMPRESSIONS)]
+ALL_CELLS = [
+    *(Cell(s, p, c) for s, p, c in itertools.product(SIZES, PARTITIONS, COMPRESSIONS)),
+    *(Cell(1024, 1, c) for c in CODECS if c not in COMPRESSIONS),  # every codec at 1 KiB
+]
 
 
 def record_count(size: int, quick: bool, override: int | None) -> int:
@@ -428,6 +436,11 @@ def fill_topic(broker: Broker, cell: Cell, records: int) -> tuple[str, float]:
     written = broker.count(topic, cell.partitions)
     if written != records:
         raise KafkaException(f"fill: topic {topic} holds {written} records, expected {records}")
+    problem = compression_problem(
+        broker, topic, cell.partitions, cell.compression, records * cell.size
+    )
+    if problem is not None:
+        raise KafkaException(f"fill: {problem}")
     return topic, elapsed
 
 

@@ -11,8 +11,12 @@ then ``poll(0)``, ``poll()`` and retry on ``BufferError``, then ``flush()``) and
 on asyncio (``ks-asyncio-nowait``: no await per record, a yield every 256 records, ``await
 send()`` on ``BufferError``). The matrix: 100 B and 1 KiB values (null keys, JSON-like,
 compressible 2-4x), 1 and 8 partitions, acks=1 and acks=all, no compression and lz4; plus
-10 KiB values and keyed records (1,024 distinct keys) on 8 partitions, the cells
-``./ks bench`` (``bench_all.py``) runs. ``--json PATH`` also writes every result.
+10 KiB values and keyed records (1,024 distinct keys) on 8 partitions, and the codec cells:
+1 KiB on 1 partition with each of gzip, snappy, lz4 and zstd, and 10 KiB keyed on 8
+partitions with zstd -- the cells ``./ks bench`` (``bench_all.py``) runs. A codec cell
+checks that the client compressed: the topic's log (DescribeLogDirs) must hold at most
+0.8x the value bytes (uncompressed batches hold more than the values). ``--json PATH`` also
+writes every result.
 
 Every client and cell runs in a fresh subprocess (``--worker``) against a fresh topic; the
 parent creates the topic, runs the worker, checks the topic's end offsets (every record
@@ -105,12 +109,20 @@ SIZES = (100, 1024)
 PARTITIONS = (1, 8)
 ACKS = ("1", "all")
 COMPRESSIONS = ("none", "lz4")
+CODECS = ("gzip", "snappy", "lz4", "zstd")  # every codec of Kafka's record batches
+# A codec cell's log (record batches as stored) over its value bytes must be at most this:
+# the values compress 2-4x, and uncompressed batches hold more bytes than their values.
+STORED_AT_MOST = 0.8
 LINGER_MS = 5
 BATCH_SIZE = 16384
 # Records per cell: (full, --quick); kafka-python is capped (it is the slowest by far and
 # records/s is a rate): its own (full, --quick) counts.
 RECORDS = {100: (1_000_000, 100_000), 1024: (200_000, 20_000), 10240: (50_000, 5_000)}
 KAFKA_PYTHON_RECORDS = {100: (200_000, 100_000), 1024: (50_000, 20_000), 10240: (20_000, 5_000)}
+# Codec cells of 1 KiB and 10 KiB take fewer (still 100 MB and 200 MB of values per run): a
+# codec costs a client 1.5-4x the time per record (gzip most), and ``./ks bench`` runs five
+# such cells for every client and the Java tool.
+CODEC_RECORDS = {1024: (100_000, 10_000), 10240: (20_000, 2_000)}
 QUICK_CELLS = (
     "100B-p1-acks1-none",
     "100B-p1-acks1-lz4",
@@ -202,6 +214,9 @@ ALL_CELLS = [
     # 10 KiB values, and keyed records of every size (``./ks bench``'s matrix)
     Cell(10240, 1, "none", "1"),
     *(Cell(s, 8, "none", "1", keyed=True) for s in (100, 1024, 10240)),
+    # every codec at 1 KiB (lz4 is in the product above), and one keyed 10 KiB codec cell
+    *(Cell(1024, 1, c, "1") for c in CODECS if c not in COMPRESSIONS),
+    Cell(10240, 8, "zstd", "1", keyed=True),
 ]
 
 
@@ -215,13 +230,24 @@ def select_cells(
     return [c for c in cells if any(fnmatch.fnmatch(c.name, f"*{p}*") for p in pats)]
 
 
-def record_count(client: str, size: int, quick: bool, override: int | None) -> int:
-    table = KAFKA_PYTHON_RECORDS if client == "kafka-python" else RECORDS
-    n = table[size][1 if quick else 0]
+def cell_records(size: int, compression: str, quick: bool) -> int:
+    """Records per client in a cell of ``size``-byte values (``--quick``: fewer): codec
+    cells of 1 KiB and 10 KiB take :data:`CODEC_RECORDS`."""
+    table = CODEC_RECORDS if compression != "none" and size in CODEC_RECORDS else RECORDS
+    return table[size][1 if quick else 0]
+
+
+def record_count(
+    client: str, size: int, quick: bool, override: int | None, compression: str = "none"
+) -> int:
+    if client == "kafka-python":  # capped: the slowest by far, and records/s is a rate
+        n = KAFKA_PYTHON_RECORDS[size][1 if quick else 0]
+    else:
+        n = cell_records(size, compression, quick)
     if override is not None:
         n = override if size == 100 else max(1, override // 5)
         if client == "kafka-python":
-            n = min(n, table[size][0])
+            n = min(n, KAFKA_PYTHON_RECORDS[size][0])
     return n
 
 
@@ -696,6 +722,23 @@ class Broker:
         with self.admin() as admin:
             admin.delete_topics([name], wait=False)
 
+    def log_bytes(self, name: str, partitions: int) -> int:
+        """The bytes the topic's partitions take in the brokers' logs (DescribeLogDirs): its
+        record batches as stored, compressed or not."""
+        from kafkastate.structs import TopicPartition
+        from kafkastate.sync import KafkaAdminClient
+
+        wanted = {TopicPartition(name, p) for p in range(partitions)}
+        with KafkaAdminClient(bootstrap_servers=self.bootstrap) as admin:
+            found = admin.describe_log_dirs(wanted)
+        return sum(
+            info.size
+            for node in found
+            for log_dir in node["log_dirs"]
+            for tp, info in log_dir.replicas.items()
+            if tp in wanted
+        )
+
     def count(self, name: str, partitions: int) -> int:
         """Records in the topic: the sum of its partitions' end offsets (kafka-python)."""
         import warnings
@@ -710,6 +753,28 @@ class Broker:
             return sum(ends.values())
         finally:
             consumer.close()
+
+
+def compression_problem(
+    broker: Broker, topic: str, partitions: int, compression: str, value_bytes: int
+) -> str | None:
+    """Whether a topic written with ``compression`` is compressed: None (also for "none"),
+    or the problem if its log holds more than :data:`STORED_AT_MOST` x its value bytes (a
+    client that ignored its ``compression_type``). The ratio goes to stderr."""
+    if compression == "none":
+        return None
+    stored = broker.log_bytes(topic, partitions)
+    print(
+        f"    {compression}: {value_bytes:,} value bytes stored in {stored:,} "
+        f"({value_bytes / max(stored, 1):.1f}x)",
+        file=sys.stderr,
+    )
+    if stored <= STORED_AT_MOST * value_bytes:
+        return None
+    return (
+        f"compression {compression}: the log holds {stored:,} bytes for {value_bytes:,} "
+        "bytes of values: not compressed"
+    )
 
 
 def run_worker(
@@ -737,8 +802,12 @@ def run_worker(
         written = broker.count(topic, cell.partitions)
         if data is not None and written != records + 1:  # + the warm-up record
             problems.append(f"topic holds {written} records, expected {records + 1}")
+        value_bytes = (records + 1) * cell.size
+        codec = compression_problem(broker, topic, cell.partitions, cell.compression, value_bytes)
+        if data is not None and codec is not None:
+            problems.append(codec)
     except Exception as exc:  # reported, not fatal: the numbers are still printed
-        problems.append(f"could not count the topic's records: {exc!r}")
+        problems.append(f"could not count the topic's records or log bytes: {exc!r}")
     try:
         broker.delete_topic(topic)
     except Exception as exc:
@@ -1079,7 +1148,7 @@ def run_cell(
     """Every client on one cell, each on a fresh topic (best of ``--repeat``)."""
 
     def run(client: str, rep: int) -> Result:
-        n = record_count(client, cell.size, args.quick, args.records)
+        n = record_count(client, cell.size, args.quick, args.records, cell.compression)
         print(f"  {cell.name} {client} x{n:,} (run {rep + 1})", file=sys.stderr)
         return run_worker(broker, cell, client, n, args)
 
