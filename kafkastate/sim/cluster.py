@@ -277,9 +277,8 @@ class SimCluster:
         out = []
         keep = []
         for due, node, token, request in self.held:
-            answer = self._fetch(node, request.version, request.body)
-            if answer is None and now >= due:
-                answer = self._fetch(node, request.version, request.body, empty_ok=True)
+            # one read: an answer if there is data, or an empty one once the wait is over
+            answer = self._fetch(node, request.version, request.body, empty_ok=now >= due)
             if answer is None:
                 keep.append((due, node, token, request))
             else:

@@ -280,12 +280,19 @@ class ClassicCoordinator:
 
     def get_timer(self) -> float | None:
         """The earliest deadline, or None."""
-        times: list[float] = []
+        best: float | None = None  # (no list of every deadline: this runs after each request)
         for g in self.groups.values():
-            times.extend(m.heartbeat_deadline for m in g.members.values())
-            times.extend(g.pending.values())
-            times.extend(t for t in (g.join_deadline, g.sync_deadline) if t is not None)
-        return min(times) if times else None
+            for m in g.members.values():
+                t = m.heartbeat_deadline
+                if best is None or t < best:
+                    best = t
+            for t in g.pending.values():
+                if best is None or t < best:
+                    best = t
+            for d in (g.join_deadline, g.sync_deadline):
+                if d is not None and (best is None or d < best):
+                    best = d
+        return best
 
     def handle_timer(self, *, now: float) -> None:
         """Run the timers that are due."""
@@ -753,7 +760,9 @@ class ClassicCoordinator:
         generation = int(getattr(req, "generation_id", -1) if raw is None else raw)
         instance = getattr(req, "group_instance_id", None)
         code = self.commit_error(req.group_id, generation, req.member_id or "", instance)
-        group = self.groups.setdefault(req.group_id, SimGroup(req.group_id))
+        group = self.groups.get(req.group_id)
+        if group is None:  # (not setdefault: a SimGroup built for every commit is dropped)
+            group = self.groups[req.group_id] = SimGroup(req.group_id)
         cls = response_type(ApiKey.OFFSET_COMMIT, version)
         topic_cls = nested_type(cls, "OffsetCommitResponseTopic")
         part_cls = nested_type(cls, "OffsetCommitResponsePartition")

@@ -143,6 +143,8 @@ def start_lookups(
             validate.append(tp)
     if validate:
         send_validations(validate, parts, client, validating, now=now)
+    if not committed and not resets:
+        return  # the usual step: every position known
     for kind, asked in (("committed", dict.fromkeys(committed)), ("list", resets)):
         if asked:
             q = queries.new(kind, asked)
