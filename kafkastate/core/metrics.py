@@ -103,7 +103,7 @@ class Stat:
         self._sums[i] += value
         self._counts[i] += 1
         maxes = self._maxes
-        if value > maxes[i]:  # (not max(): this runs for every request sent and answered)
+        if value > maxes[i]:  # noqa: PLR1730 -- runs for every request sent and answered: no max()
             maxes[i] = value
 
     def _live(self, now: float) -> list[int]:
