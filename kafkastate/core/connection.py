@@ -756,7 +756,7 @@ class BrokerConnection:
             return entity.body
         cls = type(entity)
         last = self._last_bodies.get(cls)
-        if last is not None and last[0] == entity:
+        if last is not None and (last[0] is entity or last[0] == entity):
             return last[1]
         keep = cls.__api_key__ not in _NEVER_KEPT
         try:

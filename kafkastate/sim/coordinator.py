@@ -83,6 +83,34 @@ def commit_answer(cls: type[Any], prefix: str, topics: Any, code: int) -> tuple[
     )
 
 
+_COMMIT_ANSWERS: dict[tuple[Any, ...], Any] = {}
+"""OffsetCommit answers by (version, error code, the request's topics and partitions):
+kio entities are frozen, so one answer serves every commit of that shape. Bounded; the
+entity is the same either way, so a run does not depend on what an earlier one left."""
+_COMMIT_ANSWERS_MAX: Final = 1024
+
+
+def _commit_response(version: int, code: int, shape: list[tuple[Any, Any, tuple[Any, ...]]]) -> Any:
+    """The OffsetCommit answer giving each partition of ``shape`` -- ``(name, topic id,
+    partition indexes)`` per topic -- the error ``code``."""
+    cls = response_type(ApiKey.OFFSET_COMMIT, version)
+    topic_cls = nested_type(cls, "OffsetCommitResponseTopic")
+    part_cls = nested_type(cls, "OffsetCommitResponsePartition")
+    topics = tuple(
+        build(
+            topic_cls,
+            name=name,
+            topic_id=topic_id,
+            partitions=tuple(
+                build(part_cls, partition_index=index, error_code=ErrorCode(code))
+                for index in indexes
+            ),
+        )
+        for name, topic_id, indexes in shape
+    )
+    return build(cls, throttle_time=_NO_TIME, topics=topics)
+
+
 class GroupState(enum.Enum):
     """ClassicGroupState (Dead: unloaded, when the coordinator moves)."""
 
@@ -763,32 +791,26 @@ class ClassicCoordinator:
         group = self.groups.get(req.group_id)
         if group is None:  # (not setdefault: a SimGroup built for every commit is dropped)
             group = self.groups[req.group_id] = SimGroup(req.group_id)
-        cls = response_type(ApiKey.OFFSET_COMMIT, version)
-        topic_cls = nested_type(cls, "OffsetCommitResponseTopic")
-        part_cls = nested_type(cls, "OffsetCommitResponsePartition")
-        topics = []
+        shape = []
         for t in req.topics:
             name = getattr(t, "name", None) or str(getattr(t, "topic_id", ""))
-            answers = []
+            indexes = []
             for part in t.partitions:
                 if code == _NONE:
                     tp = (name, int(part.partition_index))
                     group.offsets[tp] = int(part.committed_offset)
                     self.accepted.append((req.member_id or "", generation, tp, group.generation))
-                answers.append(
-                    build(
-                        part_cls, partition_index=part.partition_index, error_code=ErrorCode(code)
-                    )
-                )
-            topics.append(
-                build(
-                    topic_cls,
-                    name=getattr(t, "name", None),
-                    topic_id=getattr(t, "topic_id", None),
-                    partitions=tuple(answers),
-                )
-            )
-        response = build(cls, throttle_time=_NO_TIME, topics=tuple(topics))
+                indexes.append(part.partition_index)
+            shape.append((getattr(t, "name", None), getattr(t, "topic_id", None), tuple(indexes)))
+        # The answer depends only on the partitions named and the code: built once per
+        # shape (commits of moving offsets repeat it), then one entity the encoder knows.
+        key = (version, code, tuple(shape))
+        response = _COMMIT_ANSWERS.get(key)
+        if response is None:
+            response = _commit_response(version, code, shape)
+            if len(_COMMIT_ANSWERS) >= _COMMIT_ANSWERS_MAX:
+                _COMMIT_ANSWERS.clear()
+            _COMMIT_ANSWERS[key] = response
         self._replies.append(Reply(token, ApiKey.OFFSET_COMMIT, response))
 
     # ------------------------------------------------------------- failover
