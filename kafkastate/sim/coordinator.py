@@ -96,19 +96,12 @@ def _commit_response(version: int, code: int, shape: list[tuple[Any, Any, tuple[
     cls = response_type(ApiKey.OFFSET_COMMIT, version)
     topic_cls = nested_type(cls, "OffsetCommitResponseTopic")
     part_cls = nested_type(cls, "OffsetCommitResponsePartition")
-    topics = tuple(
-        build(
-            topic_cls,
-            name=name,
-            topic_id=topic_id,
-            partitions=tuple(
-                build(part_cls, partition_index=index, error_code=ErrorCode(code))
-                for index in indexes
-            ),
-        )
-        for name, topic_id, indexes in shape
-    )
-    return build(cls, throttle_time=_NO_TIME, topics=topics)
+    topics = []
+    for name, topic_id, indexes in shape:
+        error = ErrorCode(code)
+        partitions = tuple(build(part_cls, partition_index=i, error_code=error) for i in indexes)
+        topics.append(build(topic_cls, name=name, topic_id=topic_id, partitions=partitions))
+    return build(cls, throttle_time=_NO_TIME, topics=tuple(topics))
 
 
 class GroupState(enum.Enum):
