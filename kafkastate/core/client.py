@@ -165,6 +165,11 @@ NODE_STATES: Final = register(
 )
 """The state table of one node as the Client sees it (STYLE §6)."""
 _BUSY: Final = (NodeState.CONNECTING, NodeState.HANDSHAKING, NodeState.READY)  # a tuple: no hashing
+# (On Python 3.11 ``EnumClass.MEMBER`` goes through EnumType.__getattr__'s slow lookup,
+# several times a global's: the hot paths below compare with these module constants.)
+_READY: Final = NodeState.READY
+_CONNECTING: Final = NodeState.CONNECTING
+_BACKOFF: Final = NodeState.BACKOFF
 
 
 def parse_bootstrap_servers(
@@ -784,11 +789,11 @@ class Client:
             conn = node.conn
             if conn is not None:
                 best = earliest(best, conn.get_timer())
-                if state is NodeState.READY:
+                if state is _READY:
                     best = earliest(best, node.last_active + idle)
-            if state is NodeState.CONNECTING:
+            if state is _CONNECTING:
                 best = earliest(best, node.connect_deadline)
-            elif state is NodeState.BACKOFF and node.queue:
+            elif state is _BACKOFF and node.queue:
                 best = earliest(best, node.backoff_until)
             for r in node.queue:
                 best = earliest(best, r.deadline)
@@ -796,7 +801,7 @@ class Client:
             best = earliest(best, r.deadline)
         backoff_first: float | None = None
         for n in self._candidates():
-            if n.state is NodeState.BACKOFF:
+            if n.state is _BACKOFF:
                 backoff_first = earliest(backoff_first, n.backoff_until)
             elif n.state in _BUSY:
                 return best, None
@@ -934,7 +939,7 @@ class Client:
     def _flush_node(self, node: _Node, now: float) -> None:
         if not node.queue:
             return
-        if node.state is NodeState.READY and node.conn is not None:
+        if node.state is _READY and node.conn is not None:
             versions = node.conn.versions
             assert versions is not None
             while node.queue:

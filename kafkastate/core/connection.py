@@ -140,6 +140,10 @@ class ConnectionState(enum.Enum):
 
 
 _TERMINAL: Final = (ConnectionState.CLOSED, ConnectionState.ERROR)  # a tuple: no enum hashing
+# (On Python 3.11 ``EnumClass.MEMBER`` goes through EnumType.__getattr__'s slow lookup,
+# several times a global's: the hot paths below compare with these module constants.)
+_READY: Final = ConnectionState.READY
+_REAUTHENTICATING: Final = ConnectionState.REAUTHENTICATING
 
 # RFC 8446 5.1 (and RFC 5246 6.2.1): a TLS record starts with its content type (21 alert,
 # 22 handshake) and the legacy version 3.0-3.4; read as a Kafka size prefix these three
@@ -712,7 +716,7 @@ class BrokerConnection:
         if self._state in _TERMINAL:
             return None
         best = self._token_deadline
-        if self._state is ConnectionState.READY:
+        if self._state is _READY:
             best = earliest(best, self._reauth_at)
         # earliest() inlined: the client asks every connection after each of its inputs
         for queue in (self._in_flight, self._pending):
@@ -752,7 +756,7 @@ class BrokerConnection:
             return entity.body
         cls = type(entity)
         last = self._last_bodies.get(cls)
-        if last is not None and last[0] == entity:
+        if last is not None and (last[0] is entity or last[0] == entity):
             return last[1]
         keep = cls.__api_key__ not in _NEVER_KEPT
         try:
@@ -786,7 +790,7 @@ class BrokerConnection:
         )
 
     def _flush_pending(self, now: float) -> None:
-        if self._state is not ConnectionState.READY:
+        if self._state is not _READY:
             return
         while self._pending and len(self._in_flight) < self.config.max_in_flight:
             req = self._pending.popleft()
@@ -836,7 +840,7 @@ class BrokerConnection:
                     correlation_id=req.correlation_id, request=req.request, response=response
                 )
             )
-            if self._state is ConnectionState.REAUTHENTICATING:
+            if self._state is _REAUTHENTICATING:
                 self._maybe_start_reauth(now)
             else:
                 self._flush_pending(now)
@@ -1024,7 +1028,7 @@ class BrokerConnection:
         if reply is not None:
             self._send_sasl_authenticate(reply, now)
         elif self._mechanism.complete:
-            if self._state is ConnectionState.REAUTHENTICATING:
+            if self._state is _REAUTHENTICATING:
                 self._transition(ConnectionState.READY, what="re-authenticated")
                 self._events.append(
                     ConnectionReauthenticated(sasl_session_lifetime=self._session_lifetime)

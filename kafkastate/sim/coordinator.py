@@ -83,6 +83,27 @@ def commit_answer(cls: type[Any], prefix: str, topics: Any, code: int) -> tuple[
     )
 
 
+_COMMIT_ANSWERS: dict[tuple[Any, ...], Any] = {}
+"""OffsetCommit answers by (version, error code, the request's topics and partitions):
+kio entities are frozen, so one answer serves every commit of that shape. Bounded; the
+entity is the same either way, so a run does not depend on what an earlier one left."""
+_COMMIT_ANSWERS_MAX: Final = 1024
+
+
+def _commit_response(version: int, code: int, shape: list[tuple[Any, Any, tuple[Any, ...]]]) -> Any:
+    """The OffsetCommit answer giving each partition of ``shape`` -- ``(name, topic id,
+    partition indexes)`` per topic -- the error ``code``."""
+    cls = response_type(ApiKey.OFFSET_COMMIT, version)
+    topic_cls = nested_type(cls, "OffsetCommitResponseTopic")
+    part_cls = nested_type(cls, "OffsetCommitResponsePartition")
+    topics = []
+    for name, topic_id, indexes in shape:
+        error = ErrorCode(code)
+        partitions = tuple(build(part_cls, partition_index=i, error_code=error) for i in indexes)
+        topics.append(build(topic_cls, name=name, topic_id=topic_id, partitions=partitions))
+    return build(cls, throttle_time=_NO_TIME, topics=tuple(topics))
+
+
 class GroupState(enum.Enum):
     """ClassicGroupState (Dead: unloaded, when the coordinator moves)."""
 
@@ -280,12 +301,19 @@ class ClassicCoordinator:
 
     def get_timer(self) -> float | None:
         """The earliest deadline, or None."""
-        times: list[float] = []
+        best: float | None = None  # (no list of every deadline: this runs after each request)
         for g in self.groups.values():
-            times.extend(m.heartbeat_deadline for m in g.members.values())
-            times.extend(g.pending.values())
-            times.extend(t for t in (g.join_deadline, g.sync_deadline) if t is not None)
-        return min(times) if times else None
+            for m in g.members.values():
+                t = m.heartbeat_deadline
+                if best is None or t < best:
+                    best = t
+            for t in g.pending.values():
+                if best is None or t < best:
+                    best = t
+            for d in (g.join_deadline, g.sync_deadline):
+                if d is not None and (best is None or d < best):
+                    best = d
+        return best
 
     def handle_timer(self, *, now: float) -> None:
         """Run the timers that are due."""
@@ -753,33 +781,29 @@ class ClassicCoordinator:
         generation = int(getattr(req, "generation_id", -1) if raw is None else raw)
         instance = getattr(req, "group_instance_id", None)
         code = self.commit_error(req.group_id, generation, req.member_id or "", instance)
-        group = self.groups.setdefault(req.group_id, SimGroup(req.group_id))
-        cls = response_type(ApiKey.OFFSET_COMMIT, version)
-        topic_cls = nested_type(cls, "OffsetCommitResponseTopic")
-        part_cls = nested_type(cls, "OffsetCommitResponsePartition")
-        topics = []
+        group = self.groups.get(req.group_id)
+        if group is None:  # (not setdefault: a SimGroup built for every commit is dropped)
+            group = self.groups[req.group_id] = SimGroup(req.group_id)
+        shape = []
         for t in req.topics:
             name = getattr(t, "name", None) or str(getattr(t, "topic_id", ""))
-            answers = []
+            indexes = []
             for part in t.partitions:
                 if code == _NONE:
                     tp = (name, int(part.partition_index))
                     group.offsets[tp] = int(part.committed_offset)
                     self.accepted.append((req.member_id or "", generation, tp, group.generation))
-                answers.append(
-                    build(
-                        part_cls, partition_index=part.partition_index, error_code=ErrorCode(code)
-                    )
-                )
-            topics.append(
-                build(
-                    topic_cls,
-                    name=getattr(t, "name", None),
-                    topic_id=getattr(t, "topic_id", None),
-                    partitions=tuple(answers),
-                )
-            )
-        response = build(cls, throttle_time=_NO_TIME, topics=tuple(topics))
+                indexes.append(part.partition_index)
+            shape.append((getattr(t, "name", None), getattr(t, "topic_id", None), tuple(indexes)))
+        # The answer depends only on the partitions named and the code: built once per
+        # shape (commits of moving offsets repeat it), then one entity the encoder knows.
+        key = (version, code, tuple(shape))
+        response = _COMMIT_ANSWERS.get(key)
+        if response is None:
+            response = _commit_response(version, code, shape)
+            if len(_COMMIT_ANSWERS) >= _COMMIT_ANSWERS_MAX:
+                _COMMIT_ANSWERS.clear()
+            _COMMIT_ANSWERS[key] = response
         self._replies.append(Reply(token, ApiKey.OFFSET_COMMIT, response))
 
     # ------------------------------------------------------------- failover

@@ -58,9 +58,21 @@ class SeededEntropy(_Recording):
         super().__init__()
         self.seed = seed
         self._rng = random.Random(seed)
+        self._bits = self._rng.getrandbits
 
     def below(self, n: int, label: str) -> int:
-        return self._note(self._rng.randrange(n) if n > 1 else 0, label)
+        # ``randrange(n)``'s own draw (rejection sampling over ``n.bit_length()`` random
+        # bits), without its argument checks: the same values from the same seed, and it
+        # runs a few times for every event (the scheduler's tie-breaks).
+        value = 0
+        if n > 1:
+            k = n.bit_length()
+            value = self._bits(k)
+            while value >= n:
+                value = self._bits(k)
+        self._tape.append(value)
+        self.labels.append(label)
+        return value
 
 
 class TapeEntropy(_Recording):

@@ -59,6 +59,9 @@ __all__ = ["GroupInvariants", "TxnInvariants"]
 
 # a classic member in these states has applied its generation's assignment
 _HAS_ASSIGNMENT = (MemberState.ASSIGNING, MemberState.STABLE)  # a tuple: no Enum.__hash__
+# (On Python 3.11 ``EnumClass.MEMBER`` goes through EnumType.__getattr__'s slow lookup,
+# several times a global's: the hot paths below compare with these module constants.)
+_STABLE = GroupState.STABLE
 
 
 @attrs.frozen
@@ -260,7 +263,7 @@ class GroupInvariants(GroupApp):
         group = coordinator.groups.get(GROUP)
         if group is None:
             return
-        stable = (group.generation, *group.members) if group.state is GroupState.STABLE else None
+        stable = (group.generation, *group.members) if group.state is _STABLE else None
         if stable is not None and stable != self._stable_seen:
             self._stable_seen = stable  # the members' assignments of this Stable group
             for member_id, member in group.members.items():

@@ -108,7 +108,7 @@ class Network(Scheduler, Generic[H]):
         """Put ``data`` on the connection's pipe. Frames due at the same millisecond on one
         pipe travel as one delivery: separate same-time events could be reordered by
         tie-breaks, and a TCP pipe never reorders."""
-        if (conn.host, conn.broker) in self._blocked:
+        if self._blocked and (conn.host, conn.broker) in self._blocked:
             self._queued[conn.cid].append((direction, data))
             return
         due = max(conn.last[direction], self.now + self._delay(direction))

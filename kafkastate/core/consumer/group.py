@@ -155,6 +155,10 @@ MEMBER_STATES: Final = register(
 )
 _IN_GROUP: Final = (_M.STABLE, _M.ASSIGNING, _M.PREPARING, _M.JOINING, _M.SYNCING)
 """The states that take part in the group (a tuple: no enum hashing on the timer path)."""
+# (On Python 3.11 ``EnumClass.MEMBER`` goes through EnumType.__getattr__'s slow lookup,
+# several times a global's: the per-step tests below compare with these module constants.)
+_ENDED: Final = (_M.CLOSED, _M.FAILED)
+_IN_GENERATION: Final = (_M.STABLE, _M.ASSIGNING)
 
 
 def positive_seconds(_inst: object, attr: attrs.Attribute[Any], value: float) -> None:
@@ -422,7 +426,7 @@ class GroupMember(MemberBase):
     @property
     def active(self) -> bool:
         """Neither closed nor failed."""
-        return self.state not in (MemberState.CLOSED, MemberState.FAILED)
+        return self.state not in _ENDED
 
     @property
     def stable(self) -> bool:
@@ -475,7 +479,7 @@ class GroupMember(MemberBase):
         changed = fresh != self._partitions
         self._partitions = fresh
         leader = self.leader_id is not None and self.leader_id == self.member_id
-        if changed and leader and self.state in (MemberState.STABLE, MemberState.ASSIGNING):
+        if changed and leader and self.state in _IN_GENERATION:
             self.request_rejoin("the leader saw partition counts change")
         self._step(now)
 
@@ -539,7 +543,7 @@ class GroupMember(MemberBase):
     def coordinator_found(self, *, now: float) -> None:
         """The host has a connection to the group coordinator again."""
         self.coordinator_wanted = False
-        if self.state in (MemberState.STABLE, MemberState.ASSIGNING):
+        if self.state in _IN_GENERATION:
             self._session_deadline = now + self.config.session_timeout
             if "heartbeat" not in self._in_flight:
                 self._next_heartbeat = now  # tell the coordinator at once
@@ -548,7 +552,7 @@ class GroupMember(MemberBase):
     def close(self, *, now: float) -> None:
         """Leave the group (dynamic members, or ``leave_group_on_close``) and stop. The
         owned partitions should have been revoked by the application first."""
-        if self.state in (MemberState.CLOSED, MemberState.FAILED):
+        if self.state in _ENDED:
             return
         if self.member_id and self.config.leaves_on_close and not self.coordinator_wanted:
             self._send_leave("the consumer is being closed")
@@ -562,7 +566,7 @@ class GroupMember(MemberBase):
         """The earliest deadline for :meth:`handle_timer`, or None."""
         best = self._poll_deadline()
         state = self.state
-        if state is MemberState.STABLE or state is MemberState.ASSIGNING:
+        if state in _IN_GENERATION:
             # only in a generation: a heartbeat left armed while joining again is not due
             # (the parked JoinGroup keeps the session), and would wake the host in a loop
             best = earliest(earliest(best, self._next_heartbeat), self._session_deadline)
@@ -577,7 +581,7 @@ class GroupMember(MemberBase):
     def handle_failure(self, kind: str, error: KafkaError, *, now: float) -> None:
         """A request of ``kind`` got no answer (timeout, connection lost...)."""
         self._in_flight.discard(kind)
-        if self.state in (MemberState.CLOSED, MemberState.FAILED):
+        if self.state in _ENDED:
             return
         del error  # all of them mean the same here: ask the coordinator again
         self._coordinator_lost()
@@ -594,7 +598,7 @@ class GroupMember(MemberBase):
     def handle_response(self, kind: str, response: Any, *, now: float) -> None:
         """The coordinator's answer to a request of ``kind``."""
         self._in_flight.discard(kind)
-        if self.state in (MemberState.CLOSED, MemberState.FAILED):
+        if self.state in _ENDED:
             return
         code = int(getattr(response, "error_code", 0))
         if kind == "join":
@@ -626,7 +630,7 @@ class GroupMember(MemberBase):
 
     def _step(self, now: float) -> None:
         self._now = max(self._now, now)
-        if self.state in (MemberState.CLOSED, MemberState.FAILED):
+        if self.state in _ENDED:
             return
         if (
             self._unsubscribing
@@ -642,7 +646,7 @@ class GroupMember(MemberBase):
             self._reset_generation(lost=False, keep_member=False)
             if self.state is not MemberState.UNJOINED:
                 self._to(MemberState.UNJOINED, what="unsubscribe")
-        in_generation = self.state in (MemberState.STABLE, MemberState.ASSIGNING)
+        in_generation = self.state in _IN_GENERATION
         deadline = self._poll_deadline()
         if deadline is not None and now >= deadline:
             # The application stopped polling: leave, so the group moves on (Java). Its
@@ -894,7 +898,7 @@ class GroupMember(MemberBase):
 
     def _heartbeat_answered(self, now: float) -> None:
         """The next Heartbeat goes ``heartbeat_interval`` after the last one was sent."""
-        if self.state in (MemberState.STABLE, MemberState.ASSIGNING):
+        if self.state in _IN_GENERATION:
             self._next_heartbeat = max(now, self._heartbeat_sent + self.config.heartbeat_interval)
 
     _heartbeat_sent = 0.0

@@ -320,21 +320,33 @@ class FrameDecoder:
     :meth:`next_frame` until it returns None.
     """
 
-    __slots__ = ("_buf", "_max_frame_size", "_pos")
+    __slots__ = ("_buf", "_max_frame_size", "_pos", "_whole")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self._buf = bytearray()
         self._pos = 0
         self._max_frame_size = max_frame_size
+        # Bytes fed while nothing was buffered, kept as given: a read usually holds one
+        # whole frame (or several), which then leave as slices of it with no copy into
+        # and out of the buffer.
+        self._whole: bytes | None = None
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append received bytes."""
+        if self._whole is None:
+            if not self._buf and type(data) is bytes:
+                self._whole = data
+                return
+        else:
+            self._buf += self._whole
+            self._whole = None
         self._buf += data
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as frames."""
-        return len(self._buf) - self._pos
+        whole = self._whole
+        return len(self._buf) - self._pos + (0 if whole is None else len(whole))
 
     def next_frame(self) -> bytes | None:
         """Return the next complete frame payload, or None if more bytes are needed.
@@ -342,6 +354,23 @@ class FrameDecoder:
         Raises:
             RemoteProtocolError: a size prefix is negative or above the maximum.
         """
+        whole = self._whole
+        if whole is not None:
+            if len(whole) >= 4:
+                (size,) = _SIZE.unpack_from(whole, 0)
+                if size < 0 or size > self._max_frame_size:
+                    raise RemoteProtocolError(
+                        f"invalid frame size {size} (maximum {self._max_frame_size})"
+                    )
+                end = 4 + size
+                if len(whole) >= end:
+                    # the rest (if any) goes to the buffer: one copy of what follows
+                    self._whole = None
+                    if len(whole) > end:
+                        self._buf += memoryview(whole)[end:]
+                    return whole[4:end]
+            self._whole = None  # a partial frame: buffered until the rest comes
+            self._buf += whole
         avail = len(self._buf) - self._pos
         if avail < 4:
             self._compact()

@@ -27,7 +27,7 @@ the check; retriable errors wait for fresh metadata and try again.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
-from typing import Any
+from typing import Any, Final
 
 from kafkastate.core.client import Client, RequestId
 from kafkastate.core.consumer.fetch.offsets import ListedOffset, OffsetQueries, _Query
@@ -67,6 +67,14 @@ __all__ = [
 Validation = tuple[int, int, int]
 """What an OffsetForLeaderEpoch request asked for one partition: (position, position
 epoch, current leader epoch)."""
+
+
+# (On Python 3.11 ``EnumClass.MEMBER`` goes through EnumType.__getattr__'s slow lookup: the
+# per-partition tests of start_lookups compare with these module constants.)
+_FETCHING: Final = PositionState.FETCHING
+_AWAIT_COMMITTED: Final = PositionState.AWAIT_COMMITTED
+_AWAIT_RESET: Final = PositionState.AWAIT_RESET
+_AWAIT_VALIDATION: Final = PositionState.AWAIT_VALIDATION
 
 
 def apply_policy(
@@ -119,7 +127,7 @@ def start_lookups(
     validate: list[TopicPartition] = []
     cluster = client.cluster
     topics = cluster.topics
-    fetching = PositionState.FETCHING
+    fetching = _FETCHING
     name: str | None = None
     metas: Mapping[int, Any] = {}
     for tp, p in parts.items():
@@ -135,14 +143,17 @@ def start_lookups(
             if meta is None or meta.leader_epoch < 0 or meta.leader_epoch == p.leader_epoch:
                 continue  # no leader change: nothing to start for this partition
             check_leader(tp, p, cluster, completed)
-        if p.state is PositionState.AWAIT_COMMITTED:
+        state = p.state
+        if state is _AWAIT_COMMITTED:
             committed.append(tp)
-        elif p.state is PositionState.AWAIT_RESET and p.reset_to is not None:
+        elif state is _AWAIT_RESET and p.reset_to is not None:
             resets[tp] = p.reset_to
-        elif p.state is PositionState.AWAIT_VALIDATION:
+        elif state is _AWAIT_VALIDATION:
             validate.append(tp)
     if validate:
         send_validations(validate, parts, client, validating, now=now)
+    if not committed and not resets:
+        return  # the usual step: every position known
     for kind, asked in (("committed", dict.fromkeys(committed)), ("list", resets)):
         if asked:
             q = queries.new(kind, asked)
