@@ -28,9 +28,16 @@ and leave, session expiry (timeouts with a wide margin on both sides), static me
 restart and replacement (KIP-345), a cooperative two-round rebalance, commits with a stale
 generation and during CompletingRebalance, transaction fencing, abort and timeout, and
 KIP-848 groups (ConsumerGroupHeartbeat: reconciliation when a second member joins, fenced
-and stale epochs, leaving, static members' -2 leave and takeover), answered by the model's
+and stale epochs, leaving, static members' -2 leave and takeover, session expiry, KIP-1263's
+batched target assignments), answered by the model's
 :class:`~kafkastate.sim.coordinator848.ConsumerCoordinator`. KIP-848 topic ids are
 normalised like member ids (``t1``...).
+
+A scenario may need group configs (:data:`GROUP_CONFIGS`: KIP-848 groups' own
+``consumer.session.timeout.ms`` and ``consumer.assignment.interval.ms``); the session sets
+them before the first request (:meth:`Driver.configure_group`: IncrementalAlterConfigs at a
+real broker, :meth:`~kafkastate.sim.coordinator848.ConsumerCoordinator.configure_group` in
+the model).
 
 Two scenarios need three brokers (:data:`BROKERS`): ``coordinator_move`` moves the group's
 coordinator twice (:meth:`Driver.move_coordinator`: the real driver reorders the replicas of
@@ -77,6 +84,7 @@ from kafkastate.structs import TopicPartition
 
 __all__ = [
     "BROKERS",
+    "GROUP_CONFIGS",
     "PARKED",
     "SCENARIOS",
     "Driver",
@@ -98,6 +106,11 @@ METADATA_VERSION: Final = 12
 """Metadata version a session asks topic ids with."""
 OFFSET_COMMIT_848: Final = 9
 """The OffsetCommit version a KIP-848 member commits with (member epochs)."""
+SESSION_848: Final = 6.0
+"""``kip848_session_expiry``'s group ``consumer.session.timeout.ms`` (the harness's broker
+lowers ``group.consumer.min.session.timeout.ms`` to it)."""
+ASSIGNMENT_INTERVAL: Final = 3.0
+"""``kip848_assignment_batching``'s group ``consumer.assignment.interval.ms``."""
 GRACE: Final = 2.0
 """Seconds a real broker gets to answer before a request counts as parked."""
 PATIENCE: Final = 15.0
@@ -161,6 +174,10 @@ class Driver(Protocol):
         once the new one answers for the groups and the old one refuses them."""
         ...
 
+    def configure_group(self, group: str, configs: Mapping[str, str]) -> None:
+        """Set group configs of ``group`` (IncrementalAlterConfigs, SET)."""
+        ...
+
     def answer(self, ticket: Hashable, *, wait: float) -> Any | None:
         """The answer to ``ticket`` if it came within ``wait`` seconds (a real broker's
         grace period; the model answers at once or not until something happens), else
@@ -182,6 +199,7 @@ class SimDriver:
 
     def __init__(self, topics: Mapping[str, int], *, brokers: int = 1) -> None:
         coordinator = ConsumerCoordinator()
+        self.coordinator = coordinator
         self.cluster = TxnCluster(brokers, coordinator, txn_node=1)
         coordinator.topics = self.cluster.topics
         for name, partitions in topics.items():
@@ -203,6 +221,9 @@ class SimDriver:
     def answer(self, ticket: Hashable, *, wait: float) -> Any | None:
         del wait
         return self._answers.pop(ticket, None)
+
+    def configure_group(self, group: str, configs: Mapping[str, str]) -> None:
+        self.coordinator.configure_group(group, configs)
 
     def move_coordinator(self) -> None:
         nodes = self.cluster.nodes
@@ -934,6 +955,14 @@ def coordinator_move(s: Session) -> None:
     s.offset_fetch("offsets at the end", "B")
 
 
+def _hand_over_and_leave(s: Session) -> None:
+    """A reports partitions 2-3 revoked, B (waiting for them) gets them, and leaves."""
+    s.heartbeat848("A heartbeat, revoked", "A", owned=(0, 1))
+    s.heartbeat848("B heartbeat, partitions free", "B")
+    s.heartbeat848("B heartbeat owning them", "B", owned=(2, 3))
+    s.heartbeat848("B leaves", "B", epoch=-1)
+
+
 def kip848_coordinator_move(s: Session) -> None:
     """Three brokers, KIP-848: the group's coordinator moves while a member revokes (A has
     half of its partitions pending revocation, B waits for them), and again after a static
@@ -957,10 +986,7 @@ def kip848_coordinator_move(s: Session) -> None:
     s.commit848("A commits at the new coordinator", "A")
     s.commit848("A commits at an older epoch", "A", epoch=s.epochs["A"] - 1)
     s.offset_fetch("offsets at the new coordinator", "A")
-    s.heartbeat848("A heartbeat, revoked", "A", owned=(0, 1))
-    s.heartbeat848("B heartbeat, partitions free", "B")
-    s.heartbeat848("B heartbeat owning them", "B", owned=(2, 3))
-    s.heartbeat848("B leaves", "B", epoch=-1)
+    _hand_over_and_leave(s)
     s.heartbeat848("A heartbeat after B left", "A", owned=(0, 1))
     s.heartbeat848("A heartbeat owning 0-3 again", "A", owned=(0, 1, 2, 3))
     s.heartbeat848("S joins", "S", epoch=0, instance="is")
@@ -981,6 +1007,56 @@ def kip848_coordinator_move(s: Session) -> None:
     s.offset_fetch("offsets at the end", "A")
 
 
+def kip848_session_expiry(s: Session) -> None:
+    """KIP-848 session expiry: the group's ``consumer.session.timeout.ms`` is 6 s. B stops
+    heartbeating once it has its partitions; A heartbeats every 1 to 4.5 s. Two seconds
+    before B's session ends B is still a member (its commit is accepted: a commit does not
+    extend a session) and A's assignment unchanged; 2.5 s after, B is gone and A takes
+    everything at the next group epoch; B's late heartbeat and commit find no member."""
+    s.heartbeat848("A joins", "A", epoch=0)
+    s.heartbeat848("A heartbeat owning 0-3", "A", owned=(0, 1, 2, 3))
+    s.heartbeat848("B joins", "B", epoch=0)
+    s.heartbeat848("A heartbeat, asked to revoke", "A", owned=(0, 1, 2, 3))
+    s.heartbeat848("A heartbeat, revoked", "A", owned=(0, 1))
+    s.heartbeat848("B heartbeat, partitions free", "B")
+    s.heartbeat848("B heartbeat owning them (its last)", "B", owned=(2, 3))
+    for i, pause in enumerate((1.5, 1.5, 1.0)):  # 1.5, 3 and 4 s after B's last
+        s.sleep(pause)
+        s.heartbeat848(f"A heartbeat before B's session ends ({i + 1})", "A", owned=(0, 1))
+    s.commit848("B commits 2 s before its session ends", "B")
+    s.sleep(SESSION_848 / 2 + 1.5)  # 8.5 s after B's last: its session ended 2.5 s ago
+    s.heartbeat848("A heartbeat after B expired", "A", owned=(0, 1))
+    s.heartbeat848("A heartbeat owning 0-3 again", "A", owned=(0, 1, 2, 3))
+    s.sleep(SESSION_848 / 2 + 1.0)  # B silent for 13 s, A for 4.5 s
+    s.heartbeat848("B heartbeat after expiry", "B", owned=(2, 3))
+    s.commit848("B commits after expiry", "B")
+    s.heartbeat848("A heartbeat, nothing changed", "A", owned=(0, 1, 2, 3))
+    s.heartbeat848("B joins again (same id)", "B", epoch=0)
+    s.heartbeat848("A heartbeat, asked to revoke again", "A", owned=(0, 1, 2, 3))
+
+
+def kip848_assignment_batching(s: Session) -> None:
+    """KIP-1263: the group's ``consumer.assignment.interval.ms`` is 3 s. The first target is
+    computed at once; B joins within the interval and gets the last assignment epoch with
+    nothing, A keeps everything; the first heartbeat 5 s later computes the new target and
+    the usual revocation follows. B leaves right after that second target: A's heartbeat
+    within the interval keeps its half, the first one after it gets everything."""
+    s.heartbeat848("A joins (the group's first target: at once)", "A", epoch=0)
+    s.heartbeat848("A heartbeat owning 0-3", "A", owned=(0, 1, 2, 3))
+    s.heartbeat848("B joins within the interval", "B", epoch=0)
+    s.heartbeat848("A heartbeat within the interval", "A", owned=(0, 1, 2, 3))
+    s.heartbeat848("B heartbeat within the interval", "B")
+    s.commit848("B commits at the last assignment epoch", "B")
+    s.sleep(ASSIGNMENT_INTERVAL + 2.0)
+    s.heartbeat848("A heartbeat after the interval, asked to revoke", "A", owned=(0, 1, 2, 3))
+    s.heartbeat848("B heartbeat while A revokes", "B")
+    _hand_over_and_leave(s)
+    s.heartbeat848("A heartbeat within the interval after B left", "A", owned=(0, 1))
+    s.sleep(ASSIGNMENT_INTERVAL + 2.0)
+    s.heartbeat848("A heartbeat after the interval, B's partitions", "A", owned=(0, 1))
+    s.heartbeat848("A heartbeat owning 0-3 at the end", "A", owned=(0, 1, 2, 3))
+
+
 SCENARIOS: Final[dict[str, Callable[[Session], None]]] = {
     "join_and_leave": join_and_leave,
     "session_expiry": session_expiry,
@@ -989,6 +1065,8 @@ SCENARIOS: Final[dict[str, Callable[[Session], None]]] = {
     "transactions": transactions,
     "kip848_reconciliation": kip848_reconciliation,
     "kip848_static": kip848_static,
+    "kip848_session_expiry": kip848_session_expiry,
+    "kip848_assignment_batching": kip848_assignment_batching,
     "coordinator_move": coordinator_move,
     "kip848_coordinator_move": kip848_coordinator_move,
 }
@@ -996,6 +1074,22 @@ SCENARIOS: Final[dict[str, Callable[[Session], None]]] = {
 
 BROKERS: Final[Mapping[str, int]] = {"coordinator_move": 3, "kip848_coordinator_move": 3}
 """Scenarios that need more than one broker: name -> brokers."""
+
+_AT_ONCE: Final = {"consumer.assignment.interval.ms": "0"}
+GROUP_CONFIGS: Final[Mapping[str, Mapping[str, str]]] = {
+    # the other KIP-848 scenarios keep to one thing at a time: each target at once
+    "kip848_reconciliation": _AT_ONCE,
+    "kip848_static": _AT_ONCE,
+    "kip848_coordinator_move": _AT_ONCE,
+    "kip848_session_expiry": {
+        **_AT_ONCE,
+        "consumer.session.timeout.ms": str(round(SESSION_848 * 1000)),
+    },
+    "kip848_assignment_batching": {
+        "consumer.assignment.interval.ms": str(round(ASSIGNMENT_INTERVAL * 1000))
+    },
+}
+"""Group configs a scenario's group gets before its first request: name -> configs."""
 
 
 def served_versions(broker: Mapping[int, int] | None = None) -> dict[int, int]:
@@ -1024,6 +1118,8 @@ def run_scenario(
     name: str, driver: Driver, versions: Mapping[int, int], *, group: str, topic: str
 ) -> dict[str, Any]:
     """Run scenario ``name`` against ``driver``; the normalised answers by step."""
+    if name in GROUP_CONFIGS:
+        driver.configure_group(group, GROUP_CONFIGS[name])
     session = Session(driver, versions, group=group, topic=topic)
     SCENARIOS[name](session)
     return session.steps

@@ -17,12 +17,22 @@ member has a *member epoch* and reconciles towards its share of the target on it
   therefore never has two holders (invariant G3 in KIP-848 form);
 * a member with nothing to revoke or wait for moves straight to the assignment epoch.
 
+Target assignments are batched (KIP-1263, Kafka 4.3+): a heartbeat computes a new target
+only when the group epoch is ahead of the assignment epoch *and* the group has never
+computed one, or its ``consumer.assignment.interval.ms`` is 0, or that interval has passed
+since the last computation (``canComputeNextTargetAssignment``). Otherwise the heartbeat
+reconciles the member towards the last target (a member that just joined gets the last
+assignment epoch and nothing). No timer computes it: the first heartbeat after the interval
+does. Removing a member (leave, expiry, fencing) bumps the group epoch and drops the
+member's share of the target, without a computation.
+
 Fencing: a heartbeat with an epoch the coordinator does not know for the member (other than
 the previous one with a subset of the assignment: its answer may have been lost) gets
 FENCED_MEMBER_EPOCH; an unknown member id UNKNOWN_MEMBER_ID. A member is removed (fenced:
 the group epoch moves, its partitions are free) when it leaves with epoch -1, when its
-session (``group.consumer.session.timeout.ms``) passes without a heartbeat, or when it does
-not revoke within its rebalance timeout. Static members (``group.instance.id``) leave with
+session (``group.consumer.session.timeout.ms``, or the group's own
+``consumer.session.timeout.ms``) passes without a heartbeat, or when it does not revoke
+within its rebalance timeout. Static members (``group.instance.id``) leave with
 epoch -2: they keep their assignment, the group does not rebalance, and a new member id of
 the same instance takes it over (while the old one has not left: UNRELEASED_INSTANCE_ID).
 
@@ -62,6 +72,7 @@ __all__ = [
     "ConsumerCoordinator",
     "ConsumerGroup",
     "ConsumerGroupState",
+    "GroupConfig848",
     "Member848",
     "topic_id",
 ]
@@ -139,6 +150,29 @@ class Member848:
         return self.assigned | self.revoking
 
 
+@attrs.frozen
+class GroupConfig848:
+    """A consumer group's own settings (KIP-848 group configs, set by
+    IncrementalAlterConfigs), in seconds; None: the coordinator's."""
+
+    session_timeout: float | None = None
+    """``consumer.session.timeout.ms``."""
+    assignment_interval: float | None = None
+    """``consumer.assignment.interval.ms`` (KIP-1263)."""
+
+    @classmethod
+    def parse(cls, configs: Mapping[str, str]) -> GroupConfig848:
+        """From group config names and values in milliseconds (others are refused)."""
+        fields = {
+            "consumer.session.timeout.ms": "session_timeout",
+            "consumer.assignment.interval.ms": "assignment_interval",
+        }
+        unknown = sorted(set(configs) - set(fields))
+        if unknown:
+            raise ValueError(f"group configs the model does not know: {unknown}")
+        return cls(**{fields[name]: int(value) / 1000 for name, value in configs.items()})
+
+
 @attrs.define
 class ConsumerGroup:
     """One KIP-848 group."""
@@ -146,6 +180,8 @@ class ConsumerGroup:
     group_id: str
     epoch: int = 0
     assignment_epoch: int = 0
+    assignment_time: float | None = None
+    """When the last target assignment was computed (None: never)."""
     assignor: str = ASSIGNORS[0]
     members: dict[str, Member848] = attrs.Factory(dict)
     static: dict[str, str] = attrs.Factory(dict)  # instance id -> member id
@@ -221,6 +257,8 @@ class ConsumerCoordinator(ClassicCoordinator):
         session_timeout: ``group.consumer.session.timeout.ms`` in seconds.
         heartbeat_interval: ``group.consumer.heartbeat.interval.ms`` in seconds.
         assignor: the default server-side assignor.
+        assignment_interval: ``group.consumer.assignment.interval.ms`` in seconds (KIP-1263;
+            Kafka 4.4's default 1 s; 0 computes each target at once).
         kwargs: the classic coordinator's settings.
     """
 
@@ -230,12 +268,16 @@ class ConsumerCoordinator(ClassicCoordinator):
         session_timeout: float = 45.0,
         heartbeat_interval: float = 5.0,
         assignor: str = ASSIGNORS[0],
+        assignment_interval: float = 1.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.session_timeout = session_timeout
         self.heartbeat_interval = heartbeat_interval
         self.assignor = assignor
+        self.assignment_interval = assignment_interval
+        self.group_configs: dict[str, GroupConfig848] = {}
+        """Group id -> the group's own settings (they may precede the group)."""
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.topics: Mapping[str, int] = {}
         """Topic name -> partition count (the cluster's; topic ids by :func:`topic_id`)."""
@@ -247,6 +289,30 @@ class ConsumerCoordinator(ClassicCoordinator):
         """A planted bug's switch: commits are not checked against the member epoch."""
 
     # ------------------------------------------------------------------ API
+
+    def configure_group(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """IncrementalAlterConfigs (SET) of group ``group_id``'s configs: names and values in
+        milliseconds, as the broker takes them. A group's session timeout applies from its
+        members' next heartbeat, as a rescheduled timer does in Kafka."""
+        given = attrs.asdict(GroupConfig848.parse(configs))
+        old = self.group_configs.get(group_id, GroupConfig848())
+        self.group_configs[group_id] = attrs.evolve(
+            old, **{name: value for name, value in given.items() if value is not None}
+        )
+
+    def group_session_timeout(self, group_id: str) -> float:
+        """The session timeout of group ``group_id``'s members, in seconds."""
+        own = self.group_configs.get(group_id)
+        if own is None or own.session_timeout is None:
+            return self.session_timeout
+        return own.session_timeout
+
+    def group_assignment_interval(self, group_id: str) -> float:
+        """The least time between two target assignments of group ``group_id``, seconds."""
+        own = self.group_configs.get(group_id)
+        if own is None or own.assignment_interval is None:
+            return self.assignment_interval
+        return own.assignment_interval
 
     def handle(
         self, token: Hashable, api_key: int, version: int, request: Any, *, now: float
@@ -284,7 +350,7 @@ class ConsumerCoordinator(ClassicCoordinator):
         self.groups.update(consumer)
         for group in self.consumer_groups.values():
             for member in group.members.values():
-                member.session_deadline = now + self.session_timeout
+                member.session_deadline = now + self.group_session_timeout(group.group_id)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     member.rebalance_deadline = now + member.rebalance_timeout
 
@@ -327,10 +393,10 @@ class ConsumerCoordinator(ClassicCoordinator):
             # answers a new group's first member with epoch 2)
             group.subscribed_topics = topics_now
             group.bump()
-        member.session_deadline = now + self.session_timeout
+        member.session_deadline = now + self.group_session_timeout(group.group_id)
         member.last_heartbeat = now
-        if group.epoch > group.assignment_epoch:
-            self._assign(group)
+        if group.epoch > group.assignment_epoch and self._may_assign(group, now):
+            self._assign(group, now)
         self._reconcile(group, member, owned, now)
         ids = {name: topic_id(self.topics, name) for name in self.topics}
         return {
@@ -495,7 +561,14 @@ class ConsumerCoordinator(ClassicCoordinator):
 
     # ----------------------------------------------------------- assignment
 
-    def _assign(self, group: ConsumerGroup) -> None:
+    def _may_assign(self, group: ConsumerGroup, now: float) -> bool:
+        """``canComputeNextTargetAssignment`` (KIP-1263): never computed, no interval, or
+        the interval has passed since the last computation."""
+        interval = self.group_assignment_interval(group.group_id)
+        last = group.assignment_time
+        return last is None or interval == 0 or now >= last + interval
+
+    def _assign(self, group: ConsumerGroup, now: float) -> None:
         """A new target assignment at the group epoch (the server-side assignor)."""
         subscribed: dict[str, list[str]] = {}
         for member_id, member in sorted(group.members.items()):
@@ -508,6 +581,7 @@ class ConsumerCoordinator(ClassicCoordinator):
             target = _uniform(subscribed, self.topics, group.target)
         group.target = {m: target.get(m, set()) for m in group.members}
         group.assignment_epoch = group.epoch
+        group.assignment_time = now
 
     def _reconcile(
         self,

@@ -96,9 +96,12 @@ class Cluster848(SimCluster):
 class Sim848Config(SimConfig):
     """One KIP-848 run's options: ``assignor`` is the server-side one (``uniform`` or
     ``range``); ``session_ms``/``heartbeat_ms`` are the broker's
-    ``group.consumer.session.timeout.ms`` and ``group.consumer.heartbeat.interval.ms``."""
+    ``group.consumer.session.timeout.ms`` and ``group.consumer.heartbeat.interval.ms``;
+    ``assignment_ms`` its ``group.consumer.assignment.interval.ms`` (KIP-1263 batching: 0,
+    each target at once, unless a run asks for Kafka 4.4's 1000)."""
 
     assignor: str = "uniform"
+    assignment_ms: int = 0
 
     @classmethod
     def draw(cls, entropy: Entropy, *, planted: str | None = None) -> Sim848Config:
@@ -130,6 +133,7 @@ class Sim848(Sim):
             session_timeout=config.session_ms / 1000,
             heartbeat_interval=config.heartbeat_ms / 1000,
             assignor=config.assignor,
+            assignment_interval=getattr(config, "assignment_ms", 0) / 1000,
         )
         if config.planted == "coordinator_skips_revocation":
             coordinator.hands_over_unrevoked = True

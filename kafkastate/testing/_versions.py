@@ -167,7 +167,7 @@ class BrokerProfile:
         return props
 
     def feature_properties(self) -> dict[str, str]:
-        """Version-dependent feature switches (group protocols).
+        """Version-dependent feature switches (group protocols) and bounds.
 
         Returns:
             Property name -> value.
@@ -175,6 +175,11 @@ class BrokerProfile:
         if (3, 7) <= self.major_minor < (4, 0):
             # KIP-848 was an early-access preview there; brokers run it off by default
             return {"group.coordinator.rebalance.protocols": "classic"}
+        if self.major_minor >= (4, 0):
+            # a KIP-848 group's own consumer.session.timeout.ms (a group config) may be as
+            # short as 6 s, for the session-expiry conformance scenario; the broker-wide
+            # default session (group.consumer.session.timeout.ms, 45 s) stays
+            return {"group.consumer.min.session.timeout.ms": "6000"}
         return {}
 
 

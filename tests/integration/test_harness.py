@@ -251,6 +251,9 @@ def test_single_node_properties_use_standalone_bootstrap_and_speed_tweaks() -> N
     assert props["inter.broker.listener.name"] == "PLAINTEXT"
     assert props["controller.listener.names"] == "CONTROLLER"
     assert props["group.initial.rebalance.delay.ms"] == "0"
+    # a KIP-848 group may set a 6 s session of its own (the default session stays 45 s)
+    assert props["group.consumer.min.session.timeout.ms"] == "6000"
+    assert "group.consumer.session.timeout.ms" not in props
     assert props["offsets.topic.num.partitions"] == "1"
     assert props["offsets.topic.replication.factor"] == "1"
     assert props["transaction.state.log.min.isr"] == "1"
@@ -307,6 +310,7 @@ def test_kafka_3_single_node_uses_static_voters_and_no_advertised_controller() -
     assert "group.coordinator.rebalance.protocols" not in props  # no such setting in 3.6
     props = server_properties(_spec(profile=profile_for("3.9.1")))
     assert props["group.coordinator.rebalance.protocols"] == "classic"  # KIP-848 preview off
+    assert "group.consumer.min.session.timeout.ms" not in props
 
 
 def test_profiles_pick_logging_quorum_and_features_per_generation() -> None:

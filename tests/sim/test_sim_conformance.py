@@ -2,7 +2,8 @@
 
 Each scenario of :mod:`kafkastate.sim.conformance` (join and leave, session expiry, static
 members under KIP-345, a cooperative rebalance, stale-generation commits, transaction
-fencing, abort and timeout, KIP-848 reconciliation, fencing and static members, and -- on
+fencing, abort and timeout, KIP-848 reconciliation, fencing, static members, session expiry
+and batched target assignments (KIP-1263), and -- on
 the three-broker cluster -- a classic and a KIP-848 group's coordinator moving twice) runs
 against the simulated cluster and against the broker the harness starts; the normalised
 answers must be the same, step by step. A difference is a bug in the model (or a Kafka
@@ -20,7 +21,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,17 @@ class RealDriver:
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
+
+    def configure_group(self, group: str, configs: Mapping[str, str]) -> None:
+        """IncrementalAlterConfigs (SET) of the group's configs, at the bootstrap broker."""
+        admin = KafkaAdminClient(bootstrap_servers=f"{self.host}:{self.port}")
+        try:
+            admin.alter_configs(
+                [ConfigResource(ConfigResourceType.GROUP, group, configs=dict(configs))],
+                incremental=True,
+            )
+        finally:
+            admin.close()
 
     def move_coordinator(self) -> None:
         """Reorder ``__consumer_offsets``'s replicas so that the next broker comes first,
@@ -238,7 +250,7 @@ def _diff(model: dict[str, Any], kafka: dict[str, Any]) -> str:
 def test_the_model_answers_like_kafka(name: str, real_broker: Any) -> None:
     host, port, broker, topic = real_broker
     versions = served_versions(broker)
-    group = _group(name, host, port)
+    group = f"g-{uuid.uuid4().hex[:8]}"
     driver = RealDriver(host, port)
     try:
         kafka = run_scenario(name, driver, versions, group=group, topic=topic)
@@ -253,31 +265,13 @@ def test_the_model_answers_like_a_kafka_cluster(name: str, real_cluster3: Any) -
     three-broker cluster; the cluster stays whole (leadership moves, no broker stops)."""
     host, port, broker, topic, addresses = real_cluster3
     versions = served_versions(broker)
-    group = _group(name, host, port)
+    group = f"g-{uuid.uuid4().hex[:8]}"
     driver = RealDriver(host, port, addresses, group=group, topic=topic)
     try:
         kafka = run_scenario(name, driver, versions, group=group, topic=topic)
     finally:
         driver.close()
     _compare(name, versions, kafka, topic)
-
-
-def _group(name: str, host: str, port: int) -> str:
-    """A new group for scenario ``name``; a KIP-848 one assigns at once."""
-    group = f"g-{uuid.uuid4().hex[:8]}"
-    if name.startswith("kip848"):
-        # KIP-1263 batches target assignments (one per consumer.assignment.interval.ms, 1 s
-        # by default): the model computes each at once, as the broker does with 0
-        setting = {"consumer.assignment.interval.ms": "0"}
-        admin = KafkaAdminClient(bootstrap_servers=f"{host}:{port}")
-        try:
-            admin.alter_configs(
-                [ConfigResource(ConfigResourceType.GROUP, group, configs=setting)],
-                incremental=True,
-            )
-        finally:
-            admin.close()
-    return group
 
 
 def _compare(name: str, versions: dict[int, int], kafka: dict[str, Any], topic: str) -> None:
