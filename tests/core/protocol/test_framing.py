@@ -138,6 +138,37 @@ def test_frame_decoder_any_split(payloads: list[bytes], data: st.DataObject) -> 
     assert dec.buffered == 0
 
 
+@settings(max_examples=200)
+@given(st.lists(st.binary(max_size=40), max_size=6), st.data())
+def test_frame_decoder_reads_held_whole_or_fed_again(
+    payloads: list[bytes], data: st.DataObject
+) -> None:
+    """A read kept as given (bytes fed to an empty decoder) and then fed more before it is
+    drained, or drained part-way (1.5 frames), or fed as bytearray/memoryview: the frames
+    come out in order and ``buffered`` counts exactly what was fed and not yet taken."""
+    stream = b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=8)))
+    dec = FrameDecoder()
+    out: list[bytes] = []
+    prev = taken = 0
+    for cut in [*cuts, len(stream)]:
+        chunk = stream[prev:cut]
+        kind = data.draw(st.sampled_from([bytes, bytearray, memoryview]))
+        dec.feed(kind(chunk))
+        prev = cut
+        for _ in range(data.draw(st.integers(0, 2))):  # drain none, one or two frames
+            frame = dec.next_frame()
+            if frame is None:
+                break
+            out.append(frame)
+            taken += 4 + len(frame)
+        assert dec.buffered == prev - taken
+    while (f := dec.next_frame()) is not None:
+        out.append(f)
+    assert out == payloads
+    assert dec.buffered == 0
+
+
 @pytest.mark.parametrize("size", [-1, -(2**31), 2**31 - 1])
 def test_frame_decoder_rejects_bad_sizes(size: int) -> None:
     dec = FrameDecoder(max_frame_size=1024)
