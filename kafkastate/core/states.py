@@ -24,7 +24,7 @@ import enum
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeAlias, TypeVar
 
 import attrs
 
@@ -99,7 +99,9 @@ class StateTable(Generic[S]):
         }
 
 
-TransitionObserver = Callable[[StateTable[Any], enum.Enum, enum.Enum], None]
+# Quoted: compiled with mypyc (tools/build_mypyc.py) StateTable is a native class, which
+# cannot be subscripted at run time.
+TransitionObserver: TypeAlias = "Callable[[StateTable[Any], enum.Enum, enum.Enum], None]"
 """Called with ``(table, current, new)`` after each allowed change of state."""
 
 _observer: TransitionObserver | None = None

@@ -140,6 +140,7 @@ from kafkastate.core.producer.partitioner import (
     Partitioner,
     PluggablePartitioner,
 )
+from kafkastate.core.producer.pending import MetadataPendingError
 from kafkastate.core.producer.transactions import (
     TRANSACTIONAL_MAX_VERSIONS,
     TransactionManager,
@@ -201,27 +202,7 @@ _FATAL_ERRORS: Final = frozenset(
 )
 
 
-# ---------------------------------------------------------------------------------- errors
-
-
 log = logging.getLogger("kafkastate.producer")
-
-
-class MetadataPendingError(KafkaError):
-    """No metadata for the topic yet. Raised by ``send`` when nothing may wait (no
-    ``max_block``; nothing was appended), else the cause of the ``KafkaTimeoutError`` of a
-    send held until ``max_block`` passed.
-
-    Retriable: the topic was added to the metadata of interest; wait for the next
-    :class:`~kafkastate.core.client.MetadataUpdated` and send again.
-    """
-
-    retriable = True
-
-    def __init__(self, topic: str) -> None:
-        super().__init__(f"no metadata for topic {topic!r} yet; a refresh was requested")
-        self.topic = topic
-        """The topic."""
 
 
 # ---------------------------------------------------------------------------------- config

@@ -31,17 +31,17 @@ response. :func:`decode_body` therefore reads every response timestamp field as 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import io
 import struct
 import uuid
 from collections.abc import Mapping
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
 from kafkastate.core.protocol._guard import LengthError, check_lengths, need, read_uvarint
+from kafkastate.core.protocol.encoded import EncodedRequest, encoded_request_type
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable
 from kafkastate.errors import KafkaConfigurationError, RemoteProtocolError
 
@@ -99,52 +99,6 @@ def request_header_bytes(
         head = _HEADER_V1.pack(api_key, api_version, correlation_id, len(raw)) + raw
     # Header v2 = v1 + an empty tagged-field section.
     return head + b"\x00" if flexible else head
-
-
-class EncodedRequest:
-    """A request whose body was encoded ahead, by a hand-written encoder for a hot
-    request (Produce): :func:`encode_request` writes :attr:`body` as it is.
-
-    Like a kio entity class, each subclass names its API key, version and flexibility
-    (:func:`encoded_request_type`), so connections treat both alike.
-
-    Args:
-        body: the encoded body.
-    """
-
-    __slots__ = ("body",)
-    __api_key__: ClassVar[int]
-    __version__: ClassVar[int]
-    __flexible__: ClassVar[bool]
-
-    def __init__(self, body: bytes) -> None:
-        self.body: Final = body
-        """The encoded request body."""
-
-    def __repr__(self) -> str:
-        cls = type(self)
-        return f"<EncodedRequest api_key={cls.__api_key__} v{cls.__version__} {len(self.body)} B>"
-
-
-@functools.cache
-def encoded_request_type(api_key: int, version: int, *, flexible: bool) -> type[EncodedRequest]:
-    """The :class:`EncodedRequest` subclass for one API key and version.
-
-    Args:
-        api_key: the API key.
-        version: the request version.
-        flexible: whether that version is flexible (KIP-482).
-
-    Returns:
-        The class (one per arguments).
-    """
-    namespace = {
-        "__slots__": (),
-        "__api_key__": api_key,
-        "__version__": version,
-        "__flexible__": flexible,
-    }
-    return type(f"EncodedRequest{api_key}v{version}", (EncodedRequest,), namespace)
 
 
 def encode_body(entity: Any) -> bytes:
