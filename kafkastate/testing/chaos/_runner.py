@@ -392,7 +392,12 @@ def _prefill(bootstrap: str, topic: str, count: int) -> None:
         {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20}
     )
     for i in range(count):
-        producer.produce(topic, f"in{i}".encode(), partition=i % PARTITIONS)
+        while True:
+            try:
+                producer.produce(topic, f"in{i}".encode(), partition=i % PARTITIONS)
+                break
+            except BufferError:  # librdkafka's queue (100,000 records) is full: let it drain
+                producer.poll(0.1)
         if i % 10_000 == 0:
             producer.poll(0)
     if producer.flush(120) != 0:
