@@ -411,6 +411,19 @@ class _Produce:
     batches: dict[tuple[str | uuid.UUID, int], ProducerBatch]
 
 
+def _overtaken_error(where: str, batch: ProducerBatch) -> KafkaError:
+    """The error of a batch answered OUT_OF_ORDER_SEQUENCE_NUMBER after a later one of its
+    partition was acknowledged: most likely written, never sent again."""
+    context: dict[str, object] = {"topic": batch.topic, "partition": batch.partition}
+    return error_for_code(_OUT_OF_ORDER_SEQUENCE)(
+        f"{batch.record_count} record(s) to {where} (sequence {batch.base_sequence}) were "
+        "overtaken by a later acknowledged batch: the broker most likely wrote them and the "
+        "acknowledgement was lost; not sent again, so as not to write them twice (offsets "
+        "unknown)",
+        **context,
+    )
+
+
 def _ms_to_seconds_text(seconds: float) -> str:
     return f"{seconds:g} s"
 
@@ -1517,11 +1530,21 @@ class ProducerMachine(ClientDriven):
                 # A sequence gap inside a transaction: it cannot commit; abort, then bump.
                 self._fail_batch(batch, error, now)
                 return
-            if idem.is_current(batch) and (
-                code != _OUT_OF_ORDER_SEQUENCE or idem.is_next(batch) or idem.is_overtaken(batch)
+            if (
+                code == _OUT_OF_ORDER_SEQUENCE
+                and idem.is_current(batch)
+                and idem.is_overtaken(batch)
             ):
-                # The broker lost our state, or a later batch was written ahead of this one
-                # (KAFKA-15591): no retry under this epoch can succeed.
+                # A later sequence of the partition was acknowledged under this id/epoch, so
+                # the broker, which holds our state (the partition's first batch goes alone,
+                # KAFKA-15591), wrote this batch: the acknowledgement was lost, and a retry
+                # came after the broker's five-batch duplicate window. Sending it again
+                # (under a new epoch) would write the records twice; its outcome is failed,
+                # with offsets unknown (Java's producer retries it until delivery_timeout).
+                self._acc.fail(batch, _overtaken_error(where, batch), now=now)
+                return
+            if idem.is_current(batch) and (code != _OUT_OF_ORDER_SEQUENCE or idem.is_next(batch)):
+                # The broker lost our state: no retry under this epoch can succeed.
                 self._request_bump(f"{error.__class__.__name__} on {where}")
             self._retry(batch, error, now)
             return

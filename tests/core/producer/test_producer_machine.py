@@ -45,6 +45,7 @@ from kafkastate.errors import (
     KafkaConfigurationError,
     KafkaTimeoutError,
     MessageTooLargeError,
+    OutOfOrderSequenceNumberError,
     ProducerFencedError,
     TopicAuthorizationFailedError,
     UnsupportedVersionError,
@@ -330,10 +331,12 @@ def test_a_partition_sends_one_batch_at_a_time_until_its_first_is_acknowledged()
     assert len(peer.produces()) == 2
 
 
-def test_out_of_order_for_a_batch_a_later_one_overtook_bumps_the_epoch() -> None:
-    # Should a later batch be written first anyway (a broker that lost the producer's
-    # state), the earlier one's range is a gap no retry fills: a new epoch, not retries
-    # until delivery_timeout.
+def test_out_of_order_for_a_batch_a_later_one_overtook_fails_it_without_resending() -> None:
+    # A broker holding the producer's state writes sequence 2 only after 1, so a later
+    # acknowledged batch means the earlier one was written and its acknowledgement lost; a
+    # retry arriving after the broker's five-batch duplicate window is answered
+    # OUT_OF_ORDER_SEQUENCE_NUMBER. Sending it again under a new epoch wrote it twice (the
+    # chaos run of 2026-11-27: 14 duplicates); it fails, typed, and is not sent again.
     peer = started()
     ids = peer.topic_ids()
     first_rid = peer.send(b"a")
@@ -343,22 +346,34 @@ def test_out_of_order_for_a_batch_a_later_one_overtook_bumps_the_epoch() -> None
     b, c = peer.produces()
     assert [parts_of(s, ids)[0].base_sequence for s in (b, c)] == [1, 2]
     peer.answer(b, produce_response(b, lambda p: (6, -1), ids))  # NOT_LEADER: b retries
-    peer.answer(c, produce_response(c, ok({("t", 0): 1}), ids))  # c written ahead of it
+    peer.answer(c, produce_response(c, ok({("t", 0): 2}), ids))  # c written after it
     while not peer.produces():
         peer.advance()
     (again,) = peer.produces()
     assert parts_of(again, ids)[0].base_sequence == 1
     peer.answer(again, produce_response(again, lambda p: (45, -1), ids))  # OUT_OF_ORDER
-    bump = peer.take(ApiKey.INIT_PRODUCER_ID)
-    peer.answer_init(bump, pid=1000, epoch=1)
-    while not peer.produces():
-        peer.advance()
-    (last,) = peer.produces()
-    (part,) = parts_of(last, ids)
-    assert (part.epoch, part.base_sequence, part.values) == (1, 0, [b"b"])
-    peer.answer(last, produce_response(last, ok({("t", 0): 2}), ids))
-    acked = {rid: offset for a in peer.outcomes() for rid, offset, _ in a.results()}
-    assert acked == {first_rid: 0, rids[1]: 1, rids[0]: 2}  # nothing lost
+    outcomes = peer.outcomes()
+    acked = {
+        rid: offset
+        for a in outcomes
+        if isinstance(a, RecordsAcknowledged)
+        for rid, offset, _ in a.results()
+    }
+    assert acked == {first_rid: 0, rids[1]: 2}
+    failed = [o for o in outcomes if isinstance(o, RecordsFailed)]
+    assert len(failed) == 1 and rids[0] in failed[0].record_ids
+    assert isinstance(failed[0].error, OutOfOrderSequenceNumberError)
+    assert "not sent again" in str(failed[0].error)
+    inits = peer.requests[ApiKey.INIT_PRODUCER_ID]
+    for _ in range(5):  # no new epoch, no second copy of b
+        if peer.m.get_timer() is not None:
+            peer.advance()
+    assert peer.produces() == []
+    assert peer.requests[ApiKey.INIT_PRODUCER_ID] == inits
+    peer.send(b"d")  # the partition goes on under the same id/epoch, after c
+    (d,) = peer.produces()
+    (part,) = parts_of(d, ids)
+    assert (part.epoch, part.base_sequence, part.values) == (0, 3, [b"d"])
 
 
 def test_linger_deadline_is_exact_and_batches_fill() -> None:
