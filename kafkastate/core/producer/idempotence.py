@@ -371,11 +371,12 @@ class Idempotence:
     def is_overtaken(self, batch: ProducerBatch) -> bool:
         """Whether a later sequence of the batch's partition was acknowledged before it.
 
-        A broker with no state for a producer id accepts any first sequence. So if the
-        first batch to a new partition fails (NOT_LEADER_OR_FOLLOWER while the topic is
-        still being created) and the next one, already in flight, is written, the first
-        one's range is a gap that no retry can fill: every attempt is answered with
-        OUT_OF_ORDER_SEQUENCE_NUMBER (KAFKA-15591). Only a new epoch gets it written.
+        A broker holding the producer's state writes a partition's sequences in order, and
+        a partition's first batch under an id/epoch goes alone (:meth:`unconfirmed`: a
+        broker with no state accepts any first sequence, KAFKA-15591). So an overtaken
+        batch was written and its acknowledgement lost; a retry answered
+        OUT_OF_ORDER_SEQUENCE_NUMBER came after the broker's duplicate window, and must not
+        be sent again.
 
         Args:
             batch: a stamped batch under the current id/epoch, not acknowledged.
