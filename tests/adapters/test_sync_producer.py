@@ -167,7 +167,7 @@ def test_produce_keyed_and_unkeyed_read_back(kafka_cluster: Any) -> None:
             futures.append(producer.send(topic, f"v{i}", key=key, headers=headers))
         metas = [f.get(timeout=30) for f in futures]
         counters = producer.metrics()["producer-metrics"]
-    assert counters["record-send-total"] == n
+    assert counters["record-send-total"] >= n  # per attempt: a retried batch counts again
     assert counters["record-ack-total"] == n
     assert counters["record-error-total"] == 0
     assert counters["buffer-used-bytes"] == 0
