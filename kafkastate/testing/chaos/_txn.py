@@ -110,7 +110,9 @@ _T = TypeVar("_T")
 
 def txn_program(args: TxnArgs, log: IO[str]) -> Program:
     """The workload as a generator of :class:`Op`; the driver sends back each result (or
-    throws the error it raised)."""
+    throws the error it raised). Besides the clients' methods, the driver provides ``open``
+    (a new producer with ``init_transactions`` done, then a new consumer) and ``close``
+    (both, the consumer first; nothing to do when none is open)."""
     tps = [TopicPartition(args.input, p) for p in range(args.partitions)]
     started = time.monotonic() if args.paced_from is None else args.paced_from
     deadline = started + run_budget(args.duration) - 60.0
