@@ -487,17 +487,18 @@ def test_txn_program_handles_each_error_by_its_kind(tmp_path: Path) -> None:
 def test_txn_workload_replaces_its_fenced_producer_and_processes_everything_once(
     kafka_cluster: Any, tmp_path: Path, runtime: str
 ) -> None:
-    """Another producer with the workload's transactional.id starts mid-run: a real fence.
-    The workload's producer fails fatally; the workload closes it, opens a new one with the
-    same id, rewinds to the committed offsets and still transforms every input record
-    exactly once (judged with confluent-kafka)."""
+    """Another producer with the workload's transactional.id starts mid-run, while a
+    transaction is open: a real fence. The workload's producer fails fatally; the workload
+    closes it, opens a new one with the same id, rewinds to the committed offsets and still
+    transforms every input record exactly once (judged with confluent-kafka)."""
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
     import time  # noqa: PLC0415
     import uuid  # noqa: PLC0415
 
     from kafkastate.adapters.blocking import BlockingAdmin, NewTopic  # noqa: PLC0415
-    from kafkastate.sync import KafkaProducer  # noqa: PLC0415
+    from kafkastate.structs import TopicPartition  # noqa: PLC0415
+    from kafkastate.sync import KafkaConsumer, KafkaProducer  # noqa: PLC0415
     from kafkastate.testing.chaos._checker import committed_offsets, read_topics  # noqa: PLC0415
 
     pytest.importorskip("confluent_kafka", reason="the checker reads with confluent-kafka")
@@ -518,19 +519,26 @@ def test_txn_workload_replaces_its_fenced_producer_and_processes_everything_once
         *("--group", name, "--transactional-id", name, "--partitions", str(partitions)),
         *("--batch", "20", "--duration", "12", "--log", str(log)),
     ]
+    sinks = [TopicPartition(sink, p) for p in range(partitions)]
+    stable = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    high = KafkaConsumer(bootstrap_servers=bootstrap)
     workload = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
+        # a few transactions committed, then one open with records written (the fence
+        # aborts it; the workload's next request of it is refused)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and workload.poll() is None:
-            text = log.read_text() if log.exists() else ""
-            if text.count('"committed"') >= 3:
+            committed = sum(stable.end_offsets(sinks).values())
+            if committed >= 3 * 20 and committed < sum(high.end_offsets(sinks).values()):
                 break
-            time.sleep(0.1)
+            time.sleep(0.02)
         assert workload.poll() is None, "the workload finished before it could be fenced"
         with KafkaProducer(bootstrap_servers=bootstrap, transactional_id=name) as intruder:
             intruder.init_transactions()  # bumps the epoch: the workload's producer is fenced
         output, _ = workload.communicate(timeout=120)
     finally:
+        stable.close()
+        high.close()
         if workload.poll() is None:
             workload.kill()
             workload.communicate()
