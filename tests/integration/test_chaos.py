@@ -163,6 +163,7 @@ def test_txn_check_counts_aborted_reads_losses_and_offsets(tmp_path: Path) -> No
     log = [
         {"attempt": 1, "offsets": {"0": [0, 1]}, "outcome": "committed"},
         {"attempt": 2, "offsets": {"0": [2]}, "outcome": "aborted"},
+        {"ev": "recovery", "what": "retry_rewind", "error": "KafkaTimeoutError()", "t": 1.0},
         {"attempt": 3, "offsets": {"0": [2]}, "outcome": "committed"},
     ]
     path = _acks(tmp_path / "txn", log)
@@ -173,6 +174,7 @@ def test_txn_check_counts_aborted_reads_losses_and_offsets(tmp_path: Path) -> No
     clean = check_txn("o", out, [], input_ends={0: 3}, committed={0: 3}, txn_logs=[path])
     assert clean.ok, clean.examples
     assert clean.acked == 3
+    assert clean.recoveries == {"retry_rewind": 1}  # counted, not a violation
 
     bad = [
         (0, 0, None, output_value(0, 0, 1)),
@@ -374,6 +376,8 @@ def test_txn_program_aborts_on_purpose_and_rewinds_after_an_error(tmp_path: Path
         "send_offsets_to_transaction": offsets,
         "commit_transaction": commit,
         "abort_transaction": lambda: calls.append("abort"),
+        "open": lambda: calls.append("open"),
+        "close": lambda: None,
     }
     args = TxnArgs("in", "out", "g", partitions=1, batch=2, abort_every=3, duration=0.0)
     with open(tmp_path / "log", "w") as handle:
@@ -391,6 +395,165 @@ def test_txn_program_aborts_on_purpose_and_rewinds_after_an_error(tmp_path: Path
     ]
     assert state["committed"] == 6
     assert calls.count("abort") == 2
+    assert calls.count("open") == 1  # a transaction's failure is no reason for new clients
+
+
+def test_txn_program_handles_each_error_by_its_kind(tmp_path: Path) -> None:
+    from kafkastate.errors import (  # noqa: PLC0415
+        NoBrokersAvailable,
+        ProducerFencedError,
+        TransactionFailedError,
+    )
+    from kafkastate.structs import TopicPartition  # noqa: PLC0415
+
+    tp = TopicPartition("in", 0)
+    state: dict[str, Any] = {"position": 0, "committed": None, "pending": None}
+    calls: list[str] = []
+    # the errors to raise, by op, in turn (None: succeed)
+    script: dict[str, list[Exception | None]] = {
+        "open": [NoBrokersAvailable("no broker at the start")],
+        "send_offsets_to_transaction": [None, ProducerFencedError("another producer")],
+        "commit_transaction": [None, TransactionFailedError("a record failed")],
+        "committed": [None, None, KafkaTimeoutError("committed() timed out")],
+    }
+
+    def step(name: str, then: Any = None) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls.append(name)
+            if script.get(name):
+                error = script[name].pop(0)
+                if error is not None:
+                    raise error
+            return then(*args, **kwargs) if then is not None else None
+
+        return call
+
+    def getmany(**_: Any) -> dict[Any, list[_Record]]:
+        start = state["position"]
+        state["position"] = min(start + 2, 6)
+        return {tp: [_Record(o) for o in range(start, min(start + 2, 6))]}
+
+    def seek(_tp: Any, offset: int) -> None:
+        state["position"] = offset
+
+    def commit() -> None:
+        state["committed"] = state["pending"]
+
+    ops = {
+        "open": step("open"),
+        "close": step("close"),
+        "assign": lambda tps: None,
+        "end_offsets": lambda tps: {tp: 6},
+        "committed": step("committed", lambda _tp: state["committed"]),
+        "seek": seek,
+        "getmany": getmany,
+        "sleep": lambda s: None,
+        "begin_transaction": step("begin"),
+        "send": lambda topic, value, partition: None,
+        "send_offsets_to_transaction": step(
+            "send_offsets_to_transaction",
+            lambda following, group: state.update(pending=following[tp]),
+        ),
+        "commit_transaction": step("commit_transaction", commit),
+        "abort_transaction": step("abort"),
+    }
+    args = TxnArgs("in", "out", "g", partitions=1, batch=2, abort_every=99, duration=0.0)
+    with open(tmp_path / "log", "w") as handle:
+        run_blocking(txn_program(args, handle), ops)
+    entries = [json.loads(line) for line in (tmp_path / "log").read_text().splitlines()]
+    recoveries = [e["what"] for e in entries if e.get("ev") == "recovery"]
+    assert recoveries == ["retry_start", "replace_producer", "retry_rewind"]
+    outcomes = [(e["outcome"], e["offsets"]["0"]) for e in entries if "attempt" in e]
+    assert outcomes == [
+        ("committed", [0, 1]),
+        ("unknown", [2, 3]),  # fenced: new producer and consumer, back to offset 2
+        ("unknown", [2, 3]),  # the transaction failed: aborted, back to 2 (a retried rewind)
+        ("committed", [2, 3]),
+        ("committed", [4, 5]),
+    ]
+    assert state["committed"] == 6
+    assert calls.count("open") == 3  # failed at the start, opened, replaced after the fence
+    assert calls.count("abort") == 1  # a fenced producer is not asked to abort
+    assert next(e for e in entries if e.get("attempt") == 2)["error"].startswith(
+        "ProducerFencedError"
+    )
+
+
+# -- the transactional workload against a real broker: fenced mid-run -------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_txn_workload_replaces_its_fenced_producer_and_processes_everything_once(
+    kafka_cluster: Any, tmp_path: Path, runtime: str
+) -> None:
+    """Another producer with the workload's transactional.id starts mid-run, while a
+    transaction is open: a real fence. The workload's producer fails fatally; the workload
+    closes it, opens a new one with the same id, rewinds to the committed offsets and still
+    transforms every input record exactly once (judged with confluent-kafka)."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import time  # noqa: PLC0415
+    import uuid  # noqa: PLC0415
+
+    from kafkastate.adapters.blocking import BlockingAdmin, NewTopic  # noqa: PLC0415
+    from kafkastate.structs import TopicPartition  # noqa: PLC0415
+    from kafkastate.sync import KafkaConsumer, KafkaProducer  # noqa: PLC0415
+    from kafkastate.testing.chaos._checker import committed_offsets, read_topics  # noqa: PLC0415
+
+    pytest.importorskip("confluent_kafka", reason="the checker reads with confluent-kafka")
+    if runtime == "trio":
+        pytest.importorskip("trio")
+    bootstrap, partitions, records = kafka_cluster.bootstrap, 3, 600
+    name = f"txn-fence-{runtime}-{uuid.uuid4().hex[:8]}"
+    source, sink, log = f"{name}-in", f"{name}-out", tmp_path / "txn.jsonl"
+    with BlockingAdmin(bootstrap) as admin:
+        admin.create_topics([NewTopic(name=t, num_partitions=partitions) for t in (source, sink)])
+    with KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+        for i in range(records):
+            producer.send(source, f"in{i}".encode(), partition=i % partitions)
+        producer.flush()
+    argv = [
+        *(sys.executable, "-m", "kafkastate.testing.chaos._workload", "txn"),
+        *("--runtime", runtime, "--bootstrap", bootstrap, "--input", source, "--output", sink),
+        *("--group", name, "--transactional-id", name, "--partitions", str(partitions)),
+        *("--batch", "20", "--duration", "12", "--log", str(log)),
+    ]
+    sinks = [TopicPartition(sink, p) for p in range(partitions)]
+    stable = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    high = KafkaConsumer(bootstrap_servers=bootstrap)
+    workload = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # a few transactions committed, then one open with records written (the fence
+        # aborts it; the workload's next request of it is refused)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and workload.poll() is None:
+            committed = sum(stable.end_offsets(sinks).values())
+            if committed >= 3 * 20 and committed < sum(high.end_offsets(sinks).values()):
+                break
+            time.sleep(0.02)
+        assert workload.poll() is None, "the workload finished before it could be fenced"
+        with KafkaProducer(bootstrap_servers=bootstrap, transactional_id=name) as intruder:
+            intruder.init_transactions()  # bumps the epoch: the workload's producer is fenced
+        output, _ = workload.communicate(timeout=120)
+    finally:
+        stable.close()
+        high.close()
+        if workload.poll() is None:
+            workload.kill()
+            workload.communicate()
+    assert workload.returncode == 0, output
+    read = read_topics(bootstrap, [sink])[sink]
+    result = check_txn(
+        sink,
+        *read,
+        input_ends={p: records // partitions for p in range(partitions)},
+        committed=committed_offsets(bootstrap, name, source, partitions),
+        txn_logs=[log],
+    )
+    assert result.ok, (result.counts, dict(result.examples))
+    assert result.acked == records and result.read == records
+    assert result.recoveries["replace_producer"] >= 1, (result.recoveries, log.read_text())
 
 
 # -- the short run ----------------------------------------------------------------------------
@@ -477,6 +640,8 @@ def test_txn_program_keeps_its_pace_inside_the_open_transaction(tmp_path: Path) 
         "send_offsets_to_transaction": lambda offsets, group: calls.append("offsets"),
         "commit_transaction": lambda: calls.append("commit"),
         "abort_transaction": lambda: calls.append("abort"),
+        "open": lambda: None,
+        "close": lambda: None,
     }
     args = TxnArgs("in", "out", "g", partitions=1, batch=2, abort_every=9, duration=0.4)
     started = time.monotonic()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +66,8 @@ class CheckResult:
             that a kill met an open transaction.
         counts: check name -> violations (:data:`CHECK_NAMES`).
         examples: a few violations per check, for the report.
+        recoveries: (transactional workload) what its log says it recovered from, by kind
+            (``replace_producer``, ``retry_rewind``, ``retry_start``...): not violations.
     """
 
     topic: str
@@ -75,6 +77,7 @@ class CheckResult:
     fenced: int = 0
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CHECK_NAMES, 0))
     examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    recoveries: Counter[str] = field(default_factory=Counter)
 
     def violation(self, check: str, example: str) -> None:
         """Count one violation of ``check``, keeping the first few examples."""
@@ -317,6 +320,9 @@ def check_txn(
     for entry in _load(txn_logs):
         if entry.get("ev") == "killed":
             kills += 1
+            continue
+        if entry.get("ev") == "recovery":
+            result.recoveries[str(entry["what"])] += 1
             continue
         attempt, outcome = int(entry["attempt"]), str(entry["outcome"])
         attempts[attempt] = outcome

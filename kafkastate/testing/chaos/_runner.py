@@ -33,6 +33,7 @@ from ._checker import (
 from ._faults import FAULT_KINDS, Fault, FaultInjector, make_schedule, proxy_name
 from ._plot import timeline_svg
 from ._toxiproxy import Toxiproxy, ensure_toxiproxy
+from ._txn import run_budget
 
 __all__ = ["RUNTIMES", "ChaosOptions", "ChaosReport", "run_chaos"]
 
@@ -139,6 +140,12 @@ class ChaosReport:
             " aborted when its restart fenced it (read_uncommitted only)"
             for r in self.results
             if r.fenced
+        ]
+        lines += [
+            f"{r.topic}: recovered "
+            + ", ".join(f"{what} {n}" for what, n in sorted(r.recoveries.items()))
+            for r in self.results
+            if r.recoveries
         ]
         return "\n".join(lines)
 
@@ -461,7 +468,7 @@ def run_chaos(options: ChaosOptions) -> ChaosReport:
             processes.start(workload)
         injector.run()  # in this thread: the brokers it restarts live as long as it does
         workload_errors: list[str] = []
-        budget = options.duration * 4 + 300
+        budget = run_budget(options.duration)
         for name in list(processes.running):
             worker = processes.running[name]
             try:
@@ -508,6 +515,7 @@ def run_chaos(options: ChaosOptions) -> ChaosReport:
                         "failed": r.failed,
                         "read": r.read,
                         "fenced": r.fenced,
+                        "recoveries": dict(r.recoveries),
                         "counts": r.counts,
                         "examples": dict(r.examples),
                     }

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, ExitStack, asynccontextmanager
 from typing import IO, Any, TypeVar
 
 from kafkastate.errors import KafkaError
@@ -216,20 +216,82 @@ TXN_CONSUMER_OPTIONS: dict[str, Any] = {
 through ``send_offsets_to_transaction``."""
 
 
-def _txn_ops(producer: Any, consumer: Any, send: Any, sleep: Any, poll: Any) -> dict[str, Any]:
-    return {
-        "assign": consumer.assign,
-        "end_offsets": consumer.end_offsets,
-        "committed": consumer.committed,
-        "seek": consumer.seek,
-        "getmany": poll,
-        "sleep": sleep,
-        "begin_transaction": producer.begin_transaction,
-        "send": send,
-        "send_offsets_to_transaction": producer.send_offsets_to_transaction,
-        "commit_transaction": producer.commit_transaction,
-        "abort_transaction": producer.abort_transaction,
-    }
+class _TxnClients:
+    """The transactional workload's producer and consumer. Its program opens them (op
+    ``open``: the producer, with ``init_transactions``, then the consumer) and closes them
+    (``close``, in the reverse order: a trio client is a context, and contexts end in
+    order) to start over after a fatal error; every other op goes to the ones open now."""
+
+    def __init__(self) -> None:
+        self.producer: Any = None
+        self.consumer: Any = None
+
+    def ops(
+        self,
+        *,
+        poll: str,
+        send: Callable[..., Any],
+        sleep: Callable[[float], Any],
+        open_: Callable[[], Any],
+        close: Callable[[], Any],
+    ) -> dict[str, Any]:
+        """The program's ops; ``send(producer, topic, value, partition)``."""
+
+        def on(side: str, method: str) -> Callable[..., Any]:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                client = getattr(self, side)  # the one open now, not the one open here
+                return getattr(client, method)(*args, **kwargs)
+
+            return call
+
+        consumer = ("assign", "end_offsets", "committed", "seek")
+        producer = (
+            "begin_transaction",
+            "send_offsets_to_transaction",
+            "commit_transaction",
+            "abort_transaction",
+        )
+        return {
+            **{name: on("consumer", name) for name in consumer},
+            **{name: on("producer", name) for name in producer},
+            "getmany": on("consumer", poll),
+            "send": lambda topic, value, partition: send(self.producer, topic, value, partition),
+            "sleep": sleep,
+            "open": open_,
+            "close": close,
+        }
+
+
+async def _txn_async(
+    program: Program,
+    open_producer: Callable[[], AbstractAsyncContextManager[Any]],
+    open_consumer: Callable[[], AbstractAsyncContextManager[Any]],
+    send: Callable[..., Any],
+    sleep: Callable[[float], Awaitable[None]],
+) -> None:
+    clients = _TxnClients()
+    stack: AsyncExitStack | None = None
+
+    async def close() -> None:
+        nonlocal stack
+        clients.producer = clients.consumer = None
+        ending, stack = stack, None
+        if ending is not None:
+            await ending.aclose()
+
+    async def open_() -> None:
+        nonlocal stack
+        await close()
+        stack = AsyncExitStack()
+        clients.producer = await stack.enter_async_context(open_producer())
+        clients.consumer = await stack.enter_async_context(open_consumer())
+
+    try:
+        await run_async(
+            program, clients.ops(poll="getmany", send=send, sleep=sleep, open_=open_, close=close)
+        )
+    finally:
+        await close()
 
 
 async def _txn_asyncio(args: argparse.Namespace, program: Program) -> None:
@@ -237,24 +299,34 @@ async def _txn_asyncio(args: argparse.Namespace, program: Program) -> None:
 
     from kafkastate.asyncio import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
 
-    producer = AIOKafkaProducer(
-        bootstrap_servers=args.bootstrap,
-        transactional_id=args.transactional_id,
-        **PRODUCER_OPTIONS,
-    )
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=args.bootstrap, group_id=args.group, **TXN_CONSUMER_OPTIONS
-    )
-    await producer.start()
-    try:
-        await consumer.start()
+    @asynccontextmanager
+    async def open_producer() -> AsyncIterator[Any]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=args.bootstrap,
+            transactional_id=args.transactional_id,
+            **PRODUCER_OPTIONS,
+        )
         try:
-            ops = _txn_ops(producer, consumer, producer.send, asyncio.sleep, consumer.getmany)
-            await run_async(program, ops)
+            await producer.start()  # init_transactions too
+            yield producer
+        finally:
+            await producer.stop()
+
+    @asynccontextmanager
+    async def open_consumer() -> AsyncIterator[Any]:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=args.bootstrap, group_id=args.group, **TXN_CONSUMER_OPTIONS
+        )
+        try:
+            await consumer.start()
+            yield consumer
         finally:
             await consumer.stop()
-    finally:
-        await producer.stop()
+
+    async def send(producer: Any, topic: str, value: bytes, partition: int) -> Any:
+        return await producer.send(topic, value, partition=partition)
+
+    await _txn_async(program, open_producer, open_consumer, send, asyncio.sleep)
 
 
 async def _txn_trio(args: argparse.Namespace, program: Program) -> None:
@@ -262,42 +334,62 @@ async def _txn_trio(args: argparse.Namespace, program: Program) -> None:
 
     from kafkastate.trio import open_consumer, open_producer  # noqa: PLC0415
 
-    async with (
-        open_producer(
+    def producer() -> AbstractAsyncContextManager[Any]:
+        return open_producer(
             args.bootstrap, transactional_id=args.transactional_id, **PRODUCER_OPTIONS
-        ) as producer,
-        open_consumer(
+        )
+
+    def consumer() -> AbstractAsyncContextManager[Any]:
+        return open_consumer(
             bootstrap_servers=args.bootstrap, group_id=args.group, **TXN_CONSUMER_OPTIONS
-        ) as consumer,
-    ):
-        ops = _txn_ops(producer, consumer, producer.enqueue, trio.sleep, consumer.getmany)
-        await run_async(program, ops)
+        )
+
+    async def send(producer: Any, topic: str, value: bytes, partition: int) -> Any:
+        return await producer.enqueue(topic, value, partition=partition)
+
+    await _txn_async(program, producer, consumer, send, trio.sleep)
 
 
 def _txn_blocking(args: argparse.Namespace, program: Program) -> None:
     from kafkastate.sync import KafkaConsumer, KafkaProducer  # noqa: PLC0415
 
-    producer = KafkaProducer(
-        bootstrap_servers=args.bootstrap,
-        transactional_id=args.transactional_id,
-        **PRODUCER_OPTIONS,
-    )
-    try:
+    clients = _TxnClients()
+    stack: ExitStack | None = None
+
+    def close() -> None:
+        nonlocal stack
+        clients.producer = clients.consumer = None
+        ending, stack = stack, None
+        if ending is not None:
+            ending.close()
+
+    def open_() -> None:
+        nonlocal stack
+        close()
+        stack = ExitStack()
+        producer = KafkaProducer(
+            bootstrap_servers=args.bootstrap,
+            transactional_id=args.transactional_id,
+            **PRODUCER_OPTIONS,
+        )
+        stack.callback(producer.close, timeout=30)
         producer.init_transactions()
+        clients.producer = producer
         consumer = KafkaConsumer(
             bootstrap_servers=args.bootstrap, group_id=args.group, **TXN_CONSUMER_OPTIONS
         )
-        try:
+        stack.callback(consumer.close, autocommit=False)
+        clients.consumer = consumer
 
-            def send(topic: str, value: bytes, partition: int) -> Any:
-                return producer.send(topic, value=value, partition=partition)
+    def send(producer: Any, topic: str, value: bytes, partition: int) -> Any:
+        return producer.send(topic, value=value, partition=partition)
 
-            ops = _txn_ops(producer, consumer, send, time.sleep, consumer.poll)
-            run_blocking(program, ops)
-        finally:
-            consumer.close()
+    try:
+        run_blocking(
+            program, clients.ops(poll="poll", send=send, sleep=time.sleep, open_=open_, close=close)
+        )
     finally:
-        producer.close()
+        close()
 
 
 def _txn(args: argparse.Namespace) -> int:
