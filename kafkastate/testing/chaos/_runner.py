@@ -140,6 +140,12 @@ class ChaosReport:
             for r in self.results
             if r.fenced
         ]
+        lines += [
+            f"{r.topic}: {r.zombie_windows:,} zombie windows (two members owned a partition"
+            " at once, the older one did no work on it: not a violation)"
+            for r in self.results
+            if r.zombie_windows
+        ]
         return "\n".join(lines)
 
     def reproducer(self) -> str:
@@ -508,6 +514,7 @@ def run_chaos(options: ChaosOptions) -> ChaosReport:
                         "failed": r.failed,
                         "read": r.read,
                         "fenced": r.fenced,
+                        "zombie_windows": r.zombie_windows,
                         "counts": r.counts,
                         "examples": dict(r.examples),
                     }
