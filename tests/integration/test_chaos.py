@@ -214,7 +214,15 @@ def _zombie_rows(*extra: dict[str, Any]) -> list[dict[str, Any]]:
         {"ev": "assigned", "m": "0.0", "parts": [1], "t": 1.0},
         {"ev": "batch", "m": "0.0", "recs": {"1": [0, 1]}, "t": 1.5},
         {"ev": "assigned", "m": "1.0", "parts": [1], "t": 3.0},
-        {"ev": "commit", "m": "0.0", "offsets": {"1": 2}, "t0": 1.6, "ok": False, "t": 3.5},
+        {
+            "ev": "commit",
+            "m": "0.0",
+            "offsets": {"1": 2},
+            "t0": 1.6,
+            "ok": False,
+            "error": "UnknownMemberIdError('member unknown')",
+            "t": 3.5,
+        },
         {"ev": "lost", "m": "0.0", "parts": [1], "t": 3.6},
         {"ev": "batch", "m": "1.0", "recs": {"1": [0, 1, 2]}, "t": 3.2},
         {"ev": "commit", "m": "1.0", "offsets": {"1": 3}, "t0": 3.3, "ok": True, "t": 3.4},
@@ -251,9 +259,17 @@ def test_group_check_counts_a_zombie_window_apart_and_work_in_it_as_two_owners(
         assert found.zombie_windows == 0, name
         assert found.examples["owners"][0].startswith("partition 1: 0.0 (owned it 1.000-3.600) ")
     assert check("sent", sent).examples["owners"] == [
-        "partition 1: 0.0 (owned it 1.000-3.600) commit of p1 at 2 accepted (sent 3.050,"
-        " answered 3.100) while 1.0 owned it (assigned at 3.000)"
+        "partition 1: 0.0 (owned it 1.000-3.600) commit of p1 at 2 accepted (3.050-3.100)"
+        " while 1.0 owned it (assigned at 3.000)"
     ]
+    # a commit that failed without an answer (it may have been accepted) is no proven work:
+    # the window's example names it
+    timeout = {**sent, "ok": False, "error": "KafkaTimeoutError('no answer within 15 s')"}
+    doubt = check("doubt", timeout)
+    assert doubt.ok and doubt.zombie_windows == 1
+    assert doubt.examples["zombie_windows"][0].endswith(
+        "no work of 0.0 in between, a commit of unknown outcome (3.050-3.100)"
+    )
     # a commit answered before the new owner's assignment is no work in the window
     before = {"ev": "commit", "m": "0.0", "offsets": {"1": 2}, "t0": 1.6, "ok": True, "t": 2.9}
     assert check("before", before).ok

@@ -422,7 +422,9 @@ def check_group(
     overlap counts, sound at the price of counting an answer delayed past the new owner's
     assignment. Work on a partition by a member that did not own it, while another did, is
     a violation too. A window with no such work is counted in
-    :attr:`CheckResult.zombie_windows`, not a violation.
+    :attr:`CheckResult.zombie_windows`, not a violation. A commit that failed without the
+    coordinator's refusal (a timeout: it may have been accepted) is not counted as work:
+    the log cannot prove it was; the window's example names it.
 
     The times are ``time.monotonic()`` of the workload's processes: on Linux one clock for
     every process of the machine (a killed process and its restart compare).
@@ -441,6 +443,7 @@ def check_group(
     owned: dict[tuple[str, int], float] = {}
     spans: dict[int, list[_Span]] = defaultdict(list)
     work: dict[int, list[_Work]] = defaultdict(list)
+    unknown: dict[int, list[_Work]] = defaultdict(list)  # commits failed without an answer
     processed: set[tuple[int, int]] = set()
     members: set[str] = set()
     for entry in _load(member_logs):
@@ -470,20 +473,26 @@ def check_group(
                 if offsets:
                     what = f"processed p{partition}@{offsets[0]}-{offsets[-1]} at {at:.3f}"
                     work[int(partition)].append(_Work(at, at, member, what))
-        elif event == "commit" and not entry["ok"]:
-            result.failed += 1
         elif event == "commit":
+            refused = str(entry.get("error", "")).split("(")[0] in _REFUSED
+            if not entry["ok"]:
+                result.failed += 1
             sent = float(entry["t0"])
             for partition, offset in entry["offsets"].items():
-                what = (
-                    f"commit of p{partition} at {offset} accepted (sent {sent:.3f},"
-                    f" answered {at:.3f})"
-                )
-                work[int(partition)].append(_Work(sent, at, member, what))
+                if entry["ok"]:
+                    what = f"commit of p{partition} at {offset} accepted"
+                    work[int(partition)].append(
+                        _Work(sent, at, member, f"{what} ({sent:.3f}-{at:.3f})")
+                    )
+                elif not refused:
+                    what = f"a commit of unknown outcome ({sent:.3f}-{at:.3f})"
+                    unknown[int(partition)].append(_Work(sent, at, member, what))
     for (member, partition), start in owned.items():  # never gave it up: owns it for good
         spans[partition].append(_Span(start, float("inf"), member))
     for partition in sorted(spans.keys() | work.keys()):
-        _check_owners(result, partition, sorted(spans[partition]), work[partition])
+        _check_owners(
+            result, partition, sorted(spans[partition]), work[partition], unknown[partition]
+        )
     result.read = len(members)
     _input_consumed(result, input_ends, committed, processed)
     return result
@@ -508,12 +517,30 @@ class _Work:
     what: str
 
 
+_REFUSED = frozenset(
+    {
+        "CommitFailedError",
+        "FencedInstanceIdError",
+        "IllegalGenerationError",
+        "RebalanceInProgressError",
+        "UnknownMemberIdError",
+    }
+)
+"""The errors of a commit the coordinator refused (any other failed commit, a timeout, may
+have been accepted)."""
+
+
 def _check_owners(
-    result: CheckResult, partition: int, spans: list[_Span], work: list[_Work]
+    result: CheckResult,
+    partition: int,
+    spans: list[_Span],
+    work: list[_Work],
+    unknown: list[_Work],
 ) -> None:
     """Count the overlapping ownerships of one partition (``spans``, by start): an
     ``owners`` violation where the older owner (or a member owning nothing) worked on the
-    partition within the newer owner's span, else a zombie window."""
+    partition within the newer owner's span, else a zombie window (whose example names a
+    commit of the older owner's whose outcome is unknown, if one overlapped it)."""
     failed: set[tuple[_Span | None, _Span]] = set()
     finite = [span for span in spans if span.end != float("inf")]
     starts = [span.start for span in finite]
@@ -547,11 +574,18 @@ def _check_owners(
                 continue
             if (older, newer) not in failed:
                 result.zombie_windows += 1
+                until = min(older.end, newer.end)
+                doubt = [
+                    f", {item.what}"
+                    for item in unknown
+                    if item.member == older.member and item.first < until
+                    if item.last > newer.start
+                ]
                 result.note(
                     "zombie_windows",
                     f"partition {partition}: {newer.member} assigned at {newer.start:.3f}"
                     f" while {older.member} owned it until {older.end:.3f}, no work of"
-                    f" {older.member} in between",
+                    f" {older.member} in between{''.join(doubt[:1])}",
                 )
 
 
