@@ -202,25 +202,88 @@ def test_group_check_counts_overlapping_owners_gaps_and_offsets(tmp_path: Path) 
     path = _acks(tmp_path / "g", rows)
     clean = check_group("in", {0: 2, 1: 3}, {0: 2, 1: 3}, [path])
     assert clean.ok, clean.examples
-    assert (clean.acked, clean.failed, clean.read) == (5, 1, 2)
-
-    # 1.0 is removed from the group and hears it late: a late "lost" is no violation ...
-    rows[6:6] = [
-        {"ev": "assigned", "m": "2.0", "parts": [1], "t": 3.5},
-        {"ev": "lost", "m": "1.0", "parts": [1], "t": 3.6},
-        {"ev": "revoked", "m": "2.0", "parts": [1], "t": 3.7},
-    ]
-    late = check_group("in", {0: 2, 1: 3}, {0: 2, 1: 3}, [_acks(tmp_path / "l", rows)])
-    assert late.ok, late.examples
-    # ... but a commit of it the coordinator accepted after 2.0 got the partition is
-    rows.insert(
-        7, {"ev": "commit", "m": "1.0", "offsets": {"1": 3}, "t0": 3.55, "ok": True, "t": 3.58}
-    )
-    rows.append({"ev": "assigned", "m": "2.0", "parts": [1], "t": 4.0})  # with 1.0 below
-    rows.append({"ev": "assigned", "m": "3.0", "parts": [1], "t": 4.1})  # 2.0 still owns it
-    result = check_group("in", {0: 3, 1: 3}, {0: 2, 1: 3}, [_acks(tmp_path / "h", rows)])
+    assert (clean.acked, clean.failed, clean.read, clean.zombie_windows) == (5, 1, 2, 0)
+    assert not clean.examples
+    result = check_group("in", {0: 3, 1: 3}, {0: 2, 1: 3}, [path])
     counts = {name: n for name, n in result.counts.items() if n}
-    assert counts == {"owners": 2, "lost": 1, "offsets": 1}  # p0@2 never processed
+    assert counts == {"lost": 1, "offsets": 1}  # p0@2 never processed
+
+
+def _zombie_rows(*extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """Member 0.0 owns partition 1 and is removed from the group while a commit of it is
+    stuck; 1.0 gets the partition at 3.0, 0.0 hears it (``lost``) at 3.6."""
+    rows: list[dict[str, Any]] = [
+        {"ev": "assigned", "m": "0.0", "parts": [1], "t": 1.0},
+        {"ev": "batch", "m": "0.0", "recs": {"1": [0, 1]}, "t": 1.5},
+        {"ev": "assigned", "m": "1.0", "parts": [1], "t": 3.0},
+        {
+            "ev": "commit",
+            "m": "0.0",
+            "offsets": {"1": 2},
+            "t0": 1.6,
+            "ok": False,
+            "error": "UnknownMemberIdError('member unknown')",
+            "t": 3.5,
+        },
+        {"ev": "lost", "m": "0.0", "parts": [1], "t": 3.6},
+        {"ev": "batch", "m": "1.0", "recs": {"1": [0, 1, 2]}, "t": 3.2},
+        {"ev": "commit", "m": "1.0", "offsets": {"1": 3}, "t0": 3.3, "ok": True, "t": 3.4},
+        *extra,
+    ]
+    return rows
+
+
+def test_group_check_counts_a_zombie_window_apart_and_work_in_it_as_two_owners(
+    tmp_path: Path,
+) -> None:
+    def check(name: str, *extra: dict[str, Any]) -> Any:
+        return check_group("in", {1: 3}, {1: 3}, [_acks(tmp_path / name, _zombie_rows(*extra))])
+
+    # the zombie window 3.0-3.6: the removed 0.0 did no work in it (its commit refused)
+    zombie = check("zombie")
+    assert zombie.ok, zombie.examples
+    assert zombie.zombie_windows == 1
+    assert zombie.examples["zombie_windows"] == [
+        "partition 1: 1.0 assigned at 3.000 while 0.0 owned it until 3.600,"
+        " no work of 0.0 in between"
+    ]
+    # the old owner's work in the window is a violation: a record processed ...
+    batch = {"ev": "batch", "m": "0.0", "recs": {"1": [2]}, "t": 3.1}
+    # ... a commit accepted, sent in the window or only answered in it (when the
+    # coordinator accepted it the log cannot tell) ...
+    sent = {"ev": "commit", "m": "0.0", "offsets": {"1": 2}, "t0": 3.05, "ok": True, "t": 3.1}
+    answered = {"ev": "commit", "m": "0.0", "offsets": {"1": 2}, "t0": 2.0, "ok": True, "t": 3.1}
+    # ... or work on it after its own callback while the other member owns it
+    late = {"ev": "batch", "m": "0.0", "recs": {"1": [2]}, "t": 3.7}
+    for name, row in [("batch", batch), ("sent", sent), ("answered", answered), ("late", late)]:
+        found = check(name, row)
+        assert {n: c for n, c in found.counts.items() if c} == {"owners": 1}, name
+        assert found.zombie_windows == 0, name
+        assert found.examples["owners"][0].startswith("partition 1: 0.0 (owned it 1.000-3.600) ")
+    assert check("sent", sent).examples["owners"] == [
+        "partition 1: 0.0 (owned it 1.000-3.600) commit of p1 at 2 accepted (3.050-3.100)"
+        " while 1.0 owned it (assigned at 3.000)"
+    ]
+    # a commit that failed without an answer (it may have been accepted) is no proven work:
+    # the window's example names it
+    timeout = {**sent, "ok": False, "error": "KafkaTimeoutError('no answer within 15 s')"}
+    doubt = check("doubt", timeout)
+    assert doubt.ok and doubt.zombie_windows == 1
+    assert doubt.examples["zombie_windows"][0].endswith(
+        "no work of 0.0 in between, a commit of unknown outcome (3.050-3.100)"
+    )
+    # a commit answered before the new owner's assignment is no work in the window
+    before = {"ev": "commit", "m": "0.0", "offsets": {"1": 2}, "t0": 1.6, "ok": True, "t": 2.9}
+    assert check("before", before).ok
+    # one window counts once, however much work it had
+    twice = check("twice", batch, sent, late)
+    assert (twice.counts["owners"], twice.zombie_windows) == (1, 0)
+    # a member that never owned the partition, processing it while another owns it
+    stray = {"ev": "batch", "m": "2.0", "recs": {"1": [1]}, "t": 3.3}
+    found = check("stray", {"ev": "assigned", "m": "2.0", "parts": [0], "t": 3.2}, stray)
+    assert found.counts["owners"] == 2  # while 1.0 owned it, and while 0.0 still did
+    assert "2.0 (had not owned it) processed p1@1-1 at 3.300" in found.examples["owners"][0]
+    # the new owner at work in the window is the owner: 1.0's batch and commit above
 
 
 def test_member_program_commits_each_batch_and_stops_at_the_end() -> None:
@@ -326,10 +389,16 @@ def test_group_check_ends_a_killed_process_ownership_at_the_kill(tmp_path: Path)
     ]
     result = check_group("in", {0: 2, 1: 1}, {0: 2, 1: 1}, [_acks(tmp_path / "g", rows)])
     assert result.ok, result.examples
-    assert result.read == 2  # members: 0.0 and r1/0.0
-    del rows[2]  # without the mark, 0.0 still owned both
+    assert (result.read, result.zombie_windows) == (2, 0)  # members: 0.0 and r1/0.0
+    # work of the dead process's member after the kill, while r1/0.0 owns the partition
+    ghost = [*rows, {"ev": "batch", "m": "0.0", "recs": {"1": [0]}, "t": 15.2}]
+    result = check_group("in", {0: 2, 1: 1}, {0: 2, 1: 1}, [_acks(tmp_path / "w", ghost)])
+    assert result.counts["owners"] == 1
+    assert "0.0 (owned it 1.000-2.000) processed p1@0-0" in result.examples["owners"][0]
+    del rows[2]  # without the mark, 0.0 still owned both: two windows, no work in them
     result = check_group("in", {0: 2, 1: 1}, {0: 2, 1: 1}, [_acks(tmp_path / "h", rows)])
-    assert result.counts["owners"] == 2
+    assert result.ok, result.examples
+    assert result.zombie_windows == 2
     assert GroupArgs("in", "g", 6, 3, 10.0, 1, incarnation=2).member_name(1, 4) == "r2/1.4"
 
 

@@ -3,8 +3,11 @@ kafkastate) and judges them against the workloads' ack logs.
 
 Counts, each of which must be 0:
 
-- ``owners``: two members of a group owning one partition at the same time (from the
-  members' logs of assignments and revocations, on the one clock of their process);
+- ``owners``: a group member working on a partition (a record processed, a commit
+  accepted) while another member owned it since later (from the members' logs of
+  assignments, revocations, batches and commits, on the machine's one monotonic clock);
+  an overlap of two ownerships without such work is the classic protocol's zombie window,
+  counted apart (:attr:`CheckResult.zombie_windows`), not a violation;
 
 - ``lost``: acknowledged records missing from the log, or another record at their offset;
 - ``duplicates``: a (key, seq) read more than once;
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import json
 import time
+from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -64,8 +68,12 @@ class CheckResult:
             whose attempt the log does not name: written in a transaction a killed process
             left open, aborted when its restart fenced it. Not a violation: the evidence
             that a kill met an open transaction.
+        zombie_windows: (group) overlaps of two members' ownerships of a partition in
+            which the older owner did no work on it: the coordinator gave the partition
+            to another member before the older one heard it was removed (or while it
+            closed). Not a violation: the evidence that faults opened such windows.
         counts: check name -> violations (:data:`CHECK_NAMES`).
-        examples: a few violations per check, for the report.
+        examples: a few violations per check (and zombie windows), for the report.
         recoveries: (transactional workload) what its log says it recovered from, by kind
             (``replace_producer``, ``retry_rewind``, ``retry_start``...): not violations.
     """
@@ -75,6 +83,7 @@ class CheckResult:
     acked: int = 0
     failed: int = 0
     fenced: int = 0
+    zombie_windows: int = 0
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CHECK_NAMES, 0))
     examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     recoveries: Counter[str] = field(default_factory=Counter)
@@ -82,8 +91,13 @@ class CheckResult:
     def violation(self, check: str, example: str) -> None:
         """Count one violation of ``check``, keeping the first few examples."""
         self.counts[check] += 1
-        if len(self.examples[check]) < 5:
-            self.examples[check].append(example)
+        self.note(check, example)
+
+    def note(self, kind: str, example: str) -> None:
+        """Keep one of the first few examples of ``kind`` (a check or not) for the
+        report."""
+        if len(self.examples[kind]) < 5:
+            self.examples[kind].append(example)
 
     @property
     def ok(self) -> bool:
@@ -396,17 +410,30 @@ def check_group(
     committed: dict[int, int],
     member_logs: Iterable[Path],
 ) -> CheckResult:
-    """Judge a consumer-group workload: one owner per partition at any time, every input
-    record processed, the group's final committed offsets at the input's end.
+    """Judge a consumer-group workload: no two members working on one partition at the
+    same time, every input record processed, the group's final committed offsets at the
+    input's end.
 
-    A member owns a partition from its ``assigned`` event until ``revoked`` or ``closing``;
-    the coordinator must not give the partition to another member before the owner gave it
-    up, so no two ownership intervals of one partition may overlap. A ``lost`` partition
-    (the member was removed from the group, e.g. its session expired while a fault cut it
-    off, and learns it only later) counts as owned until the start of the member's last
-    commit the coordinator accepted: a commit of a removed member accepted after another
-    member got the partition is a violation, its late ``lost`` callback is not. A
-    ``killed`` mark (the runner SIGKILLed the process) ends every ownership at its time.
+    A member owns a partition from its ``assigned`` callback until its ``revoked`` or
+    ``lost`` callback or its ``closing``; a ``killed`` mark (the runner SIGKILLed the
+    process) ends every ownership of the process's members at its time. Two ownerships
+    of one partition may overlap: with the classic protocol the coordinator gives the
+    partitions of a member it removed (its session expired while a fault cut it off, or it
+    did not rejoin in time) to another member before the removed one hears of it, and
+    generation fencing refuses the removed member's commits. Such a window is a violation
+    (``owners``) only if the older owner *worked* on the partition in it: a record of the
+    partition processed (a ``batch`` line, stamped when the member got the records) or a
+    commit of it the coordinator accepted (``ok``) between its start ``t0`` and its answer
+    ``t`` -- the log cannot tell when in that span the coordinator accepted it, so any
+    overlap counts, sound at the price of counting an answer delayed past the new owner's
+    assignment. Work on a partition by a member that did not own it, while another did, is
+    a violation too. A window with no such work is counted in
+    :attr:`CheckResult.zombie_windows`, not a violation. A commit that failed without the
+    coordinator's refusal (a timeout: it may have been accepted) is not counted as work:
+    the log cannot prove it was; the window's example names it.
+
+    The times are ``time.monotonic()`` of the workload's processes: on Linux one clock for
+    every process of the machine (a killed process and its restart compare).
 
     Args:
         topic: the input topic.
@@ -420,8 +447,9 @@ def check_group(
     """
     result = CheckResult(topic=topic)
     owned: dict[tuple[str, int], float] = {}
-    confirmed: dict[tuple[str, int], float] = {}  # the last proof the member still owned it
-    intervals: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
+    spans: dict[int, list[_Span]] = defaultdict(list)
+    work: dict[int, list[_Work]] = defaultdict(list)
+    unknown: dict[int, list[_Work]] = defaultdict(list)  # commits failed without an answer
     processed: set[tuple[int, int]] = set()
     members: set[str] = set()
     for entry in _load(member_logs):
@@ -431,49 +459,140 @@ def check_group(
         if event == "assigned":
             for partition in entry["parts"]:
                 owned.setdefault((member, int(partition)), at)
-                confirmed[(member, int(partition))] = at
         elif event == "killed":
             # the process died: its members (the only ones owning anything in this log)
             # processed nothing after this
             for (holder, partition), since in sorted(owned.items()):
-                intervals[partition].append((since, at, holder))
+                spans[partition].append(_Span(since, at, holder))
             owned.clear()
         elif event in ("revoked", "lost", "closing"):
-            parts = entry.get("parts") or [p for m, p in owned if m == member]
+            # "closing" names no partitions: the member gives up all it owns
+            parts = entry["parts"] if "parts" in entry else [p for m, p in owned if m == member]
             for partition in parts:
                 start = owned.pop((member, int(partition)), None)
                 if start is not None:
-                    # a lost partition was taken away at some unknown time: the member owned
-                    # it for sure only until the start of its last accepted commit
-                    end = confirmed[(member, int(partition))] if event == "lost" else at
-                    intervals[int(partition)].append((start, end, member))
+                    spans[int(partition)].append(_Span(start, at, member))
         elif event == "batch":
             for partition, offsets in entry["recs"].items():
                 result.acked += len(offsets)
                 processed.update((int(partition), int(offset)) for offset in offsets)
-        elif event == "commit" and not entry["ok"]:
-            result.failed += 1
+                if offsets:
+                    what = f"processed p{partition}@{offsets[0]}-{offsets[-1]} at {at:.3f}"
+                    work[int(partition)].append(_Work(at, at, member, what))
         elif event == "commit":
-            for partition in entry["offsets"]:
-                if (member, int(partition)) in owned:
-                    confirmed[(member, int(partition))] = float(entry["t0"])
+            refused = str(entry.get("error", "")).split("(")[0] in _REFUSED
+            if not entry["ok"]:
+                result.failed += 1
+            sent = float(entry["t0"])
+            for partition, offset in entry["offsets"].items():
+                if entry["ok"]:
+                    what = f"commit of p{partition} at {offset} accepted"
+                    work[int(partition)].append(
+                        _Work(sent, at, member, f"{what} ({sent:.3f}-{at:.3f})")
+                    )
+                elif not refused:
+                    what = f"a commit of unknown outcome ({sent:.3f}-{at:.3f})"
+                    unknown[int(partition)].append(_Work(sent, at, member, what))
     for (member, partition), start in owned.items():  # never gave it up: owns it for good
-        intervals[partition].append((start, float("inf"), member))
-    for partition, spans in sorted(intervals.items()):
-        spans.sort()
-        held_until, holder = float("-inf"), ""
-        for start, end, member in spans:
-            if start < held_until and member != holder:
-                result.violation(
-                    "owners",
-                    f"partition {partition}: {member} assigned at {start:.3f} while"
-                    f" {holder} owned it until {held_until:.3f}",
-                )
-            if end > held_until:
-                held_until, holder = end, member
+        spans[partition].append(_Span(start, float("inf"), member))
+    for partition in sorted(spans.keys() | work.keys()):
+        _check_owners(
+            result, partition, sorted(spans[partition]), work[partition], unknown[partition]
+        )
     result.read = len(members)
     _input_consumed(result, input_ends, committed, processed)
     return result
+
+
+@dataclass(frozen=True, order=True)
+class _Span:
+    """A member's ownership of a partition, from ``start`` until ``end``."""
+
+    start: float
+    end: float
+    member: str
+
+
+@dataclass(frozen=True)
+class _Work:
+    """A member's work on a partition, done at some time from ``first`` to ``last``."""
+
+    first: float
+    last: float
+    member: str
+    what: str
+
+
+_REFUSED = frozenset(
+    {
+        "CommitFailedError",
+        "FencedInstanceIdError",
+        "IllegalGenerationError",
+        "RebalanceInProgressError",
+        "UnknownMemberIdError",
+    }
+)
+"""The errors of a commit the coordinator refused (any other failed commit, a timeout, may
+have been accepted)."""
+
+
+def _check_owners(
+    result: CheckResult,
+    partition: int,
+    spans: list[_Span],
+    work: list[_Work],
+    unknown: list[_Work],
+) -> None:
+    """Count the overlapping ownerships of one partition (``spans``, by start): an
+    ``owners`` violation where the older owner (or a member owning nothing) worked on the
+    partition within the newer owner's span, else a zombie window (whose example names a
+    commit of the older owner's whose outcome is unknown, if one overlapped it)."""
+    failed: set[tuple[_Span | None, _Span]] = set()
+    finite = [span for span in spans if span.end != float("inf")]
+    starts = [span.start for span in finite]
+    longest = max((span.end - span.start for span in finite), default=0.0)
+    forever = [span for span in spans if span.end == float("inf")]
+    by_member: dict[str, list[_Span]] = defaultdict(list)
+    for span in spans:
+        by_member[span.member].append(span)
+    for item in work:
+        # the member's ownership the work belongs to: its last one that started before
+        mine = by_member.get(item.member, [])
+        index = bisect_right([span.start for span in mine], item.first)
+        own = mine[index - 1] if index else None
+        first = bisect_left(starts, item.first - longest)
+        for other in [*finite[first : bisect_right(starts, item.last)], *forever]:
+            if other.member == item.member or other.end <= item.first or other.start > item.last:
+                continue
+            if own is not None and own.start > other.start:
+                continue  # the newer owner at work: ``other`` is the zombie
+            if (own, other) not in failed:
+                failed.add((own, other))
+                held = f"owned it {own.start:.3f}-{own.end:.3f}" if own else "had not owned it"
+                result.violation(
+                    "owners",
+                    f"partition {partition}: {item.member} ({held}) {item.what} while"
+                    f" {other.member} owned it (assigned at {other.start:.3f})",
+                )
+    for i, newer in enumerate(spans):
+        for older in spans[:i]:
+            if older.member == newer.member or older.end <= newer.start:
+                continue
+            if (older, newer) not in failed:
+                result.zombie_windows += 1
+                until = min(older.end, newer.end)
+                doubt = [
+                    f", {item.what}"
+                    for item in unknown
+                    if item.member == older.member and item.first < until
+                    if item.last > newer.start
+                ]
+                result.note(
+                    "zombie_windows",
+                    f"partition {partition}: {newer.member} assigned at {newer.start:.3f}"
+                    f" while {older.member} owned it until {older.end:.3f}, no work of"
+                    f" {older.member} in between{''.join(doubt[:1])}",
+                )
 
 
 def _input_consumed(

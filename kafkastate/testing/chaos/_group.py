@@ -4,13 +4,18 @@
 reads batches and commits each batch's offsets (explicit, synchronous), and leaves after a
 seeded lifetime; its slot then starts a new member (a rebalance each time). The run ends
 once the commits reach the input's end. One log per process (JSON lines, one shared clock:
-``time.monotonic()``):
+``time.monotonic()``, on Linux the machine's, so a restarted process's times compare):
 
 - ``{"ev": "assigned" | "revoked" | "lost", "m", "parts", "t"}`` from the rebalance
   listener;
 - ``{"ev": "closing", "m", "t"}`` when a member starts to leave (it owns nothing after);
-- ``{"ev": "batch", "m", "recs": {partition: [offsets]}, "t"}`` what it processed;
-- ``{"ev": "commit", "m", "offsets", "t0", "t1", "ok"}`` each commit and its outcome.
+- ``{"ev": "batch", "m", "recs": {partition: [offsets]}, "t"}`` what it processed, ``t``
+  when the read returned them (the processing: the records are only logged);
+- ``{"ev": "commit", "m", "offsets", "t0", "t", "ok"}`` each commit: sent at ``t0``,
+  answered at ``t``, accepted or not (``"error"`` then says why).
+
+The checker's ``owners`` check needs exactly these: a member's work on a partition (a batch
+of it, a commit of it accepted) inside another member's ownership is a violation.
 
 The process may be SIGKILLed and restarted (the ``client_kill`` fault): the runner then
 appends ``{"ev": "killed", "t"}`` (every member of the dead process gave up what it owned

@@ -147,6 +147,12 @@ class ChaosReport:
             for r in self.results
             if r.recoveries
         ]
+        lines += [
+            f"{r.topic}: {r.zombie_windows:,} zombie windows (two members owned a partition"
+            " at once, the older one did no work on it: not a violation)"
+            for r in self.results
+            if r.zombie_windows
+        ]
         return "\n".join(lines)
 
     def reproducer(self) -> str:
@@ -516,6 +522,7 @@ def run_chaos(options: ChaosOptions) -> ChaosReport:
                         "read": r.read,
                         "fenced": r.fenced,
                         "recoveries": dict(r.recoveries),
+                        "zombie_windows": r.zombie_windows,
                         "counts": r.counts,
                         "examples": dict(r.examples),
                     }
