@@ -10,13 +10,18 @@ reset-offsets`` committed; bob's SASL producer meets the ACLs ``acls`` made.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
 import re
+import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -205,6 +210,106 @@ def test_read_committed(cluster: KafkaCluster, b: list[str]) -> None:
         producer.commit_transaction()
     assert consume(b, topic, "-e") == ["aborted", "committed"]
     assert consume(b, topic, "-e", "--isolation", "read_committed") == ["committed"]
+
+
+ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def on_a_terminal(*args: str, stdin: Path, timeout: float = 60) -> tuple[int, str]:
+    """Run the command line with stdout and stderr on a pseudo-terminal (200 columns, an
+    xterm), stdin from a file: its exit status and what the terminal showed, escape
+    sequences removed."""
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+    env = environment(TERM="xterm-256color")
+    env.pop("NO_COLOR", None)
+    with stdin.open("rb") as source:
+        proc = subprocess.Popen([*command(), *args], stdin=source, stdout=secondary,
+                                stderr=secondary, env=env)  # fmt: skip
+    os.close(secondary)
+    shown = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"still running after {timeout} s: {shown.decode()[-500:]}"
+            if not select.select([primary], [], [], left)[0]:
+                continue
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # EIO: every writer closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        status = proc.wait(timeout=10)
+    finally:
+        os.close(primary)
+        if proc.poll() is None:
+            proc.kill()
+    assert ANSI.search(shown), "no escape sequence: rich did not take it for a terminal"
+    return status, ANSI.sub(b"", bytes(shown)).decode()
+
+
+def test_a_terminal_shows_progress_and_rates_a_pipe_gets_plain_lines(
+    cluster: KafkaCluster, b: list[str], tmp_path: Path
+) -> None:
+    topic = new_topic(b)
+    n = 100_000
+    lines = tmp_path / "lines.txt"  # produce reads the files it is given
+    lines.write_bytes(b"".join(b"line-%06d\n" % i for i in range(n)))
+    status, shown = on_a_terminal("produce", "-t", topic, str(lines), *b, stdin=Path(os.devnull))
+    assert status == 0, shown
+    # the live line: what, how many so far and the rate; then one sentence, no JSON
+    assert re.search(rf"producing to {topic}\s+\d+ records\s+[\d,]+ records/s", shown), shown
+    assert f"% produced {n} records" in shown and "{" not in shown, shown
+
+    # (a terminal draws each record above the live line: slower than a pipe, so fewer)
+    status, shown = on_a_terminal("consume", "-t", topic, "-c", "5000", *b,
+                                  stdin=Path(os.devnull))  # fmt: skip
+    assert status == 0, shown[-2000:]
+    assert re.search(rf"consuming {topic}\s+\d+ records\s+[\d,]+ records/s", shown), shown
+    assert "line-000000" in shown and "line-004999" in shown and "line-005000" not in shown
+
+    # piped: the records as they are and the summary as one JSON line, nothing else
+    piped = kafkastate("produce", "-t", topic, str(lines), *b)
+    assert json.loads(ok(piped))["records"] == n and piped.stderr == b""
+    consumed = kafkastate("consume", "-t", topic, "-e", *b)
+    assert ok(consumed).splitlines() == [f"line-{i % n:06d}" for i in range(2 * n)]
+    assert b"\x1b" not in consumed.stdout and consumed.stderr == b""
+
+
+def test_ctrl_c_stops_a_produce_after_delivering_what_was_read(
+    cluster: KafkaCluster, b: list[str]
+) -> None:
+    topic = new_topic(b)
+    proc = subprocess.Popen(
+        [*command(), "produce", "-t", topic, *b],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment(),
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(b"".join(b"%d\n" % i for i in range(5)))
+        proc.stdin.flush()  # stdin stays open: the command waits for more lines
+        deadline = time.monotonic() + 30
+        while len(readback.consume(cluster.bootstrap, topic, 5, timeout=1)) < 5:
+            assert time.monotonic() < deadline, "the 5 lines never reached the broker"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err.decode()
+    assert b"Traceback" not in err
+    summary = json.loads(out)
+    assert (summary["records"], summary["failed"]) == (5, 0)
+    # the witness: exactly what was read was written, once
+    assert [r.value for r in readback.consume(cluster.bootstrap, topic, 6, timeout=2)] == [
+        b"%d" % i for i in range(5)
+    ]
 
 
 # ---------------------------------------------------------------------------- groups
