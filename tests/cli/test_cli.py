@@ -30,7 +30,7 @@ from pathlib import Path
 import kafka
 import pytest
 
-from kafkastate.sync import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafkastate.sync import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafkastate.testing import KafkaCluster, PrerequisiteError, ProbeError, metadata
 from kafkastate.testing.pytest_plugin import unavailable
 from tests._support import readback
@@ -196,8 +196,6 @@ def test_codec(cluster: KafkaCluster, b: list[str], codec: str) -> None:
 
 
 def test_read_committed(cluster: KafkaCluster, b: list[str]) -> None:
-    from kafkastate.sync import KafkaProducer  # noqa: PLC0415
-
     topic = new_topic(b)
     with KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id=topic) as producer:
         producer.init_transactions()
@@ -378,6 +376,42 @@ def test_ctrl_c_stops_a_consume_cleanly_and_commits_what_was_written(
     assert proc.returncode == 0, err.decode()
     assert b"Traceback" not in err
     assert committed(cluster, group, topic) == 5
+
+
+def test_ctrl_c_in_the_middle_of_a_batch_commits_only_the_records_written(
+    cluster: KafkaCluster, b: list[str]
+) -> None:
+    topic = new_topic(b)
+    group = f"g-{topic}"
+    n = 2000
+    with KafkaProducer(bootstrap_servers=cluster.bootstrap) as producer:
+        for i in range(n):
+            producer.send(topic, b"%04d" % i + b"x" * 996, partition=0)
+        producer.flush()
+    proc = subprocess.Popen(
+        [*command(), "consume", "-t", topic, "-G", group, *b],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment(),
+        bufsize=0,  # no read-ahead: communicate() gets every byte after the first line
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        # ~64 KiB fill the pipe: the command is blocked writing a record of its batch
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err.decode()
+    assert b"Traceback" not in err
+    lines = (first + rest).splitlines()
+    assert [line[:4] for line in lines] == [b"%04d" % i for i in range(len(lines))]
+    assert 0 < len(lines) < n // 4, len(lines)  # stopped well inside the first batches
+    # nothing half-done: the group resumes right after the last record written
+    assert committed(cluster, group, topic) == len(lines)
 
 
 # ---------------------------------------------------------------------------- topics
