@@ -24,8 +24,9 @@ import sys
 import termios
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import kafka
 import pytest
@@ -249,6 +250,29 @@ def on_a_terminal(*args: str, stdin: Path, timeout: float = 60) -> tuple[int, st
     return status, ANSI.sub(b"", bytes(shown)).decode()
 
 
+Running = subprocess.Popen[bytes]
+
+
+def ctrl_c(
+    args: Sequence[str], status: int, until: Callable[[Running], object], **popen: Any
+) -> bytes:
+    """Start the command line (stdout and stderr piped, unbuffered: no read-ahead), let
+    ``until`` wait for it to get somewhere, then press Ctrl-C. It must exit ``status``
+    with no traceback; returns what it wrote on stdout that ``until`` did not read."""
+    proc = subprocess.Popen([*command(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=environment(), bufsize=0, **popen)  # fmt: skip
+    try:
+        until(proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == status, err.decode()
+    assert b"Traceback" not in err
+    return out
+
+
 def test_a_terminal_shows_progress_and_rates_a_pipe_gets_plain_lines(
     cluster: KafkaCluster, b: list[str], tmp_path: Path
 ) -> None:
@@ -281,27 +305,15 @@ def test_ctrl_c_stops_a_produce_after_delivering_what_was_read(
     cluster: KafkaCluster, b: list[str]
 ) -> None:
     topic = new_topic(b)
-    proc = subprocess.Popen(
-        [*command(), "produce", "-t", topic, *b],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=environment(),
-    )
-    try:
+
+    def five_lines_delivered(proc: Running) -> None:
         assert proc.stdin is not None
-        proc.stdin.write(b"".join(b"%d\n" % i for i in range(5)))
-        proc.stdin.flush()  # stdin stays open: the command waits for more lines
+        proc.stdin.write(b"".join(b"%d\n" % i for i in range(5)))  # stdin stays open
         deadline = time.monotonic() + 30
         while len(readback.consume(cluster.bootstrap, topic, 5, timeout=1)) < 5:
             assert time.monotonic() < deadline, "the 5 lines never reached the broker"
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err.decode()
-    assert b"Traceback" not in err
+
+    out = ctrl_c(["produce", "-t", topic, *b], 130, five_lines_delivered, stdin=subprocess.PIPE)
     summary = json.loads(out)
     assert (summary["records"], summary["failed"]) == (5, 0)
     # the witness: exactly what was read was written, once
@@ -358,23 +370,13 @@ def test_ctrl_c_stops_a_consume_cleanly_and_commits_what_was_written(
     topic = new_topic(b)
     group = f"g-{topic}"
     produce(b, topic, [str(i) for i in range(5)])
-    proc = subprocess.Popen(
-        [*command(), "consume", "-t", topic, "-G", group, *b],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=environment(),
-    )
-    try:
+
+    def five_lines_read(proc: Running) -> None:
         assert proc.stdout is not None
         seen = [proc.stdout.readline() for _ in range(5)]
         assert seen == [f"{i}\n".encode() for i in range(5)]
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err.decode()
-    assert b"Traceback" not in err
+
+    assert ctrl_c(["consume", "-t", topic, "-G", group, *b], 0, five_lines_read) == b""
     assert committed(cluster, group, topic) == 5
 
 
@@ -388,26 +390,15 @@ def test_ctrl_c_in_the_middle_of_a_batch_commits_only_the_records_written(
         for i in range(n):
             producer.send(topic, b"%04d" % i + b"x" * 996, partition=0)
         producer.flush()
-    proc = subprocess.Popen(
-        [*command(), "consume", "-t", topic, "-G", group, *b],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=environment(),
-        bufsize=0,  # no read-ahead: communicate() gets every byte after the first line
-    )
-    try:
+    first: list[bytes] = []
+
+    def blocked_in_a_batch(proc: Running) -> None:
         assert proc.stdout is not None
-        first = proc.stdout.readline()
-        # ~64 KiB fill the pipe: the command is blocked writing a record of its batch
-        time.sleep(1)
-        proc.send_signal(signal.SIGINT)
-        rest, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err.decode()
-    assert b"Traceback" not in err
-    lines = (first + rest).splitlines()
+        first.append(proc.stdout.readline())
+        time.sleep(1)  # ~64 KiB fill the pipe: it is blocked writing a record of its batch
+
+    rest = ctrl_c(["consume", "-t", topic, "-G", group, *b], 0, blocked_in_a_batch)
+    lines = (first[0] + rest).splitlines()
     assert [line[:4] for line in lines] == [b"%04d" % i for i in range(len(lines))]
     assert 0 < len(lines) < n // 4, len(lines)  # stopped well inside the first batches
     # nothing half-done: the group resumes right after the last record written
@@ -605,23 +596,18 @@ def test_missing_extra_names_it() -> None:
 
 
 def test_broker_command_serves_until_ctrl_c() -> None:
-    proc = subprocess.Popen(
-        [*command(), "broker"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment()
-    )
-    try:
+    printed: list[str] = []
+
+    def serving(proc: Running) -> None:
         assert proc.stdout is not None
         bootstrap = proc.stdout.readline().decode().strip()
+        printed.append(bootstrap)
         assert re.fullmatch(r"127\.0\.0\.1:\d+", bootstrap), bootstrap
         described = json.loads(ok(kafkastate("cluster", "--json", "-b", bootstrap)))
         assert len(described["brokers"]) == 1
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err.decode()
-    assert b"Traceback" not in err
-    host, port = bootstrap.rsplit(":", 1)
+
+    ctrl_c(["broker"], 0, serving)
+    host, port = printed[0].rsplit(":", 1)
     with pytest.raises(ProbeError):  # stopped
         metadata(host, int(port))
 
