@@ -266,6 +266,8 @@ async def test_groups_and_their_offsets(kafka_cluster: Any) -> None:
                         got.extend(records)
             await consumer.commit()
             (described,) = (await admin.describe_consumer_groups([group])).values()
+            (broker,) = (await admin.describe_cluster()).brokers
+            assert await admin.find_coordinator(group) == broker.node_id
             assert described.state == "Stable" and described.protocol_type == "consumer"
             (member,) = described.members
             assert member.assignment is not None and member.assignment.partitions == (tp,)

@@ -315,6 +315,7 @@ async def test_a_hanging_transaction_is_found_aborted_and_its_producer_fenced(
             assert txn.topic_partitions == {tp} and txn.producer_id == mine[0].producer_id
             (cluster_broker,) = (await admin.describe_cluster()).brokers
             assert txn.coordinator_id == cluster_broker.node_id
+            assert await admin.find_coordinator(tid, 1) == txn.coordinator_id  # FindCoordinator
             unknown = [v for k, v in described.items() if k != tid]
             assert isinstance(unknown[0], TransactionalIdNotFoundError)
 
