@@ -10,22 +10,28 @@ reset-offsets`` committed; bob's SASL producer meets the ACLs ``acls`` made.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
 import re
+import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import kafka
 import pytest
 
-from kafkastate.sync import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafkastate.sync import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafkastate.testing import KafkaCluster, PrerequisiteError, ProbeError, metadata
 from kafkastate.testing.pytest_plugin import unavailable
 from tests._support import readback
@@ -191,8 +197,6 @@ def test_codec(cluster: KafkaCluster, b: list[str], codec: str) -> None:
 
 
 def test_read_committed(cluster: KafkaCluster, b: list[str]) -> None:
-    from kafkastate.sync import KafkaProducer  # noqa: PLC0415
-
     topic = new_topic(b)
     with KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id=topic) as producer:
         producer.init_transactions()
@@ -205,6 +209,117 @@ def test_read_committed(cluster: KafkaCluster, b: list[str]) -> None:
         producer.commit_transaction()
     assert consume(b, topic, "-e") == ["aborted", "committed"]
     assert consume(b, topic, "-e", "--isolation", "read_committed") == ["committed"]
+
+
+ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def on_a_terminal(*args: str, stdin: Path, timeout: float = 60) -> tuple[int, str]:
+    """Run the command line with stdout and stderr on a pseudo-terminal (200 columns, an
+    xterm), stdin from a file: its exit status and what the terminal showed, escape
+    sequences removed."""
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+    env = environment(TERM="xterm-256color")
+    env.pop("NO_COLOR", None)
+    with stdin.open("rb") as source:
+        proc = subprocess.Popen([*command(), *args], stdin=source, stdout=secondary,
+                                stderr=secondary, env=env)  # fmt: skip
+    os.close(secondary)
+    shown = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"still running after {timeout} s: {shown.decode()[-500:]}"
+            if not select.select([primary], [], [], left)[0]:
+                continue
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # EIO: every writer closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        status = proc.wait(timeout=10)
+    finally:
+        os.close(primary)
+        if proc.poll() is None:
+            proc.kill()
+    assert ANSI.search(shown), "no escape sequence: rich did not take it for a terminal"
+    return status, ANSI.sub(b"", bytes(shown)).decode()
+
+
+Running = subprocess.Popen[bytes]
+
+
+def ctrl_c(
+    args: Sequence[str], status: int, until: Callable[[Running], object], **popen: Any
+) -> bytes:
+    """Start the command line (stdout and stderr piped, unbuffered: no read-ahead), let
+    ``until`` wait for it to get somewhere, then press Ctrl-C. It must exit ``status``
+    with no traceback; returns what it wrote on stdout that ``until`` did not read."""
+    proc = subprocess.Popen([*command(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=environment(), bufsize=0, **popen)  # fmt: skip
+    try:
+        until(proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == status, err.decode()
+    assert b"Traceback" not in err
+    return out
+
+
+def test_a_terminal_shows_progress_and_rates_a_pipe_gets_plain_lines(
+    cluster: KafkaCluster, b: list[str], tmp_path: Path
+) -> None:
+    topic = new_topic(b)
+    n = 100_000
+    lines = tmp_path / "lines.txt"  # produce reads the files it is given
+    lines.write_bytes(b"".join(b"line-%06d\n" % i for i in range(n)))
+    status, shown = on_a_terminal("produce", "-t", topic, str(lines), *b, stdin=Path(os.devnull))
+    assert status == 0, shown
+    # the live line: what, how many so far and the rate; then one sentence, no JSON
+    assert re.search(rf"producing to {topic}\s+\d+ records\s+[\d,]+ records/s", shown), shown
+    assert f"% produced {n} records" in shown and "{" not in shown, shown
+
+    # (a terminal draws each record above the live line: slower than a pipe, so fewer)
+    status, shown = on_a_terminal("consume", "-t", topic, "-c", "5000", *b,
+                                  stdin=Path(os.devnull))  # fmt: skip
+    assert status == 0, shown[-2000:]
+    assert re.search(rf"consuming {topic}\s+\d+ records\s+[\d,]+ records/s", shown), shown
+    assert "line-000000" in shown and "line-004999" in shown and "line-005000" not in shown
+
+    # piped: the records as they are and the summary as one JSON line, nothing else
+    piped = kafkastate("produce", "-t", topic, str(lines), *b)
+    assert json.loads(ok(piped))["records"] == n and piped.stderr == b""
+    consumed = kafkastate("consume", "-t", topic, "-e", *b)
+    assert ok(consumed).splitlines() == [f"line-{i % n:06d}" for i in range(2 * n)]
+    assert b"\x1b" not in consumed.stdout and consumed.stderr == b""
+
+
+def test_ctrl_c_stops_a_produce_after_delivering_what_was_read(
+    cluster: KafkaCluster, b: list[str]
+) -> None:
+    topic = new_topic(b)
+
+    def five_lines_delivered(proc: Running) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(b"".join(b"%d\n" % i for i in range(5)))  # stdin stays open
+        deadline = time.monotonic() + 30
+        while len(readback.consume(cluster.bootstrap, topic, 5, timeout=1)) < 5:
+            assert time.monotonic() < deadline, "the 5 lines never reached the broker"
+
+    out = ctrl_c(["produce", "-t", topic, *b], 130, five_lines_delivered, stdin=subprocess.PIPE)
+    summary = json.loads(out)
+    assert (summary["records"], summary["failed"]) == (5, 0)
+    # the witness: exactly what was read was written, once
+    assert [r.value for r in readback.consume(cluster.bootstrap, topic, 6, timeout=2)] == [
+        b"%d" % i for i in range(5)
+    ]
 
 
 # ---------------------------------------------------------------------------- groups
@@ -255,24 +370,39 @@ def test_ctrl_c_stops_a_consume_cleanly_and_commits_what_was_written(
     topic = new_topic(b)
     group = f"g-{topic}"
     produce(b, topic, [str(i) for i in range(5)])
-    proc = subprocess.Popen(
-        [*command(), "consume", "-t", topic, "-G", group, *b],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=environment(),
-    )
-    try:
+
+    def five_lines_read(proc: Running) -> None:
         assert proc.stdout is not None
         seen = [proc.stdout.readline() for _ in range(5)]
         assert seen == [f"{i}\n".encode() for i in range(5)]
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err.decode()
-    assert b"Traceback" not in err
+
+    assert ctrl_c(["consume", "-t", topic, "-G", group, *b], 0, five_lines_read) == b""
     assert committed(cluster, group, topic) == 5
+
+
+def test_ctrl_c_in_the_middle_of_a_batch_commits_only_the_records_written(
+    cluster: KafkaCluster, b: list[str]
+) -> None:
+    topic = new_topic(b)
+    group = f"g-{topic}"
+    n = 2000
+    with KafkaProducer(bootstrap_servers=cluster.bootstrap) as producer:
+        for i in range(n):
+            producer.send(topic, b"%04d" % i + b"x" * 996, partition=0)
+        producer.flush()
+    first: list[bytes] = []
+
+    def blocked_in_a_batch(proc: Running) -> None:
+        assert proc.stdout is not None
+        first.append(proc.stdout.readline())
+        time.sleep(1)  # ~64 KiB fill the pipe: it is blocked writing a record of its batch
+
+    rest = ctrl_c(["consume", "-t", topic, "-G", group, *b], 0, blocked_in_a_batch)
+    lines = (first[0] + rest).splitlines()
+    assert [line[:4] for line in lines] == [b"%04d" % i for i in range(len(lines))]
+    assert 0 < len(lines) < n // 4, len(lines)  # stopped well inside the first batches
+    # nothing half-done: the group resumes right after the last record written
+    assert committed(cluster, group, topic) == len(lines)
 
 
 # ---------------------------------------------------------------------------- topics
@@ -466,23 +596,18 @@ def test_missing_extra_names_it() -> None:
 
 
 def test_broker_command_serves_until_ctrl_c() -> None:
-    proc = subprocess.Popen(
-        [*command(), "broker"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment()
-    )
-    try:
+    printed: list[str] = []
+
+    def serving(proc: Running) -> None:
         assert proc.stdout is not None
         bootstrap = proc.stdout.readline().decode().strip()
+        printed.append(bootstrap)
         assert re.fullmatch(r"127\.0\.0\.1:\d+", bootstrap), bootstrap
         described = json.loads(ok(kafkastate("cluster", "--json", "-b", bootstrap)))
         assert len(described["brokers"]) == 1
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err.decode()
-    assert b"Traceback" not in err
-    host, port = bootstrap.rsplit(":", 1)
+
+    ctrl_c(["broker"], 0, serving)
+    host, port = printed[0].rsplit(":", 1)
     with pytest.raises(ProbeError):  # stopped
         metadata(host, int(port))
 

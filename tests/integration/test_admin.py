@@ -40,6 +40,7 @@ from kafkastate.errors import (
     InvalidPartitionsError,
     SecurityDisabledError,
     TopicAlreadyExistsError,
+    UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
 from kafkastate.structs import OffsetAndMetadata, TopicPartition
@@ -154,6 +155,44 @@ async def test_topics_are_created_described_grown_and_deleted(kafka_cluster: Any
 
 
 @pytest.mark.anyio
+async def test_topics_are_described_and_deleted_by_topic_id(kafka_cluster: Any) -> None:
+    bootstrap = kafka_cluster.bootstrap
+    a, b = _name("adm-id-a"), _name("adm-id-b")
+    nobody = uuid.uuid4()  # no topic has this id
+    async with open_admin(bootstrap, request_timeout_ms=15000) as admin:
+        created = await admin.create_topics([NewTopic(a, 2, 1), NewTopic(b, 1, 1)])
+        id_a, id_b = created[a].topic_id, created[b].topic_id
+        assert isinstance(id_a, uuid.UUID) and isinstance(id_b, uuid.UUID)
+
+        async def described() -> bool:
+            found = await admin.describe_topics([id_a, b])
+            return all(not isinstance(v, Exception) for v in found.values())
+
+        await eventually(described, "topics described by id")
+        found = await admin.describe_topics([id_a, b, nobody])
+        assert found[id_a] == (await admin.describe_topics([a]))[a]  # one topic, two names
+        assert found[id_a].name == a and found[b].topic_id == id_b
+        assert isinstance(found[nobody], UnknownTopicIdError)
+
+        deleted = await admin.delete_topics([id_a, nobody])
+        assert deleted[id_a] is None and isinstance(deleted[nobody], UnknownTopicIdError)
+
+        # the witness: kafka-python's admin client no longer sees the topic deleted by id
+        def seen() -> set[str]:
+            witness = Witness(bootstrap_servers=bootstrap)
+            try:
+                return set(witness.list_topics()) & {a, b}
+            finally:
+                witness.close()
+
+        async def only_b() -> bool:
+            return await anyio.to_thread.run_sync(seen) == {b}
+
+        await eventually(only_b, "the topic deleted by id gone")
+        assert (await admin.delete_topics([id_b])) == {id_b: None}
+
+
+@pytest.mark.anyio
 async def test_configs_are_described_and_altered(kafka_cluster: Any) -> None:
     bootstrap = kafka_cluster.bootstrap
     topic = _name("adm-cfg")
@@ -227,6 +266,8 @@ async def test_groups_and_their_offsets(kafka_cluster: Any) -> None:
                         got.extend(records)
             await consumer.commit()
             (described,) = (await admin.describe_consumer_groups([group])).values()
+            (broker,) = (await admin.describe_cluster()).brokers
+            assert await admin.find_coordinator(group) == broker.node_id
             assert described.state == "Stable" and described.protocol_type == "consumer"
             (member,) = described.members
             assert member.assignment is not None and member.assignment.partitions == (tp,)

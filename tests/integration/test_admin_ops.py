@@ -6,7 +6,7 @@ Each change is checked by an independent witness: a quota throttles kafka-python
 producer, a SCRAM user created here logs in on the SASL listener, an aborted transaction
 moves the last stable offset a read_committed ListOffsets sees, a fenced producer cannot
 commit, a removed member is no longer in the group, a KIP-848 member's assignment is the
-one its consumer holds."""
+one its consumer holds and a deleted KIP-848 group's offsets are gone for a new member."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ from kafkastate.errors import (
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
-from kafkastate.structs import TopicPartition
+from kafkastate.structs import OffsetAndMetadata, TopicPartition
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -315,6 +315,7 @@ async def test_a_hanging_transaction_is_found_aborted_and_its_producer_fenced(
             assert txn.topic_partitions == {tp} and txn.producer_id == mine[0].producer_id
             (cluster_broker,) = (await admin.describe_cluster()).brokers
             assert txn.coordinator_id == cluster_broker.node_id
+            assert await admin.find_coordinator(tid, 1) == txn.coordinator_id  # FindCoordinator
             unknown = [v for k, v in described.items() if k != tid]
             assert isinstance(unknown[0], TransactionalIdNotFoundError)
 
@@ -435,3 +436,25 @@ async def test_a_kip848_group_is_described_with_its_members_assignments(
             listed = await admin.list_consumer_groups()
             kinds = {g.group_id: g.group_type for gs in listed.values() for g in gs}
             assert kinds[group] == "consumer"
+            # a member's commit is what the admin lists
+            tp = min(held)
+            await consumer.commit({tp: OffsetAndMetadata(0, "member")})
+            ((at, mine),) = (await admin.list_consumer_group_offsets(group)).items()
+            assert (at, mine.offset, mine.metadata) == (tp, 0, "member")
+
+        # the group is empty now: its offsets are the admin's to move, drop and delete
+        other = TopicPartition(topic, 1 - tp.partition)
+        moved = await admin.alter_consumer_group_offsets(group, {other: OffsetAndMetadata(0, "")})
+        assert moved == {other: None}
+        assert set(await admin.list_consumer_group_offsets(group)) == {tp, other}
+        assert await admin.delete_consumer_group_offsets(group, [tp]) == {tp: None}
+        assert set(await admin.list_consumer_group_offsets(group)) == {other}
+        assert await admin.delete_consumer_groups([group]) == {group: None}
+        # the witness: the broker lists the group no more, and a new member of that id
+        # starts with no committed offset
+        listed = await admin.list_consumer_groups()
+        assert group not in {g.group_id for gs in listed.values() for g in gs}
+        async with open_consumer(
+            bootstrap_servers=bootstrap, group_id=group, group_protocol="consumer"
+        ) as witness:
+            assert await witness.committed(other) is None

@@ -10,6 +10,7 @@ success). An operation the broker does not support raises UnsupportedVersionErro
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -392,16 +393,18 @@ class Admin(Observed, AdminCalls):
         )
 
     async def delete_topics(
-        self, names: Iterable[str], *, timeout: float | None = None
-    ) -> dict[str, Any]:
-        """Delete topics. Returns: name -> None or KafkaError."""
+        self, names: Iterable[str | uuid.UUID], *, timeout: float | None = None
+    ) -> dict[Any, Any]:
+        """Delete topics, by name or by topic id (a :class:`uuid.UUID`; Kafka 3.1+).
+        Returns: name (or id) -> None or KafkaError."""
         return await self._call(self._machine.delete_topics, names, timeout=timeout)
 
     async def describe_topics(
-        self, names: Iterable[str] | None = None, *, timeout: float | None = None
-    ) -> dict[str, Any]:
-        """Describe topics (None: every topic). Returns: name -> TopicDescription or
-        KafkaError."""
+        self, names: Iterable[str | uuid.UUID] | None = None, *, timeout: float | None = None
+    ) -> dict[Any, Any]:
+        """Describe topics (None: every topic), by name or by topic id (a
+        :class:`uuid.UUID`; Kafka 3.1+). Returns: name (or id) -> TopicDescription or
+        KafkaError (every topic: by name)."""
         results = await self._call(self._machine.describe_topics, names, timeout=timeout)
         if names is None:
             everything = results[None]

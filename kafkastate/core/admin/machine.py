@@ -37,6 +37,7 @@ import enum
 import logging
 import math
 import random
+import uuid
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Final, NewType
@@ -238,17 +239,23 @@ class AdminMachine(ClientDriven):
         return self._start(ops.CreateTopics(specs, validate_only), now, timeout)
 
     def delete_topics(
-        self, names: Iterable[str], *, now: float, timeout: float | None = None
+        self, names: Iterable[str | uuid.UUID], *, now: float, timeout: float | None = None
     ) -> OpId:
-        """Delete topics by name; results by name: None."""
-        return self._start(ops.DeleteTopics(_unique(names, "topic")), now, timeout)
+        """Delete topics by name or by topic id (a :class:`uuid.UUID`, DeleteTopics v6+);
+        results by what was given: None."""
+        return self._start(ops.DeleteTopics(_topics(names)), now, timeout)
 
     def describe_topics(
-        self, names: Iterable[str] | None = None, *, now: float, timeout: float | None = None
+        self,
+        names: Iterable[str | uuid.UUID] | None = None,
+        *,
+        now: float,
+        timeout: float | None = None,
     ) -> OpId:
-        """Describe topics; results by name: :class:`TopicDescription`. With ``names``
-        None, the one result under the key None is a list of every topic's."""
-        listed = None if names is None else _unique(names, "topic")
+        """Describe topics by name or by topic id (a :class:`uuid.UUID`, Metadata v12+);
+        results by what was given: :class:`TopicDescription`. With ``names`` None, the one
+        result under the key None is a list of every topic's."""
+        listed = None if names is None else _topics(names)
         return self._start(ops.DescribeTopics(listed), now, timeout)
 
     def describe_cluster(self, *, now: float, timeout: float | None = None) -> OpId:
@@ -1091,6 +1098,18 @@ def _kind(route: ops.Route) -> Any:
     """Routes that may share one request: every key of a batching operation bound for
     the same node shares it, whatever its exact route."""
     return type(route)
+
+
+def _topics(items: Iterable[str | uuid.UUID]) -> list[str | uuid.UUID]:
+    """Topics named or given by id (KIP-516), each once."""
+    out: list[str | uuid.UUID] = []
+    for item in items:
+        if not isinstance(item, str | uuid.UUID):
+            raise KafkaConfigurationError(f"a topic is a name (str) or an id (UUID), not {item!r}")
+        if item in out:
+            raise KafkaConfigurationError(f"topic {item!r} given twice")
+        out.append(item)
+    return out
 
 
 def _unique(items: Iterable[str], what: str) -> list[str]:

@@ -12,6 +12,7 @@ operation, are answers and not reasons to retry (deleting an unknown topic).
 from __future__ import annotations
 
 import datetime
+import uuid
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
@@ -56,6 +57,7 @@ from kafkastate.core.protocol.requests import (
 from kafkastate.core.protocol.versions import ApiKey, ApiVersionTable, request_type
 from kafkastate.errors import (
     KafkaError,
+    UnknownTopicIdError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
@@ -240,45 +242,87 @@ class CreateTopics(Operation):
         return out
 
 
+def _require_topic_ids(
+    versions: ApiVersionTable, keys: Sequence[Any], api: int, operation: str, min_version: int
+) -> None:
+    """Topics named by id (KIP-516) need a version of ``api`` that carries ids."""
+    if any(isinstance(k, uuid.UUID) for k in keys):
+        versions.require(
+            api,
+            feature=f"{operation} by topic id",
+            remedy="name the topics instead (topic ids need Kafka 3.1 or newer)",
+            min_version=min_version,
+        )
+
+
+def _asked_as(asked: Sequence[Any], name: str | None, topic_id: Any) -> Any:
+    """The key an answer belongs to: its topic id when the topic was asked for by id,
+    else its name."""
+    return topic_id if topic_id in asked else name
+
+
+def _by_id(key: Any) -> Hashable:
+    """Topics asked for by id and by name go in separate requests: a broker answers a
+    Metadata request naming any topic id for the ids alone."""
+    return isinstance(key, uuid.UUID)
+
+
 @attrs.define
 class DeleteTopics(Operation):
-    """DeleteTopics, one key per topic name."""
+    """DeleteTopics, one key per topic name or topic id (:class:`uuid.UUID`, v6+)."""
 
     name: ClassVar[str] = "delete_topics"
-    final: ClassVar[frozenset[type[KafkaError]]] = frozenset({UnknownTopicOrPartitionError})
-    names: Sequence[str]
+    final: ClassVar[frozenset[type[KafkaError]]] = frozenset(
+        {UnknownTopicOrPartitionError, UnknownTopicIdError}
+    )
+    names: Sequence[str | uuid.UUID]
 
     def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
         return list(self.names)
 
+    def phase(self, key: Any) -> Hashable:
+        return _by_id(key)
+
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
+        _require_topic_ids(versions, keys, ApiKey.DELETE_TOPICS, self.name, 6)
         return delete_topics_request(versions, keys, timeout=timeout)
 
     def parse(self, response: Any, keys: Sequence[Any]) -> dict[Any, Any]:
         return {
-            r.name: _error(r.error_code, r.error_message, topic=r.name) for r in response.responses
+            _asked_as(keys, r.name, getattr(r, "topic_id", None)): _error(
+                r.error_code, r.error_message, topic=r.name
+            )
+            for r in response.responses
         }
 
 
 @attrs.define
 class DescribeTopics(Operation):
-    """Metadata for topics; one key per name, or the one key None for every topic."""
+    """Metadata for topics; one key per name or topic id (:class:`uuid.UUID`, Metadata
+    v12+), or the one key None for every topic."""
 
     name: ClassVar[str] = "describe_topics"
-    final: ClassVar[frozenset[type[KafkaError]]] = frozenset({UnknownTopicOrPartitionError})
-    names: Sequence[str] | None
+    final: ClassVar[frozenset[type[KafkaError]]] = frozenset(
+        {UnknownTopicOrPartitionError, UnknownTopicIdError}
+    )
+    names: Sequence[str | uuid.UUID] | None
 
     def keys(self, cluster: ClusterMetadata) -> list[Hashable]:
         return [None] if self.names is None else list(self.names)
 
+    def phase(self, key: Any) -> Hashable:
+        return _by_id(key)
+
     def request(self, versions: ApiVersionTable, keys: Sequence[Any], timeout: float) -> Any:
+        _require_topic_ids(versions, keys, ApiKey.METADATA, self.name, 12)
         return metadata_request(versions, None if keys == [None] else list(keys))
 
     def parse(self, response: Any, keys: Sequence[Any]) -> dict[Any, Any]:
-        described: dict[str, Any] = {}
+        described: dict[Any, Any] = {}
         for t in response.topics:
             error = _error(t.error_code, None, topic=t.name)
-            described[t.name] = error or _topic_description(t)
+            key = _asked_as(keys, t.name, getattr(t, "topic_id", None))
+            described[key] = error or _topic_description(t)
         if keys == [None]:
             return {None: [v for v in described.values() if not isinstance(v, KafkaError)]}
         return described

@@ -65,9 +65,16 @@ def _ms(seconds: float) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=round(seconds * 1000))
 
 
+def _name_or_id(topic: str | uuid.UUID) -> dict[str, Any]:
+    """A request's topic entry fields: by name, or (KIP-516) by topic id with no name."""
+    if isinstance(topic, uuid.UUID):
+        return {"name": None, "topic_id": topic}
+    return {"name": topic, "topic_id": None}
+
+
 def metadata_request(
     versions: ApiVersionTable,
-    topics: Sequence[str] | None,
+    topics: Sequence[str | uuid.UUID] | None,
     *,
     allow_auto_topic_creation: bool = False,
 ) -> Any:
@@ -75,7 +82,8 @@ def metadata_request(
 
     Args:
         versions: the negotiated version table.
-        topics: topic names, or None for every topic.
+        topics: topic names (or topic ids: the caller checked the version, v12+), or None
+            for every topic.
         allow_auto_topic_creation: let the broker create missing topics (v4+).
     """
     cls = versions.request_type(ApiKey.METADATA)
@@ -83,7 +91,7 @@ def metadata_request(
     entries = (
         None
         if topics is None
-        else tuple(build(topic_cls, name=name, topic_id=None) for name in topics)
+        else tuple(build(topic_cls, **_name_or_id(topic)) for topic in topics)
     )
     return build(
         cls,
@@ -173,16 +181,14 @@ def create_topics_request(
 
 
 def delete_topics_request(
-    versions: ApiVersionTable, names: Iterable[str], *, timeout: float = 30.0
+    versions: ApiVersionTable, names: Iterable[str | uuid.UUID], *, timeout: float = 30.0
 ) -> Any:
-    """DeleteTopics by name."""
+    """DeleteTopics by name (or by topic id: the caller checked the version, v6+)."""
     cls = versions.request_type(ApiKey.DELETE_TOPICS)
     names = tuple(names)
     if "topics" in _field_names(cls):
         state_cls = nested_type(cls, "DeleteTopicState")
-        return cls(
-            topics=tuple(state_cls(name=n, topic_id=None) for n in names), timeout=_ms(timeout)
-        )
+        return cls(topics=tuple(state_cls(**_name_or_id(n)) for n in names), timeout=_ms(timeout))
     return cls(topic_names=names, timeout=_ms(timeout))
 
 

@@ -5,8 +5,10 @@ retriable answers within the deadline, and one outcome per resource."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import random
+import uuid
 from typing import Any
 
 import pytest
@@ -31,11 +33,17 @@ from kafkastate.admin import (
     ResourceType,
 )
 from kafkastate.core.admin import AdminConfig, AdminMachine, AdminOperationCompleted
+from kafkastate.core.admin.operations import DescribeTopics
 from kafkastate.core.client import ClientConfig
 from kafkastate.core.connection import ConnectionConfig
 from kafkastate.core.consumer.assignors import Assignment, encode_assignment
 from kafkastate.core.protocol.requests import build, nested_type
-from kafkastate.core.protocol.versions import CLIENT_VERSIONS, ApiKey, response_type
+from kafkastate.core.protocol.versions import (
+    CLIENT_VERSIONS,
+    ApiKey,
+    ApiVersionTable,
+    response_type,
+)
 from kafkastate.errors import (
     InvalidRequestError,
     KafkaTimeoutError,
@@ -43,11 +51,12 @@ from kafkastate.errors import (
     NotControllerError,
     TopicAlreadyExistsError,
     TopicAuthorizationFailedError,
+    UnknownTopicIdError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
 from kafkastate.structs import OffsetAndMetadata, TopicPartition
-from tests._support.peer import ScriptedCluster, Sent
+from tests._support.peer import ScriptedCluster, Sent, metadata_response
 
 CREATE_TOPICS, FIND_COORDINATOR, DESCRIBE_GROUPS = 19, 10, 15
 LIST_GROUPS, DESCRIBE_CONFIGS, DELETE_RECORDS, LIST_OFFSETS = 16, 32, 21, 2
@@ -661,3 +670,89 @@ def test_find_coordinator_retries_until_one_is_available() -> None:
     _find_answer(cluster, find, -1, ErrorCode.coordinator_not_available)
     _find_answer(cluster, advance_until(cluster, FIND_COORDINATOR), 2, ErrorCode.none)
     assert completed(cluster).results == {"tx": 2}
+
+
+# -------------------------------------------------------------- topics by id (KIP-516)
+
+DELETE_TOPICS = 20
+
+
+def _deleted(sent: Sent, name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> Any:
+    return entry(
+        sent,
+        "DeletableTopicResult",
+        name=name,
+        topic_id=topic_id,
+        error_code=code,
+        error_message=None,
+    )
+
+
+def test_topics_are_deleted_by_id_and_by_name_each_answer_under_what_was_given() -> None:
+    m, cluster = admin()
+    by_id, unknown = uuid.UUID(int=7), uuid.UUID(int=8)
+    start(m, cluster, lambda now: m.delete_topics([by_id, "b", unknown], now=now))
+    # ids and names go in separate requests (answered in the order they were sent)
+    sent = [s for s in cluster.pending if s.req.api_key == DELETE_TOPICS]
+    asked = {s.req.body.topics[0].name is None: s for s in sent}
+    assert len(sent) == len(asked) == 2
+    named, ids = asked[False], asked[True]
+    assert [(t.name, t.topic_id) for t in named.req.body.topics] == [("b", None)]
+    assert [(t.name, t.topic_id) for t in ids.req.body.topics] == [
+        (None, by_id),
+        (None, unknown),
+    ]
+    answers = {
+        id(named): (_deleted(named, "b", uuid.UUID(int=9), ErrorCode.none),),
+        id(ids): (
+            _deleted(ids, "a", by_id, ErrorCode.none),  # the broker names it back
+            _deleted(ids, None, unknown, ErrorCode.unknown_topic_id),
+        ),
+    }
+    for one in sent:
+        answer(cluster, one, responses=answers[id(one)])
+    results = completed(cluster).results
+    assert results[by_id] is None and results["b"] is None
+    # an id no topic has is the answer, not retried until the deadline (it is retriable)
+    assert isinstance(results[unknown], UnknownTopicIdError)
+    assert cluster.requests[DELETE_TOPICS] == 2 and m.in_flight == 0
+
+
+def test_a_topic_described_by_id_is_answered_under_its_id() -> None:
+    ids = [uuid.UUID(int=1), uuid.UUID(int=5)]
+    spec = DescribeTopics([*ids, "u"])
+    assert spec.phase(ids[0]) == spec.phase(ids[1]) != spec.phase("u")
+    request = spec.request(ApiVersionTable(CLIENT_VERSIONS), ids, 10.0)
+    version = CLIENT_VERSIONS[METADATA][1]
+    assert version >= 12
+    assert [(t.name, t.topic_id) for t in request.topics] == [(None, i) for i in ids]
+    body = metadata_response(version, brokers={1: ("b1", 9092)}, topics={"t": {0: (1, 0)}})
+    missing = dataclasses.replace(
+        body.topics[0],
+        name=None,
+        topic_id=ids[1],
+        error_code=ErrorCode.unknown_topic_id,
+        partitions=(),
+    )
+    body = dataclasses.replace(body, topics=(*body.topics, missing))
+    described = spec.parse(body, ids)
+    assert described[ids[0]].name == "t"  # the topic with that id
+    assert isinstance(described[ids[1]], UnknownTopicIdError)
+    assert UnknownTopicIdError in spec.final
+
+
+@pytest.mark.parametrize(
+    ("api_key", "newest", "command", "operation"),
+    [
+        (DELETE_TOPICS, 5, "delete_topics", "delete_topics by topic id"),
+        (METADATA, 11, "describe_topics", "describe_topics by topic id"),
+    ],
+)
+def test_topics_by_id_on_a_broker_without_topic_ids_name_the_operation(
+    api_key: int, newest: int, command: str, operation: str
+) -> None:
+    m, cluster = admin(api_ranges={**CLIENT_VERSIONS, api_key: (0, newest)})
+    start(m, cluster, lambda now: getattr(m, command)([uuid.UUID(int=1)], now=now))
+    (error,) = completed(cluster).results.values()
+    assert isinstance(error, UnsupportedVersionError)
+    assert operation in str(error) and "name the topics instead" in str(error)
