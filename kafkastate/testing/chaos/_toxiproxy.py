@@ -81,6 +81,14 @@ def ensure_toxiproxy(version: str = TOXIPROXY_VERSION, *, timeout: float = 900.0
     return binary
 
 
+API_TIMEOUT = 120.0
+"""Seconds one call of toxiproxy's HTTP API may take. Adding or removing a toxic waits for
+every link of the proxy to take it up, and a link inside a slow toxic (16 KB/s of
+bandwidth, mid-way through a large write) finishes its chunk first: 13.8 s was seen under
+the long run's load, past an earlier 10 s limit, which failed the run although the toxic
+was in place."""
+
+
 class Toxiproxy:
     """A Toxiproxy server process on a free loopback port, and its HTTP API.
 
@@ -158,7 +166,7 @@ class Toxiproxy:
             headers={"Content-Type": "application/json"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=10) as answer:
+            with urllib.request.urlopen(request, timeout=API_TIMEOUT) as answer:
                 raw = answer.read()
         except urllib.error.HTTPError as exc:
             raise HarnessError(f"toxiproxy {method} {path}: {exc.code} {exc.read()!r}") from exc
