@@ -544,6 +544,9 @@ _TABLE: Final = (
            "A record fails if not acknowledged within this."),
     Option("max_block_ms", "max.block.ms", _P, _optional(ms), 60000,
            "How long a send waits for metadata or buffer room."),
+    Option("metadata_max_idle_ms", "metadata.max.idle.ms", _P, _at_least(1), 300000,
+           "A topic not sent to this long leaves the producer's metadata at the next "
+           "update; a later send fetches it again."),
     Option("retries", "retries", _P, _retries, _INT32_MAX,
            "Retries of a failed batch (within delivery_timeout_ms)."),
     Option("partitioner", "", _P, _partitioner, None,
@@ -1343,6 +1346,7 @@ def producer_config(options: Mapping[str, Any]) -> ProducerConfig:
             partitioner=options["partitioner"],
             transactional_id=options["transactional_id"],
             transaction_timeout=_seconds(options["transaction_timeout_ms"]),
+            metadata_max_idle=_seconds(options["metadata_max_idle_ms"]),
         )
 
 

@@ -247,6 +247,8 @@ class ScriptedCluster:
         """Topics whose Metadata answer is this error (whatever :attr:`topics` says)."""
         self.requests: collections.Counter[int] = collections.Counter()
         """How many requests of each API key the machine has written."""
+        self.metadata_topics: list[tuple[str, ...] | None] = []
+        """The topics of each Metadata request, in order (None: all topics)."""
 
     def topic_ids(self) -> dict[Any, str]:
         """Topic id -> name, as metadata_response numbers them (sorted names)."""
@@ -283,6 +285,8 @@ class ScriptedCluster:
                         self._answer_in_order(node, req, body)
                     elif req.api_key == 3:  # Metadata
                         names = [t.name for t in req.body.topics or ()]
+                        asked = req.body.topics
+                        self.metadata_topics.append(None if asked is None else tuple(names))
                         errors = {n: e for n, e in self.topic_errors.items() if n in names}
                         known = {
                             n: p for n, p in self.topics.items() if n in names and n not in errors

@@ -49,7 +49,11 @@ class _Log:
 class ProducerModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.peer = PeerCluster(machine(linger=0.01, delivery_timeout=60.0, request_timeout=5.0))
+        # jump_to_timer passes metadata refreshes at will: the topic must not go idle
+        # (metadata_max_idle has its own tests, tests/core/producer/test_producer_idle_topics)
+        self.peer = PeerCluster(
+            machine(linger=0.01, delivery_timeout=60.0, request_timeout=5.0, metadata_max_idle=1e9)
+        )
         self.peer.start()
         self.ids = self.peer.topic_ids()
         self.logs: dict[int, _Log] = {0: _Log(), 1: _Log()}

@@ -865,7 +865,7 @@ class Producer(Observed):
         """
         driver = self._running()
         deadline = driver.now() + self._max_block
-        self.machine.track_topics([topic])
+        self.machine.track_topics([topic], now=driver.now())
         driver.wake()
         while True:
             changed = self._changed

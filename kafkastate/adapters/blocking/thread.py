@@ -580,7 +580,7 @@ class ProducerThread:
                     self._machine.client.request_metadata_update()
                     self._waiting_partitions.append(cmd)
                 case _Partitions(topic=str(topic)):
-                    self._machine.track_topics([topic])
+                    self._machine.track_topics([topic], now=now)
                     self._waiting_partitions.append(cmd)
                 case _Metrics(reply=reply):
                     reply.set(self._snapshot())

@@ -789,6 +789,7 @@ class Accumulator:
         "_readiness_changed",
         "_rng",
         "_routed_in",
+        "_settled",
         "_used",
         "_used_at_admission",
         "_waiting",
@@ -841,6 +842,8 @@ class Accumulator:
         self._held_topics: dict[str, int] = {}  # topic -> how many of its sends are held
         self._routed_in: ClusterMetadata | None = None  # metadata of the last routing round
         self._used_at_admission = 0  # memory in use after the last admission round
+        # topic -> when a send to it last got its outcome, since take_settled
+        self._settled: dict[str, float] = {}
         self.counters: Final = ProducerCounters() if counters is None else counters
         """Acknowledged, retried and failed records, buffer waits (:mod:`..metrics`); the
         producer machine counts what it sends here too."""
@@ -976,6 +979,46 @@ class Accumulator:
             A new list.
         """
         return list(self._queues.get((topic, partition), ()))
+
+    def busy_topics(self) -> set[str]:
+        """Topics with records pending: queued or in-flight batches, sends held for
+        metadata or waiting for ``buffer.memory``. (A set: for membership tests.)
+
+        Returns:
+            A new set.
+        """
+        busy = {topic for (topic, _), dq in self._queues.items() if dq}
+        busy.update(batch.topic for batch in self._in_flight.values())
+        busy.update(self._held_topics)
+        busy.update(entry.topic for entry in self._waiting.values())
+        return busy
+
+    def take_settled(self) -> dict[str, float]:
+        """The topics whose sends got an outcome (acknowledged or failed) since the last
+        call, with the time of the last one; cleared.
+
+        Returns:
+            ``topic -> time`` on the driver's clock.
+        """
+        settled, self._settled = self._settled, {}
+        return settled
+
+    def forget(self, topics: Sequence[str]) -> None:
+        """Drop what is kept per partition of ``topics`` (their empty queues and hot-path
+        lanes): the producer no longer sends to them. A topic with records pending keeps
+        everything.
+
+        Args:
+            topics: topic names.
+        """
+        gone = set(topics) - self.busy_topics()
+        if not gone:
+            return
+        for topic in gone:
+            self._lanes.pop(topic, None)
+        self._queues = {tp: dq for tp, dq in self._queues.items() if tp[0] not in gone}
+        if self._opened is not None and self._opened[0].topic in gone:
+            self._opened = None
 
     def in_flight_batches(self) -> list[ProducerBatch]:
         """Batches drained and not yet completed, failed, retried or split, in drain order.
@@ -1790,6 +1833,7 @@ class Accumulator:
                 error=error,
             )
         )
+        self._settled[entry.topic] = now
         self._settle(ids)
 
     def take_quiet_open(self, cluster: ClusterMetadata) -> float | None:
@@ -2214,6 +2258,8 @@ class Accumulator:
 
     def _resolved(self, batch: ProducerBatch) -> None:
         """Outcome emitted: settle flushes, then free the batch's memory."""
+        if batch.done_at is not None:
+            self._settled[batch.topic] = batch.done_at
         self._settle(batch._ids)
         self._used -= batch.reserved_bytes
 
@@ -2288,6 +2334,7 @@ class Accumulator:
                 error=error,
             )
         )
+        self._settled[entry.topic] = now
         self._settle(ids)
         if not self._waiting:
             self._last_deadline = float("-inf")

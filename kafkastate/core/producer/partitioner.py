@@ -389,6 +389,17 @@ class Partitioner:
         partitioner has KIP-480's ``on_new_batch``."""
         return self._on_new_batch is not None
 
+    def forget(self, topics: Sequence[str]) -> None:
+        """Drop the sticky partitions and cached partition counts of ``topics`` (the
+        producer no longer sends to them; a later record starts afresh).
+
+        Args:
+            topics: topic names.
+        """
+        for topic in topics:
+            self._sticky.pop(topic, None)
+            self._counts.pop(topic, None)
+
     def sticky_lane(self, topic: str) -> tuple[_Sticky, int] | None:
         """The topic's sticky state and switch threshold, for the accumulator's hot path
         (:meth:`Accumulator.append_sticky`), or None before its first keyless record.

@@ -83,6 +83,13 @@ Closing: ``close`` refuses new records, sends everything (no linger) and, once e
 record has its outcome, closes the connections and emits :class:`ProducerClosed`. ``abort``
 fails what is pending at once.
 
+Topics of interest (Java ``ProducerMetadata``, ``metadata.max.idle.ms``). A send adds its
+topic to the metadata's topics; at each metadata update, a topic not used for
+``metadata_max_idle`` leaves them again -- no record sent to it and none pending (a record
+counts until its outcome; a topic whose metadata has not come yet counts as used) -- with
+its per-partition bookkeeping, so a producer that writes to many short-lived topics does
+not refresh them all forever. A later send to it is a first send again.
+
 Pure: time is the ``now`` argument, randomness the ``rng`` handed in.
 """
 
@@ -276,6 +283,10 @@ class ProducerConfig:
     transaction_timeout: float = attrs.field(default=60.0, validator=_positive_seconds)
     """``transaction.timeout.ms``, sent in InitProducerId (ignored without transactions):
     the coordinator aborts a transaction left open longer."""
+    metadata_max_idle: float = attrs.field(default=300.0, validator=_positive_seconds)
+    """``metadata.max.idle.ms``: a topic not sent to for this long (nothing appended,
+    nothing pending for it) leaves the metadata of interest at the next metadata update;
+    a later send asks for its metadata again."""
     transaction_defence: bool = attrs.field(
         default=True, validator=attrs.validators.instance_of(bool)
     )
@@ -487,7 +498,9 @@ class ProducerMachine(ClientDriven):
         self._next_ready_at: float | None = None
         self._kick_at: float | None = None
         self._now = 0.0
-        self._tracked: set[str] = set()  # topics handed to the metadata
+        # topics handed to the metadata -> when last used (sent to, pending, or waiting
+        # for its metadata): idle ones leave it (metadata.max.idle.ms)
+        self._tracked: dict[str, float] = {}
         self.steps = 0
         """How many times the machine has re-examined its state; it only grows (read it,
         do not set it).
@@ -627,8 +640,7 @@ class ProducerMachine(ClientDriven):
         if not isinstance(topic, str) or not topic:
             raise KafkaConfigurationError(f"topic must be a non-empty str, got {topic!r}")
         if topic not in self._tracked:
-            self._client.metadata.add_topics([topic])
-            self._tracked.add(topic)
+            self._track(topic, now)
         cluster = self._client.cluster
         acc = self._acc
         if topic not in cluster.topics or (acc.waiting_sends and acc.holds(topic)):
@@ -817,8 +829,7 @@ class ProducerMachine(ClientDriven):
         if partition is None:
             raise KafkaConfigurationError("send_batch needs an explicit partition")
         if topic not in self._tracked:
-            self._client.metadata.add_topics([topic])
-            self._tracked.add(topic)
+            self._track(topic, now)
         cluster = self._client.cluster
         acc = self._acc
         try:
@@ -868,13 +879,25 @@ class ProducerMachine(ClientDriven):
             self._step(now)  # the sends behind it may fit now
         return gone
 
-    def track_topics(self, topics: Sequence[str]) -> None:
+    def track_topics(self, topics: Sequence[str], *, now: float | None = None) -> None:
         """Fetch metadata for ``topics`` ahead of their first :meth:`send`.
+
+        They count as used at ``now``: left unused for ``metadata_max_idle`` after their
+        metadata came, they leave the metadata of interest like any idle topic.
 
         Args:
             topics: topic names.
+            now: the driver's clock; None for the last time the machine was given.
         """
-        self._client.metadata.add_topics(topics)
+        at = self._now if now is None else now
+        for topic in topics:
+            self._track(topic, at)
+
+    @property
+    def tracked_topics(self) -> tuple[str, ...]:
+        """The topics whose metadata the producer keeps (sorted): those sent to (or
+        tracked) and not idle past ``metadata_max_idle`` (``metadata.max.idle.ms``)."""
+        return tuple(sorted(self._tracked))
 
     def flush(self, *, now: float | None = None) -> FlushId:
         """Send everything now (no linger) and report when every earlier record is done.
@@ -1201,7 +1224,11 @@ class ProducerMachine(ClientDriven):
         client = self._client
         while (event := client.next_event()) is not None:
             match event:
-                case ConnectRequested() | CloseRequested() | MetadataUpdated() | TokenRequested():
+                case MetadataUpdated():
+                    if self._drop_idle_topics(now):
+                        event = MetadataUpdated(cluster=client.cluster)  # without them
+                    self._emit(event)
+                case ConnectRequested() | CloseRequested() | TokenRequested():
                     self._emit(event)
                 case RequestCompleted(request_id=rid, response=response):
                     self._on_completed(rid, response, now)
@@ -1213,6 +1240,52 @@ class ProducerMachine(ClientDriven):
                         self._acc.fail_waiting(error, now=now)
                 case NodeDisconnected():
                     pass
+
+    # -- topics of interest: metadata.max.idle.ms (Java ProducerMetadata.retainTopic)
+
+    def _track(self, topic: str, now: float) -> None:
+        """Ask for the topic's metadata; it counts as used at ``now``."""
+        self._metadata.add_topics([topic])
+        last = self._tracked.get(topic)
+        if last is None or now > last:
+            self._tracked[topic] = now
+
+    def _drop_idle_topics(self, now: float) -> bool:
+        """After a metadata update: drop from the metadata of interest every topic not used
+        for ``metadata_max_idle`` -- nothing sent to it, nothing pending for it (queued,
+        in flight, held for metadata or waiting for memory) and its metadata in. A record
+        has its outcome after it was sent, so its topic counts as used until then.
+
+        Returns:
+            Whether a topic was dropped.
+        """
+        tracked = self._tracked
+        for topic, at in self._acc.take_settled().items():
+            last = tracked.get(topic)
+            if last is not None and at > last:
+                tracked[topic] = at
+        horizon = now - self.config.metadata_max_idle
+        idle = [topic for topic, last in tracked.items() if last <= horizon]
+        if not idle:
+            return False
+        busy = self._acc.busy_topics()
+        known = self._client.cluster.topics
+        gone: list[str] = []
+        for topic in idle:
+            if topic in busy or topic not in known:
+                tracked[topic] = now  # records pending, or its metadata has not come yet
+            else:
+                gone.append(topic)
+                del tracked[topic]
+        if not gone:
+            return False
+        log.debug("idle topics leave the metadata: %s", gone)
+        self._metadata.remove_topics(gone)
+        dropped = set(gone)  # (membership only)
+        self._partitions = {tp: None for tp in self._partitions if tp[0] not in dropped}
+        self._partitioner.forget(gone)
+        self._acc.forget(gone)
+        return True
 
     # -- idempotence: InitProducerId (KIP-98), epoch bump (KIP-360)
 

@@ -859,3 +859,24 @@ def test_inlined_size_bound_matches_the_codec() -> None:
 
     for n in range(_SMALL_VALUE):
         assert _small_value_upper_bound(n) == estimate_record_size_upper_bound(None, b"x" * n)
+
+
+def test_busy_topics_settled_times_and_forget_for_idle_topics() -> None:
+    # What the producer's metadata.max.idle.ms needs: which topics have records pending,
+    # when a topic's sends last got their outcome, and dropping an idle topic's queues.
+    acc = make()
+    add(acc, 0, topic="t", now=1.0)
+    add(acc, 0, topic="u", now=1.0)
+    assert acc.busy_topics() == {"t", "u"}
+    drained = acc.drain(CLUSTER, N1, now=2.0)
+    assert sorted(b.topic for b in drained) == ["t", "u"]
+    assert acc.busy_topics() == {"t", "u"}  # in flight
+    (t_batch,) = [b for b in drained if b.topic == "t"]
+    acc.complete(t_batch, base_offset=0, now=3.5)
+    assert acc.busy_topics() == {"u"}
+    assert acc.take_settled() == {"t": 3.5}
+    assert acc.take_settled() == {}  # cleared
+    acc.forget(["t", "u"])  # u is busy: kept
+    assert ("t", 0) not in acc._queues and ("u", 0) in acc._queues
+    rid = add(acc, 0, topic="t", now=4.0)  # a later record starts a queue afresh
+    assert [b.record_ids for b in acc.queued_batches("t", 0)] == [(rid,)]

@@ -337,7 +337,8 @@ def test_out_of_order_for_a_batch_a_later_one_overtook_fails_it_without_resendin
     # retry arriving after the broker's five-batch duplicate window is answered
     # OUT_OF_ORDER_SEQUENCE_NUMBER. Sending it again under a new epoch wrote it twice (the
     # chaos run of 2026-11-27: 14 duplicates); it fails, typed, and is not sent again.
-    peer = started()
+    # (The timer steps below pass 1200 s: the topic must not go idle meanwhile.)
+    peer = started(metadata_max_idle=3600.0)
     ids = peer.topic_ids()
     first_rid = peer.send(b"a")
     (first,) = peer.produces()
