@@ -192,9 +192,10 @@ class IllegalOperation(IllegalStateError):
 
 
 class ConsumerStoppedError(IllegalStateError):
-    """The consumer was stopped (its ``async with`` block ended, or ``stop()``) while a call
-    waited for records, or for the answer to a commit or an offsets query (a commit sent may
-    have been stored); iteration ends instead (aiokafka's name)."""
+    """The consumer was stopped (its ``async with`` block ended, ``stop()``, ``close()``)
+    before a call, or while it waited for records or for the answer to a commit or an
+    offsets query (a commit sent may have been stored); iteration ends instead. aiokafka's
+    name, and an :class:`IllegalStateError`, which kafka-python raises after ``close()``."""
 
 
 class CommitFailedError(KafkaError):
@@ -323,9 +324,11 @@ class BufferFullError(KafkaError, BufferError):
         """The configured limit."""
 
 
-class ProducerClosedError(KafkaError):
+class ProducerClosedError(IllegalStateError):
     """The producer was closed or aborted before the record had an outcome, or a call came
-    after ``stop()`` (aiokafka's ``ProducerClosed``)."""
+    after it was closed (``stop()``, ``close()``, the end of its ``async with`` block): the
+    same type on every face. It is aiokafka's ``ProducerClosed`` and an
+    :class:`IllegalStateError`, which kafka-python raises for a send after ``close()``."""
 
 
 ProducerClosed = ProducerClosedError

@@ -158,6 +158,25 @@ def _at_least(minimum: int) -> Check:
     return count
 
 
+@_kind("int")
+def _buffer_memory(name: str, value: Any) -> int:
+    """``buffer.memory``: at least what the smallest record needs, or every send would be
+    refused (as larger than the buffer)."""
+    from kafkastate.core.producer.accumulator import (  # noqa: PLC0415 -- see the top
+        MIN_BUFFER_MEMORY,
+        RECORD_OVERHEAD,
+    )
+
+    count: int = _at_least(1)(name, value)
+    if count < MIN_BUFFER_MEMORY:
+        raise KafkaConfigurationError(
+            f"{name} must be at least {MIN_BUFFER_MEMORY} bytes, got {count}: the smallest "
+            f"record in a batch of its own takes {MIN_BUFFER_MEMORY - RECORD_OVERHEAD} bytes "
+            f"and each record counts {RECORD_OVERHEAD} more, so every send would be refused"
+        )
+    return count
+
+
 @_kind("bool")
 def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool | int):
@@ -532,10 +551,10 @@ _TABLE: Final = (
     Option("batch_size", "batch.size", _P, _at_least(0), 16384, "A batch's size in bytes."),
     Option("max_batch_size", "", _P, _optional(_at_least(0)), None,
            "aiokafka's name for batch_size (wins when given)."),
-    Option("buffer_memory", "buffer.memory", _P, _at_least(1), 32 * 1024 * 1024,
+    Option("buffer_memory", "buffer.memory", _P, _buffer_memory, 32 * 1024 * 1024,
            "Bytes of records waiting to be sent, each counting an estimated 480 bytes "
            "of Python objects on top of its encoded size; a send beyond it waits "
-           "max_block_ms."),
+           "max_block_ms. At least 561 (the smallest record in a batch of its own)."),
     Option("max_request_size", "max.request.size", _P, _at_least(1), 1024 * 1024,
            "Largest Produce request (and record)."),
     Option("compression_type", "compression.type", _P, _compression, None,

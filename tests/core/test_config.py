@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 import pathlib
+import random
 import subprocess
 import sys
 from typing import Any
 
+import attrs
 import kafka
 import pytest
 
@@ -35,6 +37,12 @@ from kafkastate.core.config import (
 )
 from kafkastate.core.consumer.group import GroupConfig
 from kafkastate.core.consumer.group848 import ConsumerGroupConfig
+from kafkastate.core.producer.accumulator import (
+    MIN_BUFFER_MEMORY,
+    RECORD_OVERHEAD,
+    AccumulatorConfig,
+)
+from kafkastate.core.producer.producer import ProducerMachine
 from kafkastate.errors import KafkaConfigurationError
 from kafkastate.serializer import DefaultSerializer, JsonSerializer
 
@@ -219,6 +227,29 @@ def test_settled_values() -> None:
     assert config.client.connection.max_in_flight == 5  # metadata shares the wire
     aio = resolve("consumer", "aiokafka", given(), owner="T")
     assert aio["sasl_mechanism"] is None  # aiokafka's PLAIN default means nothing here
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_buffer_memory_below_what_the_smallest_record_needs_is_refused(flavour: str) -> None:
+    # 561 = 480 (each record's count) + 81 (the smallest record in a batch of its own):
+    # below it every send used to be refused as a MessageTooLargeError with a negative limit
+    assert MIN_BUFFER_MEMORY == RECORD_OVERHEAD + 81 == 561
+    for value in (1, 480, MIN_BUFFER_MEMORY - 1):
+        with pytest.raises(KafkaConfigurationError) as info:
+            resolve("producer", flavour, given(buffer_memory=value), owner="T")
+        assert str(info.value).startswith(f"buffer_memory must be at least 561 bytes, got {value}")
+    with pytest.raises(KafkaConfigurationError, match=r"^buffer_memory must be at least 561"):
+        resolve("producer", flavour, given(**{"buffer.memory": 100}), owner="T")
+    p = resolve("producer", flavour, given(buffer_memory=MIN_BUFFER_MEMORY), owner="T")
+    config = producer_config(p)
+    assert config.accumulator.buffer_memory == MIN_BUFFER_MEMORY
+    # the smallest record fits it; nothing else is asked of batch_size (as Java)
+    machine = ProducerMachine(attrs.evolve(config, acks=1), rng=random.Random(0))
+    machine.send("t", value=None, timestamp_ms=0, now=0.0)  # held for metadata, not refused
+    assert resolve("producer", flavour, given(buffer_memory=600, batch_size=16384), owner="T")
+    with pytest.raises(KafkaConfigurationError, match="buffer_memory must be an int >= 561"):
+        AccumulatorConfig(buffer_memory=MIN_BUFFER_MEMORY - 1)
+    assert str(MIN_BUFFER_MEMORY) in OPTIONS["buffer_memory"].doc  # (docs/options.md)
 
 
 def test_group_configs() -> None:

@@ -176,7 +176,7 @@ async def test_close_with_sends_and_commits_in_flight_from_other_tasks(
 
             async with open_producer(bootstrap, linger_ms=200) as producer:
                 await producer.partitions_for(topic)  # (a send still waiting for metadata
-                # at close fails: LocalProtocolError, as a send after close)
+                # at close fails: ProducerClosedError, as a send after close)
                 for i in range(20):
                     tg.start_soon(send, producer, i)
                 await anyio.sleep(0.01)  # the sends are appended, lingering

@@ -80,6 +80,10 @@ __all__ = ["Consumer", "open_consumer", "running_consumer"]
 
 log = logging.getLogger("kafkastate.consumer")
 
+_OUTSIDE: Final = " (use the consumer inside its `async with open_consumer(...)` block)"
+"""What a call outside the consumer's block is told (after :meth:`Consumer._running`'s
+refusal)."""
+
 Deserializer = Callable[[bytes | None], Any] | Any
 """``f(bytes) -> value``, or an object with ``deserialize(topic, headers, data)``."""
 
@@ -640,10 +644,17 @@ class Consumer(Observed):
         return self._answers.pop(qid)
 
     def _running(self) -> AsyncDriver:
-        if self._driver is None:
-            self.machine.ensure_open()  # closed: ConsumerStoppedError, a typed error
-            raise RuntimeError("the consumer is not running: use `async with open_consumer(...)`")
-        return self._driver
+        """The driver, or the typed refusal of a consumer whose block has ended.
+
+        Raises:
+            ConsumerStoppedError: the consumer is closed, or not running.
+        """
+        driver = self._driver
+        if driver is None:
+            self.machine.ensure_open(advice=_OUTSIDE)  # closed: the core's refusal
+            # the machine is open but nothing runs it (a driver that crashed)
+            raise ConsumerStoppedError(f"the consumer is not running{_OUTSIDE}")
+        return driver
 
     def _attach(self, driver: AsyncDriver | None) -> None:
         self._driver = driver

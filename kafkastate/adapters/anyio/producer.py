@@ -132,6 +132,10 @@ def _unobserved_refcount() -> int | None:
 
 # A future that only the producer refers to cannot be observed by anyone.
 _UNOBSERVED: Final = _unobserved_refcount()
+
+_OUTSIDE: Final = " (use the producer inside its `async with open_producer(...)` block)"
+"""What a call outside the producer's block is told (after :meth:`Producer._running`'s
+refusal)."""
 _Ack = tuple[str, int, TopicPartition, int, int, int, int]  # RecordMetadata's fields
 
 
@@ -566,11 +570,11 @@ class Producer(Observed):
 
         Raises:
             KafkaError: the machine refused the record.
-            RuntimeError: the producer is not running.
+            ProducerClosedError: the producer is closed.
         """
         driver = self._driver
         if driver is None:
-            driver = self._running()  # raises
+            driver = self._running("send")  # raises
         machine = self.machine
         if timestamp_ms is None:
             timestamp_ms = _time_ns() // 1_000_000
@@ -664,7 +668,7 @@ class Producer(Observed):
                 waited for buffer memory.
             KafkaError: the batch was refused for good (too large, empty, closed producer).
         """
-        driver = self._running()
+        driver = self._running("send_batch")
         records = batch._take()
         rids = self.machine.send_batch(topic, partition, records, now=driver.now())
         admission = None
@@ -695,12 +699,12 @@ class Producer(Observed):
 
     async def flush(self) -> None:
         """Send everything now (no linger) and wait until every earlier record has its
-        outcome. Cancelling the wait does not cancel the flush.
-
-        Raises:
-            LocalProtocolError: the producer is closed.
+        outcome. Cancelling the wait does not cancel the flush. Once the producer is closed
+        every record has its outcome: it returns at once (as aiokafka's and kafka-python's).
         """
-        driver = self._running()
+        if self.machine.state is ProducerState.CLOSED:
+            return
+        driver = self._running("flush")
         fid = self.machine.flush(now=driver.now())
         done = self._flushes[fid] = anyio.Event()
         driver.wake()
@@ -708,11 +712,11 @@ class Producer(Observed):
 
     # -------------------------------------------------------------- transactions
 
-    async def _txn_op(self, start: Callable[[float], TransactionOpId]) -> None:
+    async def _txn_op(self, call: str, start: Callable[[float], TransactionOpId]) -> None:
         """Start a transactional operation on the machine and wait for its outcome.
         Cancelling the wait does not cancel the operation (the machine resumes a commit or
         abort asked again: every caller waits for the one outcome)."""
-        driver = self._running()
+        driver = self._running(call)
         op = start(driver.now())
         waiter = self._txn_ops.get(op)
         if waiter is None:
@@ -735,7 +739,7 @@ class Producer(Observed):
         """
         machine = self.machine
         with anyio.move_on_after(self._max_block) as scope:
-            await self._txn_op(lambda now: machine.init_transactions(now=now))
+            await self._txn_op("init_transactions", lambda now: machine.init_transactions(now=now))
         if scope.cancelled_caught:
             raise KafkaTimeoutError(
                 f"init_transactions did not finish within {self._max_block:g} s "
@@ -750,7 +754,7 @@ class Producer(Observed):
             TransactionFailedError: the previous transaction failed and was not aborted.
             ProducerFencedError: the producer was fenced (fatal).
         """
-        self._running()
+        self._running("begin_transaction")
         self.machine.begin_transaction()
 
     async def send_offsets_to_transaction(
@@ -775,7 +779,8 @@ class Producer(Observed):
         """
         machine = self.machine
         await self._txn_op(
-            lambda now: machine.send_offsets_to_transaction(offsets, group_id, now=now)
+            "send_offsets_to_transaction",
+            lambda now: machine.send_offsets_to_transaction(offsets, group_id, now=now),
         )
 
     async def commit_transaction(self) -> None:
@@ -791,7 +796,7 @@ class Producer(Observed):
                 over (fatal: close the producer).
         """
         machine = self.machine
-        await self._txn_op(lambda now: machine.commit_transaction(now=now))
+        await self._txn_op("commit_transaction", lambda now: machine.commit_transaction(now=now))
 
     async def abort_transaction(self) -> None:
         """Abort the transaction: records not sent yet fail with TransactionAbortedError,
@@ -802,7 +807,7 @@ class Producer(Observed):
             ProducerFencedError: the producer was fenced (fatal).
         """
         machine = self.machine
-        await self._txn_op(lambda now: machine.abort_transaction(now=now))
+        await self._txn_op("abort_transaction", lambda now: machine.abort_transaction(now=now))
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
@@ -849,7 +854,9 @@ class Producer(Observed):
             NoBrokersAvailable: no bootstrap server answered in time (a
                 KafkaConnectionError).
         """
-        await wait_for_cluster(self._running(), self.machine.client, lambda: self._changed, timeout)
+        await wait_for_cluster(
+            self._running("wait_for_cluster"), self.machine.client, lambda: self._changed, timeout
+        )
 
     async def partitions_for(self, topic: str) -> frozenset[int]:
         """The partitions of ``topic``, waiting for its metadata up to ``max_block_ms``.
@@ -863,7 +870,7 @@ class Producer(Observed):
         Raises:
             KafkaTimeoutError: no metadata for the topic within ``max_block_ms``.
         """
-        driver = self._running()
+        driver = self._running("partitions_for")
         deadline = driver.now() + self._max_block
         self.machine.track_topics([topic], now=driver.now())
         driver.wake()
@@ -884,8 +891,11 @@ class Producer(Observed):
 
         Records that cannot be delivered fail at their delivery timeout; cancel this (or
         call :meth:`abort`) to stop sooner. :func:`open_producer` calls it on a clean exit.
+        Closing a closed producer does nothing.
         """
-        driver = self._running()
+        driver = self._driver
+        if driver is None:
+            return  # closed (its block ended): nothing runs to close
         if self.machine.state is not ProducerState.CLOSED:
             self.machine.close(now=driver.now())
             driver.wake()
@@ -894,17 +904,27 @@ class Producer(Observed):
     def abort(self) -> None:
         """Fail every pending record with ProducerClosedError and close at once.
         :func:`open_producer` calls it when its block exits with an exception or is
-        cancelled."""
-        driver = self._running()
+        cancelled. Aborting a closed producer does nothing."""
+        driver = self._driver
+        if driver is None:
+            return
         self.machine.abort(now=driver.now())
         driver.wake()
 
     # ------------------------------------------------------------------ events
 
-    def _running(self) -> AsyncDriver:
-        if self._driver is None:
-            raise RuntimeError("the producer is not running: use `async with open_producer(...)`")
-        return self._driver
+    def _running(self, call: str = "this call") -> AsyncDriver:
+        """The driver, or the typed refusal of a producer whose block has ended.
+
+        Raises:
+            ProducerClosedError: the producer is closed, or not running.
+        """
+        driver = self._driver
+        if driver is None:
+            self.machine.ensure_open(call, advice=_OUTSIDE)  # closed: the core's refusal
+            # the machine is open but nothing runs it (a driver that crashed)
+            raise ProducerClosedError(f"{call}: the producer is not running{_OUTSIDE}")
+        return driver
 
     def _attach(self, driver: AsyncDriver | None) -> None:
         self._driver = driver

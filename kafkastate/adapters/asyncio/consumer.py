@@ -117,9 +117,12 @@ class AIOKafkaConsumer(Lifecycle):
             self._consumer = None
 
     def _running(self) -> Consumer:
-        if self._consumer is None:
+        consumer = self._consumer
+        if consumer is None:
+            if self._stopped:
+                raise ConsumerStoppedError("AIOKafkaConsumer was stopped")
             raise IllegalStateError("AIOKafkaConsumer is not started: call `await start()`")
-        return self._consumer
+        return consumer
 
     def _reading(self) -> Consumer:
         if self._stopped:

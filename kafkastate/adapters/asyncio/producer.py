@@ -133,6 +133,7 @@ class AIOKafkaProducer(Lifecycle):
             KafkaTimeoutError: ``max_block_ms`` passed while the record was refused.
             KafkaError: the record was refused for good.
             RuntimeError: the producer is not started.
+            ProducerClosedError: the producer was stopped (aiokafka's ``ProducerClosed``).
         """
         # (the hot path of the awaited loop: no helper frame, the future bound once)
         producer = self._producer or self._running()
@@ -183,6 +184,7 @@ class AIOKafkaProducer(Lifecycle):
                 waits for room up to ``max_block_ms``.
             KafkaError: the record was refused for good.
             RuntimeError: the producer is not started.
+            ProducerClosedError: the producer was stopped (aiokafka's ``ProducerClosed``).
         """
         producer = self._producer or self._running()
         if self._serializing:
@@ -227,6 +229,7 @@ class AIOKafkaProducer(Lifecycle):
         Raises:
             KafkaError: the record was refused or failed.
             RuntimeError: the producer is not started.
+            ProducerClosedError: the producer was stopped (aiokafka's ``ProducerClosed``).
         """
         future = await self.send(topic, value, key, partition, timestamp_ms, headers)
         return await future
@@ -240,6 +243,7 @@ class AIOKafkaProducer(Lifecycle):
 
         Raises:
             RuntimeError: the producer is not started.
+            ProducerClosedError: the producer was stopped (aiokafka's ``ProducerClosed``).
         """
         return self._running().create_batch(
             key_serializer=self._key_serializer, value_serializer=self._value_serializer
@@ -263,6 +267,7 @@ class AIOKafkaProducer(Lifecycle):
             KafkaTimeoutError: ``max_block_ms`` passed while the batch was refused.
             KafkaError: the batch was refused for good.
             RuntimeError: the producer is not started.
+            ProducerClosedError: the producer was stopped (aiokafka's ``ProducerClosed``).
         """
         delivery = await self._running().send_batch(batch, topic, partition=partition)
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
@@ -270,11 +275,14 @@ class AIOKafkaProducer(Lifecycle):
         return future
 
     async def flush(self) -> None:
-        """Send everything now and wait until every earlier record has its outcome.
+        """Send everything now and wait until every earlier record has its outcome. After
+        :meth:`stop` every record has its outcome: it returns at once (as aiokafka's).
 
         Raises:
             RuntimeError: the producer is not started.
         """
+        if self._stopped and self._producer is None:
+            return
         await self._running().flush()
 
     async def partitions_for(self, topic: str) -> set[int]:
@@ -289,6 +297,7 @@ class AIOKafkaProducer(Lifecycle):
         Raises:
             KafkaTimeoutError: no metadata in time.
             RuntimeError: the producer is not started.
+            ProducerClosedError: the producer was stopped (aiokafka's ``ProducerClosed``).
         """
         return set(await self._running().partitions_for(topic))
 

@@ -63,7 +63,7 @@ from kafkastate.core.consumer.fetcher import (
 )
 from kafkastate.core.report import Report, StatisticsReported
 from kafkastate.errors import (
-    IllegalStateError,
+    ConsumerStoppedError,
     KafkaConfigurationError,
     KafkaError,
     KafkaTimeoutError,
@@ -261,7 +261,7 @@ class KafkaConsumer:
         Raises:
             NoBrokersAvailable: none answered within ``timeout_ms`` (a KafkaTimeoutError).
             AuthenticationFailedError: the server refused the SASL credentials.
-            IllegalStateError: the consumer is closed.
+            ConsumerStoppedError: the consumer is closed (an IllegalStateError).
         """
         self._open()
         if refresh or not self._machine.client.cluster.brokers:
@@ -665,7 +665,8 @@ class KafkaConsumer:
 
     def _open(self) -> None:
         if self._closed:
-            raise IllegalStateError("KafkaConsumer is closed")
+            # the core's type for a closed consumer: an IllegalStateError, as kafka-python's
+            raise ConsumerStoppedError("KafkaConsumer is closed")
 
     def _turn(self, deadline: float | None) -> None:
         """One turn of the IO loop: handle events, write, wait for data or ``deadline``."""

@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any, Final, NamedTuple, NoReturn, Self
 
 from kafkastate.adapters._common import call_logged, resolve, tls_context
-from kafkastate.adapters.blocking.thread import BatchSink, ProducerThread
+from kafkastate.adapters.blocking.thread import BatchSink, ProducerThread, closed_error
 from kafkastate.core.config import (
     close_serializers,
     max_usable_produce_magic,
@@ -31,7 +31,6 @@ from kafkastate.core.config import (
 )
 from kafkastate.core.report import Report
 from kafkastate.errors import (
-    IllegalStateError,
     KafkaConfigurationError,
     KafkaError,
     KafkaTimeoutError,
@@ -451,7 +450,8 @@ class KafkaProducer:
         Raises:
             KafkaTimeoutError: no metadata or buffer memory within ``max_block_ms``.
             MessageTooLargeError: the record exceeds ``max_request_size``.
-            IllegalStateError: the producer is closed.
+            ProducerClosedError: the producer is closed (an IllegalStateError, as
+                kafka-python raises).
             TypeError: a bad topic, header or serialized type.
             KafkaConfigurationError: neither key nor value, or a negative partition.
             KafkaError: another refusal (the producer failed fatally...).
@@ -492,7 +492,8 @@ class KafkaProducer:
                 it (a builtin ``BufferError`` too, as confluent-kafka raises; retriable):
                 nothing was appended. Try again later, or call :meth:`send`, which waits.
             MessageTooLargeError: the record exceeds ``max_request_size``.
-            IllegalStateError: the producer is closed.
+            ProducerClosedError: the producer is closed (an IllegalStateError, as
+                kafka-python raises).
             TypeError: a bad topic, header or serialized type.
             KafkaConfigurationError: neither key nor value, or a negative partition.
             KafkaError: another refusal (the producer failed fatally...).
@@ -511,7 +512,7 @@ class KafkaProducer:
     ) -> FutureRecordMetadata:
         io = self._io
         if self._closed or io is None:
-            raise IllegalStateError("KafkaProducer already closed")
+            raise closed_error()
         if not isinstance(topic, str):
             raise TypeError(f"topic must be a str, got {topic!r}")
         if value is None and key is None:
@@ -593,14 +594,15 @@ class KafkaProducer:
             KafkaTimeoutError: no metadata or buffer memory within ``max_block_ms``.
             MessageTooLargeError: the batch exceeds ``max_request_size`` or
                 ``buffer_memory``.
-            IllegalStateError: the producer is closed, or called from a callback.
+            ProducerClosedError: the producer is closed (an IllegalStateError).
+            IllegalStateError: called from a callback.
             KafkaConfigurationError: no records, a negative partition, or a record with
                 neither key nor value or of the wrong type.
             KafkaError: another refusal (the producer failed fatally...).
         """
         io = self._io
         if self._closed or io is None:
-            raise IllegalStateError("KafkaProducer already closed")
+            raise closed_error()
         if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
             raise KafkaConfigurationError(f"partition must be an int >= 0, got {partition!r}")
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
@@ -692,7 +694,7 @@ class KafkaProducer:
     def _io_running(self) -> ProducerThread:
         io = self._io
         if self._closed or io is None:
-            raise IllegalStateError("KafkaProducer already closed")
+            raise closed_error()
         return io
 
     def init_transactions(self) -> None:
@@ -801,11 +803,12 @@ class KafkaProducer:
 
         Raises:
             KafkaTimeoutError: no metadata within ``max_block_ms``.
-            IllegalStateError: the producer is closed.
+            ProducerClosedError: the producer is closed (an IllegalStateError, as
+                kafka-python raises).
         """
         io = self._io
         if self._closed or io is None:
-            raise IllegalStateError("KafkaProducer already closed")
+            raise closed_error()
         return io.partitions_for(topic, self._max_block)
 
     def metrics(self, raw: bool = False) -> Report:

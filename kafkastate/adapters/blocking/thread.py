@@ -64,9 +64,15 @@ from kafkastate.errors import (
     KafkaTimeoutError,
 )
 
-__all__ = ["BatchSink", "ProducerThread", "RecordSink", "Reply"]
+__all__ = ["BatchSink", "ProducerThread", "RecordSink", "Reply", "closed_error"]
 
 log = logging.getLogger("kafkastate.sync")
+
+
+def closed_error() -> ProducerClosedError:
+    """What a call on a closed ``KafkaProducer`` raises: the core's type for a closed
+    producer on every face, an ``IllegalStateError`` as kafka-python raises."""
+    return ProducerClosedError("KafkaProducer already closed")
 
 
 class RecordSink(Protocol):
@@ -269,13 +275,13 @@ class ProducerThread:
         Raises:
             BufferFullError: ``block`` False and no room in ``buffer_memory`` now.
             KafkaTimeoutError: ``max_block`` passed while the record waited.
-            IllegalStateError: the producer is closed.
+            ProducerClosedError: the producer is closed (an IllegalStateError).
             KafkaError: the machine refused the record (MessageTooLargeError...).
         """
         inline = self.on_io_thread
         with self._lock:
             if not self._accepting or self._finished or self._close is not None:
-                raise IllegalStateError("KafkaProducer already closed")
+                raise closed_error()
             woke = self._append_now(
                 topic, value, key, headers, partition, timestamp_ms, sink, inline, block
             )
@@ -310,7 +316,8 @@ class ProducerThread:
 
         Raises:
             KafkaTimeoutError: ``max_block`` passed while the batch waited.
-            IllegalStateError: the producer is closed, or called from a callback (it would
+            ProducerClosedError: the producer is closed (an IllegalStateError).
+            IllegalStateError: called from a callback (it would
                 wait for its own thread).
             KafkaError: the machine refused the batch (MessageTooLargeError...).
         """
@@ -318,7 +325,7 @@ class ProducerThread:
             raise IllegalStateError("send_batch() from a producer callback would deadlock")
         with self._lock:
             if not self._accepting or self._finished or self._close is not None:
-                raise IllegalStateError("KafkaProducer already closed")
+                raise closed_error()
             machine = self._machine
             try:
                 rids = machine.send_batch(topic, partition, records, now=time.monotonic())
@@ -425,14 +432,15 @@ class ProducerThread:
 
         Raises:
             KafkaTimeoutError: ``timeout`` passed first (the operation goes on).
-            IllegalStateError: closed, or called from a callback (it would wait for itself).
+            ProducerClosedError: the producer is closed (an IllegalStateError).
+            IllegalStateError: called from a callback (it would wait for itself).
             KafkaError: the machine refused the command, or the operation failed.
         """
         if self.on_io_thread:
             raise IllegalStateError(f"{what}() from a producer callback would deadlock")
         with self._lock:
             if not self._accepting or self._finished or self._close is not None:
-                raise IllegalStateError("KafkaProducer already closed")
+                raise closed_error()
             op = start(time.monotonic())
             if op is None:
                 return
@@ -450,7 +458,7 @@ class ProducerThread:
 
         Raises:
             KafkaTimeoutError: no metadata for it within ``max_block``.
-            IllegalStateError: the producer is closed.
+            ProducerClosedError: the producer is closed (an IllegalStateError).
         """
         if self.on_io_thread:
             known = self._machine.client.cluster.partitions_for(topic)
@@ -512,9 +520,8 @@ class ProducerThread:
                         "aborted (as close(timeout=0))"
                     )
                 self._close = _Close(deadline=time.monotonic(), reply=Reply())
-                self._refuse_blocked(
-                    IllegalStateError("KafkaProducer closed while send() waited"), time.monotonic()
-                )
+                waited = ProducerClosedError("KafkaProducer closed while send() waited")
+                self._refuse_blocked(waited, time.monotonic())
                 self._machine.abort(now=time.monotonic())
             return
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -528,7 +535,7 @@ class ProducerThread:
     def _call(self, cmd: _Command, reply: Reply, timeout: float | None) -> Any:
         with self._lock:
             if not self._accepting:
-                raise IllegalStateError("KafkaProducer already closed")
+                raise closed_error()
             self._commands.append(cmd)
         self._wake()
         if not reply.wait(timeout):
@@ -589,7 +596,7 @@ class ProducerThread:
                     if self._close is None:
                         self._close = cmd
                         self._refuse_blocked(
-                            IllegalStateError("KafkaProducer closed while send() waited"), now
+                            ProducerClosedError("KafkaProducer closed while send() waited"), now
                         )
                         self._machine.close(now=now)
                     elif cmd.deadline is not None and (
@@ -747,9 +754,7 @@ class ProducerThread:
         machine = self._machine
         if not self._finished:  # crashed: give every record an outcome
             try:
-                self._refuse_blocked(
-                    IllegalStateError("KafkaProducer already closed"), time.monotonic()
-                )
+                self._refuse_blocked(closed_error(), time.monotonic())
                 machine.abort(now=time.monotonic())
                 self._handle_events()
             except BaseException:
@@ -761,7 +766,7 @@ class ProducerThread:
             _complete(sink.record_failed, error)
         self._sinks.clear()
         for waiting in self._blocked.values():
-            self._refuse(waiting, IllegalStateError("KafkaProducer already closed"))
+            self._refuse(waiting, closed_error())
         self._blocked.clear()
         for cmd in self._commands_left():
             if isinstance(cmd, _Close):
@@ -769,9 +774,9 @@ class ProducerThread:
             elif isinstance(cmd, _Metrics):
                 cmd.reply.set(self._final_metrics)
             else:
-                cmd.reply.fail(IllegalStateError("KafkaProducer already closed"))
+                cmd.reply.fail(closed_error())
         for p in self._waiting_partitions:
-            p.reply.fail(IllegalStateError("KafkaProducer already closed"))
+            p.reply.fail(closed_error())
         for reply in self._flushes.values():
             reply.set()  # closed: every record has its outcome
         for reply in self._txn_ops.values():

@@ -443,15 +443,18 @@ class ConsumerMachine:
 
     # ------------------------------------------------------------------ state
 
-    def ensure_open(self) -> None:
+    def ensure_open(self, *, advice: str = "") -> None:
         """Refuse a call on a closed consumer (an adapter asks before its own checks).
+
+        Args:
+            advice: appended to the message (how the face is meant to be used).
 
         Raises:
             ConsumerStoppedError: :meth:`close` was called (an IllegalStateError, the
-                type aiokafka raises for a stopped consumer).
+                type aiokafka raises for a stopped consumer, kafka-python for a closed one).
         """
         if self.state is _CLOSED:
-            raise ConsumerStoppedError("the consumer is closed")
+            raise ConsumerStoppedError(f"the consumer is closed{advice}")
 
     def _allow(self, kind: str) -> None:
         if kind not in ALLOWED[self.state]:

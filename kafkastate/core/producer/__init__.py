@@ -5,6 +5,7 @@
 """
 
 from kafkastate.core.producer.accumulator import (
+    MIN_BUFFER_MEMORY,
     RECORD_OVERHEAD,
     Accumulator,
     AccumulatorConfig,
@@ -47,6 +48,7 @@ from kafkastate.core.producer.transactions import (
 )
 
 __all__ = [
+    "MIN_BUFFER_MEMORY",
     "RECORD_OVERHEAD",
     "Accumulator",
     "AccumulatorConfig",

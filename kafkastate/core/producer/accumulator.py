@@ -164,6 +164,22 @@ def max_block_timeout(max_block: float, waited_for: str, cause: KafkaError) -> K
     return error
 
 
+RECORD_OVERHEAD: Final = 480
+"""Bytes of ``buffer.memory`` each record in the buffer counts on top of its encoded bytes:
+an estimate of the Python objects a waiting record holds (measured for a 100 B record on
+CPython 3.11: its tuple, id, timestamp and value objects and the encoded pieces in the
+accumulator, about 290 B; the adapter's future and its entry in the map of pending sends,
+about 200 B). Without it a full buffer of small records held several times
+``buffer.memory`` in real memory."""
+
+MIN_BUFFER_MEMORY: Final = (
+    RECORD_OVERHEAD + RECORD_BATCH_OVERHEAD + estimate_record_size_upper_bound(None, None)
+)
+"""The smallest ``buffer.memory`` a producer can work with (561 bytes): the smallest record
+(no key, no value, no headers) in a batch of its own, plus the :data:`RECORD_OVERHEAD` it
+counts. With less, every record would be refused as larger than the buffer."""
+
+
 @attrs.frozen(kw_only=True)
 class AccumulatorConfig:
     """Settings of an :class:`Accumulator`. Durations are float seconds, sizes bytes."""
@@ -173,11 +189,15 @@ class AccumulatorConfig:
     linger: float = attrs.field(default=0.005, validator=_non_negative)
     """How long a batch waits for more records (``linger.ms``). The default is 5 ms, the
     Java client's since Kafka 4.0 (KIP-1030; it was 0 before)."""
-    buffer_memory: int = attrs.field(default=32 * 1024 * 1024, validator=_int_at_least(1))
+    buffer_memory: int = attrs.field(
+        default=32 * 1024 * 1024, validator=_int_at_least(MIN_BUFFER_MEMORY)
+    )
     """Bytes of records held before appends are refused (``buffer.memory``): each record
     counts its encoded bytes (and its batch's header) plus :data:`RECORD_OVERHEAD`, an
     estimate of the Python objects it holds while it waits, so that real memory stays
-    near this figure however small the records are."""
+    near this figure however small the records are. At least :data:`MIN_BUFFER_MEMORY`;
+    nothing is asked of ``batch_size`` against it (as Java: a record that does not fit
+    the buffer is refused when it is sent)."""
     max_request_size: int = attrs.field(default=1024 * 1024, validator=_int_at_least(1))
     """Largest record batch and Produce request (``max.request.size``)."""
     compression: Compression = attrs.field(default=Compression.NONE, converter=_to_compression)
@@ -620,14 +640,6 @@ class ProducerBatch:
 
 
 _SMALL_VALUE: Final = 8000
-
-RECORD_OVERHEAD: Final = 480
-"""Bytes of ``buffer.memory`` each record in the buffer counts on top of its encoded bytes:
-an estimate of the Python objects a waiting record holds (measured for a 100 B record on
-CPython 3.11: its tuple, id, timestamp and value objects and the encoded pieces in the
-accumulator, about 290 B; the adapter's future and its entry in the map of pending sends,
-about 200 B). Without it a full buffer of small records held several times
-``buffer.memory`` in real memory."""
 
 
 def _small_value_upper_bound(n: int) -> int:

@@ -164,7 +164,6 @@ from kafkastate.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
-    LocalProtocolError,
     ProducerClosedError,
     RemoteProtocolError,
     TransactionStateError,
@@ -622,7 +621,7 @@ class ProducerMachine(ClientDriven):
                 ``block`` False (retriable: wait for BufferSpaceFreed).
             MessageTooLargeError: the record can never fit a request.
             PartitionerError, KafkaConfigurationError: bad partitioner result or argument.
-            LocalProtocolError: the producer is closing or closed.
+            ProducerClosedError: the producer is closing or closed (:meth:`ensure_open`).
             KafkaError: the producer failed fatally (the error of its ProducerFailed).
         """
         if partition is None and not headers:
@@ -631,10 +630,8 @@ class ProducerMachine(ClientDriven):
             if rid is not None:
                 return rid
         txn = self._txn
-        if self._state is not ProducerState.OPEN:
-            if self._state is ProducerState.FAILED and self._fatal is not None:
-                raise self._fatal
-            raise LocalProtocolError(f"send on a producer that is {self._state.name}")
+        if self._state is not _OPEN:
+            self.ensure_open("send")
         if txn is not None:
             txn.check_send()
         if not isinstance(topic, str) or not topic:
@@ -815,13 +812,11 @@ class ProducerMachine(ClientDriven):
                 as for :meth:`send`.
             MessageTooLargeError: the batch can never fit a request.
             KafkaConfigurationError: no records or a bad argument.
-            LocalProtocolError: the producer is closing or closed.
+            ProducerClosedError: the producer is closing or closed.
             KafkaError: the producer failed fatally.
         """
-        if self._state is not ProducerState.OPEN:
-            if self._state is ProducerState.FAILED and self._fatal is not None:
-                raise self._fatal
-            raise LocalProtocolError(f"send_batch on a producer that is {self._state.name}")
+        if self._state is not _OPEN:
+            self.ensure_open("send_batch")
         if self._txn is not None:
             self._txn.check_send()
         if not isinstance(topic, str) or not topic:
@@ -920,14 +915,12 @@ class ProducerMachine(ClientDriven):
     # -- transactions (KIP-98); see kafkastate.core.producer.transactions
 
     def _transactions(self, call: str) -> TransactionManager:
+        if self._state is not _OPEN:
+            self.ensure_open(call)  # closed first, as a send (and aiokafka's calls)
         if self._txn is None:
             raise TransactionStateError(
                 f"{call}: this producer has no transactional_id; set one to use transactions"
             )
-        if self._state is not ProducerState.OPEN:
-            if self._state is ProducerState.FAILED and self._fatal is not None:
-                raise self._fatal
-            raise TransactionStateError(f"{call} on a producer that is {self._state.name}")
         return self._txn
 
     def init_transactions(self, *, now: float) -> TransactionOpId:
@@ -941,7 +934,8 @@ class ProducerMachine(ClientDriven):
             The id of the :class:`TransactionOperationCompleted` that follows.
 
         Raises:
-            TransactionStateError: no ``transactional_id``, already initialised, or closed.
+            TransactionStateError: no ``transactional_id``, or already initialised.
+            ProducerClosedError: the producer is closing or closed.
             KafkaError: the producer failed fatally.
         """
         op = self._transactions("init_transactions").init(now=now)
@@ -955,6 +949,7 @@ class ProducerMachine(ClientDriven):
             TransactionStateError: not initialised, a transaction already open, or another
                 transactional operation under way.
             TransactionFailedError: the previous transaction failed: abort it first.
+            ProducerClosedError: the producer is closing or closed.
             KafkaError: the producer failed fatally.
         """
         self._transactions("begin_transaction").begin()
@@ -982,6 +977,7 @@ class ProducerMachine(ClientDriven):
             TransactionStateError: no transaction open, or another operation under way.
             TransactionFailedError: the transaction failed: abort it.
             TypeError, ValueError: bad offsets or group (the message names it).
+            ProducerClosedError: the producer is closing or closed.
             KafkaError: the producer failed fatally.
         """
         txn = self._transactions("send_offsets_to_transaction")
@@ -1002,6 +998,7 @@ class ProducerMachine(ClientDriven):
         Raises:
             TransactionStateError: no transaction open, or another operation under way.
             TransactionFailedError: the transaction already failed: abort it.
+            ProducerClosedError: the producer is closing or closed.
             KafkaError: the producer failed fatally.
         """
         op = self._transactions("commit_transaction").commit(now=now)
@@ -1020,11 +1017,34 @@ class ProducerMachine(ClientDriven):
 
         Raises:
             TransactionStateError: no transaction open, or another operation under way.
+            ProducerClosedError: the producer is closing or closed.
             KafkaError: the producer failed fatally.
         """
         op = self._transactions("abort_transaction").abort(now=now)
         self._step(now)
         return op
+
+    def ensure_open(self, call: str, *, advice: str = "") -> None:
+        """Refuse a call on a producer that takes no more work: every command checks this,
+        and an adapter asks it first when the call would not reach the machine (the
+        producer's block or thread has ended).
+
+        Args:
+            call: the call's name, for the message.
+            advice: appended to the message (how the face is meant to be used).
+
+        Raises:
+            ProducerClosedError: :meth:`close` or :meth:`abort` was called (an
+                ``IllegalStateError``, kafka-python's type for a closed producer; aiokafka's
+                ``ProducerClosed``).
+            KafkaError: the producer failed fatally (the error of its ProducerFailed).
+        """
+        state = self._state
+        if state is _OPEN:
+            return
+        if self._fatal is not None and state is ProducerState.FAILED:
+            raise self._fatal
+        raise ProducerClosedError(f"{call}: the producer is {state.value}{advice}")
 
     def close(self, *, now: float) -> None:
         """Refuse new records, send what is pending, then close the connections.

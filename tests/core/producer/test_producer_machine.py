@@ -42,10 +42,12 @@ from kafkastate.core.protocol.versions import (
     response_type,
 )
 from kafkastate.errors import (
+    IllegalStateError,
     KafkaConfigurationError,
     KafkaTimeoutError,
     MessageTooLargeError,
     OutOfOrderSequenceNumberError,
+    ProducerClosedError,
     ProducerFencedError,
     TopicAuthorizationFailedError,
     UnsupportedVersionError,
@@ -668,3 +670,31 @@ def test_abort_fails_pending_records() -> None:
     (failed,) = peer.outcomes()
     assert failed.record_ids == (rid,)
     assert isinstance(peer.events[-1], ProducerClosed)
+
+
+def test_calls_on_a_closing_or_closed_producer_raise_producer_closed() -> None:
+    # The one rule every face follows: ProducerClosedError (aiokafka's ProducerClosed, an
+    # IllegalStateError as kafka-python raises), the call named; the closed check first.
+    peer = started(linger=10.0)
+    ids = peer.topic_ids()
+    peer.send(b"a")
+    peer.m.close(now=peer.now)
+    assert peer.m.state is ProducerState.CLOSING
+    calls: list[tuple[str, Callable[[], Any]]] = [
+        ("send", lambda: peer.send(b"b")),
+        ("send_batch", lambda: peer.m.send_batch("t", 0, [(TS, None, b"c", ())], now=peer.now)),
+        ("begin_transaction", peer.m.begin_transaction),  # (no transactional_id either)
+        ("commit_transaction", lambda: peer.m.commit_transaction(now=peer.now)),
+    ]
+    for name, call in calls:
+        with pytest.raises(ProducerClosedError, match=f"^{name}: the producer is closing$"):
+            call()
+    peer.pump()
+    (sent,) = peer.produces()
+    peer.answer(sent, produce_response(sent, ok({("t", 0): 0}), ids))
+    assert peer.m.state is ProducerState.CLOSED
+    for name, call in calls:
+        with pytest.raises(IllegalStateError, match=f"^{name}: the producer is closed$"):
+            call()
+    with pytest.raises(ProducerClosedError, match=r"the producer is closed \(use it\)$"):
+        peer.m.ensure_open("flush", advice=" (use it)")
