@@ -563,9 +563,9 @@ _TABLE: Final = (
            "A record fails if not acknowledged within this."),
     Option("max_block_ms", "max.block.ms", _P, _optional(ms), 60000,
            "How long a send waits for metadata or buffer room."),
-    Option("metadata_max_idle_ms", "metadata.max.idle.ms", _P, _at_least(1), 300000,
+    Option("metadata_max_idle_ms", "metadata.max.idle.ms", _P, _at_least(5000), 300000,
            "A topic not sent to this long leaves the producer's metadata at the next "
-           "update; a later send fetches it again."),
+           "update; a later send fetches it again (at least 5000, as Java's)."),
     Option("retries", "retries", _P, _retries, _INT32_MAX,
            "Retries of a failed batch (within delivery_timeout_ms)."),
     Option("partitioner", "", _P, _partitioner, None,

@@ -872,9 +872,10 @@ class Producer(Observed):
         """
         driver = self._running("partitions_for")
         deadline = driver.now() + self._max_block
-        self.machine.track_topics([topic], now=driver.now())
-        driver.wake()
         while True:
+            # used while waited for (Java's waitOnMetadata): not dropped as idle
+            self.machine.track_topics([topic], now=driver.now())
+            driver.wake()
             changed = self._changed
             found = self.machine.client.cluster.partitions_for(topic)
             if found is not None:

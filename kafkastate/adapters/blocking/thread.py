@@ -641,6 +641,8 @@ class ProducerThread:
                         )
                     )
                 else:
+                    if p.topic is not None:  # used while waited for: not dropped as idle
+                        self._machine.track_topics([p.topic], now=now)
                     still.append(p)
             self._waiting_partitions = still
         close = self._close

@@ -86,7 +86,8 @@ fails what is pending at once.
 Topics of interest (Java ``ProducerMetadata``, ``metadata.max.idle.ms``). A send adds its
 topic to the metadata's topics; at each metadata update, a topic not used for
 ``metadata_max_idle`` leaves them again -- no record sent to it and none pending (a record
-counts until its outcome; a topic whose metadata has not come yet counts as used) -- with
+counts until its outcome; a topic whose metadata has not come yet counts as used, and the
+answer that first brings it too, as Java's ``newTopics``) -- with
 its per-partition bookkeeping, so a producer that writes to many short-lived topics does
 not refresh them all forever. A later send to it is a first send again.
 
@@ -500,6 +501,9 @@ class ProducerMachine(ClientDriven):
         # topics handed to the metadata -> when last used (sent to, pending, or waiting
         # for its metadata): idle ones leave it (metadata.max.idle.ms)
         self._tracked: dict[str, float] = {}
+        # tracked topics no metadata answer has named yet (Java ProducerMetadata.newTopics):
+        # the answer that first names one keeps it, however long it took
+        self._unanswered: dict[str, None] = {}
         self.steps = 0
         """How many times the machine has re-examined its state; it only grows (read it,
         do not set it).
@@ -1267,6 +1271,8 @@ class ProducerMachine(ClientDriven):
         """Ask for the topic's metadata; it counts as used at ``now``."""
         self._metadata.add_topics([topic])
         last = self._tracked.get(topic)
+        if last is None:
+            self._unanswered[topic] = None
         if last is None or now > last:
             self._tracked[topic] = now
 
@@ -1280,6 +1286,11 @@ class ProducerMachine(ClientDriven):
             Whether a topic was dropped.
         """
         tracked = self._tracked
+        known = self._client.cluster.topics
+        if self._unanswered:
+            for topic in [t for t in self._unanswered if t in known]:
+                del self._unanswered[topic]
+                tracked[topic] = max(tracked[topic], now)  # its idle clock starts now
         for topic, at in self._acc.take_settled().items():
             last = tracked.get(topic)
             if last is not None and at > last:
@@ -1289,7 +1300,6 @@ class ProducerMachine(ClientDriven):
         if not idle:
             return False
         busy = self._acc.busy_topics()
-        known = self._client.cluster.topics
         gone: list[str] = []
         for topic in idle:
             if topic in busy or topic not in known:

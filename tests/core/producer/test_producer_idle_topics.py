@@ -213,14 +213,14 @@ def test_a_send_that_failed_waiting_for_metadata_expires_after_its_outcome() -> 
 def test_the_option_defaults_to_five_minutes_and_converts_ms() -> None:
     default = producer_config(resolve("producer", "kafkastate", {}, owner="test"))
     assert default.metadata_max_idle == 300.0
-    given = resolve("producer", "kafkastate", {"metadata_max_idle_ms": 1500}, owner="t")
-    assert producer_config(given).metadata_max_idle == 1.5
+    given = resolve("producer", "kafkastate", {"metadata_max_idle_ms": 5500}, owner="t")
+    assert producer_config(given).metadata_max_idle == 5.5
     by_prop = {"metadata.max.idle.ms": 60000}
     resolved = resolve("producer", "kafkastate", by_prop, owner="t")
     assert producer_config(resolved).metadata_max_idle == 60.0
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "300000", None])
+@pytest.mark.parametrize("bad", [0, -1, 1000, 4999, 5000.0, True, "300000", None])
 def test_bad_values_are_refused_with_a_typed_error(bad: Any) -> None:
     with pytest.raises(KafkaConfigurationError, match="metadata_max_idle_ms"):
         resolve("producer", "kafkastate", {"metadata_max_idle_ms": bad}, owner="t")
@@ -233,7 +233,51 @@ def test_the_core_config_refuses_bad_values_too(bad: Any) -> None:
         ProducerConfig(client=client, metadata_max_idle=bad)
 
 
+def test_the_core_config_takes_any_positive_duration() -> None:
+    # Java's 5000 ms minimum is the option layer's; the core (tests, the simulator) may
+    # use less.
+    client = machine().config.client
+    assert ProducerConfig(client=client, metadata_max_idle=0.5).metadata_max_idle == 0.5
+
+
 @pytest.mark.parametrize("flavour", ["aiokafka", "kafka-python", "kafkastate"])
 def test_every_producer_face_accepts_the_option(flavour: str) -> None:
-    given = {"metadata_max_idle_ms": 2000}
-    assert producer_config(resolve("producer", flavour, given, owner="t")).metadata_max_idle == 2
+    given = {"metadata_max_idle_ms": 5000}  # Java's minimum
+    assert producer_config(resolve("producer", flavour, given, owner="t")).metadata_max_idle == 5
+
+
+def test_a_topic_whose_first_metadata_comes_late_is_kept_by_that_answer() -> None:
+    # Java's ProducerMetadata.newTopics: the answer that first brings a topic keeps it,
+    # however long it took; its idle clock starts then. Here the Metadata answer naming
+    # "late" waits behind unanswered Produce requests on both brokers for longer than the
+    # idle limit.
+    peer = idle_peer(request_timeout=60.0, delivery_timeout=120.0)
+    m = peer.m
+    send(peer, "a")
+    send(peer, "b")
+    assert len(peer.produces()) == 2
+    peer.topics["late"] = {0: (1, 0)}
+    m.track_topics(["late"], now=peer.now)
+    peer.advance(peer.now)
+    assert peer.metadata_topics[-1] == ("a", "b", "late")
+    peer.now = 15.0  # past the idle limit, no answer yet
+    answer_all(peer, {})  # the produces, then the Metadata answer queued behind them
+    assert m.client.cluster.partitions_for("late") == (0,)
+    assert "late" in m.tracked_topics
+    run_until(peer, 24.0)  # idle for 9 s since its metadata came
+    assert "late" in m.tracked_topics
+    run_until(peer, 28.0)
+    assert "late" not in m.tracked_topics
+
+
+def test_track_topics_without_now_before_any_step_keeps_the_topic() -> None:
+    # A machine first driven at a large clock value (loop.time(), an uptime): a topic
+    # tracked with now=None (the machine's last now: none yet) is kept by the answer that
+    # brings it.
+    config = machine(acks=1, linger=0.0, metadata_max_idle=IDLE).config
+    peer = PeerCluster(ProducerMachine(config, rng=random.Random(7)))
+    peer.now = 5000.0
+    peer.m.track_topics(["t"])
+    peer.advance(peer.now)
+    assert peer.m.client.cluster.partitions_for("t") == (0, 1)
+    assert peer.m.tracked_topics == ("t",)
