@@ -145,3 +145,48 @@ def test_kafka_python_faces_after_close(kafka_cluster: Any) -> None:
     ):
         with pytest.raises(ConsumerStoppedError, match="closed"):
             refused()
+
+
+@pytest.mark.anyio
+async def test_anyio_partitions_for_waiting_when_the_producer_closes(kafka_cluster: Any) -> None:
+    # A task outside the block waits for a topic that will not appear; the block ends:
+    # its wait ends at once with ProducerClosedError (no KafkaTimeoutError at max_block_ms).
+    missing = f"closed-missing-{uuid.uuid4().hex[:8]}"
+    outcome: list[BaseException] = []
+
+    async def waiter(producer: Any) -> None:
+        try:
+            await producer.partitions_for(missing)
+        except Exception as exc:
+            outcome.append(exc)
+
+    with anyio.fail_after(20):
+        async with (
+            anyio.create_task_group() as tg,
+            open_producer(
+                kafka_cluster.bootstrap, allow_auto_create_topics=False, max_block_ms=60000
+            ) as producer,
+        ):
+            tg.start_soon(waiter, producer)
+            await anyio.sleep(0.5)
+    (error,) = outcome
+    assert isinstance(error, ProducerClosedError), error
+
+
+def test_aiokafka_partitions_for_waiting_when_the_producer_stops(kafka_cluster: Any) -> None:
+    missing = f"closed-missing-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=kafka_cluster.bootstrap,
+            allow_auto_create_topics=False,
+            max_block_ms=60000,
+        )
+        await producer.start()
+        waiting = asyncio.ensure_future(producer.partitions_for(missing))
+        await asyncio.sleep(0.5)
+        await producer.stop()
+        with pytest.raises(ProducerClosedError):
+            await asyncio.wait_for(waiting, 10)
+
+    asyncio.run(main())

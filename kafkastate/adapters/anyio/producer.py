@@ -869,10 +869,15 @@ class Producer(Observed):
 
         Raises:
             KafkaTimeoutError: no metadata for the topic within ``max_block_ms``.
+            ProducerClosedError: the producer is closed, or closed while this waited.
         """
         driver = self._running("partitions_for")
         deadline = driver.now() + self._max_block
         while True:
+            if self._driver is None or self.machine.state is ProducerState.CLOSED:
+                # closed while waiting: no metadata will come
+                self._running("partitions_for")
+                self.machine.ensure_open("partitions_for")
             # used while waited for (Java's waitOnMetadata): not dropped as idle
             self.machine.track_topics([topic], now=driver.now())
             driver.wake()
