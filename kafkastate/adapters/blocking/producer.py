@@ -345,7 +345,8 @@ class KafkaProducer:
         retry_backoff_ms: first backoff before a retry (100).
         metadata_max_age_ms: refresh metadata at least this often (300000).
         metadata_max_idle_ms: a topic not sent to this long leaves the metadata at the next
-            refresh; a later send fetches it again (300000, Java's ``metadata.max.idle.ms``).
+            refresh; a later send fetches it again (300000, at least 5000; Java's
+            ``metadata.max.idle.ms``).
         allow_auto_create_topics: let the broker create unknown topics (True).
         reconnect_backoff_ms: first reconnect delay (50).
         reconnect_backoff_max_ms: largest reconnect delay (30000).
