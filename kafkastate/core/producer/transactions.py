@@ -34,7 +34,10 @@ Errors. Retriable coordinator answers (COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_
 are retried after ``retry.backoff.ms``; NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE look the
 coordinator up again first. PRODUCER_FENCED, INVALID_PRODUCER_EPOCH (from a coordinator),
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_TXN_STATE and anything unexpected are fatal
-(FATAL_ERROR; the producer fails every record and must be closed). Errors that concern only
+(FATAL_ERROR; the producer fails every record and must be closed) -- except that a fenced
+answer to TxnOffsetCommit is first put to the transaction coordinator (AddOffsetsToTxn
+again), since the group coordinator may judge by a stale cache (:meth:`_check_fence`).
+Errors that concern only
 the current transaction (a failed batch, TOPIC/GROUP_AUTHORIZATION_FAILED, KIP-447 fencing of
 the offsets, TRANSACTION_ABORTABLE) go to ABORTABLE_ERROR: everything after it raises
 :class:`~kafkastate.errors.TransactionFailedError` until ``abort``, after which the
@@ -290,6 +293,7 @@ class _Operation:
     offsets: dict[_TP, tuple[int, str, int]] = attrs.field(factory=dict)
     group: ConsumerGroupMetadata | None = None
     offsets_added: bool = False  # AddOffsetsToTxn answered
+    fence_checked: bool = False  # a fenced TxnOffsetCommit was put to the txn coordinator
 
 
 @attrs.define(slots=True)
@@ -1158,6 +1162,9 @@ class TransactionManager:
                 if code in (_UNKNOWN_TOPIC_OR_PARTITION, _REQUEST_TIMED_OUT):
                     self._retry_at = now + self.retry_backoff
                     continue
+                if code in _FENCED and not op.fence_checked:
+                    self._check_fence(op, code, now)
+                    return
                 verdict = self._classify(code, "TxnOffsetCommit", now, group=True)
                 if verdict == "stop":
                     if self._op is op:
@@ -1167,6 +1174,30 @@ class TransactionManager:
             self._finish_op(None)
         elif self._retry_at is None:
             self._retry_at = now + self.retry_backoff  # partitions left unanswered
+
+    def _check_fence(self, op: _Operation, code: int, now: float) -> None:
+        """A TxnOffsetCommit refused as fenced: ask the transaction coordinator first.
+
+        The group coordinator's verdict is second hand: it checks our epoch with the
+        transaction coordinator *it* knows, and a broker that was paused while both
+        coordinators moved away answers from what it cached before, once it runs again --
+        an epoch we have since bumped (KIP-890 defence, KIP-360) then looks fenced. So
+        AddOffsetsToTxn goes again to our transaction coordinator (the authority on the
+        epoch; idempotent within the transaction) and the group coordinator is looked up
+        again: a real fence is refused there (fatal as before), else TxnOffsetCommit is
+        sent once more, and only a second fenced answer is fatal.
+        """
+        op.fence_checked = True
+        op.offsets_added = False
+        assert op.group is not None
+        self._group_coordinators.pop(op.group.group_id, None)
+        self._retry_at = now + self.retry_backoff
+        log.warning(
+            "transactional id %r: TxnOffsetCommit answered %s; asking the transaction "
+            "coordinator before taking it for a fence",
+            self.transactional_id,
+            error_for_code(code).__name__,
+        )
 
     def _on_end(self, response: Any, now: float) -> None:
         if self._state not in (_S.COMMITTING, _S.ABORTING):

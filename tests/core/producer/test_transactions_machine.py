@@ -683,6 +683,83 @@ def test_a_fenced_group_member_makes_the_transaction_abortable_kip_447() -> None
     assert peer.take(END).req.body.committed is False
 
 
+def _offsets_fenced_after_a_bump(code: ErrorCode) -> tuple[TxnPeer, Any]:
+    """The chaos run's sequence: the group coordinator (node 1) is known from a first
+    transaction; the EndTxn of that transaction times out (node 1 paused), is retried at
+    the new coordinator and the epoch is bumped (KIP-890 defence, epoch 1); in the next
+    transaction TxnOffsetCommit still goes to node 1, which, running again, answers from
+    its stale cache (epoch 0): fenced."""
+    peer = initialised(request_timeout=5.0, delivery_timeout=30.0)
+    peer.m.begin_transaction()
+    peer.m.send_offsets_to_transaction({("in", 0): 1}, "grp", now=peer.now)
+    peer.pump()
+    peer.answer_code(ADD_OFFSETS)
+    peer.answer_find(node=1)
+    peer.answer_txn_commit()
+    peer.m.commit_transaction(now=peer.now)
+    peer.pump()
+    peer.take(END)  # held: node 1 is paused
+    peer.advance(peer.now + 5.0)
+    peer.advance()
+    peer.answer_find(node=2)
+    peer.answer_code(END)
+    peer.answer_init_txn(epoch=1)
+    assert peer.txn_state is S.READY
+    peer.m.begin_transaction()
+    op = peer.m.send_offsets_to_transaction({("in", 0): 2}, "grp", now=peer.now)
+    peer.pump()
+    assert peer.take(ADD_OFFSETS).node == 2
+    peer.answer_code(ADD_OFFSETS)
+    stale = peer.answer_txn_commit(code)
+    assert stale.node == 1 and stale.req.body.producer_epoch == 1  # the cached coordinator
+    return peer, op
+
+
+@pytest.mark.parametrize("code", [ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch])
+def test_a_fenced_txn_offset_commit_is_put_to_the_transaction_coordinator_first(
+    code: ErrorCode,
+) -> None:
+    peer, op = _offsets_fenced_after_a_bump(code)
+    assert peer.txn_state is S.IN_TRANSACTION  # not fatal yet
+    assert not [o for o in peer.ops() if o.operation_id == op]
+    peer.advance()  # the backoff
+    check = peer.take(ADD_OFFSETS)
+    assert check.node == 2 and check.req.body.producer_epoch == 1
+    peer.answer_code(ADD_OFFSETS)  # the transaction coordinator knows epoch 1: no fence
+    find = peer.answer_find(node=2)  # the group coordinator is looked up again
+    assert find.req.body.key_type == 0
+    commit = peer.answer_txn_commit()
+    assert commit.node == 2 and commit.req.body.producer_epoch == 1
+    assert peer.ops()[-1] == TransactionOperationCompleted(
+        operation_id=op, operation="send_offsets", error=None
+    )
+    peer.m.commit_transaction(now=peer.now)
+    peer.pump()
+    peer.answer_code(END)
+    assert peer.txn_state is S.READY
+
+
+def test_a_fenced_txn_offset_commit_confirmed_by_the_transaction_coordinator_is_fatal() -> None:
+    peer, op = _offsets_fenced_after_a_bump(ErrorCode.producer_fenced)
+    peer.advance()
+    peer.answer_code(ADD_OFFSETS, ErrorCode.producer_fenced)  # a newer producer: real
+    assert peer.txn_state is S.FATAL_ERROR
+    last = peer.ops()[-1]
+    assert last.operation_id == op and isinstance(last.error, ProducerFencedError)
+
+
+def test_a_txn_offset_commit_fenced_again_after_the_check_is_fatal() -> None:
+    peer, op = _offsets_fenced_after_a_bump(ErrorCode.producer_fenced)
+    peer.advance()
+    peer.answer_code(ADD_OFFSETS)
+    peer.answer_find(node=2)
+    peer.answer_txn_commit(ErrorCode.producer_fenced)  # asked once only
+    assert peer.txn_state is S.FATAL_ERROR
+    last = peer.ops()[-1]
+    assert last.operation_id == op and isinstance(last.error, ProducerFencedError)
+    assert "TxnOffsetCommit" in str(last.error)
+
+
 # ------------------------------------------------------------- KIP-890 defence
 
 
