@@ -46,7 +46,9 @@ def test_seed_passes_and_replays_identically(seed: int) -> None:
 # must be caught by its own invariant -- the first failure of the sweep names it -- within
 # this many seeds (measured: most fail on seed 0; PI needs the longest search).
 WITHIN = {
-    "coordinator_ignores_generation": 10,
+    # (20: members give up their partitions when their session ends unanswered, as
+    # librdkafka, so fewer zombies commit for the coordinator to fence: seed 18, was 1)
+    "coordinator_ignores_generation": 20,
     "assign_before_revoke": 10,
     "cooperative_moves_owned": 10,
     "ignores_max_poll_interval": 30,

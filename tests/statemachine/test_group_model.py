@@ -327,7 +327,9 @@ def _finds(monkeypatch: pytest.MonkeyPatch, target: Any, name: str, planted: Any
     """Run the model against a planted bug; return the failure it reports."""
     monkeypatch.setattr(target, name, planted)
     quick = settings(
-        max_examples=400,
+        # (800: since members drop their partitions when a session expires unanswered,
+        # fewer runs reach a cooperative handover; 400 no longer found the planted bug)
+        max_examples=800,
         stateful_step_count=50,
         deadline=None,
         derandomize=True,  # the same search on every run: CI stays deterministic

@@ -42,11 +42,17 @@ coordinator again (:attr:`GroupMember.coordinator_wanted`); COORDINATOR_LOAD_IN_
 INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT, GROUP_MAX_SIZE_REACHED,
 UNSUPPORTED_VERSION... -> FAILED with :class:`GroupFailed` (fatal: the application sees it).
 
-Timers: a Heartbeat every ``heartbeat_interval`` while in a generation; no successful
-Heartbeat for ``session_timeout`` -> the coordinator is considered lost (Java marks it
-unknown); no :meth:`GroupMember.polled` for ``max_poll_interval`` -> LeaveGroup, and the next
-poll joins again. JoinGroup may wait ``rebalance_timeout`` at the coordinator: its request
-timeout is ``max(request_timeout, rebalance_timeout + 5 s)``.
+Timers: a Heartbeat every ``heartbeat_interval`` while in a generation; no Heartbeat
+answered (no error, or REBALANCE_IN_PROGRESS) within ``session_timeout`` of *sending* the
+last one so answered (or the SyncGroup that began the generation) -> the member's
+partitions are lost, it forgets its member id, looks for the coordinator again and joins
+anew (librdkafka's behaviour; Java only looks for the coordinator and keeps its
+partitions). The coordinator received that request no earlier than it was sent, so it
+removes the member no earlier than this deadline: the application stops processing before
+the partitions can go to another member. No :meth:`GroupMember.polled` for
+``max_poll_interval`` -> LeaveGroup, and the next poll joins again. JoinGroup may wait
+``rebalance_timeout`` at the coordinator: its request timeout is
+``max(request_timeout, rebalance_timeout + 5 s)``.
 
 Pure: no IO, no clock (every input carries ``now``), no randomness.
 """
@@ -543,10 +549,9 @@ class GroupMember(MemberBase):
     def coordinator_found(self, *, now: float) -> None:
         """The host has a connection to the group coordinator again."""
         self.coordinator_wanted = False
-        if self.state in _IN_GENERATION:
-            self._session_deadline = now + self.config.session_timeout
-            if "heartbeat" not in self._in_flight:
-                self._next_heartbeat = now  # tell the coordinator at once
+        # (the session deadline stays: only an answer from the coordinator moves it)
+        if self.state in _IN_GENERATION and "heartbeat" not in self._in_flight:
+            self._next_heartbeat = now  # tell the coordinator at once
         self._step(now)
 
     def close(self, *, now: float) -> None:
@@ -658,9 +663,15 @@ class GroupMember(MemberBase):
             self._rejoin = False
             return
         if in_generation and self._session_deadline is not None and now >= self._session_deadline:
-            # No heartbeat answered within the session timeout: find the coordinator again.
-            self._session_deadline = None
+            # No heartbeat answered within the session timeout: the coordinator may remove
+            # the member from now on and hand its partitions to others. As librdkafka (not
+            # Java, which keeps them): they are lost now, before that can happen; find the
+            # coordinator again and join as a new member (no LeaveGroup: it is unreachable).
+            self._reset_generation(lost=True, keep_member=False)
+            self._to(MemberState.UNJOINED, what="session timeout")
+            self.request_rejoin("no heartbeat was answered within the session timeout")
             self._coordinator_lost()
+            in_generation = False
         if in_generation and self._next_heartbeat is not None and now >= self._next_heartbeat:
             self._next_heartbeat = None  # re-armed when it is answered or the coordinator found
             if not self.coordinator_wanted:
@@ -782,7 +793,7 @@ class GroupMember(MemberBase):
                 except KafkaError as exc:
                     self._fail(exc)
                     return
-            self._send_sync(assignments)
+            self._send_sync(assignments, now)
             return
         self._retry_at = now + self.config.retry_backoff
         if code == _MEMBER_ID_REQUIRED:
@@ -823,7 +834,8 @@ class GroupMember(MemberBase):
 
     # -- SyncGroup
 
-    def _send_sync(self, assignments: Mapping[str, bytes]) -> None:
+    def _send_sync(self, assignments: Mapping[str, bytes], now: float) -> None:
+        self._sync_sent = now  # the coordinator restarts the session when it answers
         cfg = self.config
         generation, member_id, protocol = self.generation, self.member_id, self.protocol_name
 
@@ -892,7 +904,7 @@ class GroupMember(MemberBase):
 
     def _start_heartbeats(self, now: float) -> None:
         self._next_heartbeat = now + self.config.heartbeat_interval
-        self._session_deadline = now + self.config.session_timeout
+        self._session_deadline = self._sync_sent + self.config.session_timeout
         if self._last_poll is None:
             self._last_poll = now
 
@@ -901,7 +913,15 @@ class GroupMember(MemberBase):
         if self.state in _IN_GENERATION:
             self._next_heartbeat = max(now, self._heartbeat_sent + self.config.heartbeat_interval)
 
+    def _session_refreshed(self) -> None:
+        """The coordinator answered the last Heartbeat sent: it restarted the session no
+        earlier than that was sent. (Never moved back: a late answer to an older one.)"""
+        refreshed = self._heartbeat_sent + self.config.session_timeout
+        current = self._session_deadline
+        self._session_deadline = refreshed if current is None else max(current, refreshed)
+
     _heartbeat_sent = 0.0
+    _sync_sent = 0.0
 
     def _send_heartbeat(self, now: float) -> None:
         self._heartbeat_sent = now
@@ -927,9 +947,9 @@ class GroupMember(MemberBase):
             return
         self._heartbeat_answered(now)
         if code == _NONE:
-            self._session_deadline = now + self.config.session_timeout
+            self._session_refreshed()
         elif code == _REBALANCE_IN_PROGRESS:
-            self._session_deadline = now + self.config.session_timeout
+            self._session_refreshed()
             self.request_rejoin("the group is rebalancing")
         elif code == _UNKNOWN_MEMBER_ID:
             self._reset_generation(lost=True, keep_member=False)

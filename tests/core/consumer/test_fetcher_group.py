@@ -206,6 +206,40 @@ def test_a_cooperative_rebalance_revokes_only_the_partition_that_moves() -> None
     assert rejoin.req.body.member_id == "m-1"
 
 
+def test_a_session_over_without_an_answered_heartbeat_loses_the_partitions() -> None:
+    # Found by a chaos run: heartbeats unanswered for longer than the session timeout (the
+    # coordinator unreachable), the member kept its partitions and went on handing out
+    # records the coordinator had meanwhile given to a new member. As librdkafka, they
+    # are lost when the session ends, counted from the last answered heartbeat's sending.
+    peer = group_peer(heartbeat_interval=3.0)
+    in_group(peer)
+    joined_at = peer.now
+    answer_offset_fetch(peer, {0: 0, 1: 0})
+    peer.answer_fetch(batch(0, 3, epoch=0), hw=3)  # records for t-0 wait in the buffer
+    peer.advance(joined_at + 3.0)
+    peer.take(ApiKey.HEARTBEAT)  # never answered
+    peer.advance(joined_at + 9.9)
+    assert group_events(peer) == []  # not yet
+    peer.advance(joined_at + 10.0)
+    (lost,) = group_events(peer)
+    assert lost == PartitionsRevoked(partitions=(("t", 0), ("t", 1)), lost=True)
+    assert peer.m.poll(10, now=peer.now) == []  # nothing more of them
+    peer.m.commit({("t", 0): 3}, now=peer.now)
+    peer.pump()
+    assert not peer.has(ApiKey.OFFSET_COMMIT)  # refused here: outside any generation
+    peer.m.revocation_done(now=peer.now)
+    peer.pump()
+    assert peer.m.assignment() == ()
+    answer(peer, ApiKey.HEARTBEAT, error_code=ErrorCode.none)  # too late: changes nothing
+    assert group_events(peer) == [lost]
+    while not peer.has(ApiKey.JOIN_GROUP):  # it looks for the coordinator again
+        if peer.has(ApiKey.FIND_COORDINATOR):
+            answer_coordinator(peer)
+        else:
+            peer.advance()
+    assert peer.take(ApiKey.JOIN_GROUP).req.body.member_id == ""  # joins as a new member
+
+
 def test_a_fatal_group_error_surfaces_from_poll() -> None:
     peer = group_peer()
     answer_coordinator(peer)
@@ -428,4 +462,5 @@ def test_a_poll_that_finds_the_session_over_looks_for_the_coordinator() -> None:
     poll_as_the_adapters_do(peer, 14.5)
     assert peer.has(ApiKey.FIND_COORDINATOR)
     answer_coordinator(peer)
-    assert peer.has(ApiKey.HEARTBEAT)  # the coordinator found: it tells it at once
+    # the session is over: the member joins again as a new one (librdkafka's behaviour)
+    assert peer.take(ApiKey.JOIN_GROUP).req.body.member_id == ""

@@ -290,18 +290,80 @@ def test_a_static_member_unsubscribes_without_leave_group() -> None:
     assert m.state is MemberState.UNJOINED and requests(m) == []
 
 
-def test_no_heartbeat_answer_within_the_session_timeout_loses_the_coordinator() -> None:
+def test_no_heartbeat_answer_within_the_session_timeout_loses_the_partitions() -> None:
+    # As librdkafka: the coordinator may remove the member from 10 s on (the session ran
+    # from the SyncGroup sent at 0) and give its partitions to another; the application
+    # must have stopped by then. (It used to keep them and only look for the coordinator.)
     m = member(session_timeout=10.0, heartbeat_interval=3.0)
     joined(m)
     m.handle_timer(now=3.0)
     only(m, "heartbeat")  # never answered
     assert m.get_timer() == 10.0
     m.handle_timer(now=10.0)
-    assert m.coordinator_wanted and requests(m) == []
-    assert m.get_timer() is None or m.get_timer() > 10.0  # no busy timer
+    (lost,) = events(m)
+    assert lost == RevokePartitions(partitions=(("t", 0), ("t", 1), ("t", 2)), lost=True)
+    assert m.state is MemberState.UNJOINED and m.commit_identity() == (-1, "", None)
+    assert m.coordinator_wanted and requests(m) == []  # no LeaveGroup: it is unreachable
+    assert m.get_timer() is None  # no busy timer
     m.handle_failure("heartbeat", _timeout(), now=11.0)
     m.coordinator_found(now=12.0)
+    assert requests(m) == []  # the lost partitions are dropped first
+    m.revocation_done(now=12.5)
+    req = only(m, "join")  # a new member: the old id may be gone at the coordinator
+    assert req.member_id == ""
+    assert decode_subscription(req.protocols[0].metadata).owned_partitions == ()
+    m.handle_response("join", join_response(req, member_id="m-2", generation=2), now=13.0)
+    m.handle_response("sync", sync_response((("t", 0),)), now=13.5)
+    (assign,) = events(m)
+    assert assign.generation == 2 and assign.added == (("t", 0),)
+    # a late answer to the old heartbeat does not pull the new session's deadline back
+    m.handle_response("heartbeat", heartbeat_response(), now=14.0)
+    m.assignment_done(now=14.0)
+    assert m.state is MemberState.STABLE
+    assert m.get_timer() == 23.0  # the SyncGroup sent at 13 + 10, not 3 + 10
+
+
+def test_the_session_counts_from_when_the_answered_heartbeat_was_sent() -> None:
+    m = member(session_timeout=10.0, heartbeat_interval=3.0)
+    joined(m)
+    m.handle_timer(now=3.0)
+    only(m, "heartbeat")
+    m.handle_response("heartbeat", heartbeat_response(), now=9.9)  # just in time
+    m.handle_timer(now=9.9)
+    only(m, "heartbeat")  # the next one, due since 6.0
+    m.handle_timer(now=12.9)  # the session now ends at 3.0 + 10 (not at 9.9 + 10)
+    assert events(m) == [] and m.state is MemberState.STABLE
+    m.handle_timer(now=13.0)
+    (lost,) = events(m)
+    assert lost.lost and m.state is MemberState.UNJOINED
+
+
+def test_finding_the_coordinator_again_does_not_extend_the_session() -> None:
+    m = member(session_timeout=10.0, heartbeat_interval=3.0)
+    joined(m)
+    m.handle_timer(now=3.0)
+    only(m, "heartbeat")
+    m.handle_failure("heartbeat", _timeout(), now=8.0)  # coordinator lost
+    m.coordinator_found(now=9.0)
     assert only(m, "heartbeat").generation_id == 1  # still in the generation: ask
+    assert m.get_timer() == 10.0  # only an answer moves the deadline
+    m.handle_response("heartbeat", heartbeat_response(), now=9.5)
+    assert m.get_timer() == 12.0  # the next heartbeat; the session now ends at 9 + 10
+    m.handle_timer(now=10.0)
+    assert events(m) == [] and m.state is MemberState.STABLE
+
+
+def test_a_static_member_loses_its_partitions_too_and_rejoins_by_instance_id() -> None:
+    m = member(group_instance_id="i-1", session_timeout=10.0, heartbeat_interval=3.0)
+    joined(m)
+    m.handle_timer(now=3.0)
+    only(m, "heartbeat")
+    m.handle_timer(now=10.0)
+    assert events(m)[0].lost
+    m.revocation_done(now=10.5)
+    m.coordinator_found(now=11.0)
+    req = only(m, "join")
+    assert (req.member_id, req.group_instance_id) == ("", "i-1")
 
 
 def _timeout() -> Any:
