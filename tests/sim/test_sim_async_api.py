@@ -190,7 +190,10 @@ def every_record_once(sim: Any) -> None:
             )
 
 
-SEEDS = range(8)
+# 24 (was 8): members now give their partitions up as lost when a pause outlasts their
+# session (as librdkafka), and a lost partition is not a buggy revocation: the listener
+# bugs are found on later seeds (NoWait and FireAndForget beyond seed 15, within 24).
+SEEDS = range(24)
 
 
 @pytest.mark.parametrize("bug", [NoWait, FireAndForget])
