@@ -1192,7 +1192,7 @@ class TransactionManager:
         assert op.group is not None
         self._group_coordinators.pop(op.group.group_id, None)
         self._retry_at = now + self.retry_backoff
-        log.warning(
+        log.info(
             "transactional id %r: TxnOffsetCommit answered %s; asking the transaction "
             "coordinator before taking it for a fence",
             self.transactional_id,
