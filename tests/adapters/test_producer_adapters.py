@@ -756,13 +756,23 @@ def test_unresponsive_leader_fails_records_at_delivery_timeout(
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_full_buffer_memory_makes_sends_wait_in_order(kafka_cluster: Any, adapter: str) -> None:
-    # buffer_memory holds a handful of records: most sends wait in the machine's FIFO
+    # buffer_memory holds a handful of records: most sends wait in the machine's FIFO.
+    # Idempotent, so a retry cannot reorder (a CI run saw offsets [1, 0, ...]: without it,
+    # a first batch refused while the new topic's leader was being elected went after the
+    # second, which Kafka allows with several requests in flight)
     bootstrap = kafka_cluster.bootstrap
     topic = _topic(bootstrap, partitions=3)
     records = [
         Rec(b"%03d" % i + bytes(300), key=None if i % 3 else b"k%d" % (i % 4)) for i in range(120)
     ]
-    options = {"buffer_memory": 2000, "batch_size": 700, "linger_ms": 0, "max_block_ms": 30_000}
+    options = {
+        "buffer_memory": 2000,
+        "batch_size": 700,
+        "linger_ms": 0,
+        "max_block_ms": 30_000,
+        "acks": "all",
+        "enable_idempotence": True,
+    }
     report = produce(adapter, Plan(bootstrap, topic, records, options))
     acked = _acked(report)
     _check_read_back(records, acked, consume(bootstrap, topic, len(records)), partitions=3)
